@@ -1,0 +1,109 @@
+"""Dashboard: organizations, plans and API keys (a key is shown once, when it is created)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest
+
+from accounts.models import ApiKey, Organization, Plan
+from accounts.services import apikey_create, apikey_revoke, organization_set_plan
+
+
+@admin.register(Plan)
+class PlanAdmin(admin.ModelAdmin):
+    list_display = ("code", "name", "max_active_agents", "ambient_sounds_allowed", "included_minutes")
+    list_editable = ("included_minutes",)
+    search_fields = ("code", "name")
+    list_filter = ("ambient_sounds_allowed",)
+
+
+class ApiKeyInline(admin.TabularInline):
+    model = ApiKey
+    fields = ("prefix", "name", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # keys are created from the API key page, which shows the key once
+
+
+@admin.register(Organization)
+class OrganizationAdmin(admin.ModelAdmin):
+    list_display = ("name", "id", "plan", "on_trial", "active_agents", "billing_period_start", "created_at")
+    list_filter = ("plan", "on_trial")
+    search_fields = ("name", "id")
+    readonly_fields = ("id", "created_at")
+    inlines = [ApiKeyInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("plan")
+            .annotate(active_agent_count=Count("agents", filter=Q(agents__status="active")))
+        )
+
+    @admin.display(description="Active agents", ordering="active_agent_count")
+    def active_agents(self, obj: Organization) -> int:
+        return obj.active_agent_count
+
+    def save_model(self, request: HttpRequest, obj: Organization, form: Any, change: bool) -> None:
+        if change and "plan" in form.changed_data:
+            super().save_model(request, obj, form, change)
+            organization_set_plan(organization=obj, plan_code=obj.plan.code)  # the one rule for on_trial
+        else:
+            super().save_model(request, obj, form, change)
+
+
+class ApiKeyCreateForm(forms.ModelForm):
+    class Meta:
+        model = ApiKey
+        fields = ("organization", "name")
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "name", "organization", "created_at", "last_used_at", "revoked_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter), "organization__plan")
+    search_fields = ("prefix", "name", "organization__name", "organization__id")
+    readonly_fields = ("id", "prefix", "organization", "created_at", "last_used_at", "revoked_at")
+    fields = ("id", "organization", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+    actions = ["revoke"]
+    list_select_related = ("organization",)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = ApiKeyCreateForm
+            kwargs["fields"] = ("organization", "name")
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ("organization", "name") if obj is None else self.fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return () if obj is None else self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        issued = apikey_create(organization=obj.organization, name=obj.name)
+        obj.pk = issued.api_key.pk
+        obj.refresh_from_db()
+        self.message_user(
+            request,
+            f"New API key (shown only now, copy it): {issued.raw_key}",
+            level=messages.WARNING,
+        )
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for key in queryset:
+            apikey_revoke(api_key=key)
+        self.message_user(request, f"Revoked {queryset.count()} key(s).")

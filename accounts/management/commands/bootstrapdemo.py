@@ -1,0 +1,33 @@
+import json
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from accounts.models import Organization
+from accounts.services import organization_create
+
+DEMO_FILE = settings.VAR_DIR / "demo.json"
+
+
+class Command(BaseCommand):
+    help = "First run only: create a demo organization and API key and print them (kept in var/demo.json)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if DEMO_FILE.exists():
+            demo = json.loads(DEMO_FILE.read_text())
+            if Organization.objects.filter(pk=demo["organizationId"]).exists():
+                self.stdout.write(
+                    f"Demo organization {demo['organizationId']} (key printed on first run, in var/demo.json)"
+                )
+                return
+        organization, issued = organization_create(name="Demo", plan_code="studio", key_name="demo")
+        demo = {"organizationId": str(organization.id), "apiKey": issued.raw_key}
+        DEMO_FILE.write_text(json.dumps(demo))
+        DEMO_FILE.chmod(0o600)
+        self.stdout.write(
+            "Created the demo organization (Studio plan).\n"
+            f"  organizationId: {demo['organizationId']}\n"
+            f"  apiKey:         {demo['apiKey']}\n"
+            "Try: curl -H 'Authorization: Bearer <apiKey>' http://127.0.0.1:8000/public/v1/agents"
+        )

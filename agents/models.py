@@ -1,0 +1,184 @@
+import uuid
+
+from django.db import models
+
+from accounts.models import Organization
+from voiceagent.crypto import EncryptedJSONField, EncryptedTextField
+
+BUILTIN_VOICES = ("eve", "ara", "rex", "sal", "leo")
+
+
+class AgentType(models.TextChoices):
+    STATIC = "static"
+    WEBHOOK = "webhook"
+    HTTP = "http"
+
+
+class AgentStatus(models.TextChoices):
+    DRAFT = "draft"
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+
+
+class DisclosureTemplate(models.TextChoices):
+    STANDARD = "standard"
+    ASSISTANT_OF = "assistant_of"
+    NAMED_AGENT = "named_agent"
+    VIRTUAL_ASSISTANT = "virtual_assistant"
+    NAMED_VIRTUAL_ASSISTANT = "named_virtual_assistant"
+
+
+class BackgroundSound(models.TextChoices):
+    NONE = "none"
+    KEYBOARD = "keyboard"
+
+
+class AmbientSound(models.TextChoices):
+    NONE = "none"
+    OFFICE1 = "office1"
+    OFFICE2 = "office2"
+
+
+class PromptType(models.TextChoices):
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+
+class GreetingType(models.TextChoices):
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+    NONE = "none"
+
+
+class Agent(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=AgentStatus.choices, default=AgentStatus.DRAFT)
+    agent_type = models.CharField(max_length=10, choices=AgentType.choices, default=AgentType.WEBHOOK)
+    language = models.CharField(max_length=16, default="en-US")
+    ai_identity_disclosure_template_id = models.CharField(
+        max_length=32, choices=DisclosureTemplate.choices, default=DisclosureTemplate.STANDARD
+    )
+    voice_name = models.CharField(max_length=32, default="eve")
+    server_url = models.CharField(max_length=2048, null=True, blank=True)
+    server_headers = models.JSONField(default=dict, blank=True)
+    server_secret = EncryptedTextField(null=True, blank=True)
+    handoff_phone_number = models.CharField(max_length=16, null=True, blank=True)
+    background_sound = models.CharField(max_length=10, choices=BackgroundSound.choices, default=BackgroundSound.NONE)
+    ambient_sound = models.CharField(max_length=10, choices=AmbientSound.choices, default=AmbientSound.NONE)
+    ambient_sound_volume = models.FloatField(default=0.25)
+    ambient_sound_ducking = models.BooleanField(default=True)
+    prompt_type = models.CharField(max_length=10, choices=PromptType.choices, default=PromptType.STATIC)
+    identity = models.TextField(blank=True, default="")
+    instructions = models.TextField(blank=True, default="")
+    greeting_type = models.CharField(max_length=10, choices=GreetingType.choices, default=GreetingType.NONE)
+    static_greeting = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Set by the services on every change (optimistic concurrency); never auto_now.
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["organization", "status"]), models.Index(fields=["organization", "created_at"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class HttpMethod(models.TextChoices):
+    GET = "GET"
+    POST = "POST"
+    PUT = "PUT"
+    DELETE = "DELETE"
+    PATCH = "PATCH"
+    HEAD = "HEAD"
+    OPTIONS = "OPTIONS"
+
+
+class ToolOnError(models.TextChoices):
+    RETURN_ERROR = "return_error"
+    RETURN_EMPTY = "return_empty"
+
+
+class AgentTool(models.Model):
+    """A custom tool of an agent: delivered to the agent's serverUrl (webhook) or its own toolUrl (http)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tools")
+    name = models.CharField(max_length=64)
+    description = models.TextField(blank=True, default="")
+    parameter_schema = models.JSONField(default=dict)
+    response_schema = models.JSONField(null=True, blank=True)
+    timeout_ms = models.PositiveIntegerField(default=10000)
+    on_error = models.CharField(max_length=16, choices=ToolOnError.choices, default=ToolOnError.RETURN_ERROR)
+    enabled = models.BooleanField(default=True)
+    tool_url = models.CharField(max_length=2048, null=True, blank=True)
+    tool_method = models.CharField(max_length=8, choices=HttpMethod.choices, default=HttpMethod.POST)
+    tool_headers = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["agent", "name"], name="agent_tool_name_unique")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class McpServerStatus(models.TextChoices):
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    ERROR = "error"
+
+
+class McpAuthType(models.TextChoices):
+    NONE = "none"
+    BEARER = "bearer"
+    HEADERS = "headers"
+    OAUTH_CLIENT_CREDENTIALS = "oauth_client_credentials"
+
+
+class McpServer(models.Model):
+    """A tool server an organization connected in the dashboard (MCP, Streamable HTTP transport)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="mcp_servers")
+    name = models.CharField(max_length=200, help_text="Integration name")
+    url = models.CharField(max_length=2048)
+    status = models.CharField(max_length=10, choices=McpServerStatus.choices, default=McpServerStatus.INACTIVE)
+    auth_type = models.CharField(max_length=32, choices=McpAuthType.choices, default=McpAuthType.NONE)
+    # Secret headers, bearer token or OAuth client credentials; encrypted, never returned by the API.
+    credentials = EncryptedJSONField(null=True, blank=True)
+    tools = models.JSONField(
+        default=list, blank=True, help_text="Cached tool definitions: name, description, inputSchema"
+    )
+    last_synced_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        verbose_name = "MCP server"
+        constraints = [models.UniqueConstraint(fields=["organization", "name"], name="mcp_server_name_unique")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class McpToolSelection(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="mcp_tool_selections")
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="selections")
+    tool_name = models.CharField(max_length=128)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["agent", "server", "tool_name"], name="mcp_selection_unique")]
+
+    def __str__(self) -> str:
+        return self.tool_name

@@ -1,0 +1,118 @@
+"""Reads of agents. Every query is scoped to the caller's organization."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import OuterRef, Subquery
+
+from accounts.models import Organization
+from agents.models import Agent
+from agents.tools.selectors import tool_count_subquery
+from calls.selectors import calls_today_subquery, success_rate_subquery
+from knowledge.selectors import document_count_subquery
+from telephony.models import PhoneNumber
+from voiceagent.db import IsoUtc
+from voiceagent.errors import ApiError
+from voiceagent.validation import parse_uuid
+
+
+def agent_get(*, organization: Organization, agent_id: str, for_update: bool = False) -> Agent:
+    """The organization's agent; a non-UUID id is a 400, another organization's agent a 404."""
+    pk = parse_uuid(agent_id, "agent")
+    queryset = Agent.objects.select_related("organization__plan")
+    if for_update:
+        queryset = queryset.select_for_update(of=("self",))
+    agent = queryset.filter(pk=pk, organization=organization).first()
+    if agent is None:
+        raise ApiError.not_found("Agent not found")
+    return agent
+
+
+def agent_list(*, organization: Organization) -> list[dict[str, Any]]:
+    """Every agent of the organization as list items, in one SQL query whatever the number of agents:
+    the counts and the first phone number are correlated subqueries, not per-agent queries."""
+    first_number = (
+        PhoneNumber.objects.filter(assigned_agent=OuterRef("pk"))
+        .order_by("assigned_at", "phone_number")
+        .values("phone_number")[:1]
+    )
+    rows = (
+        Agent.objects.filter(organization=organization)
+        .annotate(
+            first_phone_number=Subquery(first_number),
+            tool_count=tool_count_subquery(),
+            knowledge_document_count=document_count_subquery(),
+            calls_today=calls_today_subquery(),
+            success_rate=success_rate_subquery(),
+            updated_at_iso=IsoUtc("updated_at"),
+            created_at_iso=IsoUtc("created_at"),
+        )
+        .order_by("created_at", "id")
+        .values(*LIST_COLUMNS)
+    )
+    # Plain rows, not model instances: the list is the hot read of the dashboard and of integrations.
+    return [agent_item(row) for row in rows]
+
+
+LIST_COLUMNS = (
+    "id",
+    "name",
+    "status",
+    "agent_type",
+    "language",
+    "voice_name",
+    "server_url",
+    "server_headers",
+    "server_secret",
+    "handoff_phone_number",
+    "first_phone_number",
+    "tool_count",
+    "knowledge_document_count",
+    "calls_today",
+    "success_rate",
+    "updated_at_iso",
+    "ai_identity_disclosure_template_id",
+    "background_sound",
+    "ambient_sound",
+    "ambient_sound_volume",
+    "ambient_sound_ducking",
+    "prompt_type",
+    "identity",
+    "instructions",
+    "greeting_type",
+    "static_greeting",
+    "created_at_iso",
+)
+
+
+def agent_item(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "name": row["name"],
+        "status": row["status"],
+        "agentType": row["agent_type"],
+        "language": row["language"],
+        "voiceName": row["voice_name"],
+        "serverUrl": row["server_url"],
+        "serverHeaders": row["server_headers"],
+        "serverSecret": row["server_secret"],
+        "handoffPhoneNumber": row["handoff_phone_number"],
+        "phoneNumber": row["first_phone_number"],
+        "toolCount": row["tool_count"],
+        "knowledgeDocumentCount": row["knowledge_document_count"],
+        "callsToday": row["calls_today"],
+        "successRate": row["success_rate"],
+        "updatedAt": row["updated_at_iso"],
+        "aiIdentityDisclosureTemplateId": row["ai_identity_disclosure_template_id"],
+        "backgroundSound": row["background_sound"],
+        "ambientSound": row["ambient_sound"],
+        "ambientSoundVolume": row["ambient_sound_volume"],
+        "ambientSoundDucking": row["ambient_sound_ducking"],
+        "promptType": row["prompt_type"],
+        "identity": row["identity"],
+        "instructions": row["instructions"],
+        "greetingType": row["greeting_type"],
+        "staticGreeting": row["static_greeting"],
+        "createdAt": row["created_at_iso"],
+    }

@@ -1,0 +1,127 @@
+"""Wire shapes of agents: request parsing (strict types, camelCase) and the list item."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from agents.models import (
+    BUILTIN_VOICES,
+    AgentStatus,
+    AgentType,
+    BackgroundSound,
+    DisclosureTemplate,
+    GreetingType,
+    PromptType,
+)
+from voiceagent.fields import (
+    E164Field,
+    HeadersField,
+    OutboundUrlField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictFloatField,
+    StrictUUIDField,
+)
+
+LANGUAGE_PATTERN = r"^[a-z]{2,3}(-[A-Z][a-z]{3})?(-([A-Z]{2}|[0-9]{3}))?$"
+AMBIENT_CHOICES = ("none", "office1", "office2", "office")  # "office" is legacy for office2
+
+
+class PhoneAssignmentSerializer(serializers.Serializer):
+    phoneNumberId = StrictUUIDField(source="phone_number_id")
+    handoffPhoneNumber = E164Field(source="handoff_phone_number", required=False, allow_null=True, default=None)
+
+
+class AgentWriteSerializer(serializers.Serializer):
+    """Every agent field of the contract; all optional here, the services decide what is required."""
+
+    name = StrictCharField(max_length=200, required=False, allow_blank=False, trim_whitespace=True)
+    agentType = StrictChoiceField(AgentType.choices, source="agent_type", required=False)
+    language = StrictCharField(max_length=16, required=False)
+    aiIdentityDisclosureTemplateId = StrictChoiceField(
+        DisclosureTemplate.choices, source="ai_identity_disclosure_template_id", required=False
+    )
+    voiceName = StrictChoiceField([(v, v) for v in BUILTIN_VOICES], source="voice_name", required=False)
+    phoneNumberAssignments = PhoneAssignmentSerializer(
+        many=True, source="phone_number_assignments", required=False, max_length=1000
+    )
+    phoneNumberIds = serializers.ListField(
+        child=StrictUUIDField(), source="phone_number_ids", required=False, max_length=1000
+    )
+    serverUrl = OutboundUrlField(source="server_url", required=False, allow_null=True)
+    serverHeaders = HeadersField(source="server_headers", required=False)
+    serverSecret = StrictCharField(source="server_secret", required=False, allow_null=True, max_length=512)
+    handoffPhoneNumber = E164Field(source="handoff_phone_number", required=False, allow_null=True)
+    backgroundSound = StrictChoiceField(BackgroundSound.choices, source="background_sound", required=False)
+    ambientSound = StrictChoiceField([(v, v) for v in AMBIENT_CHOICES], source="ambient_sound", required=False)
+    ambientSoundVolume = StrictFloatField(source="ambient_sound_volume", required=False, min_value=0, max_value=1)
+    ambientSoundDucking = StrictBooleanField(source="ambient_sound_ducking", required=False)
+    promptType = StrictChoiceField(PromptType.choices, source="prompt_type", required=False)
+    identity = StrictCharField(required=False, allow_blank=True, max_length=20000, trim_whitespace=False)
+    instructions = StrictCharField(required=False, allow_blank=True, max_length=100000, trim_whitespace=False)
+    greetingType = StrictChoiceField(GreetingType.choices, source="greeting_type", required=False)
+    staticGreeting = StrictCharField(
+        source="static_greeting", required=False, allow_null=True, allow_blank=True, max_length=2000
+    )
+    status = StrictChoiceField(AgentStatus.choices, required=False)
+
+    def validate_language(self, value: str) -> str:
+        import re
+
+        if not re.match(LANGUAGE_PATTERN, value):
+            raise serializers.ValidationError("Must be a language tag such as en-US, es-ES, es-US or it-IT.")
+        return value
+
+    def validate_serverSecret(self, value: str | None) -> str | None:
+        if value is not None and (not value or any(c in value for c in "\r\n\0")):
+            raise serializers.ValidationError("Must be a non-empty single-line string, or null.")
+        return value
+
+
+class AgentPatchSerializer(AgentWriteSerializer):
+    expectedUpdatedAt = serializers.DateTimeField(source="expected_updated_at", required=True)
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = data.get("expectedUpdatedAt") if isinstance(data, dict) else None
+        if value is not None and not isinstance(value, str):
+            raise serializers.ValidationError({"expectedUpdatedAt": ["Must be an ISO 8601 timestamp string."]})
+        return super().to_internal_value(data)
+
+
+class AgentIdSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+
+
+class AgentListItemSerializer(serializers.Serializer):
+    """Documentation of the list item (the list itself is rendered by agents.selectors for speed)."""
+
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    status = serializers.ChoiceField(AgentStatus.choices)
+    agentType = serializers.ChoiceField(AgentType.choices)
+    language = serializers.CharField()
+    voiceName = serializers.CharField()
+    serverUrl = serializers.CharField(allow_null=True)
+    serverHeaders = serializers.DictField(child=serializers.CharField())
+    serverSecret = serializers.CharField(allow_null=True)
+    handoffPhoneNumber = serializers.CharField(allow_null=True)
+    phoneNumber = serializers.CharField(allow_null=True)
+    toolCount = serializers.IntegerField()
+    knowledgeDocumentCount = serializers.IntegerField()
+    callsToday = serializers.IntegerField()
+    successRate = serializers.FloatField()
+    updatedAt = serializers.DateTimeField()
+    aiIdentityDisclosureTemplateId = serializers.CharField()
+    backgroundSound = serializers.CharField()
+    ambientSound = serializers.CharField()
+    ambientSoundVolume = serializers.FloatField()
+    ambientSoundDucking = serializers.BooleanField()
+    promptType = serializers.CharField()
+    identity = serializers.CharField()
+    instructions = serializers.CharField()
+    greetingType = serializers.CharField()
+    staticGreeting = serializers.CharField(allow_null=True)
+    createdAt = serializers.DateTimeField()

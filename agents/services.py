@@ -1,0 +1,229 @@
+"""Agent rules: creation, full replacement (PUT), partial update (PATCH), activation, ambient sound.
+
+Every write validates the whole resulting agent (the merged state), checks plan allowances under a
+row lock, and applies phone assignments in the same transaction: all or nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import Organization
+from agents.models import Agent, AgentStatus, AgentType, AmbientSound, GreetingType, PromptType
+from agents.selectors import agent_get
+from telephony.services import Assignment, phone_numbers_replace
+from voiceagent.errors import ApiError
+from voiceagent.fields import iso
+
+# Model field -> value for a field that a create or a PUT does not supply.
+DEFAULTS: dict[str, Any] = {
+    "agent_type": AgentType.WEBHOOK,
+    "language": "en-US",
+    "ai_identity_disclosure_template_id": "standard",
+    "voice_name": "eve",
+    "server_url": None,
+    "server_headers": {},
+    "server_secret": None,
+    "handoff_phone_number": None,
+    "background_sound": "none",
+    "ambient_sound": AmbientSound.NONE,
+    "ambient_sound_volume": 0.25,
+    "ambient_sound_ducking": True,
+    "prompt_type": PromptType.STATIC,
+    "identity": "",
+    "instructions": "",
+    "greeting_type": GreetingType.NONE,
+    "static_greeting": None,
+}
+EDITABLE_FIELDS = ("name", *DEFAULTS)
+LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}
+
+# camelCase names for error messages, so that issues name the field the caller sent.
+WIRE_NAMES = {
+    "name": "name",
+    "agent_type": "agentType",
+    "server_url": "serverUrl",
+    "prompt_type": "promptType",
+    "instructions": "instructions",
+    "greeting_type": "greetingType",
+    "static_greeting": "staticGreeting",
+    "ambient_sound": "ambientSound",
+    "phone_number_assignments": "phoneNumberAssignments",
+}
+
+
+def ambient_sound_playable(agent: Agent) -> bool:
+    """Whether the agent's saved ambient sound plays now: selected, and allowed by the current plan.
+
+    After a downgrade the selection stays saved (agent rule 7) but this answers False until an upgrade.
+    """
+    return agent.ambient_sound != AmbientSound.NONE and agent.organization.plan.ambient_sounds_allowed
+
+
+def _problems(state: dict[str, Any]) -> dict[str, list[str]]:
+    """The agent rules that concern a single agent, checked on the merged state."""
+    issues: dict[str, list[str]] = {}
+
+    def add(field: str, message: str) -> None:
+        issues.setdefault(WIRE_NAMES.get(field, field), []).append(message)
+
+    if not state.get("name"):
+        add("name", "This field is required.")
+    if state["prompt_type"] == PromptType.DYNAMIC:
+        if state["agent_type"] != AgentType.WEBHOOK:
+            add("prompt_type", "A dynamic prompt requires agentType webhook.")
+        if not state["server_url"]:
+            add("server_url", "A dynamic prompt requires serverUrl.")
+    elif not (state["instructions"] or "").strip():
+        add("instructions", "Required when promptType is static.")
+    if state["greeting_type"] == GreetingType.DYNAMIC and state["prompt_type"] != PromptType.DYNAMIC:
+        add("greeting_type", "greetingType dynamic requires promptType dynamic.")
+    if state["greeting_type"] == GreetingType.STATIC and not (state["static_greeting"] or "").strip():
+        add("static_greeting", "Required when greetingType is static.")
+    if state["agent_type"] != AgentType.WEBHOOK and state["server_url"]:
+        add("server_url", f"serverUrl must be null for {state['agent_type']} agents; only webhook agents call it.")
+    return issues
+
+
+def _check_ambient(*, organization: Organization, new: str, saved: str) -> None:
+    """Agent rule 6: selecting a new non-none ambient sound needs a plan with ambient sounds."""
+    if new != AmbientSound.NONE and new != saved and not organization.plan.ambient_sounds_allowed:
+        raise ApiError.forbidden(
+            f"Ambient sounds are available on the Studio and Agency plans; the {organization.plan.name} plan "
+            "does not include them.",
+            code="FEATURE_NOT_AVAILABLE",
+        )
+
+
+def _check_activation(*, organization: Organization, agent_id: Any) -> None:
+    """Operation rule 3: activation counts against the plan allowance (caller holds the org row lock)."""
+    cap = organization.plan.max_active_agents
+    if cap is None:
+        return
+    active = Agent.objects.filter(organization=organization, status=AgentStatus.ACTIVE).exclude(pk=agent_id).count()
+    if active >= cap:
+        raise ApiError.conflict(
+            f"Activating this agent would exceed the {organization.plan.name} plan's allowance of {cap} active "
+            f"agent{'s' if cap != 1 else ''}.",
+            code="AGENT_LIMIT_EXCEEDED",
+            maxAgents=cap,
+        )
+
+
+def _lock_organization(organization: Organization) -> Organization:
+    return Organization.objects.select_for_update().select_related("plan").get(pk=organization.pk)
+
+
+def _assignments(data: dict[str, Any]) -> list[Assignment] | None:
+    """phoneNumberAssignments, or the legacy phoneNumberIds, or None when neither was sent."""
+    if "phone_number_assignments" in data and "phone_number_ids" in data:
+        raise ApiError.invalid(
+            "Send phoneNumberAssignments or the legacy phoneNumberIds, not both.",
+            {"phoneNumberIds": ["Not allowed together with phoneNumberAssignments."]},
+        )
+    if "phone_number_assignments" in data:
+        return [Assignment(a["phone_number_id"], a["handoff_phone_number"]) for a in data["phone_number_assignments"]]
+    if "phone_number_ids" in data:
+        return [Assignment(pk, None) for pk in data["phone_number_ids"]]
+    return None
+
+
+def _next_updated_at(previous: datetime | None) -> datetime:
+    now = timezone.now()
+    if previous is not None and now <= previous:  # keep updatedAt strictly increasing
+        now = previous + timedelta(microseconds=1)
+    return now
+
+
+def _write(
+    *,
+    organization: Organization,
+    agent: Agent | None,
+    state: dict[str, Any],
+    status: str,
+    assignments: list[Assignment] | None,
+) -> Agent:
+    """Validate the final state against every rule, then save it (inside the caller's transaction)."""
+    state = {**state, "ambient_sound": LEGACY_AMBIENT.get(state["ambient_sound"], state["ambient_sound"])}
+    issues = _problems(state)
+    if issues:
+        field, messages = next(iter(issues.items()))
+        raise ApiError.invalid(f"Invalid agent: {field}: {messages[0]}", issues)
+    _check_ambient(
+        organization=organization,
+        new=state["ambient_sound"],
+        saved=agent.ambient_sound if agent else AmbientSound.NONE,
+    )
+    if agent is not None:
+        from agents.tools.services import enabled_tools_problem  # tools depend on agents, not the reverse
+
+        problem = enabled_tools_problem(agent=agent, agent_type=state["agent_type"], server_url=state["server_url"])
+        if problem:
+            raise ApiError.invalid(problem, {"agentType": [problem]})
+    if status == AgentStatus.ACTIVE and (agent is None or agent.status != AgentStatus.ACTIVE):
+        _check_activation(organization=organization, agent_id=agent.pk if agent else None)
+
+    if agent is None:
+        agent = Agent(organization=organization)
+    for field, value in state.items():
+        setattr(agent, field, value)
+    agent.status = status
+    agent.updated_at = _next_updated_at(agent.updated_at)
+    agent.save()
+    if assignments is not None:
+        phone_numbers_replace(organization=organization, agent=agent, assignments=assignments)
+    return agent
+
+
+def agent_create(*, organization: Organization, data: dict[str, Any]) -> Agent:
+    """POST: a new agent is always a draft, whatever `status` says (it consumes no allowance)."""
+    state = {**DEFAULTS, **{k: v for k, v in data.items() if k in EDITABLE_FIELDS}}
+    with transaction.atomic():
+        return _write(
+            organization=organization, agent=None, state=state, status=AgentStatus.DRAFT, assignments=_assignments(data)
+        )
+
+
+def agent_replace(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> Agent:
+    """PUT: replaces the agent. Omitted fields take their defaults; omitted status and phone
+    assignments are kept (they have their own operations)."""
+    state = {**DEFAULTS, **{k: v for k, v in data.items() if k in EDITABLE_FIELDS}}
+    with transaction.atomic():
+        if data.get("status") == AgentStatus.ACTIVE:
+            organization = _lock_organization(organization)
+        agent = agent_get(organization=organization, agent_id=agent_id, for_update=True)
+        return _write(
+            organization=organization,
+            agent=agent,
+            state=state,
+            status=data.get("status", agent.status),
+            assignments=_assignments(data),
+        )
+
+
+def agent_patch(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> Agent:
+    """PATCH: optimistic concurrency on expectedUpdatedAt; unsent fields are kept; the merged agent
+    must be valid as a whole."""
+    expected = data["expected_updated_at"]
+    with transaction.atomic():
+        if data.get("status") == AgentStatus.ACTIVE:
+            organization = _lock_organization(organization)
+        agent = agent_get(organization=organization, agent_id=agent_id, for_update=True)
+        if agent.updated_at != expected:
+            raise ApiError.conflict(
+                "The agent changed after expectedUpdatedAt; read it again and retry with its current updatedAt.",
+                updatedAt=iso(agent.updated_at),
+            )
+        state = {field: getattr(agent, field) for field in EDITABLE_FIELDS}
+        state.update({k: v for k, v in data.items() if k in EDITABLE_FIELDS})
+        return _write(
+            organization=organization,
+            agent=agent,
+            state=state,
+            status=data.get("status", agent.status),
+            assignments=_assignments(data),
+        )

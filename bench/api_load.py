@@ -1,0 +1,244 @@
+"""API load benchmark (not a test): GET/POST /public/v1/agents against a minimal JSON view.
+
+Starts a real Daphne server on a free loopback port against its own database (a fresh SQLite file
+under var/, or the PostgreSQL named by DATABASE_URL with `_bench` appended to the database name),
+seeds an organization with 1,000 agents, and measures latency (sequential requests) and throughput
+(concurrent clients) of:
+  - GET /livez                 the minimal Django JSON view (baseline, no database)
+  - GET /public/v1/agents      list of 1,000 agents
+  - POST /public/v1/agents     create an agent
+  - GET /public/v1/calls?agentId=...&limit=100
+                               the 100 newest calls of an agent with 100,000 calls (seeded by
+                               bench/calls_bench.py in a second organization; --skip-calls leaves it out)
+It prints p50/p95 latency, requests/s, the ratio to the baseline, and the SQL queries one list takes.
+
+Usage: .venv/bin/python bench/api_load.py [--agents 1000] [--requests 200] [--concurrency 8] [--calls 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def bench_env() -> dict[str, str]:
+    env = dict(os.environ)
+    url = env.get("DATABASE_URL", "")
+    if url.startswith("postgres"):
+        base, _, name = url.rpartition("/")
+        env["DATABASE_URL"] = f"{base}/{name or 'voiceagent'}_bench"
+    else:
+        path = ROOT / "var" / "bench.sqlite3"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        env["DATABASE_URL"] = f"sqlite:///{path}"
+    env.setdefault("LOG_LEVEL", "WARNING")
+    return env
+
+
+def ensure_postgres_database(url: str) -> None:
+    import psycopg
+
+    base, _, name = url.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def seed(n_agents: int) -> str:
+    """Create the organization and its agents directly in the database; returns the API key."""
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
+    django.setup()
+    from django.utils import timezone
+
+    from accounts.services import organization_create
+    from agents.models import Agent
+
+    organization, issued = organization_create(name="Bench", plan_code="agency")
+    now = timezone.now()
+    Agent.objects.bulk_create(
+        [
+            Agent(
+                organization=organization,
+                name=f"Agent {i}",
+                instructions="Answer questions about opening hours and orders.",
+                server_url="https://hooks.example.com/agent" if i % 2 else None,
+                server_secret=f"secret-{i}" if i % 2 else None,
+                server_headers={"X-Tenant": "bench"},
+                status="active" if i % 3 == 0 else "draft",
+                updated_at=now,
+            )
+            for i in range(n_agents)
+        ],
+        batch_size=500,
+    )
+    return issued.raw_key
+
+
+def list_query_count() -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from accounts.models import Organization
+    from agents.selectors import agent_list
+
+    organization = Organization.objects.get(name="Bench")
+    with CaptureQueriesContext(connection) as queries:
+        agent_list(organization=organization)
+    return len(queries) + 1  # + the API key lookup of the request
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+async def measure(
+    client: httpx.AsyncClient,
+    method: str,
+    path: str,
+    body: dict | None,
+    n: int,
+    conc: int,
+    headers: dict[str, str] | None = None,
+) -> dict:
+    latencies: list[float] = []
+    for _ in range(n):  # sequential: latency without queueing
+        start = time.perf_counter()
+        response = await client.request(method, path, json=body, headers=headers)
+        latencies.append((time.perf_counter() - start) * 1000)
+        assert response.status_code < 300, (path, response.status_code, response.text[:200])
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        while done < n:
+            done += 1
+            response = await client.request(method, path, json=body, headers=headers)
+            assert response.status_code < 300
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(conc)))
+    elapsed = time.perf_counter() - start
+    return {"p50": statistics.median(latencies), "p95": pct(latencies, 95), "rps": n / elapsed}
+
+
+async def run_http(port: int, key: str, n: int, conc: int, calls: tuple[str, str] | None) -> dict[str, dict]:
+    """`calls`: (API key of the calls organization, its busy agent's id), or None to skip that endpoint."""
+    headers = {"Authorization": f"Bearer {key}"}
+    limits = httpx.Limits(max_connections=conc, max_keepalive_connections=conc)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, limits=limits, timeout=60) as c:
+        for _ in range(20):  # warm-up (imports, connection pool)
+            await c.get("/public/v1/agents")
+        results = {"GET /livez": await measure(c, "GET", "/livez", None, n, conc)}
+        results["GET /public/v1/agents"] = await measure(c, "GET", "/public/v1/agents", None, n, conc)
+        body = {"name": "Bench agent", "instructions": "Answer questions."}
+        results["POST /public/v1/agents"] = await measure(c, "POST", "/public/v1/agents", body, n, conc)
+        if calls is not None:
+            calls_key, agent_id = calls
+            path = f"/public/v1/calls?agentId={agent_id}&limit=100"
+            auth = {"Authorization": f"Bearer {calls_key}"}
+            for _ in range(20):  # warm-up of this endpoint
+                listed_calls = (await c.get(path, headers=auth)).json()
+            assert len(listed_calls) == 100 and listed_calls[0]["startedAt"] > listed_calls[-1]["startedAt"]
+            results["GET /public/v1/calls (100)"] = await measure(c, "GET", path, None, n, conc, headers=auth)
+        listed = (await c.get("/public/v1/agents")).json()
+        results["_listed"] = {"count": len(listed)}
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=100_000, help="calls of the agent whose calls are listed")
+    parser.add_argument("--skip-calls", action="store_true", help="skip the calls listing benchmark")
+    args = parser.parse_args()
+
+    env = bench_env()
+    if env["DATABASE_URL"].startswith("postgres"):
+        ensure_postgres_database(env["DATABASE_URL"])
+    os.environ.update(env)
+    python = sys.executable
+    subprocess.run([python, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    key = seed(args.agents)
+    queries = list_query_count()
+    calls = None
+    if not args.skip_calls:
+        import calls_bench  # bench/ is on sys.path: this script's folder
+
+        calls_key, calls_agent_id, seed_seconds = calls_bench.seed(args.calls)
+        calls = (calls_key, calls_agent_id)
+        print(f"seeded {args.calls + 1000:,} calls ({args.calls:,} of the listed agent) in {seed_seconds:.0f} s")
+
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(python).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port), "voiceagent.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/livez", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        results = asyncio.run(run_http(port, key, args.requests, args.concurrency, calls))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+    engine = "PostgreSQL" if env["DATABASE_URL"].startswith("postgres") else "SQLite"
+    print(
+        f"API load on Daphne ({engine}), {args.agents} agents, {args.requests} requests, concurrency {args.concurrency}"
+    )
+    base = results["GET /livez"]
+    print(f"{'endpoint':30} {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8} {'p50 x livez':>12} {'req/s / livez':>14}")
+    for name, r in results.items():
+        if name.startswith("_"):
+            continue
+        print(
+            f"{name:30} {r['p50']:8.1f} {r['p95']:8.1f} {r['rps']:8.0f} {r['p50'] / base['p50']:12.1f} "
+            f"{r['rps'] / base['rps']:14.2f}"
+        )
+    print(
+        f"SQL queries per list request: {queries} (target <= 5); agents listed at the end: {results['_listed']['count']}"
+    )
+    list_p50 = results["GET /public/v1/agents"]["p50"]
+    print(
+        f"list of {args.agents} agents p50 {list_p50:.1f} ms (target < 50 ms): {'met' if list_p50 < 50 else 'NOT met'}"
+    )
+    if calls is not None:
+        calls_p50 = results["GET /public/v1/calls (100)"]["p50"]
+        print(
+            f"100 newest of {args.calls:,} calls of an agent p50 {calls_p50:.1f} ms (target < 30 ms): "
+            f"{'met' if calls_p50 < 30 else 'NOT met'}"
+        )
+
+
+if __name__ == "__main__":
+    main()

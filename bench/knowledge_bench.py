@@ -1,0 +1,233 @@
+"""Knowledge benchmark (not a test): ingestion throughput and knowledge.search latency.
+
+Runs in-process against its own database: a fresh SQLite file var/bench-knowledge.sqlite3, or the
+PostgreSQL named by DATABASE_URL with `_kbench` appended to the database name (dropped at the end).
+
+1. Ingestion: a Markdown document of --paragraphs paragraphs goes through the real pipeline
+   (chunking, all-MiniLM-L6-v2 embeddings on CPU, storage); prints chunks/s and paragraphs/s.
+2. Search: one agent with 10,000 and then 100,000 chunks. Embedding 100k texts would take ~12 minutes
+   on 2 cores, so these chunks hold generated text (random words of a 3,000-word vocabulary, so the
+   full-text side has realistic posting lists) and random unit vectors. Every search embeds its query
+   with the real model. Cold = the first search after a change of the agent's documents (the process
+   reloads the vectors); warm = later searches. Prints p50/p95 in ms.
+
+Usage: .venv/bin/python bench/knowledge_bench.py [--paragraphs 300] [--sizes 10000,100000] [--queries 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+QUERIES = [
+    "how long does delivery take to Spain",
+    "what does error code E-37 mean",
+    "can I return a used helmet",
+    "battery storage over winter",
+    "which payment methods do you accept",
+    "reset the router to factory settings",
+    "opening hours on Sunday",
+    "warranty on the frame and components",
+]
+
+
+def prepare_database() -> str | None:
+    url = os.environ.get("DATABASE_URL", "")
+    if url.startswith("postgres"):
+        import psycopg
+
+        base, _, name = url.rpartition("/")
+        name = f"{name or 'voiceagent'}_kbench"
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        os.environ["DATABASE_URL"] = f"{base}/{name}"
+        return f"{base}/postgres|{name}"
+    path = ROOT / "var" / "bench-knowledge.sqlite3"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    os.environ["DATABASE_URL"] = f"sqlite:///{path}"
+    return None
+
+
+def drop_database(handle: str | None) -> None:
+    if handle:
+        import psycopg
+        from django.db import connections
+
+        connections.close_all()
+        admin_url, name = handle.split("|")
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values), q))
+
+
+def vocabulary(rng: np.random.Generator, size: int = 3000) -> list[str]:
+    syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "por", "len", "dax", "qui", "bre", "tor", "ful"]
+    words: set[str] = {w for q in QUERIES for w in q.split()}
+    while len(words) < size:
+        words.add("".join(rng.choice(syllables, size=int(rng.integers(2, 4)))))
+    return sorted(words)
+
+
+def bench_ingestion(organization, agent, paragraphs: int) -> None:
+    from knowledge import services
+    from knowledge.models import KnowledgeDocument
+
+    topics = ["shipping", "returns", "battery", "warranty", "payments", "servicing", "frames", "tracking"]
+    parts = []
+    for i in range(paragraphs):
+        if i % 10 == 0:
+            parts.append(f"## Section {i // 10}: {topics[(i // 10) % len(topics)]}")
+        topic = topics[i % len(topics)]
+        parts.append(
+            f"Paragraph {i} explains {topic} for order type {i % 17}. Customers in region {i % 23} "
+            f"usually ask about {topic} after their first purchase, and our team answers within {i % 5 + 1} days. "
+            f"Keep reference code R-{1000 + i} when you contact us about it."
+        )
+    content = "# Help centre\n\n" + "\n\n".join(parts)
+    started = time.perf_counter()
+    document = services.document_create(organization=organization, agent_id=str(agent.id), content=content)
+    elapsed = time.perf_counter() - started
+    document = KnowledgeDocument.objects.get(pk=document.pk)
+    print(
+        f"ingestion: {paragraphs} paragraphs ({len(content.encode()) / 1024:.0f} KiB) -> {document.chunk_count} chunks "
+        f"in {elapsed:.1f} s (upload incl. name/description suggestion, chunking, embedding, storage): "
+        f"{document.chunk_count / elapsed:.1f} chunks/s, {paragraphs / elapsed:.1f} paragraphs/s"
+    )
+
+
+def grow_to(organization, agent, size: int, rng: np.random.Generator, words: list[str]) -> None:
+    from django.db import transaction
+
+    from knowledge.embeddings import DIMENSIONS
+    from knowledge.models import DocumentStatus, KnowledgeChunk, KnowledgeDocument
+    from knowledge.services import _index_changed
+
+    have = KnowledgeChunk.objects.filter(agent=agent).count()
+    started = time.perf_counter()
+    batch = 5000
+    while have < size:
+        n = min(batch, size - have)
+        vectors = rng.standard_normal((n, DIMENSIONS)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        lengths = rng.integers(60, 120, size=n)
+        with transaction.atomic():
+            document = KnowledgeDocument.objects.create(
+                organization=organization,
+                agent=agent,
+                name=f"generated {have}",
+                type="text",
+                size_bytes=0,
+                status=DocumentStatus.READY,
+                chunk_count=n,
+            )
+            KnowledgeChunk.objects.bulk_create(
+                [
+                    KnowledgeChunk(
+                        document=document,
+                        agent=agent,
+                        position=i,
+                        text=" ".join(rng.choice(words, size=int(lengths[i]))),
+                        heading_path=[],
+                        token_count=int(lengths[i]),
+                        embedding=vectors[i].astype("<f4").tobytes(),
+                    )
+                    for i in range(n)
+                ],
+                batch_size=1000,
+            )
+            _index_changed(agent.pk)
+        have += n
+    print(f"  (stored {size} chunks in {time.perf_counter() - started:.0f} s)")
+
+
+def bench_search(agent, size: int, queries: int, cold_runs: int) -> None:
+    from knowledge.embeddings import embed
+    from knowledge.models import AgentKnowledgeIndex
+    from knowledge.search import search
+
+    cold = []
+    for _ in range(cold_runs):
+        # A change of the agent's documents, as any process's upload or delete makes it.
+        AgentKnowledgeIndex.objects.filter(agent=agent).update(version=uuid.uuid4())
+        started = time.perf_counter()
+        search(agent, QUERIES[0], k=5)
+        cold.append((time.perf_counter() - started) * 1000)
+    warm = []
+    for i in range(queries):
+        started = time.perf_counter()
+        hits = search(agent, QUERIES[i % len(QUERIES)], k=5)
+        warm.append((time.perf_counter() - started) * 1000)
+        assert len(hits) == 5
+    embed_ms = []
+    for i in range(min(queries, 100)):
+        started = time.perf_counter()
+        embed([QUERIES[i % len(QUERIES)]])
+        embed_ms.append((time.perf_counter() - started) * 1000)
+    print(
+        f"search, {size:>7,} chunks: cold p50 {percentile(cold, 50):7.1f} ms p95 {percentile(cold, 95):7.1f} ms "
+        f"(n={cold_runs}) | warm p50 {percentile(warm, 50):5.1f} ms p95 {percentile(warm, 95):5.1f} ms "
+        f"(n={queries}; of which query embedding p50 {statistics.median(embed_ms):.1f} ms)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--paragraphs", type=int, default=300)
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--cold-runs", type=int, default=5)
+    args = parser.parse_args()
+
+    handle = prepare_database()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from accounts.services import organization_create
+    from agents.models import Agent
+    from voiceagent.celery import app
+
+    app.conf.task_always_eager = True  # measure the ingestion itself, in this process
+    try:
+        call_command("migrate", verbosity=0)
+        print(f"database: {connection.vendor}; cores: {os.cpu_count()}; model: all-MiniLM-L6-v2 (CPU)")
+        organization, _ = organization_create(name="Bench", plan_code="agency")
+        from django.utils import timezone
+
+        agent = Agent.objects.create(organization=organization, name="Ingest", updated_at=timezone.now())
+        from knowledge.embeddings import embed
+
+        embed(["warm up the model"])
+        bench_ingestion(organization, agent, args.paragraphs)
+
+        rng = np.random.default_rng(7)
+        words = vocabulary(rng)
+        big = Agent.objects.create(organization=organization, name="Search", updated_at=timezone.now())
+        for size in (int(s) for s in args.sizes.split(",")):
+            grow_to(organization, big, size, rng, words)
+            bench_search(big, size, args.queries, args.cold_runs)
+    finally:
+        drop_database(handle)
+
+
+if __name__ == "__main__":
+    main()

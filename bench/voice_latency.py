@@ -1,0 +1,328 @@
+"""Voice latency benchmark (not a test): N concurrent scripted callers talk to an agent over real
+browser sockets of a real Daphne server.
+
+Each client opens a session through POST /public/v1/agents/{id}/realtime-sessions, keeps its
+"microphone" streaming (20 ms chunks at real time: silence, then an eSpeak NG sentence, then
+silence), and measures:
+  - latency: from the end of its sentence to the first byte of the answer's audio (this includes the
+    end-of-turn silence window VAD_END_SILENCE_MS, recognition, the brain and the first TTS sentence);
+  - underruns: a client-side player starts at the first audio byte of an utterance; an underrun is a
+    chunk arriving after the player has run dry while that utterance is still playing (greeting and
+    answer), i.e. an audible gap;
+  - recognition: word error rate of the user transcript against the spoken sentence;
+  - server CPU seconds per session (utime + stime of the Daphne process over the round / N).
+
+Starts --servers Daphne processes (default: one per CPU core, the deployment unit) against a fresh database (SQLite file var/bench-voice.sqlite3, or the
+PostgreSQL database named by DATABASE_URL with `_voicebench` appended), unless --no-server is given
+with an already configured --url and --api-key.
+
+Usage: .venv/bin/python bench/voice_latency.py [--sessions 1,5,10,20] [--rounds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SENTENCES = (
+    "I would like to book a table for four people tomorrow evening.",
+    "Can I speak to a person please?",
+    "My order number is one two three four.",
+    "What time do you open on Saturday?",
+    "Yes, that is correct, thank you.",
+    "I need to change my reservation to Friday at seven.",
+)
+AGENT = {
+    "name": "Bench",
+    "identity": "Ava, the reservation assistant of the Acme restaurant",
+    "instructions": (
+        "Take table reservations and answer questions about opening hours. Callers book a table for a "
+        "number of people, for a date and a time; they may change a reservation, give an order number, "
+        "or ask to speak to a person."
+    ),
+    "greeting": "Hello, this is Ava from Acme. How can I help?",
+}
+SECRET = "voice-latency-bench-secret"
+
+
+def bench_env() -> dict[str, str]:
+    env: dict[str, str] = {"LOG_LEVEL": "WARNING", "REALTIME_TOKEN_SECRET": SECRET}
+    url = os.environ.get("DATABASE_URL", "")
+    if url.startswith("postgres"):
+        base, _, name = url.rpartition("/")
+        env["DATABASE_URL"] = f"{base}/{name or 'voiceagent'}_voicebench"
+        import psycopg
+
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}_voicebench" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}_voicebench"')
+    else:
+        path = ROOT / "var" / "bench-voice.sqlite3"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        env["DATABASE_URL"] = f"sqlite:///{path}"
+    return env
+
+
+def seed(env: dict[str, str]) -> tuple[str, str]:
+    """Migrate the bench database and create an organization with one active agent."""
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from accounts.services import organization_create
+    from agents.models import Agent
+
+    call_command("migrate", verbosity=0)
+    organization, issued = organization_create(name="Voice bench", plan_code="agency")
+    agent = Agent.objects.create(
+        organization=organization,
+        name=AGENT["name"],
+        status="active",
+        agent_type="static",
+        identity=AGENT["identity"],
+        instructions=AGENT["instructions"],
+        greeting_type="static",
+        static_greeting=AGENT["greeting"],
+        updated_at=timezone.now(),
+    )
+    return str(agent.pk), issued.raw_key
+
+
+def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
+    ref = re.findall(r"[a-z']+", reference.lower())
+    hyp = re.findall(r"[a-z']+", hypothesis.lower())
+    row = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        previous, row[0] = row[0], i
+        for j, h in enumerate(hyp, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (r != h))
+    return row[-1], len(ref)
+
+
+@dataclass
+class Result:
+    latency: float | None = None
+    underruns: int = 0
+    errors: int = 0
+    words: int = 0
+    startup: float | None = None
+    failure: str = ""
+    gaps: list[float] = field(default_factory=list)
+
+
+class Player:
+    """A client-side player: playback starts with the first byte of an utterance and runs dry when
+    the next chunk arrives later than the audio already received lasts."""
+
+    def __init__(self) -> None:
+        self.end: float | None = None
+        self.underruns = 0
+        self.gaps: list[float] = []
+
+    def chunk(self, at: float, seconds: float) -> None:
+        if self.end is not None and at > self.end + 0.001:
+            self.underruns += 1
+            self.gaps.append(at - self.end)
+        self.end = max(self.end or at, at) + seconds
+
+    def utterance_done(self) -> None:
+        self.end = None
+
+
+async def one_session(
+    http: httpx.AsyncClient, agent_id: str, speech: bytes, sentence: str, chunk_ms: int = 20
+) -> Result:
+    from realtime.tests.support import Received, VoiceClient, is_type
+
+    result = Result()
+    loop = asyncio.get_running_loop()
+    asked = loop.time()
+    response = await http.post(f"/public/v1/agents/{agent_id}/realtime-sessions")
+    response.raise_for_status()
+    player = Player()
+
+    def on_message(item: Received) -> None:
+        message = item.message
+        if message["type"] == "output_audio":
+            player.chunk(item.at, len(message["audio"]) * 3 / 4 / 48000)
+        elif message["type"] == "transcript" and message["role"] == "assistant":
+            player.utterance_done()
+
+    client = VoiceClient(response.json()["websocketUrl"], on_message=on_message, chunk_ms=chunk_ms)
+    try:
+        async with client:
+            await client.wait_for(is_type("session.started"), timeout=120)
+            result.startup = loop.time() - asked
+            mic_off = asyncio.Event()
+            silence_20ms = b"\x00\x00" * 320
+
+            async def microphone(until: asyncio.Event) -> None:
+                while not until.is_set():
+                    await client.stream(silence_20ms * 5)
+
+            mic = asyncio.create_task(microphone(mic_off))
+            greeting = await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
+            mic_off.set()
+            await mic
+            before = len(client.messages)
+            speech_end = await client.stream(speech)
+            after_speech = asyncio.Event()
+            mic = asyncio.create_task(microphone(after_speech))
+            first_audio = await client.wait_for(is_type("output_audio"), after=max(before, greeting + 1), timeout=60)
+            result.latency = client.messages[first_audio].at - speech_end
+            user = await client.wait_for(is_type("transcript", role="user"), after=before, timeout=30)
+            result.errors, result.words = word_errors(sentence, client.messages[user].message["text"])
+            await client.wait_for(is_type("transcript", role="assistant"), after=first_audio, timeout=60)
+            after_speech.set()
+            await mic
+            await client.send({"type": "stop"})
+            await client.wait_closed(timeout=30)
+    except Exception as exc:  # noqa: BLE001 - a failed session is counted and reported, not fatal
+        result.failure = f"{type(exc).__name__}: {exc}"
+    result.underruns, result.gaps = player.underruns, player.gaps
+    return result
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+async def run_round(
+    base_urls: list[str],
+    api_key: str,
+    agent_id: str,
+    n: int,
+    speech: dict[str, bytes],
+    pids: list[int],
+    chunk_ms: int = 20,
+) -> tuple[list[Result], float, float]:
+    """N sessions at once, spread round-robin over the servers (one Daphne process per core is the
+    deployment unit: a session lives on the process that holds its socket)."""
+    headers = {"Authorization": f"Bearer {api_key}"}
+    clients = [httpx.AsyncClient(base_url=url, headers=headers, timeout=60) for url in base_urls]
+    try:
+        cpu_before = cpu_seconds(pids) if pids else 0.0
+        wall = time.monotonic()
+        picks = [SENTENCES[i % len(SENTENCES)] for i in range(n)]
+        results = await asyncio.gather(
+            *(one_session(clients[i % len(clients)], agent_id, speech[s], s, chunk_ms) for i, s in enumerate(picks))
+        )
+        wall = time.monotonic() - wall
+        cpu = (cpu_seconds(pids) - cpu_before) if pids else float("nan")
+    finally:
+        for client in clients:
+            await client.aclose()
+    return results, wall, cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", default="1,5,10,20", help="comma-separated numbers of concurrent sessions")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds per N (latencies are pooled)")
+    parser.add_argument("--chunk-ms", type=int, default=20, help="size of the clients' input_audio chunks")
+    parser.add_argument("--servers", type=int, default=os.cpu_count() or 1, help="Daphne processes to start")
+    parser.add_argument("--no-server", action="store_true", help="use --url/--api-key/--agent instead")
+    parser.add_argument("--url", default="", help="with --no-server: base URL(s), comma-separated")
+    parser.add_argument("--api-key", default="")
+    parser.add_argument("--agent", default="")
+    args = parser.parse_args()
+
+    from realtime.tests.support import DaphneServer, free_port, to_16k
+
+    servers: list[DaphneServer] = []
+    if args.no_server:
+        base_urls, api_key, agent_id, pids = args.url.split(","), args.api_key, args.agent, []
+    else:
+        env = bench_env()
+        agent_id, api_key = seed(env)
+        for index in range(args.servers):
+            port = free_port()
+            server_env = {**env, "REALTIME_WS_URL": f"ws://127.0.0.1:{port}"}
+            log = ROOT / "var" / f"bench-voice-daphne-{index}.log"
+            servers.append(DaphneServer(env=server_env, port=port, log_path=log).start())
+        base_urls = [server.http_url for server in servers]
+        pids = [server.process.pid for server in servers if server.process]
+    try:
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
+        import django
+
+        django.setup()
+        from django.conf import settings
+        from realtime.engine.speech.tts import synthesize
+
+        speech = {s: to_16k(synthesize(s, language="en-US", voice_name="eve")) for s in SENTENCES}
+        print(
+            f"servers: {len(base_urls)}; input chunks: {args.chunk_ms} ms; voice engine: {settings.VOICE_ENGINE}; end-of-turn silence window: {getattr(settings, 'VAD_END_SILENCE_MS', 500)} ms"
+        )
+        print(
+            f"{'N':>3} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'underruns':>9} {'failed':>6} "
+            f"{'start p50 ms':>12} {'CPU s/session':>13} {'CPU %/session':>13} {'WER':>5}"
+        )
+        asyncio.run(
+            run_round(base_urls, api_key, agent_id, len(base_urls), speech, pids)
+        )  # warm-up (first-agent LM build)
+        for n in [int(x) for x in args.sessions.split(",") if x.strip()]:
+            latencies, starts, underruns, failed, errors, words, cpu_total, wall_total = [], [], 0, 0, 0, 0, 0.0, 0.0
+            failures: list[str] = []
+            for _ in range(args.rounds):
+                results, wall, cpu = asyncio.run(
+                    run_round(base_urls, api_key, agent_id, n, speech, pids, args.chunk_ms)
+                )
+                cpu_total += cpu
+                wall_total += wall
+                for r in results:
+                    if r.failure:
+                        failed += 1
+                        failures.append(r.failure)
+                    if r.latency is not None:
+                        latencies.append(r.latency * 1000)
+                    if r.startup is not None:
+                        starts.append(r.startup * 1000)
+                    underruns += r.underruns
+                    errors += r.errors
+                    words += r.words
+            sessions = n * args.rounds
+            print(
+                f"{n:>3} {statistics.median(latencies) if latencies else float('nan'):>7.0f} "
+                f"{percentile(latencies, 0.95) if latencies else float('nan'):>7.0f} "
+                f"{max(latencies) if latencies else float('nan'):>7.0f} {underruns:>9} {failed:>6} "
+                f"{statistics.median(starts) if starts else float('nan'):>12.0f} "
+                f"{cpu_total / sessions:>13.2f} {100 * cpu_total / sessions / (wall_total / args.rounds):>13.1f} "
+                f"{errors / words if words else float('nan'):>5.2f}",
+                flush=True,
+            )
+            for failure in failures[:3]:
+                print(f"    failed session: {failure}")
+    finally:
+        for server in servers:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

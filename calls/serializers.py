@@ -1,0 +1,180 @@
+"""Query parsing and rendering of calls and agent logs (the wire names of the contract)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from calls.models import AgentLog, Call, Severity
+from calls.selectors import CALL_SUMMARY_COLUMNS
+from voiceagent.fields import iso
+
+
+class CallListQuery(serializers.Serializer):
+    agentId = serializers.UUIDField(required=False)
+    limit = serializers.IntegerField(required=False, default=25, min_value=1, max_value=100)
+
+
+class AgentLogQuery(serializers.Serializer):
+    limit = serializers.IntegerField(required=False, default=25, min_value=1, max_value=100)
+    offset = serializers.IntegerField(required=False, default=0, min_value=0, max_value=1_000_000)
+    severity = serializers.ChoiceField(required=False, choices=Severity.values)
+    sessionId = serializers.RegexField(
+        r"^[A-Za-z0-9]{6}$", required=False, error_messages={"invalid": "Must be a 6-character session id."}
+    )
+
+
+def _minutes(seconds: int) -> float:
+    return seconds / 60
+
+
+def call_summary_item(row: dict[str, Any]) -> dict[str, Any]:
+    """A call summary from a `values()` row of calls.selectors.CALL_SUMMARY_COLUMNS."""
+    return {
+        "id": str(row["id"]),
+        "agentId": str(row["agent_id"]) if row["agent_id"] else None,
+        "agentName": row["agent_name"],
+        "channel": row["channel"],
+        "fromNumber": row["from_number"],
+        "toNumber": row["to_number"],
+        "status": row["status"],
+        "durationSeconds": row["duration_seconds"],
+        "startedAt": iso(row["started_at"]),
+        "endedAt": iso(row["ended_at"]),
+        "toolInvocations": row["tool_invocation_count"],
+        "billableMinutes": _minutes(row["billable_seconds"]),
+        "includedMinutes": _minutes(row["included_seconds"]),
+        "overageMinutes": _minutes(row["overage_seconds"]),
+        # An active call is not billed yet.
+        "usageClassification": row["usage_classification"] or None,
+    }
+
+
+def call_detail(call: Call) -> dict[str, Any]:
+    row = {column: getattr(call, column) for column in CALL_SUMMARY_COLUMNS}
+    return {
+        **call_summary_item(row),
+        "summary": call.summary,
+        "messages": [
+            {"id": str(m.id), "role": m.role, "content": m.content, "occurredAt": iso(m.occurred_at)}
+            for m in call.messages.all()
+        ],
+        "toolInvocationsLog": [
+            {
+                "id": str(t.id),
+                "agentToolId": str(t.agent_tool_id) if t.agent_tool_id else None,
+                "toolName": t.tool_name,
+                "request": t.request,
+                "response": t.response,
+                "status": t.status,
+                "durationMs": t.duration_ms,
+                "createdAt": iso(t.created_at),
+            }
+            for t in call.tool_invocations.all()
+        ],
+        "llmUsage": [
+            {
+                "id": str(u.id),
+                "provider": u.provider,
+                "model": u.model,
+                "inputTokens": u.input_tokens,
+                "outputTokens": u.output_tokens,
+                "inputAudioSeconds": u.input_audio_seconds,
+                "outputAudioSeconds": u.output_audio_seconds,
+                "createdAt": iso(u.created_at),
+            }
+            for u in call.llm_usage.all()
+        ],
+    }
+
+
+def agent_log_item(log: AgentLog) -> dict[str, Any]:
+    return {
+        "id": str(log.id),
+        "accountId": str(log.organization_id),
+        "agentId": str(log.agent_id),
+        "sessionId": log.session_id,
+        "timestamp": iso(log.timestamp),
+        "severity": log.severity,
+        "content": log.content,
+    }
+
+
+# OpenAPI descriptions of the responses (rendering is done by the functions above).
+class CallSummarySchema(serializers.Serializer):
+    id = serializers.UUIDField()
+    agentId = serializers.UUIDField(allow_null=True)
+    agentName = serializers.CharField()
+    channel = serializers.ChoiceField(choices=["web", "phone"])
+    fromNumber = serializers.CharField()
+    toNumber = serializers.CharField()
+    status = serializers.ChoiceField(choices=["active", "completed", "failed"])
+    durationSeconds = serializers.IntegerField()
+    startedAt = serializers.DateTimeField()
+    endedAt = serializers.DateTimeField(allow_null=True)
+    toolInvocations = serializers.IntegerField()
+    billableMinutes = serializers.FloatField()
+    includedMinutes = serializers.FloatField()
+    overageMinutes = serializers.FloatField()
+    usageClassification = serializers.ChoiceField(
+        choices=["included", "overage", "split", "trial", "unallocated"], allow_null=True
+    )
+
+
+class CallMessageSchema(serializers.Serializer):
+    id = serializers.UUIDField()
+    role = serializers.ChoiceField(choices=["user", "assistant", "system", "tool"])
+    content = serializers.CharField()
+    occurredAt = serializers.DateTimeField()
+
+
+class ToolInvocationSchema(serializers.Serializer):
+    id = serializers.UUIDField()
+    agentToolId = serializers.UUIDField(allow_null=True)
+    toolName = serializers.CharField()
+    request = serializers.JSONField()
+    response = serializers.CharField()
+    status = serializers.ChoiceField(choices=["success", "error", "timeout"])
+    durationMs = serializers.IntegerField()
+    createdAt = serializers.DateTimeField()
+
+
+class LlmUsageSchema(serializers.Serializer):
+    id = serializers.UUIDField()
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    inputTokens = serializers.IntegerField()
+    outputTokens = serializers.IntegerField()
+    inputAudioSeconds = serializers.FloatField()
+    outputAudioSeconds = serializers.FloatField()
+    createdAt = serializers.DateTimeField()
+
+
+class CallDetailSchema(CallSummarySchema):
+    summary = serializers.CharField()
+    messages = CallMessageSchema(many=True)
+    toolInvocationsLog = ToolInvocationSchema(many=True)
+    llmUsage = LlmUsageSchema(many=True)
+
+
+class AgentLogSchema(serializers.Serializer):
+    id = serializers.UUIDField()
+    accountId = serializers.UUIDField()
+    agentId = serializers.UUIDField()
+    sessionId = serializers.CharField()
+    timestamp = serializers.DateTimeField()
+    severity = serializers.ChoiceField(choices=["debug", "info", "warn", "error"])
+    content = serializers.JSONField()
+
+
+class PaginationSchema(serializers.Serializer):
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    hasNextPage = serializers.BooleanField()
+    hasPreviousPage = serializers.BooleanField()
+
+
+class AgentLogPageSchema(serializers.Serializer):
+    logs = AgentLogSchema(many=True)
+    pagination = PaginationSchema()

@@ -1,0 +1,310 @@
+"""The one write path of call history: start, transcript, tool log, model usage, finish and billing.
+
+Every function is keyword-only and synchronous; each has an async twin (`a` + name) for the
+realtime engine, which runs the ORM work in a worker thread (asgiref `sync_to_async`).
+Invalid arguments from the engine are programming errors and raise ValueError.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, F, Max, OuterRef, Q, Sum
+from django.utils import timezone
+
+from accounts.models import Organization
+from agents.models import Agent
+from calls import billing
+from calls.models import (
+    AgentLog,
+    Call,
+    CallChannel,
+    CallMessage,
+    CallStatus,
+    LlmUsage,
+    MessageRole,
+    ToolInvocation,
+    ToolInvocationStatus,
+)
+from calls.summary import summarize
+
+logger = logging.getLogger(__name__)
+
+# Web calls have no phone numbers; these stable placeholders stand in for them.
+WEB_FROM_PLACEHOLDER = "web-client"
+WEB_TO_PLACEHOLDER = "web-agent"
+# A phone call whose caller id is withheld or unknown.
+UNKNOWN_NUMBER = "unknown"
+
+_sequence_lock = threading.Lock()
+_last_sequence = 0
+
+
+def next_sequence() -> int:
+    """A strictly increasing number (nanosecond clock based) that orders rows written by this process."""
+    global _last_sequence
+    with _sequence_lock:
+        _last_sequence = max(time.time_ns(), _last_sequence + 1)
+        return _last_sequence
+
+
+def _choice(value: str, allowed: type, what: str) -> str:
+    if value not in allowed.values:
+        raise ValueError(f"{what} must be one of {', '.join(allowed.values)}, not {value!r}")
+    return value
+
+
+def start_call(*, agent: Agent, channel: str, from_number: str | None = None, to_number: str | None = None) -> Call:
+    """Open a call (`active`) for the agent, keeping the agent's current name with it."""
+    _choice(channel, CallChannel, "channel")
+    if channel == CallChannel.WEB:
+        from_number = from_number or WEB_FROM_PLACEHOLDER
+        to_number = to_number or WEB_TO_PLACEHOLDER
+    call = Call.objects.create(
+        organization_id=agent.organization_id,
+        agent=agent,
+        agent_name=agent.name,
+        channel=channel,
+        from_number=(from_number or UNKNOWN_NUMBER)[:64],
+        to_number=(to_number or UNKNOWN_NUMBER)[:64],
+        status=CallStatus.ACTIVE,
+        started_at=timezone.now(),
+    )
+    from calls.maintenance import ensure_inprocess_maintenance
+
+    ensure_inprocess_maintenance()
+    return call
+
+
+def append_message(*, call: Call, role: str, content: str, occurred_at: datetime | None = None) -> CallMessage:
+    _choice(role, MessageRole, "role")
+    if not isinstance(content, str):
+        raise ValueError("content must be a string")
+    return CallMessage.objects.create(
+        call_id=call.pk,
+        role=role,
+        content=content,
+        occurred_at=occurred_at or timezone.now(),
+        sequence=next_sequence(),
+    )
+
+
+def record_tool_invocation(
+    *,
+    call: Call,
+    tool_name: str,
+    request: dict,
+    response: str,
+    status: str,
+    duration_ms: int,
+    agent_tool_id: UUID | None = None,
+) -> ToolInvocation:
+    """Log one tool call and count it on the call, in one transaction."""
+    _choice(status, ToolInvocationStatus, "status")
+    if not isinstance(request, dict):
+        raise ValueError("request must be a dict")
+    if not isinstance(response, str):
+        response = json.dumps(response, default=str)
+    with transaction.atomic():
+        invocation = ToolInvocation.objects.create(
+            call_id=call.pk,
+            agent_tool_id=agent_tool_id,
+            tool_name=tool_name,
+            request=json.loads(json.dumps(request, default=str)),
+            response=response,
+            status=status,
+            duration_ms=max(0, int(duration_ms)),
+            created_at=timezone.now(),
+            sequence=next_sequence(),
+        )
+        Call.objects.filter(pk=call.pk).update(tool_invocation_count=F("tool_invocation_count") + 1)
+    call.tool_invocation_count = (call.tool_invocation_count or 0) + 1
+    return invocation
+
+
+def record_llm_usage(
+    *,
+    call: Call,
+    provider: str,
+    model: str,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    input_audio_seconds: float = 0.0,
+    output_audio_seconds: float = 0.0,
+) -> LlmUsage:
+    """One row per model turn."""
+    return LlmUsage.objects.create(
+        call_id=call.pk,
+        provider=provider,
+        model=model,
+        input_tokens=max(0, int(input_tokens)),
+        output_tokens=max(0, int(output_tokens)),
+        input_audio_seconds=max(0.0, float(input_audio_seconds)),
+        output_audio_seconds=max(0.0, float(output_audio_seconds)),
+        created_at=timezone.now(),
+        sequence=next_sequence(),
+    )
+
+
+def finish_call(*, call: Call, status: str) -> Call:
+    """Close the call: duration, summary, billing. Idempotent: a call that is no longer active is
+    returned as it is (a socket that closes twice does not bill twice)."""
+    if status not in (CallStatus.COMPLETED, CallStatus.FAILED):
+        raise ValueError(f"status must be completed or failed, not {status!r}")
+    finished = _finish(call_id=call.pk, status=status, ended_at=timezone.now())
+    for field in (f.attname for f in Call._meta.concrete_fields):
+        setattr(call, field, getattr(finished, field))
+    return call
+
+
+def _finish(*, call_id: UUID, status: str, ended_at: datetime) -> Call:
+    current = Call.objects.filter(pk=call_id).values("status", "organization_id").first()
+    if current is None:
+        raise ValueError(f"call {call_id} does not exist")
+    # The summary reads the transcript outside the billing lock, which stays short.
+    transcript = CallMessage.objects.filter(call_id=call_id).order_by("occurred_at", "sequence")
+    summary = summarize(transcript.values_list("role", "content"))
+    with transaction.atomic():
+        # Lock order: organization, then call. Two calls of one organization finishing at once
+        # serialize here, so the second sees the allowance the first has taken.
+        organization = (
+            Organization.objects.select_for_update().select_related("plan").get(pk=current["organization_id"])
+        )
+        row = Call.objects.select_for_update().get(pk=call_id)
+        if row.status != CallStatus.ACTIVE:
+            return row
+        ended_at = max(ended_at, row.started_at)
+        row.status = status
+        row.ended_at = ended_at
+        row.duration_seconds = int((ended_at - row.started_at).total_seconds())
+        row.summary = summary
+        row.billable_seconds = billing.billable_seconds(row.duration_seconds)
+        period = billing.period_bounds(organization.billing_period_start, ended_at)
+        if period is None:
+            row.included_seconds, row.overage_seconds = 0, row.billable_seconds
+            row.usage_classification = billing.UNALLOCATED
+            row.billing_period_start = None
+        else:
+            used = (
+                Call.objects.filter(organization=organization, billing_period_start=period[0]).aggregate(
+                    used=Sum("included_seconds")
+                )["used"]
+                or 0
+            )
+            allocation = billing.allocate(
+                billable=row.billable_seconds,
+                remaining=organization.plan.included_minutes * 60 - used,
+                on_trial=organization.on_trial,
+            )
+            row.included_seconds = allocation.included_seconds
+            row.overage_seconds = allocation.overage_seconds
+            row.usage_classification = allocation.classification
+            row.billing_period_start = period[0]
+        row.save()
+    return row
+
+
+def call_close_stale(*, idle_for: timedelta | None = None) -> int:
+    """Close as `failed` the active calls left behind by a crashed process: started more than
+    `idle_for` ago (CALLS_STALE_AFTER_SECONDS) and with no message, tool call or model turn since.
+    They end (and are billed) at their last recorded activity. Returns how many were closed."""
+    idle_for = idle_for or timedelta(seconds=settings.CALLS_STALE_AFTER_SECONDS)
+    cutoff = timezone.now() - idle_for
+    recent = Q(occurred_at__gte=cutoff)
+    stale = (
+        Call.objects.filter(status=CallStatus.ACTIVE, started_at__lt=cutoff)
+        .exclude(Exists(CallMessage.objects.filter(recent, call=OuterRef("pk"))))
+        .exclude(Exists(ToolInvocation.objects.filter(call=OuterRef("pk"), created_at__gte=cutoff)))
+        .exclude(Exists(LlmUsage.objects.filter(call=OuterRef("pk"), created_at__gte=cutoff)))
+        .values_list("pk", "started_at")
+    )
+    closed = 0
+    for call_id, started_at in list(stale[:1000]):
+        last = [
+            CallMessage.objects.filter(call_id=call_id).aggregate(t=Max("occurred_at"))["t"],
+            ToolInvocation.objects.filter(call_id=call_id).aggregate(t=Max("created_at"))["t"],
+            LlmUsage.objects.filter(call_id=call_id).aggregate(t=Max("created_at"))["t"],
+        ]
+        ended_at = max([started_at, *(t for t in last if t is not None)])
+        try:
+            finished = _finish(call_id=call_id, status=CallStatus.FAILED, ended_at=ended_at)
+        except Exception:
+            logger.exception("could not close stale call %s", call_id)
+            continue
+        closed += finished.status == CallStatus.FAILED and finished.ended_at == ended_at
+    if closed:
+        logger.info("closed %d stale active call(s) as failed", closed)
+    return closed
+
+
+def agent_log_purge(*, older_than: timedelta | None = None) -> int:
+    """Delete agent logs older than the retention window (AGENT_LOG_RETENTION_HOURS). Returns the count."""
+    older_than = older_than or timedelta(hours=settings.AGENT_LOG_RETENTION_HOURS)
+    deleted, _ = AgentLog.objects.filter(timestamp__lt=timezone.now() - older_than).delete()
+    if deleted:
+        logger.info("purged %d agent log line(s)", deleted)
+    return deleted
+
+
+async def astart_call(
+    *, agent: Agent, channel: str, from_number: str | None = None, to_number: str | None = None
+) -> Call:
+    return await sync_to_async(start_call)(agent=agent, channel=channel, from_number=from_number, to_number=to_number)
+
+
+async def aappend_message(*, call: Call, role: str, content: str, occurred_at: datetime | None = None) -> CallMessage:
+    return await sync_to_async(append_message)(call=call, role=role, content=content, occurred_at=occurred_at)
+
+
+async def arecord_tool_invocation(
+    *,
+    call: Call,
+    tool_name: str,
+    request: dict,
+    response: str,
+    status: str,
+    duration_ms: int,
+    agent_tool_id: UUID | None = None,
+) -> ToolInvocation:
+    return await sync_to_async(record_tool_invocation)(
+        call=call,
+        tool_name=tool_name,
+        request=request,
+        response=response,
+        status=status,
+        duration_ms=duration_ms,
+        agent_tool_id=agent_tool_id,
+    )
+
+
+async def arecord_llm_usage(
+    *,
+    call: Call,
+    provider: str,
+    model: str,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    input_audio_seconds: float = 0.0,
+    output_audio_seconds: float = 0.0,
+) -> LlmUsage:
+    return await sync_to_async(record_llm_usage)(
+        call=call,
+        provider=provider,
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        input_audio_seconds=input_audio_seconds,
+        output_audio_seconds=output_audio_seconds,
+    )
+
+
+async def afinish_call(*, call: Call, status: str) -> Call:
+    return await sync_to_async(finish_call)(call=call, status=status)

@@ -1,0 +1,17 @@
+"""Celery tasks of the calls app, scheduled by CELERY_BEAT_SCHEDULE (see calls.maintenance)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from calls.services import agent_log_purge, call_close_stale
+
+
+@shared_task(name="calls.close_stale_calls")
+def close_stale_calls() -> int:
+    return call_close_stale()
+
+
+@shared_task(name="calls.purge_agent_logs")
+def purge_agent_logs() -> int:
+    return agent_log_purge()

@@ -1,0 +1,61 @@
+"""Reads of knowledge documents. Every query is scoped to the caller's organization."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, Expression, IntegerField, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
+
+from accounts.models import Organization
+from knowledge.models import DocumentStatus, KnowledgeChunk, KnowledgeDocument
+from voiceagent.db import IsoUtc
+
+
+def document_count_subquery() -> Expression:
+    """Per-agent knowledge document count (all statuses), for the agent list: one correlated subquery
+    on OuterRef('pk'), so no query per agent."""
+    counts = (
+        KnowledgeDocument.objects.filter(agent=OuterRef("pk"))
+        .order_by()
+        .values("agent")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    return Coalesce(Subquery(counts, output_field=IntegerField()), Value(0), output_field=IntegerField())
+
+
+def document_list(*, organization: Organization, agent_id: str) -> list[dict[str, Any]]:
+    """The agent's documents as list items, oldest first."""
+    from agents.selectors import agent_get  # agents.selectors imports this module for the count
+
+    agent = agent_get(organization=organization, agent_id=agent_id)
+    rows = (
+        KnowledgeDocument.objects.filter(agent=agent)
+        .annotate(created_at_iso=IsoUtc("created_at"))
+        .order_by("created_at", "id")
+        .values("id", "name", "description", "type", "size_bytes", "status", "error", "chunk_count", "created_at_iso")
+    )
+    return [
+        {
+            "id": str(row["id"]),
+            "name": row["name"],
+            "description": row["description"],
+            "type": row["type"],
+            "sizeBytes": row["size_bytes"],
+            "status": row["status"],
+            "error": row["error"],
+            "chunkCount": row["chunk_count"],
+            "createdAt": row["created_at_iso"],
+        }
+        for row in rows
+    ]
+
+
+def agent_knowledge_texts(*, agent_id: Any) -> list[str]:
+    """The chunk texts of the agent's ready documents, in document and reading order."""
+    return list(
+        KnowledgeChunk.objects.filter(agent_id=agent_id, document__status=DocumentStatus.READY)
+        .order_by("document__created_at", "document_id", "position")
+        .values_list("text", flat=True)
+    )

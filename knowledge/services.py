@@ -1,0 +1,199 @@
+"""Knowledge documents: upload (validate, extract, suggest name and description, queue ingestion),
+ingestion (chunk, embed, store) and deletion."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import PurePath
+from typing import Any
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from kombu.exceptions import OperationalError
+
+from accounts.models import Organization
+from agents.selectors import agent_get
+from knowledge.chunking import chunk_pages, embedding_text
+from knowledge.embeddings import embed, to_bytes
+from knowledge.extraction import extract_upload, looks_binary, normalize
+from knowledge.models import AgentKnowledgeIndex, DocumentStatus, DocumentType, KnowledgeChunk, KnowledgeDocument
+from knowledge.suggest import suggest_description, suggest_name
+from voiceagent.errors import ApiError
+from voiceagent.validation import parse_uuid
+
+logger = logging.getLogger(__name__)
+
+OMITTED: Any = object()  # `description` not sent at all (null means "no description")
+
+
+def too_large() -> ApiError:
+    limit = settings.KNOWLEDGE_MAX_UPLOAD_BYTES
+    return ApiError(
+        f"The document is larger than the maximum upload size of {limit} bytes ({limit / 1048576:g} MB).",
+        status_code=413,
+        extra={"maxBytes": limit},
+    )
+
+
+def _content_pages(content: str) -> list[str]:
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ApiError.field("content", "The text is not valid Unicode (lone surrogate escape).") from None
+    if size > settings.KNOWLEDGE_MAX_UPLOAD_BYTES:
+        raise too_large()
+    if looks_binary(content):
+        raise ApiError.field("content", "The text contains control characters (binary data).")
+    return [normalize(content)]
+
+
+def document_create(
+    *,
+    organization: Organization,
+    agent_id: str,
+    content: str | None = None,
+    upload: UploadedFile | None = None,
+    name: str | None = None,
+    description: str | None = OMITTED,
+) -> KnowledgeDocument:
+    """Store a document as `processing` and queue its ingestion. JSON `content` is Markdown."""
+    agent = agent_get(organization=organization, agent_id=agent_id)
+    if content is not None and upload is not None:
+        raise ApiError.invalid("Send either content (JSON) or a file (multipart), not both.")
+    if content is None and upload is None:
+        raise ApiError.invalid(
+            "A knowledge document needs content (JSON) or a file (multipart).",
+            {"content": ["Required when no file is sent."], "file": ["Required when no content is sent."]},
+        )
+    fallback_name = "Untitled document"
+    if upload is not None:
+        if upload.size is not None and upload.size > settings.KNOWLEDGE_MAX_UPLOAD_BYTES:
+            raise too_large()
+        data = upload.read(settings.KNOWLEDGE_MAX_UPLOAD_BYTES + 1)
+        if len(data) > settings.KNOWLEDGE_MAX_UPLOAD_BYTES:
+            raise too_large()
+        extracted = extract_upload(filename=upload.name or "", data=data)
+        doc_type, pages, size = extracted.type, extracted.pages, len(data)
+        fallback_name = PurePath(upload.name or "").stem[:200] or fallback_name
+    else:
+        pages = _content_pages(content or "")
+        doc_type, size = DocumentType.MARKDOWN, len((content or "").encode("utf-8"))
+    if not any(page.strip() for page in pages):
+        raise ApiError.field("file" if upload is not None else "content", "The document is empty.")
+
+    text = "\n\n".join(page for page in pages if page.strip())
+    markdown = doc_type == DocumentType.MARKDOWN
+    name = name or suggest_name(text, markdown=markdown, fallback=fallback_name)
+    if description is OMITTED:
+        description = suggest_description(text)
+
+    with transaction.atomic():
+        agent = agent_get(organization=organization, agent_id=str(agent.pk), for_update=True)
+        document = KnowledgeDocument.objects.create(
+            organization=organization,
+            agent=agent,
+            name=name,
+            description=description,
+            type=doc_type,
+            size_bytes=size,
+            status=DocumentStatus.PROCESSING,
+            pages=pages,
+        )
+    _queue_ingestion(document)
+    return document
+
+
+def _queue_ingestion(document: KnowledgeDocument) -> None:
+    # After the commit, so that a worker always finds the row.
+    from knowledge.tasks import ingest_document
+
+    try:
+        ingest_document.delay(str(document.pk))
+    except OperationalError:
+        logger.exception("could not queue ingestion of knowledge document %s", document.pk)
+        _fail(document.pk, "The ingestion queue is unavailable; upload the document again later.")
+        raise ApiError("The ingestion queue is unavailable; try again later.", status_code=503) from None
+
+
+def _fail(document_id: Any, message: str) -> None:
+    KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
+        status=DocumentStatus.FAILED, error=message
+    )
+
+
+def _index_changed(agent_id: Any) -> None:
+    """Call inside the transaction that changes the agent's chunks: searches everywhere reload."""
+    AgentKnowledgeIndex.objects.update_or_create(agent_id=agent_id, defaults={"version": uuid.uuid4()})
+
+
+def document_ingest(*, document_id: str) -> None:
+    """Chunk and embed a `processing` document, then store its chunks and mark it `ready` in one
+    transaction (or `failed` with an error). Safe to run twice; a document deleted meanwhile is skipped."""
+    document = KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).first()
+    if document is None:
+        return
+    try:
+        chunks = chunk_pages(
+            document.pages, markdown=document.type == DocumentType.MARKDOWN, paged=document.type == DocumentType.PDF
+        )
+        if not chunks:
+            _fail(document.pk, "No text could be indexed in this document.")
+            return
+        vectors = embed([embedding_text(c.text, c.heading_path) for c in chunks])
+    except Exception:
+        logger.exception("ingestion of knowledge document %s failed", document.pk)
+        _fail(document.pk, "Indexing failed because of an internal error; upload the document again.")
+        return
+
+    with transaction.atomic():
+        locked = (
+            KnowledgeDocument.objects.select_for_update()
+            .filter(pk=document.pk, status=DocumentStatus.PROCESSING)
+            .first()
+        )
+        if locked is None:
+            return
+        KnowledgeChunk.objects.filter(document=locked).delete()
+        KnowledgeChunk.objects.bulk_create(
+            [
+                KnowledgeChunk(
+                    document=locked,
+                    agent_id=locked.agent_id,
+                    position=position,
+                    text=chunk.text,
+                    heading_path=chunk.heading_path,
+                    page=chunk.page,
+                    token_count=chunk.token_count,
+                    embedding=to_bytes(vector),
+                )
+                for position, (chunk, vector) in enumerate(zip(chunks, vectors, strict=True))
+            ],
+            batch_size=500,
+        )
+        locked.status = DocumentStatus.READY
+        locked.error = None
+        locked.chunk_count = len(chunks)
+        locked.save(update_fields=["status", "error", "chunk_count", "updated_at"])
+        _index_changed(locked.agent_id)
+
+
+def document_delete(*, organization: Organization, agent_id: str, document_id: str) -> uuid.UUID:
+    """Delete the agent's document and its chunks; another organization's or agent's document is a 404."""
+    agent = agent_get(organization=organization, agent_id=agent_id)
+    pk = parse_uuid(document_id, "document")
+    with transaction.atomic():
+        document = KnowledgeDocument.objects.select_for_update().filter(pk=pk, agent=agent).first()
+        if document is None:
+            raise ApiError.not_found("Knowledge document not found")
+        document_remove(document=document)
+    return pk
+
+
+def document_remove(*, document: KnowledgeDocument) -> None:
+    """Delete a document with its chunks and tell every process's search cache (API and dashboard)."""
+    with transaction.atomic():
+        agent_id = document.agent_id
+        document.delete()
+        _index_changed(agent_id)

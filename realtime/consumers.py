@@ -1,0 +1,172 @@
+"""The browser transport: a WebSocket speaking the JSON messages of the spec, in front of the engine.
+
+The consumer only translates: it checks the session token, turns `input_audio` into PCM for the
+engine and the engine's calls (`send_audio`, `clear`, `send_transcript`) into JSON messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from calls.models import CallChannel, CallStatus
+from knowledge.selectors import agent_knowledge_texts
+from realtime import tokens
+from realtime.engine.conversation import Conversation
+from realtime.engine.records import CallRecorder
+from realtime.services import OUTPUT_SAMPLE_RATE, session_token_redeem
+
+logger = logging.getLogger(__name__)
+
+# Largest decoded input_audio chunk (10 s of 16 kHz PCM16); larger ones get an `error`.
+MAX_INPUT_CHUNK_BYTES = 320_000
+MAX_MESSAGE_CHARS = MAX_INPUT_CHUNK_BYTES * 4 // 3 + 1024
+
+
+class BrowserSession(AsyncWebsocketConsumer):
+    conversation: Conversation | None = None
+    _run: asyncio.Task[None] | None = None
+    _closed = False
+
+    async def connect(self) -> None:
+        # Accept first: a close code (and the `error` message before it) can only be sent on an open socket.
+        await self.accept()
+        agent_id = self.scope["url_route"]["kwargs"]["agent_id"]
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        token = (query.get("token") or [None])[0]
+        try:
+            agent = await database_sync_to_async(session_token_redeem)(token=token, agent_id=agent_id)
+        except tokens.TokenError as exc:
+            await self._send({"type": "error", "code": _TOKEN_ERROR_CODES[exc.close_code], "message": exc.message})
+            await self.close(code=exc.close_code, reason=exc.message)
+            self._closed = True
+            return
+        except Exception:
+            logger.exception("could not open a realtime session")
+            await self._error("server_error", "The session could not be opened")
+            await self._close(tokens.CLOSE_ENGINE_ERROR, "server error")
+            return
+        recorder = CallRecorder(agent=agent, channel=CallChannel.WEB)
+        self.conversation = Conversation(
+            agent=agent,
+            transport=_BrowserTransport(self),
+            recorder=recorder,
+            knowledge_texts=lambda: sync_to_async(agent_knowledge_texts)(agent_id=agent.pk),
+        )
+        self._run = asyncio.create_task(self.conversation.run(), name=f"conversation-{recorder.session_id}")
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.conversation is None or self._closed:
+            return
+        if text_data is None:
+            await self._error("bad_message", "Binary frames are not supported; send JSON text messages")
+            return
+        if len(text_data) > MAX_MESSAGE_CHARS:
+            await self._error("bad_message", f"Messages are limited to {MAX_MESSAGE_CHARS} characters")
+            return
+        try:
+            message = json.loads(text_data)
+        except ValueError:
+            await self._error("bad_message", "Messages must be JSON objects")
+            return
+        kind = message.get("type") if isinstance(message, dict) else None
+        if kind == "input_audio":
+            await self._input_audio(message.get("audio"))
+        elif kind == "stop":
+            await self.conversation.stop(CallStatus.COMPLETED)
+            await self._close(1000, "conversation ended")
+        else:
+            await self._error("bad_message", "Unknown message type; expected input_audio or stop")
+
+    async def _input_audio(self, audio: Any) -> None:
+        if not isinstance(audio, str):
+            await self._error("bad_audio", "input_audio.audio must be a base64 string")
+            return
+        if len(audio) > MAX_INPUT_CHUNK_BYTES * 4 // 3 + 4:
+            await self._error("bad_audio", f"input_audio chunks are limited to {MAX_INPUT_CHUNK_BYTES} bytes")
+            return
+        try:
+            pcm = base64.b64decode(audio, validate=True)
+        except (binascii.Error, ValueError):
+            await self._error("bad_audio", "input_audio.audio is not valid base64")
+            return
+        if len(pcm) % 2:
+            await self._error("bad_audio", "input_audio must be whole PCM16 samples (an even number of bytes)")
+            return
+        assert self.conversation is not None
+        if not self.conversation.push_audio(pcm):
+            await self._error("input_too_fast", "input_audio arrives faster than real time; chunk dropped")
+
+    async def disconnect(self, code: int) -> None:
+        self._closed = True
+        if self.conversation is not None:
+            await self.conversation.stop(CallStatus.COMPLETED)
+        if self._run is not None:
+            await asyncio.gather(self._run, return_exceptions=True)
+
+    async def _error(self, code: str, message: str) -> None:
+        await self._send({"type": "error", "code": code, "message": message})
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        if self._closed:
+            return
+        try:
+            await self.send(text_data=json.dumps(message, separators=(",", ":")))
+        except Exception:  # the socket went away under us; disconnect() ends the conversation
+            logger.debug("send on a closed socket", exc_info=True)
+
+    async def _close(self, code: int, reason: str = "") -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.close(code=code, reason=reason)
+
+
+_TOKEN_ERROR_CODES = {
+    tokens.CLOSE_INVALID_TOKEN: "invalid_token",
+    tokens.CLOSE_WRONG_AGENT: "wrong_agent",
+    tokens.CLOSE_NOT_FOUND: "agent_not_found",
+    tokens.CLOSE_CONFLICT: "conflict",
+    tokens.CLOSE_NOT_CONFIGURED: "not_configured",
+}
+
+
+class _BrowserTransport:
+    """The engine's Transport over the browser socket."""
+
+    def __init__(self, consumer: BrowserSession) -> None:
+        self.consumer = consumer
+
+    async def started(self, call_id: str) -> None:
+        await self.consumer._send({"type": "session.started", "callId": call_id})
+
+    async def send_audio(self, pcm16_24k: bytes) -> None:
+        await self.consumer._send(
+            {
+                "type": "output_audio",
+                "audio": base64.b64encode(pcm16_24k).decode("ascii"),
+                "encoding": "pcm16",
+                "sampleRate": OUTPUT_SAMPLE_RATE,
+            }
+        )
+
+    async def clear(self) -> None:
+        await self.consumer._send({"type": "clear"})
+
+    async def send_transcript(self, role: str, text: str) -> None:
+        await self.consumer._send({"type": "transcript", "role": role, "text": text})
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        await self.consumer._send(event)
+
+    async def close(self, code: int, reason: str = "") -> None:
+        await self.consumer._close(code, reason)

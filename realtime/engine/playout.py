@@ -1,0 +1,154 @@
+"""The playout stage: mixes agent speech with the ambient bed and keyboard loop and sends it to the
+transport paced to real time, never more than `lead_ms` ahead of the listener's playback, so that a
+barge-in can cut the answer within that lead."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from realtime.engine.clock import Clock
+from realtime.engine.transport import Transport
+from realtime.engine.voice import Mixer
+
+FRAME_MS = 20
+FRAME_SECONDS = FRAME_MS / 1000
+FRAME_BYTES = 960  # PCM16 mono 24 kHz
+BYTES_PER_SECOND = 48000
+
+
+@dataclass(eq=False)
+class Segment:
+    """One synthesized sentence on its way to the listener."""
+
+    text: str
+    audio: bytes
+    owner: Any = None  # the response it belongs to
+    position: int = 0  # bytes handed to the mixer so far
+    play_start: float | None = None  # clock time its first frame plays at the listener
+
+    @property
+    def duration(self) -> float:
+        return len(self.audio) / BYTES_PER_SECOND
+
+    def heard_fraction(self, now: float) -> float:
+        if self.play_start is None or now <= self.play_start:
+            return 0.0
+        if self.duration <= 0:
+            return 1.0
+        return min(1.0, (now - self.play_start) / self.duration)
+
+
+@dataclass(eq=False)
+class EndMarker:
+    """Queued after a response's last segment; `on_played` runs once its audio has played out."""
+
+    owner: Any
+    on_played: Callable[[Any], Awaitable[None]]
+
+
+class Playout:
+    def __init__(
+        self,
+        *,
+        mixer: Mixer,
+        transport: Transport,
+        clock: Clock,
+        user_speaking: Callable[[], bool],
+        keyboard: Callable[[], bool],
+        lead_ms: int = 200,
+        chunk_ms: int = 60,
+    ) -> None:
+        self.mixer = mixer
+        self.transport = transport
+        self.clock = clock
+        self.user_speaking = user_speaking
+        self.keyboard = keyboard
+        self.lead = lead_ms / 1000
+        # Audio goes out in chunks of about chunk_ms, topping the lead back up to lead_ms.
+        self.chunk = min(chunk_ms, lead_ms) / 1000
+        self.wake = asyncio.Event()
+        self._queue: deque[Segment | EndMarker] = deque()
+        self._ending: list[tuple[float, EndMarker]] = []
+        self._anchor: float | None = None  # clock time at which stream frame 0 plays
+        self._frames = 0
+
+    def enqueue(self, item: Segment | EndMarker) -> None:
+        self._queue.append(item)
+        self.wake.set()
+
+    def cut(self) -> list[EndMarker]:
+        """Drop everything not yet sent (barge-in); the transport is told to clear what it holds.
+        Returns the end markers that were pending."""
+        dropped = [marker for _, marker in self._ending]
+        dropped += [item for item in self._queue if isinstance(item, EndMarker)]
+        self._queue.clear()
+        self._ending.clear()
+        self._anchor = None  # the listener's buffer is emptied: the stream restarts now
+        self.wake.set()
+        return dropped
+
+    def _stream_end(self) -> float:
+        assert self._anchor is not None
+        return self._anchor + self._frames * FRAME_SECONDS
+
+    def _mark_end(self, marker: EndMarker, now: float) -> None:
+        at = max(now, self._stream_end()) if self._anchor is not None else now
+        self._ending.append((at, marker))
+
+    def _next_speech(self, now: float) -> bytes | None:
+        while self._queue and isinstance(self._queue[0], EndMarker):
+            self._mark_end(self._queue.popleft(), now)  # type: ignore[arg-type]
+        if not self._queue:
+            return None
+        segment = self._queue[0]
+        assert isinstance(segment, Segment)
+        if segment.position == 0:
+            segment.play_start = self._stream_end()
+        piece = segment.audio[segment.position : segment.position + FRAME_BYTES]
+        segment.position += FRAME_BYTES
+        if segment.position >= len(segment.audio):
+            self._queue.popleft()
+        return piece
+
+    async def _finish_due(self, now: float) -> None:
+        while self._ending and self._ending[0][0] <= now + 1e-6:
+            _, marker = self._ending.pop(0)
+            await marker.on_played(marker.owner)
+
+    async def run(self) -> None:
+        while True:
+            now = self.clock.now()
+            await self._finish_due(now)
+            bed = self.mixer.has_bed
+            if not bed and not any(isinstance(item, Segment) for item in self._queue):
+                while self._queue:  # end markers with nothing before them
+                    self._mark_end(self._queue.popleft(), now)  # type: ignore[arg-type]
+                deadline = self._ending[0][0] if self._ending else math.inf
+                if deadline <= now:
+                    continue
+                await self.clock.sleep_until(deadline, self.wake)
+                self.wake.clear()
+                continue
+            if self._anchor is None or self._stream_end() < now:
+                self._anchor, self._frames = now, 0  # start, or restart after an idle gap
+            frames: list[bytes] = []
+            while self._stream_end() - now < self.lead - 1e-9:
+                speech = self._next_speech(now)
+                if speech is None and not bed:
+                    break
+                frames.append(
+                    self.mixer.next_frame(speech, user_speaking=self.user_speaking(), keyboard=self.keyboard())
+                )
+                self._frames += 1
+            if frames:
+                await self.transport.send_audio(b"".join(frames))
+            deadline = self._stream_end() - self.lead + self.chunk
+            if self._ending:
+                deadline = min(deadline, self._ending[0][0])
+            await self.clock.sleep_until(deadline, self.wake)
+            self.wake.clear()

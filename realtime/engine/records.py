@@ -1,0 +1,83 @@
+"""The durable side of a conversation: the call record (calls.services) and the agent log
+(calls.logging), written in order by one background task so that the audio path never waits on the
+database."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from agents.models import Agent
+from calls import services as calls
+from calls.logging import LogSession, agent_log, new_session_id
+from calls.models import Call, CallStatus
+
+logger = logging.getLogger(__name__)
+
+
+class CallRecorder:
+    def __init__(
+        self, *, agent: Agent, channel: str, from_number: str | None = None, to_number: str | None = None
+    ) -> None:
+        self.agent = agent
+        self.channel = channel
+        self.from_number = from_number
+        self.to_number = to_number
+        self.session = LogSession(organization_id=agent.organization_id, agent_id=agent.pk, session_id=new_session_id())
+        self.call: Call | None = None
+        self._writes: asyncio.Queue[Callable[[], Awaitable[Any]] | None] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self._finished = False
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
+
+    def log(self, severity: str, message: str, **fields: Any) -> None:
+        agent_log(self.session, severity, message, **fields)
+
+    async def start(self) -> Call:
+        self.call = await calls.astart_call(
+            agent=self.agent, channel=self.channel, from_number=self.from_number, to_number=self.to_number
+        )
+        self._writer = asyncio.create_task(self._write_loop(), name=f"call-writer-{self.session_id}")
+        return self.call
+
+    def message(self, role: str, text: str, occurred_at: datetime | None = None) -> None:
+        """Queue one transcript message (written in order, without blocking the caller)."""
+        if self.call is None or self._finished or not text:
+            return
+        call, at = self.call, occurred_at or timezone.now()
+        self._writes.put_nowait(lambda: calls.aappend_message(call=call, role=role, content=text, occurred_at=at))
+
+    async def finish(self, status: str) -> Call | None:
+        """Write what is queued, then close the call (idempotent)."""
+        if self.call is None or self._finished:
+            return self.call
+        self._finished = True
+        if self._writer is not None:
+            self._writes.put_nowait(None)
+            await asyncio.shield(self._writer)
+        self.call = await calls.afinish_call(call=self.call, status=status)
+        self.log(
+            "info" if status == CallStatus.COMPLETED else "error",
+            "session ended",
+            status=status,
+            callId=str(self.call.pk),
+            durationSeconds=self.call.duration_seconds,
+        )
+        return self.call
+
+    async def _write_loop(self) -> None:
+        while (write := await self._writes.get()) is not None:
+            try:
+                await write()
+            except Exception:
+                # One lost message must not end the call; the failure is visible in both logs.
+                logger.exception("could not write a call message (session %s)", self.session_id)
+                self.log("error", "could not save a transcript message")

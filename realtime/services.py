@@ -1,0 +1,93 @@
+"""Realtime sessions: issue a session token for an active agent, and spend it when a socket opens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from urllib.parse import quote, urlsplit
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.models import Organization
+from agents.models import Agent, AgentStatus
+from agents.selectors import agent_get
+from realtime import tokens
+from realtime.models import UsedSessionToken
+from realtime.selectors import session_agent_get
+from voiceagent.errors import ApiError
+
+INPUT_SAMPLE_RATE = 16000
+OUTPUT_SAMPLE_RATE = 24000
+PROTOCOL = {
+    "inputAudio": {"encoding": "pcm16", "sampleRate": INPUT_SAMPLE_RATE},
+    "outputAudio": {"encoding": "pcm16", "sampleRate": OUTPUT_SAMPLE_RATE},
+}
+
+
+def socket_path(agent_id: object) -> str:
+    """The WebSocket path of an agent's browser sessions (see realtime/routing.py)."""
+    return f"/ws/agents/{agent_id}/realtime"
+
+
+def _websocket_base() -> str:
+    base = settings.REALTIME_WS_URL.strip()
+    if not base:
+        raise ApiError(
+            "Realtime sessions are not configured on this server: REALTIME_WS_URL is not set", status_code=500
+        )
+    parts = urlsplit(base)
+    if parts.scheme not in ("ws", "wss") or not parts.netloc:
+        raise ApiError(
+            "Realtime sessions are misconfigured: REALTIME_WS_URL must be a ws:// or wss:// URL", status_code=500
+        )
+    if not settings.REALTIME_TOKEN_SECRET:
+        raise ApiError("Realtime session tokens are not configured: REALTIME_TOKEN_SECRET is not set", status_code=500)
+    return base.rstrip("/")
+
+
+@dataclass(frozen=True)
+class RealtimeSession:
+    token: str
+    expires_at: datetime
+    websocket_url: str
+
+
+def realtime_session_create(*, organization: Organization, agent_id: str) -> RealtimeSession:
+    agent = agent_get(organization=organization, agent_id=agent_id)
+    base = _websocket_base()
+    if agent.status != AgentStatus.ACTIVE:
+        raise ApiError.conflict(f"Agent is {agent.status}; only an active agent can start realtime sessions")
+    token, claims = tokens.issue_token(agent_id=agent.pk, organization_id=organization.pk)
+    return RealtimeSession(
+        token=token,
+        expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),
+        websocket_url=f"{base}{socket_path(agent.pk)}?token={quote(token, safe='')}",
+    )
+
+
+def session_token_redeem(*, token: str | None, agent_id: str, now: float | None = None) -> Agent:
+    """Open a socket with a session token: verify it, spend it (once, across every process sharing the
+    database) and return the active agent it names. TokenError (with the close code) otherwise."""
+    claims = tokens.verify_token(token, agent_id=agent_id, now=now)
+    used_at = timezone.now()
+    try:
+        with transaction.atomic():
+            UsedSessionToken.objects.create(
+                token_id=claims.token_id,
+                organization_id=claims.organization_id,
+                agent_id=claims.agent_id,
+                used_at=used_at,
+                expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),
+            )
+    except IntegrityError:
+        raise tokens.TokenError("Session token already used", close_code=tokens.CLOSE_CONFLICT) from None
+    # Rows of tokens that are expired anyway are no longer needed to refuse a reuse.
+    UsedSessionToken.objects.filter(expires_at__lt=used_at - timedelta(minutes=5)).delete()
+    agent = session_agent_get(organization_id=claims.organization_id, agent_id=claims.agent_id)
+    if agent is None:
+        raise tokens.TokenError("Agent not found", close_code=tokens.CLOSE_NOT_FOUND)
+    if agent.status != AgentStatus.ACTIVE:
+        raise tokens.TokenError(f"Agent is {agent.status}, not active", close_code=tokens.CLOSE_CONFLICT)
+    return agent

@@ -1,0 +1,169 @@
+"""Small stand-ins for the speech parts, for pipeline tests that drive time by hand.
+
+Caller audio: a sample value of 0 is silence, anything else is speech. The detector reports a start
+after 40 ms of speech and an end after 100 ms of silence; the recognizer answers scripted texts.
+Synthesized speech lasts 100 ms per word at a constant level, so tests can reason about durations.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from realtime.engine.brain import BrainOutput, TextPiece, ToolRequest, Turn
+from realtime.engine.voice import VoiceKit
+
+IN_BYTES_PER_MS = 32
+OUT_BYTES_PER_MS = 48
+WORD_MS = 100
+
+
+def speech(ms: int) -> bytes:
+    return (1000).to_bytes(2, "little", signed=True) * (16 * ms)
+
+
+def silence(ms: int) -> bytes:
+    return b"\x00\x00" * (16 * ms)
+
+
+class Event(NamedTuple):
+    kind: str
+    at_ms: int
+
+
+class FakeDetector:
+    def __init__(self, start_ms: int = 40, end_ms: int = 100) -> None:
+        self.start_ms, self.end_ms = start_ms, end_ms
+        self.speaking = False
+        self.current_speech_ms = 0
+        self._voiced = 0
+        self._quiet = 0
+        self._pos = 0
+
+    def feed(self, pcm: bytes) -> list[Event]:
+        events = []
+        for i in range(0, len(pcm) - 1, IN_BYTES_PER_MS):  # one decision per millisecond
+            voiced = any(pcm[i : i + IN_BYTES_PER_MS])
+            self._pos += 1
+            if voiced:
+                self._voiced += 1
+                self._quiet = 0
+                if not self.speaking and self._voiced >= self.start_ms:
+                    self.speaking = True
+                    events.append(Event("speech_start", self._pos))
+            else:
+                self._quiet += 1
+                if not self.speaking:
+                    self._voiced = 0
+                elif self._quiet >= self.end_ms:
+                    self.speaking = False
+                    self._voiced = 0
+                    events.append(Event("speech_end", self._pos))
+            self.current_speech_ms = self._voiced if self.speaking else 0
+        return events
+
+
+@dataclass
+class FakeRecognizer:
+    texts: list[str]
+    heard_bytes: list[int] = field(default_factory=list)
+    _current: int = 0
+
+    def start(self) -> None:
+        self._current = 0
+
+    def feed(self, pcm: bytes) -> None:
+        self._current += len(pcm)
+
+    def finish(self) -> str:
+        self.heard_bytes.append(self._current)
+        return self.texts.pop(0) if self.texts else ""
+
+
+class FakeMixer:
+    def __init__(self, has_bed: bool = False) -> None:
+        self.has_bed = has_bed
+        self.calls: list[tuple[bool, bool, bool]] = []  # (speech present, user_speaking, keyboard)
+
+    def next_frame(self, speech: bytes | None, *, user_speaking: bool, keyboard: bool) -> bytes:
+        self.calls.append((bool(speech), user_speaking, keyboard))
+        frame = (speech or b"")[:960]
+        return frame + b"\x00" * (960 - len(frame))
+
+
+def synthesize(text: str, language: str, voice: str) -> bytes:
+    return (3000).to_bytes(2, "little", signed=True) * (24 * WORD_MS * len(text.split()))
+
+
+def split_sentences(text: str) -> list[str]:
+    return [part.strip() for part in re.findall(r"[^.!?]+[.!?]*", text) if part.strip()]
+
+
+def make_kit(*, texts: Sequence[str] = (), has_bed: bool = False, recognizer: bool = True) -> tuple[VoiceKit, Any]:
+    parts: dict[str, Any] = {"mixer": FakeMixer(has_bed), "recognizer": FakeRecognizer(list(texts))}
+    kit = VoiceKit(
+        name="fake",
+        preload=lambda: None,
+        detector=FakeDetector,
+        recognizer=lambda agent, knowledge: parts["recognizer"] if recognizer else None,
+        synthesize=synthesize,
+        split_sentences=split_sentences,
+        mixer=lambda ambient, volume, ducking: parts["mixer"],
+    )
+    return kit, parts
+
+
+class RecordingTransport:
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.events: list[tuple[float, str, Any]] = []
+        self.closed: tuple[int, str] | None = None
+
+    async def started(self, call_id: str) -> None:
+        self.events.append((self.clock.now(), "started", call_id))
+
+    async def send_audio(self, pcm: bytes) -> None:
+        assert len(pcm) % 960 == 0
+        self.events.append((self.clock.now(), "audio", pcm))
+
+    async def clear(self) -> None:
+        self.events.append((self.clock.now(), "clear", None))
+
+    async def send_transcript(self, role: str, text: str) -> None:
+        self.events.append((self.clock.now(), "transcript", (role, text)))
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        self.events.append((self.clock.now(), "event", event))
+
+    async def close(self, code: int, reason: str = "") -> None:
+        self.closed = (code, reason)
+
+    def kinds(self) -> list[str]:
+        return [kind for _, kind, _ in self.events]
+
+    def transcripts(self) -> list[tuple[str, str]]:
+        return [value for _, kind, value in self.events if kind == "transcript"]
+
+    def audio_ms(self, since: float = float("-inf")) -> float:
+        return sum(len(value) / OUT_BYTES_PER_MS for at, kind, value in self.events if kind == "audio" and at >= since)
+
+
+class ScriptedBrain:
+    """Answers each user turn with the next script entry: text pieces and tool requests."""
+
+    def __init__(self, *scripts: Sequence[BrainOutput]) -> None:
+        self.scripts = list(scripts)
+        self.seen: list[list[Turn]] = []
+
+    async def respond(self, conversation: Sequence[Turn]) -> AsyncIterator[BrainOutput]:
+        self.seen.append(list(conversation))
+        if conversation and conversation[-1].role == "tool":
+            yield TextPiece("Done.")
+            return
+        for output in self.scripts.pop(0) if self.scripts else [TextPiece("Okay.")]:
+            yield output
+
+
+__all__ = ["TextPiece", "ToolRequest"]

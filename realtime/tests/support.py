@@ -1,0 +1,237 @@
+"""Real servers and a scripted voice client, shared by the socket tests and bench/voice_latency.py.
+
+`DaphneServer` runs `daphne voiceagent.asgi:application` as a separate process on a free loopback
+port against a given database; `VoiceClient` speaks the browser protocol over a real WebSocket
+(aiohttp), streaming PCM in 20 ms chunks at real time like a microphone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+CHUNK_MS = 20
+IN_RATE = 16000
+OUT_RATE = 24000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url(settings_dict: dict[str, Any]) -> str:
+    """A DATABASE_URL naming the database Django is using now (for example the test database)."""
+    engine, name = settings_dict["ENGINE"], settings_dict["NAME"]
+    if engine.endswith("sqlite3"):
+        return f"sqlite:///{name}"
+    user = quote(settings_dict.get("USER") or "")
+    password = settings_dict.get("PASSWORD") or ""
+    auth = f"{user}:{quote(password)}@" if password else (f"{user}@" if user else "")
+    return f"postgres://{auth}{settings_dict.get('HOST') or '127.0.0.1'}:{settings_dict.get('PORT') or 5432}/{name}"
+
+
+class DaphneServer:
+    """One server process; `env` is added to this process's environment."""
+
+    def __init__(self, *, env: dict[str, str], port: int | None = None, log_path: Path | None = None) -> None:
+        self.port = port or free_port()
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
+        self.env.pop("DJANGO_SETTINGS_MODULE", None)
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 90.0) -> DaphneServer:
+        daphne = Path(sys.executable).with_name("daphne")
+        output = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            [str(daphne), "-b", "127.0.0.1", "-p", str(self.port), "voiceagent.asgi:application"],
+            cwd=REPO,
+            env=self.env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"daphne exited with {self.process.returncode}; see {self.log_path}")
+            try:
+                with urllib.request.urlopen(f"{self.http_url}/livez", timeout=2) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("daphne did not start in time")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> DaphneServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def to_16k(pcm16_24k: bytes) -> bytes:
+    import soxr
+
+    samples = np.frombuffer(pcm16_24k, dtype="<i2")
+    return soxr.resample(samples, OUT_RATE, IN_RATE).astype("<i2").tobytes()
+
+
+def rms(pcm16: bytes) -> float:
+    samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float64)
+    return float(np.sqrt(np.mean(samples**2))) if samples.size else 0.0
+
+
+@dataclass
+class Received:
+    at: float  # loop time
+    message: dict[str, Any]
+
+
+@dataclass
+class VoiceClient:
+    """A browser-like client: a reader task keeps every message with its arrival time."""
+
+    url: str
+    messages: list[Received] = field(default_factory=list)
+    close_code: int | None = None
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    _session: aiohttp.ClientSession | None = None
+    _ws: aiohttp.ClientWebSocketResponse | None = None
+    _reader: asyncio.Task[None] | None = None
+    on_message: Callable[[Received], None] | None = None
+    chunk_ms: int = CHUNK_MS
+
+    async def __aenter__(self) -> VoiceClient:
+        self._session = aiohttp.ClientSession()
+        self._ws = await self._session.ws_connect(self.url, max_msg_size=0, heartbeat=None)
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._ws is not None and not self._ws.closed:
+            await self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        if self._session is not None:
+            await self._session.close()
+
+    async def _read(self) -> None:
+        assert self._ws is not None
+        loop = asyncio.get_running_loop()
+        async for raw in self._ws:
+            if raw.type == aiohttp.WSMsgType.TEXT:
+                item = Received(at=loop.time(), message=json.loads(raw.data))
+                self.messages.append(item)
+                if self.on_message is not None:
+                    self.on_message(item)
+                self._arrived.set()
+        self.close_code = self._ws.close_code
+        self._arrived.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._reader is not None and self._reader.done()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self._ws is not None
+        await self._ws.send_str(json.dumps(message))
+
+    async def send_raw(self, data: str | bytes) -> None:
+        assert self._ws is not None
+        if isinstance(data, bytes):
+            await self._ws.send_bytes(data)
+        else:
+            await self._ws.send_str(data)
+
+    async def send_audio(self, pcm16_16k: bytes) -> None:
+        await self.send({"type": "input_audio", "audio": base64.b64encode(pcm16_16k).decode("ascii")})
+
+    async def stream(self, pcm16_16k: bytes, *, stop_when: Callable[[], bool] | None = None) -> float:
+        """Send audio in chunk_ms chunks (20 ms unless set) at real time, each chunk once its audio has
+        been "recorded"; returns the loop time at which the last chunk's audio ends."""
+        loop = asyncio.get_running_loop()
+        size = IN_RATE * 2 * self.chunk_ms // 1000
+        start = loop.time()
+        for index, offset in enumerate(range(0, len(pcm16_16k), size)):
+            if stop_when is not None and stop_when():
+                return loop.time()
+            delay = start + index * self.chunk_ms / 1000 - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await self.send_audio(pcm16_16k[offset : offset + size])
+        end = start + len(pcm16_16k) / (IN_RATE * 2)
+        await asyncio.sleep(max(0.0, end - loop.time()))  # a microphone cannot run ahead of time
+        return end
+
+    async def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], *, after: int = 0, timeout: float = 30
+    ) -> int:
+        """Index of the first message from `after` on that matches; TimeoutError otherwise."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            for index in range(after, len(self.messages)):
+                if predicate(self.messages[index].message):
+                    return index
+            if self.closed:
+                raise ConnectionError(f"socket closed ({self.close_code}) while waiting")
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise TimeoutError("no matching message")
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+
+    async def wait_closed(self, timeout: float = 30) -> int | None:
+        assert self._reader is not None
+        await asyncio.wait_for(asyncio.shield(self._reader), timeout)
+        return self.close_code
+
+    def audio(self, start: int = 0, end: int | None = None) -> bytes:
+        return b"".join(
+            base64.b64decode(item.message["audio"])
+            for item in self.messages[start:end]
+            if item.message.get("type") == "output_audio"
+        )
+
+
+def is_type(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
+    return lambda message: message.get("type") == kind and all(message.get(k) == v for k, v in fields.items())

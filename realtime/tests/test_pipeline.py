@@ -1,0 +1,324 @@
+"""The conversation pipeline with small stand-in speech parts and a hand-driven clock: frames in,
+messages out, and the call record in the database."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from calls.logging import flush_agent_logs
+from calls.models import AgentLog, Call
+from realtime.engine.brain import TextPiece, ToolRequest, Turn
+from realtime.engine.brain.embedded import EmbeddedBrain
+from realtime.engine.clock import ManualClock, settle
+from realtime.engine.conversation import Conversation
+from realtime.engine.records import CallRecorder
+from realtime.engine.voice import EngineUnavailable, voice_kit
+from realtime.tests.fakes import RecordingTransport, ScriptedBrain, make_kit, silence, speech
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
+
+DISCLOSURE = "Just so you know, you are speaking with an AI, not a person."  # 13 words: 1.3 s
+GREETING = "Welcome to Acme. How can I help?"  # 7 words: 0.7 s
+
+
+async def inline(function: Any, *args: Any) -> Any:
+    return function(*args)
+
+
+class Harness:
+    def __init__(self, agent: Any, *, texts=(), brain=None, has_bed=False, tools=None, recognizer=True) -> None:
+        self.clock = ManualClock()
+        self.transport = RecordingTransport(self.clock)
+        self.kit, self.parts = make_kit(texts=texts, has_bed=has_bed, recognizer=recognizer)
+        self.recorder = CallRecorder(agent=agent, channel="web")
+        self.conversation = Conversation(
+            agent=agent,
+            transport=self.transport,
+            recorder=self.recorder,
+            kit=self.kit,
+            brain=brain or EmbeddedBrain(language=agent.language),
+            tools=tools,
+            clock=self.clock,
+            run_blocking=inline,
+        )
+        self.task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(self.conversation.run())
+        # The call record is written by a database thread: wait for it (no clock involved).
+        for _ in range(500):
+            if "started" in self.transport.kinds() or self.task.done():
+                break
+            await asyncio.sleep(0.01)
+        await settle()
+
+    async def feed(self, pcm: bytes) -> None:
+        """Stream caller audio in 20 ms chunks, moving the clock with it."""
+        for start in range(0, len(pcm), 640):
+            self.conversation.push_audio(pcm[start : start + 640])
+            await self.clock.advance(0.02)
+
+    async def talk(self, ms: int, then_silence_ms: int = 300) -> None:
+        await self.feed(speech(ms) + silence(then_silence_ms))
+
+    async def stop(self) -> Call:
+        await self.conversation.stop()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 10)
+        return await sync_to_async(Call.objects.prefetch_related("messages").get)(pk=self.conversation.call_id)
+
+
+async def messages(call: Call) -> list[tuple[str, str]]:
+    return await sync_to_async(
+        lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content"))
+    )()
+
+
+@pytest.fixture
+def agent(active_agent):
+    active_agent.greeting_type = "static"
+    active_agent.static_greeting = GREETING
+    active_agent.save()
+    return active_agent
+
+
+async def test_it_announces_the_session_then_speaks_the_disclosure_and_greeting(agent):
+    h = Harness(agent)
+    await h.start()
+    assert h.transport.kinds()[0] == "started"
+    await h.feed(silence(2300))
+    assert h.transport.transcripts() == [("assistant", f"{DISCLOSURE} {GREETING}")]
+    assert h.transport.audio_ms() == pytest.approx(2000, abs=20)  # every synthesized sentence, once
+    call = await h.stop()
+    assert call.status == "completed"
+    assert await messages(call) == [("assistant", f"{DISCLOSURE} {GREETING}")]
+
+
+async def test_audio_is_paced_at_most_200_ms_ahead_of_real_time(agent):
+    h = Harness(agent)
+    await h.start()
+    await h.feed(silence(2300))
+    audio = [(at, len(pcm) / 48) for at, kind, pcm in h.transport.events if kind == "audio"]
+    first = audio[0][0]
+    sent = 0.0
+    for at, ms in audio:
+        sent += ms
+        assert sent - (at - first) * 1000 <= 200 + 1e-6
+    assert len(audio) > 10  # many chunks, not one burst
+    await h.stop()
+
+
+async def test_greeting_none_speaks_only_the_disclosure_in_the_agent_language(agent):
+    agent.greeting_type = "none"
+    agent.language = "it-IT"
+    agent.ai_identity_disclosure_template_id = "named_agent"
+    await sync_to_async(agent.save)()
+    h = Harness(agent)
+    await h.start()
+    await h.feed(silence(2000))
+    assert h.transport.transcripts() == [("assistant", "Salve, sono Ava, un agente di intelligenza artificiale.")]
+    await h.stop()
+
+
+async def test_a_user_turn_gets_a_transcript_an_answer_and_messages(agent):
+    h = Harness(agent, texts=["i would like to book a table"])
+    await h.start()
+    await h.feed(silence(2000))
+    await h.talk(800)
+    answer = "You said: i would like to book a table."
+    assert ("user", "i would like to book a table") in h.transport.transcripts()
+    await h.feed(silence(1200))
+    assert h.transport.transcripts()[-1] == ("assistant", answer)
+    # The recognizer heard the utterance from its onset (pre-roll), not only after the detector's start.
+    assert h.parts["recognizer"].heard_bytes[0] >= 800 * 32
+    call = await h.stop()
+    assert [role for role, _ in await messages(call)] == ["assistant", "user", "assistant"]
+    assert (await messages(call))[-1] == ("assistant", answer)
+    await sync_to_async(flush_agent_logs)()
+    logs = await sync_to_async(list)(
+        AgentLog.objects.filter(session_id=h.recorder.session_id).values_list("content", flat=True)
+    )
+    texts = [entry["message"] for entry in logs]
+    assert {"session started", "user turn", "assistant turn", "session ended"} <= set(texts)
+    assert not any("book a table" in str(entry) for entry in logs)  # no transcript in the log
+
+
+async def test_barge_in_clears_stops_the_answer_and_keeps_only_what_was_heard(agent):
+    brain = ScriptedBrain([TextPiece("One two three four five. Six seven eight nine ten. Eleven twelve.")])
+    h = Harness(agent, texts=["question", "stop please"], brain=brain)
+    await h.start()
+    await h.feed(silence(2000))
+    await h.talk(600, then_silence_ms=150)
+    answer_started = h.clock.now()
+    await h.feed(silence(500))  # about five words heard
+    await h.talk(600, then_silence_ms=300)
+    kinds = h.transport.kinds()
+    assert "clear" in kinds
+    cleared_at = next(at for at, kind, _ in h.transport.events if kind == "clear")
+    # Once cleared, no more audio of the interrupted answer: only the answer to the new turn follows.
+    transcripts = h.transport.transcripts()
+    cut = [text for role, text in transcripts if role == "assistant"][1]
+    assert cut.startswith("One two three") and "twelve" not in cut
+    assert 4 <= len(cut.split()) <= 9
+    assert ("user", "stop please") in transcripts
+    await h.feed(silence(2500))
+    assert h.transport.transcripts()[-1] == ("assistant", "Okay.")
+    assert h.clock.now() > answer_started
+    assert cleared_at > answer_started
+    call = await h.stop()
+    assert [text for role, text in await messages(call) if role == "assistant"][1] == cut
+
+
+async def test_short_speech_over_the_agent_does_not_interrupt(agent):
+    h = Harness(agent, texts=["question", "uh huh"])
+    await h.start()
+    await h.feed(silence(2000))
+    await h.talk(600, then_silence_ms=150)
+    await h.talk(120, then_silence_ms=2000)
+    assert "clear" not in h.transport.kinds()
+    assert h.transport.transcripts()[-1] == ("assistant", "You said: question.")
+    assert ("user", "uh huh") not in h.transport.transcripts()
+    await h.stop()
+
+
+async def test_the_disclosure_cannot_be_interrupted_but_the_greeting_can(agent):
+    h = Harness(agent, texts=["hello"])
+    await h.start()
+    await h.feed(silence(200))
+    await h.feed(speech(900))  # inside the 1.3 s disclosure
+    assert "clear" not in h.transport.kinds()
+    await h.feed(speech(300))  # the greeting has begun: now the caller takes the turn
+    assert "clear" in h.transport.kinds()
+    await h.feed(silence(300))
+    transcripts = h.transport.transcripts()
+    assert transcripts[0][0] == "assistant" and transcripts[0][1].startswith(DISCLOSURE)
+    assert ("user", "hello") in transcripts
+    await h.stop()
+
+
+class WaitingTools:
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.requests: list[ToolRequest] = []
+
+    async def run(self, request: ToolRequest) -> str:
+        self.requests.append(request)
+        await self.release.wait()
+        return '{"status": "booked"}'
+
+
+async def test_keyboard_plays_while_a_tool_runs_and_the_result_goes_back_to_the_brain(agent):
+    agent.background_sound = "keyboard"
+    await sync_to_async(agent.save)()
+    tools = WaitingTools()
+    brain = ScriptedBrain([ToolRequest(name="book_table", arguments={"people": 2}, id="t1")])
+    h = Harness(agent, texts=["book a table"], brain=brain, has_bed=True, tools=tools)
+    await h.start()
+    await h.feed(silence(2000))
+    mixer = h.parts["mixer"]
+    assert not any(keyboard for _, _, keyboard in mixer.calls)
+    await h.talk(600)
+    assert tools.requests and tools.requests[0].arguments == {"people": 2}
+    before = len(mixer.calls)
+    await h.feed(silence(400))
+    assert mixer.calls[before:] and all(keyboard for _, _, keyboard in mixer.calls[before:])
+    tools.release.set()
+    await h.feed(silence(800))
+    assert h.transport.transcripts()[-1] == ("assistant", "Done.")
+    assert not mixer.calls[-1][2]
+    assert brain.seen[-1][-1] == Turn(role="tool", text='{"status": "booked"}', name="book_table")
+    await h.stop()
+
+
+async def test_with_an_ambient_bed_the_stream_is_continuous_and_ducking_knows_the_caller_speaks(agent):
+    h = Harness(agent, texts=["hi"], has_bed=True)
+    await h.start()
+    await h.feed(silence(2500))
+    await h.talk(600)
+    # Continuous: 20 ms of audio for every 20 ms of time (plus the initial lead).
+    elapsed = (h.clock.now() - h.transport.events[1][0]) * 1000
+    assert h.transport.audio_ms() == pytest.approx(elapsed + 200, abs=80)
+    assert any(user for _, user, _ in h.parts["mixer"].calls)
+    await h.stop()
+
+
+async def test_a_language_without_recognition_logs_a_warning_and_still_greets(agent):
+    h = Harness(agent, recognizer=False)
+    await h.start()
+    await h.feed(silence(2000) + speech(600) + silence(300))
+    assert [role for role, _ in h.transport.transcripts()] == ["assistant"]
+    await h.stop()
+    await sync_to_async(flush_agent_logs)()
+    warn = await sync_to_async(AgentLog.objects.filter(session_id=h.recorder.session_id, severity="warn").first)()
+    assert warn is not None and "recognition" in warn.content["message"]
+
+
+class BrokenBrain:
+    async def respond(self, conversation):
+        raise RuntimeError("model crashed")
+        yield  # pragma: no cover
+
+
+async def test_an_engine_error_fails_the_call_and_closes_with_4500(agent):
+    h = Harness(agent, texts=["hello"], brain=BrokenBrain())
+    await h.start()
+    await h.feed(silence(2000))
+    await h.talk(600)
+    await settle()
+    await asyncio.wait_for(h.task, 10)
+    assert h.transport.closed == (4500, "engine error")
+    call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
+    assert call.status == "failed"
+    assert ("user", "hello") in [(m.role, m.content) for m in await sync_to_async(list)(call.messages.all())]
+
+
+async def test_stop_keeps_the_heard_part_of_a_running_answer(agent):
+    h = Harness(agent)
+    await h.start()
+    await h.feed(silence(700))
+    call = await h.stop()
+    assert call.status == "completed"
+    (role, text), *_ = await messages(call)
+    assert role == "assistant" and DISCLOSURE.startswith(text) and 3 <= len(text.split()) <= 8
+
+
+async def test_a_voice_engine_that_is_not_available_refuses_the_session(agent, settings):
+    settings.VOICE_ENGINE = "realtime"
+    with pytest.raises(EngineUnavailable, match="VOICE_ENGINE=realtime"):
+        voice_kit()
+    clock = ManualClock()
+    transport = RecordingTransport(clock)
+    conversation = Conversation(agent=agent, transport=transport, recorder=CallRecorder(agent=agent, channel="web"))
+    await asyncio.wait_for(conversation.run(), 10)
+    assert transport.closed == (4500, "engine error")
+    errors = [value for _, kind, value in transport.events if kind == "event"]
+    assert errors and "VOICE_ENGINE=realtime" in errors[0]["message"]
+    assert not await sync_to_async(Call.objects.exists)()
+
+
+async def test_caller_audio_cannot_run_ahead_of_real_time(agent):
+    h = Harness(agent)
+    await h.start()
+    accepted = [h.conversation.push_audio(silence(500)) for _ in range(8)]
+    assert accepted == [True] * 6 + [False] * 2  # a 3-second burst, then refused
+    await h.clock.advance(1.0)
+    assert h.conversation.push_audio(silence(500)) is True
+    await h.stop()
+
+
+async def test_a_caller_that_sends_no_audio_is_disconnected_and_the_call_completed(agent, settings):
+    settings.REALTIME_INPUT_IDLE_SECONDS = 5
+    h = Harness(agent)
+    await h.start()
+    await h.feed(silence(3000))
+    await h.clock.advance(4.0)
+    assert h.transport.closed is None  # audio stopped 4 s ago
+    await h.clock.advance(1.5)
+    await asyncio.wait_for(h.task, 10)
+    assert h.transport.closed == (4408, "no caller audio")
+    call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
+    assert call.status == "completed"

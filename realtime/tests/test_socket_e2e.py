@@ -1,0 +1,250 @@
+"""End to end over real Daphne processes: session tokens at the socket, the browser protocol, and a
+spoken conversation with the real offline speech parts (eSpeak NG in, Silero VAD + PocketSphinx,
+eSpeak NG out), down to the call record in the database."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+from calls.models import Call
+from realtime import tokens
+from realtime.tests.conftest import SECRET
+from realtime.tests.support import DaphneServer, VoiceClient, database_url, free_port, is_type, rms, to_16k
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
+
+GREETING = "Hello, this is Ava from Acme. How can I help you today?"
+INSTRUCTIONS = (
+    "You take table reservations for the Acme restaurant. Callers book a table for a number of people, "
+    "for a date and a time, for lunch or dinner."
+)
+SENTENCE = "I would like to book a table for four people tomorrow evening."
+SECOND = "Please book it for dinner at seven."
+
+
+def _server_env(port: int) -> dict[str, str]:
+    return {
+        "DATABASE_URL": database_url(connection.settings_dict),
+        "REALTIME_TOKEN_SECRET": SECRET,
+        "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
+        "DATABASE_POOL": "false",
+    }
+
+
+def _start_server(tmp_path_factory: Any, name: str) -> DaphneServer:
+    port = free_port()
+    log = tmp_path_factory.mktemp("daphne") / f"{name}.log"
+    return DaphneServer(env=_server_env(port), port=port, log_path=log).start()
+
+
+def _stop_server(server: DaphneServer) -> None:
+    """Stop it and, on PostgreSQL, wait until its connections are gone (the test database is dropped
+    at the end of the run)."""
+    server.stop()
+    if connection.vendor != "postgresql":
+        return
+    for _ in range(100):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
+    with django_db_blocker.unblock():
+        started = _start_server(tmp_path_factory, "a")
+    yield started
+    with django_db_blocker.unblock():
+        _stop_server(started)
+
+
+@pytest.fixture
+def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
+    return make_agent(
+        owner.organization,
+        name="Ava",
+        status="active",
+        identity="Ava, the reservation assistant of Acme",
+        instructions=INSTRUCTIONS,
+        greeting_type="static",
+        static_greeting=GREETING,
+    )
+
+
+def socket_url(server: DaphneServer, agent_id: Any, token: str) -> str:
+    return f"{server.ws_url}/ws/agents/{agent_id}/realtime?token={token}"
+
+
+def issue(agent: Any, **kwargs: Any) -> str:
+    return tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id, **kwargs)[0]
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z']+", text.lower()))
+
+
+@pytest.fixture(scope="module")
+def speech_16k() -> dict[str, bytes]:
+    from realtime.engine.speech.tts import synthesize
+
+    return {text: to_16k(synthesize(text, language="en-US", voice_name="eve")) for text in (SENTENCE, SECOND)}
+
+
+def silence(ms: int) -> bytes:
+    return b"\x00\x00" * (16 * ms)
+
+
+async def refused(server: DaphneServer, agent_id: Any, token: str) -> tuple[int | None, dict[str, Any]]:
+    async with VoiceClient(socket_url(server, agent_id, token)) as client:
+        code = await client.wait_closed()
+        assert not any(m.message["type"] == "output_audio" for m in client.messages)
+        return code, client.messages[0].message
+
+
+async def test_the_socket_refuses_bad_tokens_with_documented_close_codes(server, ava, owner, make_agent):
+    other = await sync_to_async(make_agent)(owner.organization, name="Other", status="active")
+    expired = issue(ava, now=time.time() - 61)
+    assert await refused(server, ava.pk, expired) == (
+        4401,
+        {"type": "error", "code": "invalid_token", "message": "Session token expired"},
+    )
+    good = issue(ava)
+    code, message = await refused(server, ava.pk, good[:-3] + ("xyz" if not good.endswith("xyz") else "abc"))
+    assert (code, message["code"]) == (4401, "invalid_token")
+    assert (await refused(server, ava.pk, ""))[0] == 4401
+    code, message = await refused(server, other.pk, good)
+    assert (code, message["code"]) == (4403, "wrong_agent")
+    # A refused wrong-agent attempt does not spend the token; deactivating the agent does refuse it.
+    ava.status = "inactive"
+    await sync_to_async(ava.save)(update_fields=["status"])
+    code, message = await refused(server, ava.pk, good)
+    assert (code, message["code"]) == (4409, "conflict")
+    assert not await sync_to_async(Call.objects.exists)()
+
+
+async def test_a_token_opens_one_socket_only_also_through_a_second_server_process(server, ava, tmp_path_factory):
+    second = await sync_to_async(_start_server)(tmp_path_factory, "b")
+    try:
+        token = issue(ava)
+        async with VoiceClient(socket_url(server, ava.pk, token)) as first:
+            await first.wait_for(is_type("session.started"), timeout=60)
+            code, message = await refused(second, ava.pk, token)
+            assert (code, message["code"]) == (4409, "conflict")
+            code, _ = await refused(server, ava.pk, token)
+            assert code == 4409
+            await first.send({"type": "stop"})
+            assert await first.wait_closed() == 1000
+    finally:
+        await sync_to_async(_stop_server)(second)
+
+
+async def test_bad_messages_get_an_error_and_the_session_goes_on(server, ava):
+    async with VoiceClient(socket_url(server, ava.pk, issue(ava))) as client:
+        await client.wait_for(is_type("session.started"), timeout=60)
+        for raw, code in (
+            ('{"type": "input_audio", "audio": "%%%not base64"}', "bad_audio"),
+            ('{"type": "input_audio", "audio": "AAAA"}', "bad_audio"),  # 3 bytes: not whole samples
+            ('{"type": "input_audio", "audio": 12}', "bad_audio"),
+            ("not json", "bad_message"),
+            ('{"type": "dance"}', "bad_message"),
+            (b"\x00\x01", "bad_message"),
+            ('{"type": "input_audio", "audio": "%s"}' % ("A" * 600_000), "bad_message"),  # 450 kB of audio
+        ):
+            before = len(client.messages)
+            await client.send_raw(raw)
+            index = await client.wait_for(is_type("error"), after=before)
+            assert client.messages[index].message["code"] == code
+        await client.send_audio(b"\x00\x00" * 7)  # any even size is fine
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
+    call = await sync_to_async(Call.objects.get)(agent=ava)
+    assert call.status == "completed"
+
+
+async def test_a_spoken_conversation_end_to_end(server, ava, speech_16k):
+    loop = asyncio.get_running_loop()
+    async with VoiceClient(socket_url(server, ava.pk, issue(ava))) as client:
+        first = await client.wait_for(is_type("session.started"), timeout=60)
+        call_id = client.messages[first].message["callId"]
+
+        # The microphone is on from the start: silence streams until the greeting has played.
+        greeted = asyncio.Event()
+        mic = asyncio.create_task(client.stream(silence(30_000), stop_when=greeted.is_set))
+        index = await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
+        greeting_text = client.messages[index].message["text"]
+        assert greeting_text.startswith("Just so you know, you are speaking with an AI") and greeting_text.endswith(
+            GREETING
+        )
+        audio_messages = [m.message for m in client.messages[:index] if m.message["type"] == "output_audio"]
+        assert audio_messages and {(m["encoding"], m["sampleRate"]) for m in audio_messages} == {("pcm16", 24000)}
+        greeting_audio = client.audio(0, index)
+        assert len(greeting_audio) % 2 == 0 and rms(greeting_audio) > 300  # speech, not silence
+        seconds = len(greeting_audio) / 48000
+        assert 3 < seconds < 15
+        # Let the greeting finish playing at the client before speaking.
+        last_audio = max(m.at for m in client.messages[:index] if m.message["type"] == "output_audio")
+        await asyncio.sleep(max(0.0, last_audio + 0.3 - loop.time()))
+        greeted.set()
+        await mic
+
+        # The caller speaks; the agent answers with what it understood.
+        before = len(client.messages)
+        await client.stream(speech_16k[SENTENCE] + silence(1500))
+        user_index = await client.wait_for(is_type("transcript", role="user"), after=before)
+        heard = client.messages[user_index].message["text"]
+        overlap = words(heard) & words(SENTENCE)
+        assert len(overlap) >= len(words(SENTENCE)) // 2, heard
+        answer_audio = await client.wait_for(is_type("output_audio"), after=user_index)
+
+        # While the answer plays, the caller speaks again: the server clears and takes the turn.
+        speaking = asyncio.create_task(client.stream(speech_16k[SECOND] + silence(1500)))
+        clear_index = await client.wait_for(is_type("clear"), after=answer_audio)
+        cut_index = await client.wait_for(is_type("transcript", role="assistant"), after=user_index)
+        assert cut_index > clear_index  # the cut answer's transcript keeps only what was sent
+        cut_text = client.messages[cut_index].message["text"]
+        assert cut_text.startswith("You said")
+        await speaking
+        second_user = await client.wait_for(is_type("transcript", role="user"), after=clear_index)
+        assert words(client.messages[second_user].message["text"]) & words(SECOND)
+        second_answer = await client.wait_for(is_type("transcript", role="assistant"), after=second_user, timeout=40)
+        assert client.messages[second_answer].message["text"].startswith("You said")
+
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
+
+    call = await sync_to_async(Call.objects.get)(pk=call_id)
+    assert call.status == "completed" and call.channel == "web" and call.ended_at is not None
+    rows = await sync_to_async(
+        lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content"))
+    )()
+    assert [role for role, _ in rows] == ["assistant", "user", "assistant", "user", "assistant"]
+    assert rows[0][1] == greeting_text and rows[1][1] == heard and rows[2][1] == cut_text
+    samples = np.frombuffer(greeting_audio, dtype="<i2")
+    assert samples.max() > 1000 and samples.min() < -1000
+
+
+async def test_closing_the_socket_completes_the_call(server, ava):
+    async with VoiceClient(socket_url(server, ava.pk, issue(ava))) as client:
+        index = await client.wait_for(is_type("session.started"), timeout=60)
+        call_id = client.messages[index].message["callId"]
+        await client.send_audio(silence(200))
+    # The server finishes the call when it sees the close; give it a moment (polling, no timing claim).
+    for _ in range(200):
+        call = await sync_to_async(Call.objects.get)(pk=call_id)
+        if call.status != "active":
+            break
+        await asyncio.sleep(0.05)
+    assert call.status == "completed" and call.ended_at is not None

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents.selectors import agent_get
+from telephony import selectors, services
+from telephony.serializers import (
+    AssignedNumberSerializer,
+    AssignRequestSerializer,
+    AssignResponseSerializer,
+    PhoneNumberSerializer,
+)
+from voiceagent.api import PublicApiView
+from voiceagent.fields import parse
+from voiceagent.validation import parse_uuid
+
+
+class PhoneNumberListApi(PublicApiView):
+    @extend_schema(operation_id="listPhoneNumbers", responses={200: PhoneNumberSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response(selectors.phone_number_list(organization=self.organization))
+
+
+class AgentPhoneNumbersApi(PublicApiView):
+    @extend_schema(operation_id="listAgentPhoneNumbers", responses={200: AssignedNumberSerializer(many=True)})
+    def get(self, request: Request, agent_id: str) -> Response:
+        agent = agent_get(organization=self.organization, agent_id=agent_id)
+        return Response(selectors.agent_phone_numbers(agent=agent))
+
+    @extend_schema(
+        operation_id="assignPhoneNumber",
+        request=AssignRequestSerializer,
+        responses={
+            201: AssignResponseSerializer,
+            400: OpenApiResponse(description="Invalid body or IDs"),
+            404: OpenApiResponse(description="Agent not found, or PHONE_NUMBER_NOT_FOUND"),
+            409: OpenApiResponse(description="PHONE_NUMBER_NOT_CLAIMED or PHONE_NUMBER_LIMIT_EXCEEDED"),
+        },
+        description="Assigns a claimed number to the agent; a number on another agent moves to this one.",
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        agent = agent_get(organization=self.organization, agent_id=agent_id)
+        data = parse(AssignRequestSerializer, request.data)
+        number = services.phone_number_assign(organization=self.organization, agent=agent, **data)
+        return Response({"phoneNumberId": str(number.id)}, status=201)
+
+
+class AgentPhoneNumberDetailApi(PublicApiView):
+    @extend_schema(
+        operation_id="unassignPhoneNumber",
+        responses={200: AssignResponseSerializer, 404: OpenApiResponse(description="Not assigned to this agent")},
+    )
+    def delete(self, request: Request, agent_id: str, phone_number_id: str) -> Response:
+        agent = agent_get(organization=self.organization, agent_id=agent_id)
+        number_id = parse_uuid(phone_number_id, "phoneNumber")
+        number = services.phone_number_unassign(organization=self.organization, agent=agent, phone_number_id=number_id)
+        return Response({"phoneNumberId": str(number.id)})

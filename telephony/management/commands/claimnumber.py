@@ -1,0 +1,26 @@
+from typing import Any
+
+from telephony.models import PhoneNumberStatus
+from telephony.services import phone_number_claim
+from voiceagent.commands import JsonCommand, organization_from_option
+
+
+class Command(JsonCommand):
+    help = 'Record a phone number claimed by an organization. Prints {"id": ...}.'
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--org", required=True)
+        parser.add_argument("--number", required=True, help="E.164, for example +14155550123")
+        parser.add_argument("--country", default=None, help="Two-letter code; default: from the number")
+        parser.add_argument("--status", default=PhoneNumberStatus.CLAIMED, choices=PhoneNumberStatus.values)
+        parser.add_argument("--friendly-name", default="")
+
+    def run(self, **options: Any) -> dict[str, Any]:
+        number = phone_number_claim(
+            organization=organization_from_option(options["org"]),
+            number=options["number"],
+            country=options["country"],
+            status=options["status"],
+            friendly_name=options["friendly_name"],
+        )
+        return {"id": str(number.id)}

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F
+
+from accounts.models import Organization
+from agents.models import Agent
+from telephony.models import PhoneNumber
+
+
+def phone_number_list(*, organization: Organization) -> list[dict[str, Any]]:
+    rows = (
+        PhoneNumber.objects.filter(organization=organization)
+        .annotate(agent_name=F("assigned_agent__name"))
+        .order_by("phone_number")
+    )
+    return [
+        {
+            "id": str(n.id),
+            "phoneNumber": n.phone_number,
+            "friendlyName": n.friendly_name,
+            "status": n.status,
+            "source": n.source,
+            "provider": n.provider,
+            "setupStatus": n.setup_status,
+            "assignedAgentId": str(n.assigned_agent_id) if n.assigned_agent_id else None,
+            "assignedAgentName": n.agent_name,
+            "countryCode": n.country_code,
+        }
+        for n in rows
+    ]
+
+
+def agent_phone_numbers(*, agent: Agent) -> list[dict[str, Any]]:
+    rows = PhoneNumber.objects.filter(assigned_agent=agent).order_by("assigned_at", "phone_number")
+    return [
+        {
+            "phoneNumberId": str(n.id),
+            "phoneNumber": n.phone_number,
+            "friendlyName": n.friendly_name,
+            "handoffPhoneNumber": n.handoff_phone_number,
+        }
+        for n in rows
+    ]

@@ -1,0 +1,245 @@
+"""Settings, read only from the environment (django-environ).
+
+With nothing set, the service runs on its embedded default: a SQLite file under var/, an in-memory
+channel layer and Celery tasks run in-process. Every variable is documented in the README table.
+"""
+
+import secrets
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+VAR_DIR.mkdir(exist_ok=True)
+
+env = environ.Env()
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment; the embedded default keeps a random one in var/ (git-ignored)."""
+    value = env.str("SECRET_KEY", default="")
+    if value:
+        return value
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = env.str(name, default=default)
+    if value not in allowed:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "accounts",
+    "agents",
+    "telephony",
+    "knowledge",
+    "calls",
+    "realtime",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "voiceagent.errors.JsonErrorMiddleware",
+]
+
+ROOT_URLCONF = "voiceagent.urls"
+ASGI_APPLICATION = "voiceagent.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "voiceagent" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database -------------------------------------------------------------------------------
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # IMMEDIATE transactions take the write lock at BEGIN, so read-check-write sequences (plan
+    # allowance, optimistic concurrency) are serialized on SQLite as row locks do on PostgreSQL.
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+    # A file (not shared-cache memory) so that tests with threads see real locking.
+    _db.setdefault("TEST", {})["NAME"] = str(VAR_DIR / f"test-{env.str('PYTEST_XDIST_WORKER', default='main')}.sqlite3")
+elif _db["ENGINE"] == "django.db.backends.postgresql":
+    # No JIT compilation: it pays off only for long analytic queries. Once the calls table is large, the
+    # planner costs the agent list's per-agent count subqueries high enough to JIT-compile the query, and
+    # compiling took ~320 ms for a query that runs in ~7 ms (bench/api_load.py: 1,000 agents, 101,000
+    # calls). An `options` parameter in DATABASE_URL comes after this one, so it can turn JIT back on.
+    _options = _db.setdefault("OPTIONS", {})
+    _options["options"] = f"-c jit=off {_options.get('options', '')}".strip()
+    if env.bool("DATABASE_POOL", default=True):
+        _db.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": env.int("DATABASE_POOL_SIZE", default=20)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- redis, channels, celery -----------------------------------------------------------------
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    # Reads must outlast channels-redis's 5-second blocking pop: with the client's 5-second read timeout
+    # every socket consumer idle on the layer for 5 s crashed (redis TimeoutError, close 1011).
+    _layer_host = {"address": REDIS_URL, "socket_timeout": 30}
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [_layer_host]}}
+    }
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CELERY_BROKER_URL = "memory://"
+    CELERY_TASK_ALWAYS_EAGER = True
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULE: dict = {}
+
+# --- REST framework and OpenAPI ---------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    "EXCEPTION_HANDLER": "voiceagent.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_PAGINATION_CLASS": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Voice Agent Service API",
+    "DESCRIPTION": "Public REST API of the voice agent service. Authenticate with `Authorization: Bearer <API key>`.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/public/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "AgentStatusEnum": "agents.models.AgentStatus",
+        "PhoneNumberStatusEnum": "telephony.models.PhoneNumberStatus",
+    },
+    # The docs page uses the bundled Swagger UI: nothing is fetched from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- security and secrets ---------------------------------------------------------------------
+# Fernet keys (comma-separated, newest first) for secrets stored in the database. Unset: derived
+# from SECRET_KEY, so changing SECRET_KEY then makes stored secrets unreadable.
+FIELD_ENCRYPTION_KEYS = env.list("FIELD_ENCRYPTION_KEYS", default=[])
+# Networks (CIDR) that outbound requests (webhooks, http tools, MCP) may reach even though they are
+# loopback, private or link-local. Empty: only public addresses.
+OUTBOUND_ALLOWED_NETWORKS = env.list("OUTBOUND_ALLOWED_NETWORKS", default=[])
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("BEHIND_TLS_PROXY", default=False) else None
+
+# --- realtime and providers -------------------------------------------------------------------
+REALTIME_WS_URL = env.str("REALTIME_WS_URL", default="")
+REALTIME_TOKEN_SECRET = env.str("REALTIME_TOKEN_SECRET", default="")
+# Caller speech over the agent longer than this interrupts it (barge-in); shorter is a backchannel.
+REALTIME_BARGE_IN_MS = env.int("REALTIME_BARGE_IN_MS", default=300)
+# How far agent audio may run ahead of real time at the listener (what a barge-in can still cut).
+REALTIME_OUTPUT_LEAD_MS = env.int("REALTIME_OUTPUT_LEAD_MS", default=200)
+# Load the speech models when the ASGI app starts (off: on the first session).
+REALTIME_PRELOAD = env.bool("REALTIME_PRELOAD", default=True)
+# A session whose client sends no audio for this long is ended (close code 4408), its call completed.
+REALTIME_INPUT_IDLE_SECONDS = env.int("REALTIME_INPUT_IDLE_SECONDS", default=60)
+VOICE_ENGINE = _choice("VOICE_ENGINE", "embedded", ("embedded", "realtime"))
+LLM_PROVIDER = _choice("LLM_PROVIDER", "embedded", ("embedded", "openai"))
+
+# --- calls: history, billing, agent runtime logs (calls/) -------------------------------------
+# An active call with no message, tool call or model turn for this long is closed as failed.
+CALLS_STALE_AFTER_SECONDS = env.int("CALLS_STALE_AFTER_SECONDS", default=3600)
+# Agent logs are kept this long (the API shows the last 24 hours); at least 24.
+AGENT_LOG_RETENTION_HOURS = env.int("AGENT_LOG_RETENTION_HOURS", default=72)
+if AGENT_LOG_RETENTION_HOURS < 24 or CALLS_STALE_AFTER_SECONDS < 60:
+    raise ImproperlyConfigured("AGENT_LOG_RETENTION_HOURS must be >= 24 and CALLS_STALE_AFTER_SECONDS >= 60")
+# Buffered agent logs are written every AGENT_LOG_FLUSH_SECONDS or per AGENT_LOG_BATCH_SIZE lines.
+AGENT_LOG_FLUSH_SECONDS = env.float("AGENT_LOG_FLUSH_SECONDS", default=1.0)
+AGENT_LOG_BATCH_SIZE = env.int("AGENT_LOG_BATCH_SIZE", default=200)
+AGENT_LOG_MAX_BUFFER = env.int("AGENT_LOG_MAX_BUFFER", default=10000)
+# In-process timer for the calls upkeep when no Celery beat runs (embedded default); 0 = off.
+CALLS_MAINTENANCE_SECONDS = env.int("CALLS_MAINTENANCE_SECONDS", default=0 if REDIS_URL else 300)
+CELERY_BEAT_SCHEDULE["calls-close-stale"] = {"task": "calls.close_stale_calls", "schedule": 300.0}
+CELERY_BEAT_SCHEDULE["calls-purge-agent-logs"] = {"task": "calls.purge_agent_logs", "schedule": 3600.0}
+
+# --- knowledge base ---------------------------------------------------------------------------
+# Largest knowledge upload (file, or JSON content as UTF-8); beyond it the API answers 413.
+KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=20 * 1024 * 1024)
+# Django refuses larger non-file bodies before DRF parses them; JSON knowledge `content` may be as large
+# as a file upload (plus room for JSON quoting and the other fields).
+DATA_UPLOAD_MAX_MEMORY_SIZE = KNOWLEDGE_MAX_UPLOAD_BYTES + 1024 * 1024
+# Agents whose vectors each process keeps in memory for search (least recently used dropped first).
+KNOWLEDGE_SEARCH_CACHE_AGENTS = env.int("KNOWLEDGE_SEARCH_CACHE_AGENTS", default=32)
+
+# --- i18n, static -----------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
+# Daphne does not serve static files; WhiteNoise does (from the app folders when not collected).
+WHITENOISE_USE_FINDERS = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # httpx/httpx2 log every request URL at INFO; tool and MCP URLs can embed access keys.
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "mcp": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,295 @@
+"""The outbound guard against a real HTTP server on loopback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from voiceagent import outbound
+from voiceagent.errors import ApiError
+
+
+class _Handler(BaseHTTPRequestHandler):
+    release: threading.Event
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+    def _reply(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in (headers or {"Content-Type": "application/json"}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        port = self.server.server_address[1]
+        if self.path == "/echo":
+            self._reply(200, json.dumps({"host": self.headers["Host"], "x": self.headers.get("X-Test")}).encode())
+        elif self.path == "/gzip":
+            self._reply(200, gzip.compress(b'{"zipped": true}'), {"Content-Encoding": "gzip"})
+        elif self.path == "/big":
+            self._reply(200, b"x" * 5000)
+        elif self.path == "/to-private":
+            self._reply(302, b"", {"Location": "http://10.20.30.40/secret"})
+        elif self.path == "/to-metadata":
+            self._reply(307, b"", {"Location": "http://169.254.169.254/latest/meta-data/"})
+        elif self.path == "/to-echo":
+            self._reply(302, b"", {"Location": f"http://127.0.0.1:{port}/echo"})
+        elif self.path == "/to-other-origin":
+            self._reply(302, b"", {"Location": f"http://other.example.test:{port}/echo"})
+        elif self.path == "/loop":
+            self._reply(302, b"", {"Location": "/loop"})
+        elif self.path == "/hang":
+            self.release.wait(30)  # released at teardown; the client gives up long before
+            self._reply(200, b"{}")
+        else:
+            self._reply(404, b"{}")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", 0))
+        self._reply(200, json.dumps({"got": json.loads(self.rfile.read(length))}).encode())
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    release = threading.Event()
+    handler = type("Handler", (_Handler,), {"release": release})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    release.set()
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.fixture
+def allow_loopback(settings):
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "::1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",  # cloud metadata
+        "fd00:ec2::254",  # AWS metadata over IPv6
+        "100.100.100.200",  # shared address space (another cloud's metadata)
+        "0.0.0.0",
+        "224.0.0.1",
+        "239.1.2.3",
+        "ff02::1",
+        "240.0.0.1",
+        "::ffff:127.0.0.1",  # IPv4-mapped loopback
+        "2002:7f00:1::1",  # 6to4 wrapping 127.0.0.1
+        "64:ff9b::a00:1",  # NAT64 wrapping 10.0.0.1
+    ],
+)
+def test_it_refuses_non_public_addresses(address):
+    host = f"[{address}]" if ":" in address else address
+    with pytest.raises(outbound.OutboundBlocked) as caught:
+        outbound.check_url(f"http://{host}/hook")
+    assert "public" in caught.value.message
+    assert isinstance(caught.value, ApiError) and caught.value.status_code == 400
+
+
+def test_public_addresses_pass_the_check():
+    outbound.check_url("https://8.8.8.8/hook")
+    outbound.check_url("https://[2606:4700:4700::1111]/hook")
+
+
+def test_names_are_checked_after_dns_resolution():
+    with pytest.raises(outbound.OutboundBlocked, match=r"localhost: 127\.0\.0\.1 is a loopback address"):
+        outbound.check_url("http://localhost:8080/hook")
+
+
+def test_unresolvable_names_and_bad_urls_are_refused():
+    with pytest.raises(outbound.OutboundBlocked, match="does not resolve"):
+        outbound.check_url("http://no-such-host.invalid/hook")
+    for url in ("ftp://8.8.8.8/x", "http://user:pw@8.8.8.8/x", "not a url"):
+        with pytest.raises(outbound.OutboundBlocked):
+            outbound.check_url(url)
+
+
+def test_listed_networks_are_allowed(settings):
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["10.0.0.0/8", "fd00::/8"]
+    outbound.check_url("http://10.9.8.7/hook")
+    outbound.check_url("http://[fd00:ec2::254]/hook")
+    with pytest.raises(outbound.OutboundBlocked):
+        outbound.check_url("http://192.168.0.1/hook")
+
+
+async def test_loopback_is_refused_by_default(server):
+    with pytest.raises(outbound.OutboundBlocked, match="loopback"):
+        await outbound.send("GET", f"{server}/echo", timeout_s=5)
+
+
+async def test_loopback_is_reachable_when_listed(server, allow_loopback):
+    response = await outbound.send("GET", f"{server}/echo", headers={"X-Test": "yes"}, timeout_s=5)
+    assert response.status_code == 200
+    assert response.json()["x"] == "yes"
+
+    response = await outbound.send("POST", f"{server}/post", json={"a": 1}, timeout_s=5)
+    assert response.json() == {"got": {"a": 1}}
+
+
+async def test_it_connects_to_the_checked_address_and_keeps_the_host_name(server, allow_loopback, monkeypatch):
+    # A name only the guard's resolver knows: if anything resolved it again (DNS rebinding window),
+    # the request would fail; it reaches the checked address with the original Host header.
+    port = int(server.rsplit(":", 1)[1])
+
+    async def resolver(host, port_, **kwargs):
+        assert host == "tools.example.test"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port_))]
+
+    monkeypatch.setattr(outbound.anyio, "getaddrinfo", resolver)
+    response = await outbound.send("GET", f"http://tools.example.test:{port}/echo", timeout_s=5)
+    assert response.json()["host"] == f"tools.example.test:{port}"
+
+
+async def test_a_name_with_any_refused_address_is_refused(monkeypatch):
+    async def resolver(host, port, **kwargs):
+        return [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("8.8.8.8", port)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.5", port)),
+        ]
+
+    monkeypatch.setattr(outbound.anyio, "getaddrinfo", resolver)
+    with pytest.raises(outbound.OutboundBlocked, match=r"10\.0\.0\.5 is a private address"):
+        await outbound.send("GET", "http://mixed.example.test/hook", timeout_s=5)
+
+
+async def test_redirects_are_checked_on_every_hop(server, allow_loopback):
+    with pytest.raises(outbound.OutboundBlocked, match=r"10\.20\.30\.40 is a private address"):
+        await outbound.send("GET", f"{server}/to-private", timeout_s=5)
+    with pytest.raises(outbound.OutboundBlocked, match="link-local"):
+        await outbound.send("GET", f"{server}/to-metadata", timeout_s=5)
+    followed = await outbound.send("GET", f"{server}/to-echo", headers={"X-Test": "kept"}, timeout_s=5)
+    assert followed.status_code == 200 and followed.json()["x"] == "kept"  # same origin: headers kept
+    with pytest.raises(httpx.TooManyRedirects):
+        await outbound.send("GET", f"{server}/loop", timeout_s=5)
+
+
+async def test_the_callers_headers_do_not_follow_a_redirect_to_another_origin(server, allow_loopback, monkeypatch):
+    async def resolver(host, port, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    monkeypatch.setattr(outbound.anyio, "getaddrinfo", resolver)
+    response = await outbound.send("GET", f"{server}/to-other-origin", headers={"X-Test": "api-key"}, timeout_s=5)
+    assert response.status_code == 200
+    assert response.json()["host"].startswith("other.example.test:")
+    assert response.json()["x"] is None
+
+
+async def test_the_callers_timeout_is_applied(server, allow_loopback):
+    with pytest.raises(outbound.OutboundTimeout) as caught:
+        await outbound.send("GET", f"{server}/hang", timeout_s=0.3)
+    assert isinstance(caught.value, httpx.TimeoutException)
+
+
+def test_the_sync_twin_applies_the_same_rules(server, allow_loopback, settings):
+    assert outbound.send_sync("GET", f"{server}/gzip", timeout_s=5).json() == {"zipped": True}
+    with pytest.raises(outbound.OutboundTimeout):
+        outbound.send_sync("GET", f"{server}/hang", timeout_s=0.3)
+    settings.OUTBOUND_ALLOWED_NETWORKS = []
+    with pytest.raises(outbound.OutboundBlocked):
+        outbound.send_sync("GET", f"{server}/echo", timeout_s=5)
+
+
+async def test_oversized_responses_are_cut_off(server, allow_loopback):
+    with pytest.raises(outbound.OutboundTooLarge):
+        await outbound.send("GET", f"{server}/big", timeout_s=5, max_response_bytes=1000)
+    assert len((await outbound.send("GET", f"{server}/big", timeout_s=5)).content) == 5000
+
+
+async def test_the_mcp_client_is_guarded(server, settings):
+    async with outbound.mcp_http_client(timeout_s=5) as client:
+        with pytest.raises(outbound.OutboundBlocked):
+            await client.get(f"{server}/echo")
+        settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+        response = await client.get(f"{server}/echo")
+        assert response.status_code == 200
+
+
+def _tls_material(tmp_path):
+    """A throwaway CA and a server certificate for tls.example.test (cryptography, no network)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def certificate(subject, issuer, public_key, signing_key, *, ca, names=()):
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), False)
+        return builder.sign(signing_key, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = certificate("Test CA", "Test CA", ca_key.public_key(), ca_key, ca=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = certificate("tls.example.test", "Test CA", key.public_key(), ca_key, ca=False, names=["tls.example.test"])
+    pem = serialization.Encoding.PEM
+    (tmp_path / "ca.pem").write_bytes(ca.public_bytes(pem))
+    (tmp_path / "server.pem").write_bytes(
+        cert.public_bytes(pem) + key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return tmp_path / "ca.pem", tmp_path / "server.pem"
+
+
+async def test_https_to_a_pinned_address_still_verifies_the_certificate_for_the_name(
+    tmp_path, allow_loopback, monkeypatch
+):
+    import ssl
+
+    ca_file, server_file = _tls_material(tmp_path)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(server_file)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"release": threading.Event()}))
+    httpd.socket = server_context.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    port = httpd.server_address[1]
+
+    async def resolver(host, port_, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port_))]
+
+    monkeypatch.setattr(outbound.anyio, "getaddrinfo", resolver)
+    monkeypatch.setattr(outbound, "_ssl_context", lambda: ssl.create_default_context(cafile=str(ca_file)))
+    try:
+        response = await outbound.send("GET", f"https://tls.example.test:{port}/echo", timeout_s=5)
+        assert response.json()["host"] == f"tls.example.test:{port}"
+        # The certificate is checked against the name asked for, not the pinned address.
+        with pytest.raises(httpx.ConnectError, match=r"CERTIFICATE_VERIFY_FAILED|certificate"):
+            await outbound.send("GET", f"https://other.example.test:{port}/echo", timeout_s=5)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()

@@ -1,0 +1,34 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
+
+from voiceagent.health import healthz, livez
+
+admin.site.site_header = "Voice Agent Service: dashboard"
+admin.site.site_title = "Voice Agent dashboard"
+
+public_v1 = [
+    path("", include("agents.urls")),
+    path("", include("telephony.urls")),
+    path("", include("knowledge.urls")),
+    path("", include("calls.urls")),
+    path("", include("realtime.urls")),
+]
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("livez", livez, name="livez"),
+    path("admin/", admin.site.urls),
+    path("public/v1/", include(public_v1)),
+    path(
+        "public/v1/openapi.json",
+        SpectacularJSONAPIView.as_view(authentication_classes=[], permission_classes=[]),
+        name="openapi",
+    ),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(url_name="openapi", authentication_classes=[], permission_classes=[]),
+        name="docs",
+    ),
+    path("", include("telephony.webhook_urls")),
+]
