@@ -19,10 +19,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from calls.models import CallChannel, CallStatus
-from knowledge.selectors import agent_knowledge_texts
 from realtime import tokens
 from realtime.engine.conversation import Conversation
 from realtime.engine.records import CallRecorder
+from realtime.selectors import agent_vocabulary_texts
 from realtime.services import OUTPUT_SAMPLE_RATE, session_token_redeem
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class BrowserSession(AsyncWebsocketConsumer):
             agent=agent,
             transport=_BrowserTransport(self),
             recorder=recorder,
-            knowledge_texts=lambda: sync_to_async(agent_knowledge_texts)(agent_id=agent.pk),
+            vocabulary_texts=lambda: sync_to_async(agent_vocabulary_texts)(agent_id=agent.pk),
         )
         self._run = asyncio.create_task(self.conversation.run(), name=f"conversation-{recorder.session_id}")
 

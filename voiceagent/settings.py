@@ -190,6 +190,8 @@ REALTIME_OUTPUT_LEAD_MS = env.int("REALTIME_OUTPUT_LEAD_MS", default=200)
 REALTIME_PRELOAD = env.bool("REALTIME_PRELOAD", default=True)
 # A session whose client sends no audio for this long is ended (close code 4408), its call completed.
 REALTIME_INPUT_IDLE_SECONDS = env.int("REALTIME_INPUT_IDLE_SECONDS", default=60)
+# Caller silence that ends a turn (the end-of-turn window of the voice activity detector).
+VAD_END_SILENCE_MS = env.int("VAD_END_SILENCE_MS", default=500)
 VOICE_ENGINE = _choice("VOICE_ENGINE", "embedded", ("embedded", "realtime"))
 LLM_PROVIDER = _choice("LLM_PROVIDER", "embedded", ("embedded", "openai"))
 

@@ -109,7 +109,7 @@ class Conversation:
         tools: ToolRunner | None = None,
         clock: Clock | None = None,
         run_blocking: RunBlocking | None = None,
-        knowledge_texts: Callable[[], Awaitable[Sequence[str]]] | None = None,
+        vocabulary_texts: Callable[[], Awaitable[Sequence[str]]] | None = None,
     ) -> None:
         self.agent = agent
         self.transport = transport
@@ -119,7 +119,7 @@ class Conversation:
         self.tools = tools
         self.clock = clock or LoopClock()
         self.run_blocking = run_blocking or asyncio.to_thread
-        self._knowledge_texts = knowledge_texts
+        self._vocabulary_texts = vocabulary_texts
         self.barge_in_ms = int(getattr(settings, "REALTIME_BARGE_IN_MS", 300))
         self.lead_ms = int(getattr(settings, "REALTIME_OUTPUT_LEAD_MS", 200))
 
@@ -219,8 +219,8 @@ class Conversation:
         self.brain = self.brain or brain_for(agent)
         loaded_now = await self.run_blocking(ensure_preloaded, kit)
         texts: Sequence[str] = ()
-        if self._knowledge_texts is not None:
-            texts = await self._knowledge_texts()
+        if self._vocabulary_texts is not None:
+            texts = await self._vocabulary_texts()
         recognizer = await self.run_blocking(kit.recognizer, agent, texts)
         detector = kit.detector()
         self.listener = Listener(detector=detector, recognizer=recognizer)

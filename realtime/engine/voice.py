@@ -48,7 +48,7 @@ class VoiceKit:
     name: str
     preload: Callable[[], None]
     detector: Callable[[], Detector]
-    recognizer: Callable[[Any, Iterable[str]], Recognizer | None]  # (agent, knowledge texts)
+    recognizer: Callable[[Any, Iterable[str]], Recognizer | None]  # (agent, vocabulary texts)
     synthesize: Callable[[str, str, str], bytes]  # (text, language, voice name) -> PCM16 24 kHz
     split_sentences: Callable[[str], list[str]]
     mixer: Callable[[str | None, float, bool], Mixer]  # (ambient, volume, ducking)
@@ -62,12 +62,13 @@ def _embedded() -> VoiceKit:
         vad.preload()
         asr.preload()
         tts.preload()
+        mixer.preload()
 
     return VoiceKit(
         name="embedded",
         preload=preload,
         detector=lambda: vad.VoiceActivityDetector(),
-        recognizer=lambda agent, texts: asr.recognizer_for_agent(agent, knowledge_texts=texts),
+        recognizer=lambda agent, texts: asr.recognizer_for_agent(agent, vocabulary_texts=texts),
         synthesize=lambda text, language, voice: tts.synthesize(text, language=language, voice_name=voice),
         split_sentences=tts.split_sentences,
         mixer=lambda ambient, volume, ducking: mixer.Mixer(ambient=ambient, volume=volume, ducking=ducking),

@@ -100,8 +100,9 @@ class _Espeak:
     def synthesize(self, text: str, base_voice: str, profile: VoiceProfile) -> bytes:
         """PCM16 at self.sample_rate (caller holds the lock)."""
         if self._voice != (base_voice, profile.variant):
-            if self.lib.espeak_SetVoiceByName(f"{base_voice}+{profile.variant}".encode()) != 0:
-                raise SpeechSynthesisError(f"eSpeak NG has no voice {base_voice}+{profile.variant}")
+            name = f"{base_voice}+{profile.variant}" if profile.variant else base_voice
+            if self.lib.espeak_SetVoiceByName(name.encode()) != 0:
+                raise SpeechSynthesisError(f"eSpeak NG has no voice {name}")
             self._voice = (base_voice, profile.variant)
         for parameter, value in ((_PARAM_RATE, profile.rate), (_PARAM_PITCH, profile.pitch)):
             self.lib.espeak_SetParameter(parameter, value, 0)

@@ -1,0 +1,110 @@
+"""Voice activity detection with Silero VAD, run directly on onnxruntime from the model file that the
+`silero-vad` package ships (no torch, no download).
+
+One inference session is shared by every conversation of the process (onnxruntime sessions are safe
+to run from several threads); each detector keeps its own recurrent state and 64-sample context. A
+32 ms window (512 samples at 16 kHz) takes well under a millisecond.
+"""
+
+from __future__ import annotations
+
+import threading
+from importlib import resources
+from typing import NamedTuple
+
+import numpy as np
+from django.conf import settings
+
+SAMPLE_RATE = 16000
+WINDOW = 512  # samples per decision (32 ms)
+CONTEXT = 64  # samples of the previous window the model sees again
+WINDOW_MS = WINDOW * 1000 // SAMPLE_RATE
+
+START_THRESHOLD = 0.5  # speech probability that starts (or continues) speech
+END_THRESHOLD = 0.35  # below this, a window counts as silence
+MIN_SPEECH_MS = 64  # consecutive speech needed before a start is reported
+MAX_SPEECH_MS = 30_000  # an utterance this long is ended even without a pause
+
+
+class Event(NamedTuple):
+    kind: str  # "speech_start" | "speech_end"
+    at_ms: int  # milliseconds of audio fed to this detector when it happened
+
+
+_session = None
+_session_lock = threading.Lock()
+
+
+def _model():
+    global _session
+    with _session_lock:
+        if _session is None:
+            import onnxruntime
+
+            options = onnxruntime.SessionOptions()
+            # Many sessions run at once: one thread per inference is faster than contending pools.
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            path = resources.files("silero_vad") / "data" / "silero_vad.onnx"
+            _session = onnxruntime.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        return _session
+
+
+def preload() -> None:
+    VoiceActivityDetector().feed(b"\x00\x00" * WINDOW)
+
+
+class VoiceActivityDetector:
+    """Feeds PCM16 mono 16 kHz of any length; reports where speech starts and ends."""
+
+    def __init__(self, *, end_silence_ms: int | None = None) -> None:
+        self.end_silence_ms = end_silence_ms if end_silence_ms is not None else settings.VAD_END_SILENCE_MS
+        self.speaking = False
+        self._session = _model()
+        self._state = np.zeros((2, 1, 128), dtype=np.float32)
+        self._context = np.zeros(CONTEXT, dtype=np.float32)
+        self._sr = np.array(SAMPLE_RATE, dtype=np.int64)
+        self._pending = b""
+        self._position_ms = 0
+        self._voiced_ms = 0  # consecutive speech before a start
+        self._silent_ms = 0  # consecutive silence while speaking
+        self._started_at_ms = 0
+
+    @property
+    def current_speech_ms(self) -> int:
+        """How long the current utterance has lasted (0 when not speaking)."""
+        return self._position_ms - self._started_at_ms if self.speaking else 0
+
+    def probability(self, window: np.ndarray) -> float:
+        """Speech probability of one 512-sample window of float samples in [-1, 1]."""
+        frame = np.concatenate((self._context, window))[np.newaxis, :]
+        output, self._state = self._session.run(None, {"input": frame, "state": self._state, "sr": self._sr})
+        self._context = window[-CONTEXT:]
+        return float(output[0][0])
+
+    def feed(self, pcm16: bytes) -> list[Event]:
+        events: list[Event] = []
+        data = self._pending + pcm16
+        usable = len(data) - len(data) % (WINDOW * 2)
+        self._pending = data[usable:]
+        if not usable:
+            return events
+        samples = np.frombuffer(data[:usable], dtype="<i2").astype(np.float32) / 32768.0
+        for start in range(0, samples.size, WINDOW):
+            probability = self.probability(samples[start : start + WINDOW])
+            self._position_ms += WINDOW_MS
+            if not self.speaking:
+                self._voiced_ms = self._voiced_ms + WINDOW_MS if probability >= START_THRESHOLD else 0
+                if self._voiced_ms >= MIN_SPEECH_MS:
+                    self.speaking = True
+                    self._silent_ms = 0
+                    self._started_at_ms = self._position_ms - self._voiced_ms
+                    events.append(Event("speech_start", self._started_at_ms))
+                continue
+            self._silent_ms = self._silent_ms + WINDOW_MS if probability < END_THRESHOLD else 0
+            too_long = self._position_ms - self._started_at_ms >= MAX_SPEECH_MS
+            if self._silent_ms >= self.end_silence_ms or too_long:
+                self.speaking = False
+                self._voiced_ms = 0
+                events.append(Event("speech_end", self._position_ms))
+        return events
