@@ -373,6 +373,8 @@ class Conversation:
 
     async def _run_tool(self, request: ToolRequest) -> str:
         self._tools_running += 1
+        if self.playout is not None:
+            self.playout.wake.set()  # the keyboard may start playing over silence
         await self.transport.send_event({"type": "tool.started", "name": request.name})
         self.recorder.log("info", "tool started", tool=request.name)
         try:

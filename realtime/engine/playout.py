@@ -19,6 +19,8 @@ FRAME_MS = 20
 FRAME_SECONDS = FRAME_MS / 1000
 FRAME_BYTES = 960  # PCM16 mono 24 kHz
 BYTES_PER_SECOND = 48000
+# Frames streamed after the keyboard stops, so that the mixer can fade it out instead of cutting it.
+KEYBOARD_TAIL_FRAMES = 4
 
 
 @dataclass(eq=False)
@@ -76,6 +78,7 @@ class Playout:
         self._ending: list[tuple[float, EndMarker]] = []
         self._anchor: float | None = None  # clock time at which stream frame 0 plays
         self._frames = 0
+        self._keyboard_tail = 0  # frames still to stream for the keyboard's fade-out
 
     def enqueue(self, item: Segment | EndMarker) -> None:
         self._queue.append(item)
@@ -120,11 +123,19 @@ class Playout:
             _, marker = self._ending.pop(0)
             await marker.on_played(marker.owner)
 
+    def _background(self) -> bool:
+        """Whether something plays even without speech: the ambient bed, or the keyboard (and its
+        fade-out). The keyboard is heard without a bed too."""
+        if self.keyboard():
+            self._keyboard_tail = KEYBOARD_TAIL_FRAMES
+            return True
+        return self.mixer.has_bed or self._keyboard_tail > 0
+
     async def run(self) -> None:
         while True:
             now = self.clock.now()
             await self._finish_due(now)
-            bed = self.mixer.has_bed
+            bed = self._background()
             if not bed and not any(isinstance(item, Segment) for item in self._queue):
                 while self._queue:  # end markers with nothing before them
                     self._mark_end(self._queue.popleft(), now)  # type: ignore[arg-type]
@@ -141,9 +152,11 @@ class Playout:
                 speech = self._next_speech(now)
                 if speech is None and not bed:
                     break
-                frames.append(
-                    self.mixer.next_frame(speech, user_speaking=self.user_speaking(), keyboard=self.keyboard())
-                )
+                keyboard = self.keyboard()
+                if not keyboard and self._keyboard_tail > 0:
+                    self._keyboard_tail -= 1
+                    bed = self._background()
+                frames.append(self.mixer.next_frame(speech, user_speaking=self.user_speaking(), keyboard=keyboard))
                 self._frames += 1
             if frames:
                 await self.transport.send_audio(b"".join(frames))

@@ -234,6 +234,34 @@ async def test_keyboard_plays_while_a_tool_runs_and_the_result_goes_back_to_the_
     await h.stop()
 
 
+async def test_keyboard_is_heard_without_an_ambient_bed_and_stops_after_the_tool(agent):
+    agent.background_sound = "keyboard"
+    await sync_to_async(agent.save)()
+    tools = WaitingTools()
+    brain = ScriptedBrain([ToolRequest(name="book_table", arguments={}, id="t1")])
+    h = Harness(agent, texts=["book a table"], brain=brain, has_bed=False, tools=tools)
+    await h.start()
+    await h.feed(silence(2000))
+    await h.talk(600)
+    assert tools.requests
+    mixer = h.parts["mixer"]
+    frames_before, audio_before = len(mixer.calls), h.transport.audio_ms()
+    await h.feed(silence(1000))
+    # A second of tool time is a second of typing, streamed although nothing is said.
+    typing = mixer.calls[frames_before:]
+    assert len(typing) >= 45 and all(keyboard and not spoken for spoken, _, keyboard in typing)
+    assert h.transport.audio_ms() - audio_before >= 900
+    tools.release.set()
+    await h.feed(silence(1500))
+    assert h.transport.transcripts()[-1] == ("assistant", "Done.")
+    # After the answer, only a short fade-out tail, then the stream stops again.
+    idle_audio = h.transport.audio_ms()
+    await h.feed(silence(1000))
+    assert h.transport.audio_ms() == idle_audio
+    assert not mixer.calls[-1][2]
+    await h.stop()
+
+
 async def test_with_an_ambient_bed_the_stream_is_continuous_and_ducking_knows_the_caller_speaks(agent):
     h = Harness(agent, texts=["hi"], has_bed=True)
     await h.start()
