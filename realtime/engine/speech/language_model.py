@@ -52,19 +52,20 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SENTENCES = re.compile(r"[.!?;:\n\r]+(?:\s|$)|\n")
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE)
 _TIME = re.compile(r"\b(\d{1,2}):(\d{2})\b")
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")  # 1,500 is one number
 _SYMBOLS = {"%": " percent ", "&": " and ", "@": " at ", "+": " plus ", "$": " dollars ", "€": " euros "}
 _NOT_WORD = re.compile(r"[^a-z' ]+")
 
 
 def _number_words(match: re.Match[str]) -> str:
-    text = match.group(0)
+    grouped = "," in match.group(0)  # thousands separators: an amount, never a code or a year
+    text = match.group(0).replace(",", "")
     if "." in text:
         return " " + num2words(float(text)) + " "
-    if len(text) >= 5 or (len(text) > 1 and text.startswith("0")):
+    if not grouped and (len(text) >= 5 or (len(text) > 1 and text.startswith("0"))):
         return " " + " ".join(num2words(int(digit)) for digit in text) + " "  # codes and phone numbers
     value = int(text)
-    if len(text) == 4 and 1100 <= value <= 2099:
+    if not grouped and len(text) == 4 and 1100 <= value <= 2099:
         return " " + num2words(value, to="year") + " "
     return " " + num2words(value) + " "
 

@@ -1,0 +1,541 @@
+"""The offline speech modules: eSpeak NG synthesis, Silero VAD, per-agent language models and the
+PocketSphinx recognizer, plus the vocabulary the recognizer takes from an agent's tools and knowledge.
+
+Audio is synthesized once per module; the VAD and the recognizer are fed that real speech."""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from realtime.engine.speech import asr, language_model, tts, vad
+from realtime.engine.speech.vad import Event, VoiceActivityDetector
+from realtime.tests.support import rms, to_16k
+
+SENTENCE = "I would like to book a table for four people tomorrow evening."
+SECOND = "Please book it for dinner at seven."
+VOICES = ("eve", "ara", "rex", "sal", "leo")
+LANGUAGES = ("en-US", "es-ES", "es-US", "it-IT")
+SPANISH = "Hola, quisiera reservar una mesa para cuatro personas mañana por la noche."
+BYTES_PER_MS_16K = 32
+LEAD_MS, TAIL_MS = 1000, 1500  # silence around the speech fed to the VAD
+
+
+def silence(ms: int) -> bytes:
+    return b"\x00\x00" * (16 * ms)
+
+
+def duration_s(pcm16: bytes, rate: int) -> float:
+    return len(pcm16) / 2 / rate
+
+
+def median_pitch_hz(pcm16: bytes, rate: int = tts.OUTPUT_RATE) -> float:
+    """Median fundamental frequency of the voiced 40 ms frames (autocorrelation, 60-400 Hz)."""
+    samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float64)
+    size, pitches = int(rate * 0.04), []
+    low, high = rate // 400, rate // 60
+    for start in range(0, samples.size - size, size // 2):
+        frame = samples[start : start + size] - samples[start : start + size].mean()
+        if np.sqrt(np.mean(frame**2)) < 1000:
+            continue
+        correlation = np.correlate(frame, frame, "full")[size - 1 :]
+        lag = low + int(np.argmax(correlation[low:high]))
+        if correlation[lag] > 0.3 * correlation[0]:
+            pitches.append(rate / lag)
+    assert len(pitches) >= 20, "too few voiced frames to measure the pitch"
+    return float(np.median(pitches))
+
+
+def speech_bounds_ms(pcm16_16k: bytes, threshold: int = 500) -> tuple[float, float]:
+    """Where the audible part of 16 kHz audio starts and ends."""
+    loud = np.flatnonzero(np.abs(np.frombuffer(pcm16_16k, dtype="<i2").astype(np.int32)) > threshold)
+    return loud[0] / 16, loud[-1] / 16
+
+
+def words_right(expected: str, heard: str) -> float:
+    """Share of the expected words that the transcript has, in order."""
+    want = [w.strip(".,!?").lower() for w in expected.split()]
+    got = heard.lower().split()
+    matcher = difflib.SequenceMatcher(a=want, b=got, autojunk=False)
+    return sum(block.size for block in matcher.get_matching_blocks()) / len(want)
+
+
+# --- fixtures --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def voices_audio() -> dict[str, bytes]:
+    """SENTENCE in each voice, 24 kHz."""
+    return {voice: tts.synthesize(SENTENCE, language="en-US", voice_name=voice) for voice in VOICES}
+
+
+@pytest.fixture(scope="module")
+def speech_16k(voices_audio: dict[str, bytes]) -> bytes:
+    return to_16k(voices_audio["leo"])
+
+
+@pytest.fixture(scope="module")
+def second_16k() -> bytes:
+    return to_16k(tts.synthesize(SECOND, language="en-US", voice_name="leo"))
+
+
+@pytest.fixture(scope="module")
+def padded_speech(speech_16k: bytes) -> bytes:
+    """LEAD_MS of silence, the sentence, TAIL_MS of silence."""
+    return silence(LEAD_MS) + speech_16k + silence(TAIL_MS)
+
+
+@pytest.fixture(scope="module")
+def speech_span_ms(speech_16k: bytes) -> tuple[float, float]:
+    start, end = speech_bounds_ms(speech_16k)
+    return LEAD_MS + start, LEAD_MS + end
+
+
+@pytest.fixture(scope="module")
+def module_lm_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("lm-module")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VOICEAGENT_LM_CACHE", str(folder))
+        language_model._cache.clear()
+        yield folder
+        language_model._cache.clear()
+
+
+@pytest.fixture
+def lm_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh model cache: an empty folder and an empty in-memory cache."""
+    monkeypatch.setenv("VOICEAGENT_LM_CACHE", str(tmp_path))
+    language_model._cache.clear()
+    yield tmp_path
+    language_model._cache.clear()
+
+
+@dataclass
+class AgentStandIn:
+    name: str = "Ava"
+    language: str = "en-US"
+    identity: str = "Ava, the reservation assistant of Acme"
+    instructions: str = (
+        "You take table reservations for the Acme restaurant. Callers book a table for a number of people, "
+        "for a date and a time, for lunch or dinner, for example tomorrow evening."
+    )
+    static_greeting: str | None = "Hello, this is Ava from Acme. How can I help you today?"
+
+
+@pytest.fixture(scope="module")
+def recognizer(module_lm_cache: Path) -> asr.Recognizer:
+    built = asr.recognizer_for_agent(AgentStandIn())
+    assert built is not None
+    return built
+
+
+def recognize(recognizer: asr.Recognizer, speech: bytes, chunk_bytes: int = 640) -> str:
+    """One utterance as a caller says it: 400 ms of silence, the speech, 500 ms of silence, in chunks."""
+    audio = silence(400) + speech + silence(500)
+    recognizer.start()
+    for offset in range(0, len(audio), chunk_bytes):
+        recognizer.feed(audio[offset : offset + chunk_bytes])
+    return recognizer.finish()
+
+
+# --- text to speech --------------------------------------------------------------------------------
+
+
+def test_synthesize_gives_audible_24khz_pcm16_of_plausible_length(voices_audio: dict[str, bytes]) -> None:
+    audio = voices_audio["eve"]
+    assert len(audio) % 2 == 0
+    assert rms(audio) > 1000
+    words = len(SENTENCE.split())
+    assert 0.15 * words < duration_s(audio, tts.OUTPUT_RATE) < 0.6 * words
+    # eSpeak's own 22,050 Hz output resampled to 24 kHz keeps the duration (no chipmunk or slow audio).
+    engine = tts._espeak()
+    base, profile = tts.voice_for("en-US", "eve")
+    with engine.lock:
+        raw = engine.synthesize(SENTENCE, base, profile)
+    assert engine.sample_rate != tts.OUTPUT_RATE
+    assert duration_s(audio, tts.OUTPUT_RATE) == pytest.approx(duration_s(raw, engine.sample_rate), abs=0.01)
+    # A longer text takes longer to say.
+    short = tts.synthesize("Hello.", language="en-US", voice_name="eve")
+    assert 0.1 < duration_s(short, tts.OUTPUT_RATE) < duration_s(audio, tts.OUTPUT_RATE) / 3
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t \n", "\x00\x07 \x1b"])
+def test_nothing_to_say_gives_no_audio(text: str) -> None:
+    assert tts.synthesize(text, language="en-US", voice_name="eve") == b""
+
+
+@pytest.fixture(scope="module")
+def voice_pitch(voices_audio: dict[str, bytes]) -> dict[str, float]:
+    return {voice: median_pitch_hz(audio) for voice, audio in voices_audio.items()}
+
+
+def test_the_five_voices_sound_different(voice_pitch: dict[str, float]) -> None:
+    # eSpeak adds a little noise to each synthesis (neither bytes nor lengths repeat exactly), but the
+    # pitch of a voice does: about 227, 210, 95, 106 and 81 Hz.
+    female, male = ("eve", "ara"), ("rex", "sal", "leo")
+    assert all(170 < voice_pitch[v] < 300 for v in female), voice_pitch
+    assert all(60 < voice_pitch[v] < 140 for v in male), voice_pitch
+    for first, second in itertools.combinations(VOICES, 2):
+        low, high = sorted((voice_pitch[first], voice_pitch[second]))
+        assert high > 1.04 * low, (first, second, voice_pitch)
+
+
+def test_each_language_has_its_own_espeak_voice() -> None:
+    bases = {language: tts.voice_for(language, "eve")[0] for language in LANGUAGES}
+    assert len(set(bases.values())) == len(LANGUAGES)
+    assert bases["es-US"] == "es-419"
+    assert bases["en-US"].startswith("en")
+    assert bases["es-ES"].startswith("es") and bases["it-IT"].startswith("it")
+    # A language without an eSpeak voice is spoken with the English one.
+    assert tts.voice_for("fr-FR", "eve")[0] == bases["en-US"]
+    audio = {language: tts.synthesize(SPANISH, language=language, voice_name="rex") for language in LANGUAGES}
+    assert all(rms(pcm) > 1000 for pcm in audio.values())
+    # Each language reads the same text its own way (about 4.78, 4.30, 4.73 and 4.52 s).
+    durations = {language: duration_s(pcm, tts.OUTPUT_RATE) for language, pcm in audio.items()}
+    for first, second in itertools.combinations(LANGUAGES, 2):
+        assert abs(durations[first] - durations[second]) > 0.02, (first, second, durations)
+    assert abs(durations["es-ES"] - durations["es-US"]) > 0.1, durations
+
+
+def test_unknown_voice_name_falls_back_to_the_default_voice(
+    voices_audio: dict[str, bytes], voice_pitch: dict[str, float]
+) -> None:
+    assert tts.voice_for("en-US", "nobody")[1] == tts.VOICE_PROFILES[tts.DEFAULT_VOICE]
+    fallback = tts.synthesize(SENTENCE, language="en-US", voice_name="nobody")
+    default = voices_audio[tts.DEFAULT_VOICE]
+    assert duration_s(fallback, tts.OUTPUT_RATE) == pytest.approx(duration_s(default, tts.OUTPUT_RATE), abs=0.01)
+    pitch = median_pitch_hz(fallback)
+    assert pitch == pytest.approx(voice_pitch[tts.DEFAULT_VOICE], rel=0.015)
+    assert all(abs(pitch - voice_pitch[v]) > 0.03 * pitch for v in VOICES if v != tts.DEFAULT_VOICE)
+
+
+def test_split_sentences_on_sentence_ends_and_newlines() -> None:
+    text = "Hello there. How are you today?  Great!\nNext line without a stop\n\n  And the last one… ok"
+    assert tts.split_sentences(text) == [
+        "Hello there.",
+        "How are you today?",
+        "Great!",
+        "Next line without a stop",
+        "And the last one…",
+        "ok",
+    ]
+    assert tts.split_sentences("It costs 3.50 dollars, or 4.20 with tax.") == [
+        "It costs 3.50 dollars, or 4.20 with tax."
+    ]
+    assert tts.split_sentences("  \n ") == []
+
+
+def test_split_sentences_cuts_a_long_sentence_at_clause_breaks_without_losing_words() -> None:
+    clauses = [
+        "Your table for four is booked for tomorrow evening at half past seven",
+        "the terrace is heated in case the weather turns cold",
+        "parking is free after six in the lot behind the restaurant",
+        "and if anything changes you can call us at any time before noon",
+        "we look forward to seeing you",
+    ]
+    sentence = ", ".join(clauses) + "."
+    assert len(sentence) > tts.LONG_SENTENCE_CHARS
+    text = f"Thank you. {sentence} Goodbye!"
+    parts = tts.split_sentences(text)
+    assert parts[0] == "Thank you." and parts[-1] == "Goodbye!"
+    middle = parts[1:-1]
+    assert len(middle) >= 2
+    assert all(len(part) < len(sentence) for part in middle)
+    assert all(part.endswith((",", ".")) for part in middle)  # cut at clause breaks only
+    assert " ".join(parts).split() == text.split()
+    # Without a clause break, a long sentence stays whole.
+    unbroken = " ".join(["word"] * 60) + "."
+    assert tts.split_sentences(unbroken) == [unbroken]
+
+
+# --- voice activity detection ----------------------------------------------------------------------
+
+
+def test_no_events_on_silence_or_low_noise() -> None:
+    detector = VoiceActivityDetector(end_silence_ms=500)
+    assert detector.feed(silence(3000)) == []
+    noise = np.random.default_rng(3).normal(0, 150, 16000 * 3).astype("<i2").tobytes()
+    assert detector.feed(noise) == []
+    assert not detector.speaking
+    assert detector.current_speech_ms == 0
+
+
+def test_speech_gives_one_start_and_one_end_where_the_speech_is(
+    padded_speech: bytes, speech_span_ms: tuple[float, float]
+) -> None:
+    detector = VoiceActivityDetector(end_silence_ms=500)
+    events = detector.feed(padded_speech)
+    assert [event.kind for event in events] == ["speech_start", "speech_end"]
+    spoken_from, spoken_to = speech_span_ms
+    assert abs(events[0].at_ms - spoken_from) <= 300
+    assert 500 <= events[1].at_ms - spoken_to <= 500 + 300
+    assert not detector.speaking
+    assert detector.current_speech_ms == 0
+
+
+def test_speaking_and_current_speech_ms_while_the_caller_speaks(
+    padded_speech: bytes, speech_span_ms: tuple[float, float]
+) -> None:
+    detector = VoiceActivityDetector(end_silence_ms=500)
+    middle_ms = int(sum(speech_span_ms) / 2)
+    events = detector.feed(padded_speech[: middle_ms * BYTES_PER_MS_16K])
+    assert [event.kind for event in events] == ["speech_start"]
+    assert detector.speaking
+    # The utterance has lasted from its start to the audio fed so far (whole 32 ms windows).
+    assert abs(detector.current_speech_ms - (middle_ms - events[0].at_ms)) <= vad.WINDOW_MS
+    before = detector.current_speech_ms
+    detector.feed(padded_speech[middle_ms * BYTES_PER_MS_16K : (middle_ms + 320) * BYTES_PER_MS_16K])
+    assert detector.speaking
+    assert detector.current_speech_ms == before + 320
+    rest = detector.feed(padded_speech[(middle_ms + 320) * BYTES_PER_MS_16K :])
+    assert [event.kind for event in rest] == ["speech_end"]
+    assert not detector.speaking and detector.current_speech_ms == 0
+
+
+def test_small_uneven_chunks_give_the_same_events_as_one_feed(padded_speech: bytes) -> None:
+    whole = VoiceActivityDetector(end_silence_ms=500).feed(padded_speech)
+    detector = VoiceActivityDetector(end_silence_ms=500)
+    events: list[Event] = []
+    sizes = itertools.cycle((334, 2, 1000, 4096, 640, 58, 1026))
+    offset = 0
+    while offset < len(padded_speech):
+        size = next(sizes)
+        events += detector.feed(padded_speech[offset : offset + size])
+        offset += size
+    assert len(whole) == 2
+    assert events == whole
+
+
+def test_end_silence_window_follows_the_argument_and_the_setting(padded_speech: bytes, settings: Any) -> None:
+    short = VoiceActivityDetector(end_silence_ms=300).feed(padded_speech)
+    long = VoiceActivityDetector(end_silence_ms=1000).feed(padded_speech)
+    assert [e.kind for e in short] == [e.kind for e in long] == ["speech_start", "speech_end"]
+    assert short[0] == long[0]
+    assert long[1].at_ms - short[1].at_ms == pytest.approx(700, abs=vad.WINDOW_MS)
+
+    settings.VAD_END_SILENCE_MS = 1000
+    from_setting = VoiceActivityDetector()
+    assert from_setting.end_silence_ms == 1000
+    assert from_setting.feed(padded_speech) == long
+    settings.VAD_END_SILENCE_MS = 300
+    assert VoiceActivityDetector().feed(padded_speech) == short
+    assert VoiceActivityDetector(end_silence_ms=1000).end_silence_ms == 1000  # the argument wins
+
+
+# --- language models -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("book_table", ["book table"]),
+        ("checkAvailability", ["check availability"]),
+        ("HTTPServer", ["http server"]),
+        ("Dinner at 7:30", ["dinner at seven thirty"]),
+        ("Lunch at 12:00", ["lunch at twelve o'clock"]),
+        ("At 9:05", ["at nine oh five"]),
+        ("On the 2nd of May", ["on the second of may"]),
+        ("The 21st", ["the twenty first"]),
+        ("A table for 4 people", ["a table for four people"]),
+        ("Opened in 1998", ["opened in nineteen ninety eight"]),
+        ("Code 04521", ["code zero four five two one"]),
+        ("The hall seats 1,200 guests", ["the hall seats one thousand two hundred guests"]),
+        ("50% off & free", ["fifty percent off and free"]),
+        ("Hello there. How are you?\nFine: thanks", ["hello there", "how are you", "fine", "thanks"]),
+    ],
+)
+def test_word_lines_spell_out_what_a_caller_would_say(text: str, expected: list[str]) -> None:
+    assert language_model.word_lines(text) == expected
+
+
+def _dictionary_words(model: language_model.LanguageModel) -> set[str]:
+    lines = Path(model.dict).read_text(encoding="utf-8").splitlines()
+    return {line.split()[0].split("(", 1)[0] for line in lines if line.strip()}
+
+
+def _arpa_unigrams(model: language_model.LanguageModel) -> set[str]:
+    text = Path(model.lm).read_text(encoding="utf-8")
+    assert "\\data\\\n" in text and text.rstrip().endswith("\\end\\")
+    section = text.split("\\1-grams:", 1)[1].split("\\2-grams:", 1)[0]
+    return {line.split()[1] for line in section.splitlines() if len(line.split()) >= 2}
+
+
+def test_the_model_holds_the_agents_words_and_only_known_ones(lm_cache: Path) -> None:
+    agent_texts = ["Ava", "Recommend the risotto and the paella to every guest, and call the sommelier."]
+    vocabulary = ["order_dessert", "The tiramisu is made fresh every day."]
+    model = language_model.language_model(agent_texts, vocabulary)
+    assert Path(model.lm).parent == lm_cache and Path(model.dict).parent == lm_cache
+    words = _dictionary_words(model)
+    unigrams = _arpa_unigrams(model)
+    for word in ("risotto", "tiramisu", "dessert", "recommend", "book", "tomorrow", "seven"):
+        assert word in words and word in unigrams, word
+    # Words the pronunciation dictionary does not know are left out: the recognizer could not say them.
+    for word in ("paella", "sommelier"):
+        assert word not in words and word not in unigrams, word
+    assert model.words == len(words) == len(unigrams - {"<s>", "</s>"})
+
+    plain = language_model.language_model(["Ava", "Help callers with their orders."], [])
+    plain_words = _dictionary_words(plain)
+    assert "risotto" not in plain_words and "tiramisu" not in plain_words
+    assert "calamari" not in words  # an unusual word only gets in through the agent's texts
+    only_vocabulary = language_model.language_model(["Ava"], ["Calamari"])
+    assert "calamari" in _dictionary_words(only_vocabulary)
+
+
+def test_the_same_inputs_reuse_the_model_and_changed_inputs_get_a_new_one(
+    lm_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = language_model.language_model(["Ava", "We serve risotto."], ["book_table"])
+    assert language_model.language_model(["Ava", "We serve risotto."], ["book_table"]) is first
+
+    # A new process (empty memory cache) finds the files on disk and does not build again.
+    language_model._cache.clear()
+
+    def no_build(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the model was built again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(language_model, "build_texts", no_build)
+        again = language_model.language_model(["Ava", "We serve risotto."], ["book_table"])
+    assert again == first
+
+    changed_agent = language_model.language_model(["Ava", "We serve tiramisu."], ["book_table"])
+    changed_vocabulary = language_model.language_model(["Ava", "We serve risotto."], ["order_dessert"])
+    assert len({first.lm, changed_agent.lm, changed_vocabulary.lm}) == 3
+    assert len({first.dict, changed_agent.dict, changed_vocabulary.dict}) == 3
+    assert "tiramisu" in _dictionary_words(changed_agent) and "tiramisu" not in _dictionary_words(first)
+    assert "dessert" in _dictionary_words(changed_vocabulary)
+    assert Path(first.lm).exists() and Path(first.dict).exists()
+
+
+# --- recognition -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("language", ["es-ES", "es-US", "it-IT"])
+def test_no_offline_recognizer_for_other_languages(language: str) -> None:
+    assert asr.recognizer_for_agent(AgentStandIn(language=language)) is None
+
+
+def test_english_agent_gets_a_recognizer_with_its_own_model(recognizer: asr.Recognizer) -> None:
+    assert isinstance(recognizer, asr.Recognizer)
+    assert recognizer.model is not None
+    assert "reservations" in _dictionary_words(recognizer.model)
+
+
+def test_recognizes_a_booking_request_and_a_second_utterance(
+    recognizer: asr.Recognizer, speech_16k: bytes, second_16k: bytes
+) -> None:
+    first = recognize(recognizer, speech_16k)
+    assert words_right(SENTENCE, first) >= 0.5, first
+    assert {"book", "table"} <= set(first.split()), first
+    second = recognize(recognizer, second_16k)
+    assert words_right(SECOND, second) >= 0.5, second
+    assert "dinner" in second.split(), second
+
+
+def test_odd_sized_chunks_are_decoded_as_well(recognizer: asr.Recognizer, speech_16k: bytes) -> None:
+    heard = recognize(recognizer, speech_16k, chunk_bytes=641)
+    assert words_right(SENTENCE, heard) >= 0.5, heard
+
+
+def test_a_dish_from_the_agents_vocabulary_is_recognized(module_lm_cache: Path) -> None:
+    """The general English model hears "risotto" as "it's our goal": the agent's tools teach it."""
+    vocabulary = ["order_dish", "Orders a dish from the menu.", "dishName", "risotto", "tiramisu", "calamari"]
+    with_menu = asr.recognizer_for_agent(AgentStandIn(), vocabulary_texts=vocabulary)
+    assert with_menu is not None
+    speech = to_16k(tts.synthesize("I would like the mushroom risotto.", language="en-US", voice_name="leo"))
+    heard = recognize(with_menu, speech)
+    assert "risotto" in heard.split(), heard
+
+
+def test_finish_without_start_and_silence_give_no_words(module_lm_cache: Path) -> None:
+    fresh = asr.recognizer_for_agent(AgentStandIn())
+    assert fresh is not None
+    assert fresh.finish() == ""
+    fresh.start()
+    fresh.feed(b"\x00")
+    fresh.feed(b"\x00\x00\x00")
+    fresh.feed(silence(300))
+    assert fresh.finish() == ""
+    assert fresh.finish() == ""  # finishing twice is harmless
+
+
+# --- the agent's vocabulary ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_agent_vocabulary_texts_has_enabled_tools_and_knowledge(owner: Any, make_agent: Any, lm_cache: Path) -> None:
+    from agents.models import AgentTool
+    from knowledge.models import DocumentStatus, KnowledgeChunk, KnowledgeDocument
+    from realtime.selectors import agent_vocabulary_texts
+
+    agent = make_agent(owner.organization, name="Ava", language="en-US")
+    other = make_agent(owner.organization, name="Other")
+    AgentTool.objects.create(
+        agent=agent,
+        name="order_dessert",
+        description="Orders a dessert for the table.",
+        parameter_schema={
+            "type": "object",
+            "properties": {
+                "dessertName": {"type": "string", "enum": ["tiramisu", "gelato"]},
+                "guestCount": {"type": "integer", "description": "How many guests share it."},
+            },
+        },
+    )
+    AgentTool.objects.create(
+        agent=agent,
+        name="cancel_banquet",
+        description="Cancels a banquet.",
+        parameter_schema={"type": "object", "properties": {"banquetHall": {"enum": ["lasagna"]}}},
+        enabled=False,
+    )
+    AgentTool.objects.create(agent=other, name="fetch_calamari", description="Another agent's tool.")
+
+    def document(owner_agent: Any, status: str, texts: list[str]) -> None:
+        doc = KnowledgeDocument.objects.create(
+            organization=owner.organization, agent=owner_agent, name="Menu", type="text", size_bytes=100, status=status
+        )
+        for position, text in enumerate(texts):
+            KnowledgeChunk.objects.create(
+                document=doc,
+                agent=owner_agent,
+                position=position,
+                text=text,
+                token_count=10,
+                embedding=b"\x00" * 4 * 384,
+            )
+
+    document(agent, DocumentStatus.READY, ["Our risotto uses arborio rice.", "Espresso comes after dinner."])
+    document(agent, DocumentStatus.PROCESSING, ["The gnocchi are still being written up."])
+    document(other, DocumentStatus.READY, ["Sushi is served upstairs."])
+
+    texts = agent_vocabulary_texts(agent_id=agent.id)
+    for expected in (
+        "order_dessert",
+        "Orders a dessert for the table.",
+        "dessertName",
+        "guestCount",
+        "tiramisu",
+        "gelato",
+        "How many guests share it.",
+        "Our risotto uses arborio rice.",
+        "Espresso comes after dinner.",
+    ):
+        assert expected in texts, expected
+    joined = " ".join(texts)
+    for absent in ("cancel_banquet", "banquetHall", "lasagna", "calamari", "gnocchi", "Sushi"):
+        assert absent not in joined, absent
+
+    # The recognizer's model for this agent can then say its tool and knowledge words.
+    model = language_model.language_model(asr.agent_texts(agent), texts)
+    words = _dictionary_words(model)
+    assert {"tiramisu", "dessert", "risotto", "espresso"} <= words
+    assert not {"lasagna", "calamari", "gnocchi", "sushi"} & words
