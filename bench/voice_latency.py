@@ -147,11 +147,12 @@ class Player:
 
 
 async def one_session(
-    http: httpx.AsyncClient, agent_id: str, speech: bytes, sentence: str, chunk_ms: int = 20
+    http: httpx.AsyncClient, agent_id: str, speech: bytes, sentence: str, chunk_ms: int = 20, delay: float = 0.0
 ) -> Result:
     from realtime.tests.support import Received, VoiceClient, is_type
 
     result = Result()
+    await asyncio.sleep(delay)
     loop = asyncio.get_running_loop()
     asked = loop.time()
     response = await http.post(f"/public/v1/agents/{agent_id}/realtime-sessions")
@@ -200,9 +201,22 @@ async def one_session(
     return result
 
 
+def with_children(pids: list[int]) -> list[int]:
+    """The servers and their child processes (the speech recognition workers)."""
+    found = list(pids)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent in pids:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def cpu_seconds(pids: list[int]) -> float:
     total = 0.0
-    for pid in pids:
+    for pid in with_children(pids):
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
@@ -221,9 +235,11 @@ async def run_round(
     speech: dict[str, bytes],
     pids: list[int],
     chunk_ms: int = 20,
+    stagger_ms: int = 0,
 ) -> tuple[list[Result], float, float]:
-    """N sessions at once, spread round-robin over the servers (one Daphne process per core is the
-    deployment unit: a session lives on the process that holds its socket)."""
+    """N overlapping sessions, spread round-robin over the servers (one Daphne process per core is the
+    deployment unit: a session lives on the process that holds its socket). Session i starts
+    i x stagger_ms after the first, as independent callers do (0: all in lockstep, the worst case)."""
     headers = {"Authorization": f"Bearer {api_key}"}
     clients = [httpx.AsyncClient(base_url=url, headers=headers, timeout=60) for url in base_urls]
     try:
@@ -231,7 +247,10 @@ async def run_round(
         wall = time.monotonic()
         picks = [SENTENCES[i % len(SENTENCES)] for i in range(n)]
         results = await asyncio.gather(
-            *(one_session(clients[i % len(clients)], agent_id, speech[s], s, chunk_ms) for i, s in enumerate(picks))
+            *(
+                one_session(clients[i % len(clients)], agent_id, speech[s], s, chunk_ms, i * stagger_ms / 1000)
+                for i, s in enumerate(picks)
+            )
         )
         wall = time.monotonic() - wall
         cpu = (cpu_seconds(pids) - cpu_before) if pids else float("nan")
@@ -246,6 +265,12 @@ def main() -> None:
     parser.add_argument("--sessions", default="1,5,10,20", help="comma-separated numbers of concurrent sessions")
     parser.add_argument("--rounds", type=int, default=1, help="rounds per N (latencies are pooled)")
     parser.add_argument("--chunk-ms", type=int, default=20, help="size of the clients' input_audio chunks")
+    parser.add_argument(
+        "--stagger-ms",
+        type=int,
+        default=250,
+        help="start session i this many ms x i after the first (0: all callers speak in lockstep)",
+    )
     parser.add_argument("--servers", type=int, default=os.cpu_count() or 1, help="Daphne processes to start")
     parser.add_argument("--no-server", action="store_true", help="use --url/--api-key/--agent instead")
     parser.add_argument("--url", default="", help="with --no-server: base URL(s), comma-separated")
@@ -274,11 +299,12 @@ def main() -> None:
 
         django.setup()
         from django.conf import settings
+
         from realtime.engine.speech.tts import synthesize
 
         speech = {s: to_16k(synthesize(s, language="en-US", voice_name="eve")) for s in SENTENCES}
         print(
-            f"servers: {len(base_urls)}; input chunks: {args.chunk_ms} ms; voice engine: {settings.VOICE_ENGINE}; end-of-turn silence window: {getattr(settings, 'VAD_END_SILENCE_MS', 500)} ms"
+            f"servers: {len(base_urls)}; input chunks: {args.chunk_ms} ms; voice engine: {settings.VOICE_ENGINE}; end-of-turn silence window: {settings.VAD_END_SILENCE_MS} ms; session starts staggered by {args.stagger_ms} ms; recognition workers per server: {settings.ASR_WORKERS}"
         )
         print(
             f"{'N':>3} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'underruns':>9} {'failed':>6} "
@@ -292,7 +318,7 @@ def main() -> None:
             failures: list[str] = []
             for _ in range(args.rounds):
                 results, wall, cpu = asyncio.run(
-                    run_round(base_urls, api_key, agent_id, n, speech, pids, args.chunk_ms)
+                    run_round(base_urls, api_key, agent_id, n, speech, pids, args.chunk_ms, args.stagger_ms)
                 )
                 cpu_total += cpu
                 wall_total += wall

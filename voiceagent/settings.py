@@ -192,6 +192,9 @@ REALTIME_PRELOAD = env.bool("REALTIME_PRELOAD", default=True)
 REALTIME_INPUT_IDLE_SECONDS = env.int("REALTIME_INPUT_IDLE_SECONDS", default=60)
 # Caller silence that ends a turn (the end-of-turn window of the voice activity detector).
 VAD_END_SILENCE_MS = env.int("VAD_END_SILENCE_MS", default=500)
+# Speech recognition worker processes per server process (PocketSphinx holds the GIL: decoding in the
+# server process would starve its event loop). 0 decodes in the server process.
+ASR_WORKERS = env.int("ASR_WORKERS", default=2)
 VOICE_ENGINE = _choice("VOICE_ENGINE", "embedded", ("embedded", "realtime"))
 LLM_PROVIDER = _choice("LLM_PROVIDER", "embedded", ("embedded", "openai"))
 

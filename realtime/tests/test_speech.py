@@ -424,7 +424,8 @@ def test_no_offline_recognizer_for_other_languages(language: str) -> None:
 
 
 def test_english_agent_gets_a_recognizer_with_its_own_model(recognizer: asr.Recognizer) -> None:
-    assert isinstance(recognizer, asr.Recognizer)
+    # By default the decoder runs in a worker process (PocketSphinx holds the GIL).
+    assert isinstance(recognizer, asr.RemoteRecognizer)
     assert recognizer.model is not None
     assert "reservations" in _dictionary_words(recognizer.model)
 
@@ -443,6 +444,33 @@ def test_recognizes_a_booking_request_and_a_second_utterance(
 def test_odd_sized_chunks_are_decoded_as_well(recognizer: asr.Recognizer, speech_16k: bytes) -> None:
     heard = recognize(recognizer, speech_16k, chunk_bytes=641)
     assert words_right(SENTENCE, heard) >= 0.5, heard
+
+
+def test_without_workers_the_recognizer_decodes_in_process(module_lm_cache: Path, speech_16k: bytes) -> None:
+    local = asr.recognizer_for_agent(AgentStandIn(), workers=0)
+    assert isinstance(local, asr.Recognizer)
+    heard = recognize(local, speech_16k)
+    assert words_right(SENTENCE, heard) >= 0.5, heard
+
+
+def test_a_dead_worker_fails_only_its_turn_and_is_replaced(module_lm_cache: Path, speech_16k: bytes) -> None:
+    from realtime.engine.speech import asr_workers
+
+    pool = asr_workers.Pool(1)
+    try:
+        doomed = asr_workers.RemoteRecognizer(pool, None)
+        doomed.start()
+        doomed._worker.process.kill()
+        doomed._worker.process.join(5)
+        doomed.feed(silence(100))
+        assert doomed.finish() == ""  # no crash, no hang: the turn is simply not understood
+        model = asr.language_model.language_model(asr.agent_texts(AgentStandIn()))
+        replacement = asr_workers.RemoteRecognizer(pool, model)
+        assert replacement._worker is not doomed._worker
+        heard = recognize(replacement, speech_16k)
+        assert words_right(SENTENCE, heard) >= 0.5, heard
+    finally:
+        pool.stop()
 
 
 def test_a_dish_from_the_agents_vocabulary_is_recognized(module_lm_cache: Path) -> None:

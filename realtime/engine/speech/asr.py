@@ -4,8 +4,8 @@ Each agent gets its own small language model (language_model.py); the general En
 wheel is only the fallback when that build fails. A recognizer is fed while the caller speaks, so
 that little work is left when the turn ends.
 
-PocketSphinx holds the GIL while it decodes, so audio is fed in slices of at most 100 ms: a slice
-takes a few milliseconds, short enough that the event loop and other sessions keep running.
+PocketSphinx holds the GIL while it decodes, so in a server the decoders run in worker processes
+(asr_workers.py, `ASR_WORKERS` per server process); `ASR_WORKERS=0` decodes in the server process.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from realtime.engine.speech import language_model
+from django.conf import settings
+
+from realtime.engine.speech import asr_workers, language_model
+from realtime.engine.speech.asr_workers import RemoteRecognizer
 from realtime.engine.speech.language_model import LanguageModel
 
 logger = logging.getLogger(__name__)
@@ -120,9 +123,12 @@ def agent_texts(agent: Any) -> list[str]:
     ]
 
 
-def recognizer_for_agent(agent: Any, *, vocabulary_texts: Iterable[str] = ()) -> Recognizer | None:
-    """A recognizer with the agent's language model (built or taken from the cache); None when the
-    agent's language has no offline model."""
+def recognizer_for_agent(
+    agent: Any, *, vocabulary_texts: Iterable[str] = (), workers: int | None = None
+) -> Recognizer | RemoteRecognizer | None:
+    """A recognizer with the agent's language model (built or taken from the cache), decoding in a
+    worker process unless `workers` (default: settings.ASR_WORKERS) is 0; None when the agent's
+    language has no offline model."""
     if not supported(agent.language):
         return None
     try:
@@ -130,6 +136,9 @@ def recognizer_for_agent(agent: Any, *, vocabulary_texts: Iterable[str] = ()) ->
     except Exception:
         logger.exception("the agent's language model could not be built; using the general model")
         model = None
+    workers = settings.ASR_WORKERS if workers is None else workers
+    if workers > 0:
+        return RemoteRecognizer(asr_workers.pool(workers), model)
     return Recognizer(model)
 
 
@@ -137,12 +146,18 @@ _preloaded = threading.Event()
 
 
 def preload() -> None:
-    """Read the pronunciation dictionary and the general corpus, and warm the acoustic model files."""
+    """Read the pronunciation dictionary and the general corpus, start the worker processes and warm
+    the acoustic model files."""
     if _preloaded.is_set():
         return
     language_model.known_words()
     language_model.general_lines()
-    recognizer = Recognizer(language_model.language_model([], []))
+    model = language_model.language_model([], [])
+    if settings.ASR_WORKERS > 0:
+        asr_workers.pool(settings.ASR_WORKERS).start()
+        recognizer: Recognizer | RemoteRecognizer = RemoteRecognizer(asr_workers.pool(settings.ASR_WORKERS), model)
+    else:
+        recognizer = Recognizer(model)
     recognizer.start()
     recognizer.feed(b"\x00\x00" * (SAMPLE_RATE // 10))
     recognizer.finish()

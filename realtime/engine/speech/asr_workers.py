@@ -1,0 +1,232 @@
+"""Recognition worker processes.
+
+PocketSphinx holds the GIL while it decodes. In the server process, a dozen sessions decoding at
+once starve the event loop: caller audio is read from the sockets seconds late and every turn ends
+late (measured: 20 sessions on 2 cores, 5 s from the end of a sentence to the answer). So the
+decoders live in worker processes (`ASR_WORKERS` per server process, started once, shared by its
+sessions); the server streams each session's audio to its worker through a pipe and waits only for
+the text at the end of a turn.
+
+A `RemoteRecognizer` has the interface of `asr.Recognizer` (start, feed, finish). A worker that
+dies fails its sessions' pending turns with '' (logged) and is replaced for the next session.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import multiprocessing
+import threading
+import weakref
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from realtime.engine.speech.language_model import LanguageModel
+
+logger = logging.getLogger(__name__)
+
+FINISH_TIMEOUT_SECONDS = 20
+
+
+class RecognitionUnavailable(Exception):
+    """The worker process is gone."""
+
+
+def _serve(conn: Any) -> None:  # runs in the worker process
+    from realtime.engine.speech.asr import Recognizer
+
+    recognizers: dict[int, Recognizer] = {}
+    failures: dict[int, str] = {}
+    while True:
+        try:
+            op, request, session, argument = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        try:
+            if op == "open":
+                recognizers[session] = Recognizer(argument)
+            elif op == "close":
+                recognizers.pop(session, None)
+                failures.pop(session, None)
+            elif op == "start":
+                recognizers[session].start()
+            elif op == "feed":
+                recognizers[session].feed(argument)
+            elif op == "finish":
+                failure = failures.pop(session, None)
+                if failure is not None:
+                    raise RuntimeError(failure)
+                conn.send((request, True, recognizers[session].finish()))
+            elif op == "ping":
+                conn.send((request, True, "pong"))
+        except Exception as exc:  # noqa: BLE001 - reported to the session, never fatal to the worker
+            message = f"{type(exc).__name__}: {exc}"
+            if request:
+                conn.send((request, False, message))
+            else:
+                failures[session] = message
+
+
+class Worker:
+    """One worker process and the pipe to it; safe to use from several threads."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")  # never fork a threaded server
+        self._conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child,), name="voiceagent-asr", daemon=True)
+        self.process.start()
+        child.close()
+        self.sessions = 0
+        self._send_lock = threading.Lock()
+        self._replies: dict[int, Future[str]] = {}
+        self._replies_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self.alive = True
+        threading.Thread(target=self._read, name="asr-replies", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                request, ok, value = self._conn.recv()
+            except (EOFError, OSError):
+                break
+            with self._replies_lock:
+                future = self._replies.pop(request, None)
+            if future is not None:
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(RuntimeError(value))
+        self.alive = False
+        with self._replies_lock:
+            pending, self._replies = list(self._replies.values()), {}
+        for future in pending:
+            future.set_exception(RecognitionUnavailable("the recognition worker stopped"))
+
+    def post(self, op: str, session: int, argument: Any = None) -> None:
+        if not self.alive:
+            raise RecognitionUnavailable("the recognition worker stopped")
+        with self._send_lock:
+            try:
+                self._conn.send((op, 0, session, argument))
+            except (OSError, ValueError) as exc:
+                self.alive = False
+                raise RecognitionUnavailable("the recognition worker stopped") from exc
+
+    def call(self, op: str, session: int, timeout: float = FINISH_TIMEOUT_SECONDS) -> str:
+        future: Future[str] = Future()
+        request = next(self._ids)
+        with self._replies_lock:
+            if not self.alive:
+                raise RecognitionUnavailable("the recognition worker stopped")
+            self._replies[request] = future
+        with self._send_lock:
+            try:
+                self._conn.send((op, request, session, None))
+            except (OSError, ValueError) as exc:
+                self.alive = False
+                raise RecognitionUnavailable("the recognition worker stopped") from exc
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            with self._replies_lock:
+                self._replies.pop(request, None)
+            raise
+
+    def stop(self) -> None:
+        self._conn.close()
+        self.process.join(timeout=5)
+
+
+class Pool:
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self._workers: list[Worker] = []
+        self._lock = threading.Lock()
+        self._sessions = itertools.count(1)
+
+    def start(self) -> None:
+        """Start the workers and wait until each answers (they import PocketSphinx)."""
+        with self._lock:
+            self._workers = [worker for worker in self._workers if worker.alive]
+            while len(self._workers) < self.size:
+                self._workers.append(Worker())
+            workers = list(self._workers)
+        for worker in workers:
+            worker.call("ping", 0, timeout=60)
+
+    def checkout(self) -> tuple[Worker, int]:
+        """The least busy live worker (replacing dead ones) and a new session number."""
+        with self._lock:
+            self._workers = [worker for worker in self._workers if worker.alive]
+            while len(self._workers) < self.size:
+                self._workers.append(Worker())
+            worker = min(self._workers, key=lambda candidate: candidate.sessions)
+            worker.sessions += 1
+            return worker, next(self._sessions)
+
+    def stop(self) -> None:
+        with self._lock:
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.stop()
+
+
+def _release(worker: Worker, session: int) -> None:
+    worker.sessions -= 1
+    try:
+        worker.post("close", session)
+    except RecognitionUnavailable:
+        pass
+
+
+class RemoteRecognizer:
+    """A session's recognizer whose decoder lives in a worker process."""
+
+    def __init__(self, pool: Pool, model: LanguageModel | None) -> None:
+        self.model = model
+        self._worker, self._session = pool.checkout()
+        self._finalizer = weakref.finalize(self, _release, self._worker, self._session)
+        self._broken = False
+        self._send("open", model)
+
+    def _send(self, op: str, argument: Any = None) -> None:
+        if self._broken:
+            return
+        try:
+            self._worker.post(op, self._session, argument)
+        except RecognitionUnavailable:
+            self._broken = True
+            logger.error("the recognition worker stopped; this session's speech is no longer recognized")
+
+    def start(self) -> None:
+        self._send("start")
+
+    def feed(self, pcm16_16k: bytes) -> None:
+        self._send("feed", pcm16_16k)
+
+    def finish(self) -> str:
+        if self._broken:
+            return ""
+        try:
+            return self._worker.call("finish", self._session)
+        except (RecognitionUnavailable, FutureTimeout, RuntimeError):
+            logger.exception("recognition failed")
+            return ""
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+_pool: Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def pool(size: int) -> Pool:
+    """The process-wide pool (its size fixed by the first call)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = Pool(size)
+        return _pool
