@@ -136,10 +136,12 @@ def recognizer_for_agent(
     except Exception:
         logger.exception("the agent's language model could not be built; using the general model")
         model = None
-    workers = settings.ASR_WORKERS if workers is None else workers
-    if workers > 0:
-        return RemoteRecognizer(asr_workers.pool(workers), model)
-    return Recognizer(model)
+    return _recognizer(model, settings.ASR_WORKERS if workers is None else workers)
+
+
+def _recognizer(model: LanguageModel | None, workers: int) -> Recognizer | RemoteRecognizer:
+    """In a worker process of the pool when `workers` > 0, else in this process."""
+    return RemoteRecognizer(asr_workers.pool(workers), model) if workers > 0 else Recognizer(model)
 
 
 _preloaded = threading.Event()
@@ -152,12 +154,9 @@ def preload() -> None:
         return
     language_model.known_words()
     language_model.general_lines()
-    model = language_model.language_model([], [])
     if settings.ASR_WORKERS > 0:
         asr_workers.pool(settings.ASR_WORKERS).start()
-        recognizer: Recognizer | RemoteRecognizer = RemoteRecognizer(asr_workers.pool(settings.ASR_WORKERS), model)
-    else:
-        recognizer = Recognizer(model)
+    recognizer = _recognizer(language_model.language_model([], []), settings.ASR_WORKERS)
     recognizer.start()
     recognizer.feed(b"\x00\x00" * (SAMPLE_RATE // 10))
     recognizer.finish()

@@ -104,29 +104,29 @@ class Worker:
         for future in pending:
             future.set_exception(RecognitionUnavailable("the recognition worker stopped"))
 
-    def post(self, op: str, session: int, argument: Any = None) -> None:
-        if not self.alive:
-            raise RecognitionUnavailable("the recognition worker stopped")
+    def _send(self, message: tuple[str, int, int, Any]) -> None:
         with self._send_lock:
             try:
-                self._conn.send((op, 0, session, argument))
+                self._conn.send(message)
             except (OSError, ValueError) as exc:
                 self.alive = False
                 raise RecognitionUnavailable("the recognition worker stopped") from exc
 
+    def post(self, op: str, session: int, argument: Any = None) -> None:
+        """Send without waiting for an answer."""
+        if not self.alive:
+            raise RecognitionUnavailable("the recognition worker stopped")
+        self._send((op, 0, session, argument))
+
     def call(self, op: str, session: int, timeout: float = FINISH_TIMEOUT_SECONDS) -> str:
+        """Send and wait for the worker's answer."""
         future: Future[str] = Future()
         request = next(self._ids)
         with self._replies_lock:
             if not self.alive:
                 raise RecognitionUnavailable("the recognition worker stopped")
             self._replies[request] = future
-        with self._send_lock:
-            try:
-                self._conn.send((op, request, session, None))
-            except (OSError, ValueError) as exc:
-                self.alive = False
-                raise RecognitionUnavailable("the recognition worker stopped") from exc
+        self._send((op, request, session, None))
         try:
             return future.result(timeout)
         except FutureTimeout:
@@ -146,23 +146,24 @@ class Pool:
         self._lock = threading.Lock()
         self._sessions = itertools.count(1)
 
+    def _replenish(self) -> list[Worker]:
+        """Drop dead workers and start new ones up to the pool's size (caller holds the lock)."""
+        self._workers = [worker for worker in self._workers if worker.alive]
+        while len(self._workers) < self.size:
+            self._workers.append(Worker())
+        return self._workers
+
     def start(self) -> None:
         """Start the workers and wait until each answers (they import PocketSphinx)."""
         with self._lock:
-            self._workers = [worker for worker in self._workers if worker.alive]
-            while len(self._workers) < self.size:
-                self._workers.append(Worker())
-            workers = list(self._workers)
+            workers = list(self._replenish())
         for worker in workers:
             worker.call("ping", 0, timeout=60)
 
     def checkout(self) -> tuple[Worker, int]:
         """The least busy live worker (replacing dead ones) and a new session number."""
         with self._lock:
-            self._workers = [worker for worker in self._workers if worker.alive]
-            while len(self._workers) < self.size:
-                self._workers.append(Worker())
-            worker = min(self._workers, key=lambda candidate: candidate.sessions)
+            worker = min(self._replenish(), key=lambda candidate: candidate.sessions)
             worker.sessions += 1
             return worker, next(self._sessions)
 
@@ -187,7 +188,7 @@ class RemoteRecognizer:
     def __init__(self, pool: Pool, model: LanguageModel | None) -> None:
         self.model = model
         self._worker, self._session = pool.checkout()
-        self._finalizer = weakref.finalize(self, _release, self._worker, self._session)
+        weakref.finalize(self, _release, self._worker, self._session)  # the session ends with the object
         self._broken = False
         self._send("open", model)
 
@@ -214,9 +215,6 @@ class RemoteRecognizer:
         except (RecognitionUnavailable, FutureTimeout, RuntimeError):
             logger.exception("recognition failed")
             return ""
-
-    def close(self) -> None:
-        self._finalizer()
 
 
 _pool: Pool | None = None

@@ -102,13 +102,15 @@ _DAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
 
 
 @functools.cache
+def _corpus_text() -> str:
+    """corpus/en.txt, read once per process (it is part of every model's cache key)."""
+    return CORPUS.read_text(encoding="utf-8")
+
+
+@functools.cache
 def general_lines() -> tuple[str, ...]:
     """corpus/en.txt and the generated numbers, dates, times and spellings (deterministic)."""
-    lines = [
-        line.strip().lower()
-        for line in CORPUS.read_text(encoding="utf-8").splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
+    lines = [line.strip().lower() for line in _corpus_text().splitlines() if line.strip() and not line.startswith("#")]
     generated = [num2words(n) for n in range(0, 101)]
     generated += [num2words(n) for n in (*range(200, 1001, 100), 1500, 2000, 5000, 10000, 100000, 1000000)]
     generated += [num2words(n, to="ordinal") for n in range(1, 32)]
@@ -234,7 +236,7 @@ def language_model(agent_texts: Iterable[str], vocabulary_texts: Iterable[str] =
         "v1",
         str(DISCOUNT_MASS),
         str(AGENT_WEIGHT),
-        CORPUS.read_text(encoding="utf-8"),
+        _corpus_text(),
         *agent_texts,
         "\x00",
         *vocabulary_texts,
