@@ -6,7 +6,6 @@ import subprocess
 import sys
 import uuid
 
-import numpy as np
 import pytest
 from django.conf import settings
 
@@ -135,13 +134,6 @@ def test_lazy_reexport_is_the_same_search(owner, make_agent):
 def test_package_import_does_not_load_models():
     code = "import sys, knowledge; assert 'knowledge.models' not in sys.modules; assert callable(knowledge.__getattr__)"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=settings.BASE_DIR)
-
-
-def test_embed_is_normalized_float32_384():
-    vectors = embed(["hello world", "a second, longer sentence about routers"])
-    assert vectors.dtype == np.float32 and vectors.shape == (2, 384)
-    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    assert embed([]).shape == (0, 384)
 
 
 def test_agent_knowledge_texts_are_the_ready_chunks_of_the_agent(owner, make_agent):
