@@ -188,13 +188,16 @@ def search(agent: Any, query: str, k: int = 5) -> list[SearchHit]:
     vectors = _vectors(agent_pk)
     if vectors is None or len(vectors.ids) == 0:
         return []
+    # The keyword matches are read first: right after an ONNX Runtime call its worker thread still spins
+    # for a moment and a database round trip waits for a core, so only the hits' read follows it.
+    terms = query_terms(query)
+    matches = _term_matches(agent_pk, terms) if terms else {}
     # One ONNX Runtime call embeds the query and multiplies the agent's matrix by it (exact cosine
     # similarity over every chunk). Measured: a second thread pool (BLAS) spinning beside ONNX Runtime's
     # doubles the time of both, and running this beside the keyword query is slower on 2 cores.
     scores = embed_and_score(query, vectors.matrix)
-    terms = query_terms(query)
-    if terms:
-        scores += KEYWORD_WEIGHT * _keyword_scores(vectors, _term_matches(agent_pk, terms))
+    if matches:
+        scores += KEYWORD_WEIGHT * _keyword_scores(vectors, matches)
 
     count = min(k, len(scores))
     best = np.argpartition(scores, len(scores) - count)[len(scores) - count :]
