@@ -132,6 +132,12 @@ def preload_in_background() -> threading.Thread | None:
             ensure_preloaded(kit)
         except Exception:
             logger.exception("voice engine preload failed; sessions will retry")
+        try:
+            from knowledge.embeddings import session
+
+            session()  # the search_knowledge tool's model (exported on the first start of a machine)
+        except Exception:
+            logger.exception("knowledge embedding model preload failed; the first search will retry")
 
     thread = threading.Thread(target=run, name="voice-preload", daemon=True)
     thread.start()

@@ -4,6 +4,7 @@ messages out, and the call record in the database."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -350,3 +351,17 @@ async def test_a_caller_that_sends_no_audio_is_disconnected_and_the_call_complet
     assert h.transport.closed == (4408, "no caller audio")
     call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
     assert call.status == "completed"
+
+
+def test_server_start_preload_warms_the_voice_kit_and_the_knowledge_model(monkeypatch):
+    from knowledge import embeddings
+    from realtime.engine import voice
+
+    loaded = []
+    kit = dataclasses.replace(make_kit()[0], preload=lambda: loaded.append("voice"))
+    monkeypatch.setattr(voice, "voice_kit", lambda: kit)
+    monkeypatch.setattr(voice, "_preloaded", set())
+    monkeypatch.setattr(embeddings, "_session", None)
+    voice.preload_in_background().join(timeout=120)
+    assert loaded == ["voice"]
+    assert embeddings._session is not None
