@@ -348,6 +348,12 @@ def test_end_silence_window_follows_the_argument_and_the_setting(padded_speech: 
         ("Code 04521", ["code zero four five two one"]),
         ("The hall seats 1,200 guests", ["the hall seats one thousand two hundred guests"]),
         ("50% off & free", ["fifty percent off and free"]),
+        (
+            "Tickets cost $20, or $1,250 for a box",
+            ["tickets cost twenty dollars or one thousand two hundred and fifty dollars for a box"],
+        ),
+        ("Only €4.50 or $1.01", ["only four euros fifty cents or one dollar one cent"]),
+        ("£3.99 each", ["three pounds ninety nine pence each"]),
         ("Hello there. How are you?\nFine: thanks", ["hello there", "how are you", "fine", "thanks"]),
     ],
 )

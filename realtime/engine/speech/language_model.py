@@ -54,6 +54,9 @@ _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE)
 _TIME = re.compile(r"\b(\d{1,2}):(\d{2})\b")
 _NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")  # 1,500 is one number
 _SYMBOLS = {"%": " percent ", "&": " and ", "@": " at ", "+": " plus ", "$": " dollars ", "€": " euros "}
+# "$20" is said "twenty dollars", "€4.50" "four euros fifty": the unit follows the amount.
+_CURRENCIES = {"$": ("dollar", "cent"), "€": ("euro", "cent"), "£": ("pound", "penny")}
+_MONEY = re.compile(r"([$€£])\s?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{2}))?(?!\d)")
 _NOT_WORD = re.compile(r"[^a-z' ]+")
 
 
@@ -68,6 +71,15 @@ def _number_words(match: re.Match[str]) -> str:
     if not grouped and len(text) == 4 and 1100 <= value <= 2099:
         return " " + num2words(value, to="year") + " "
     return " " + num2words(value) + " "
+
+
+def _money_words(match: re.Match[str]) -> str:
+    unit, fraction = _CURRENCIES[match.group(1)]
+    amount = int(match.group(2).replace(",", ""))
+    words = f"{num2words(amount)} {unit if amount == 1 else unit + 's'}"
+    if cents := int(match.group(3) or 0):
+        words += f" {num2words(cents)} {fraction if cents == 1 else ('pence' if fraction == 'penny' else 'cents')}"
+    return f" {words} "
 
 
 def _time_words(match: re.Match[str]) -> str:
@@ -85,6 +97,7 @@ def word_lines(text: str) -> list[str]:
     for sentence in _SENTENCES.split(text):
         sentence = _TIME.sub(_time_words, sentence)
         sentence = _ORDINAL.sub(lambda m: " " + num2words(int(m.group(1)), to="ordinal") + " ", sentence)
+        sentence = _MONEY.sub(_money_words, sentence)
         sentence = _NUMBER.sub(_number_words, sentence)
         for symbol, words in _SYMBOLS.items():
             sentence = sentence.replace(symbol, words)
@@ -233,7 +246,7 @@ def language_model(agent_texts: Iterable[str], vocabulary_texts: Iterable[str] =
     agent_texts, vocabulary_texts = list(agent_texts), list(vocabulary_texts)
     digest = hashlib.sha256()
     for text in [
-        "v1",
+        "v2",  # bump when word_lines or the way models are built changes
         str(DISCOUNT_MASS),
         str(AGENT_WEIGHT),
         _corpus_text(),
