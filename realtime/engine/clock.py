@@ -29,8 +29,12 @@ class LoopClock:
         if wake.is_set() or delay <= 0:
             await asyncio.sleep(0)
             return
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns normally when the task is
+        # cancelled in the same loop turn as `wake` is set, so a stage cancelled by stop() would go on
+        # forever (seen: a call left `active` after the caller hung up during the greeting).
         try:
-            await asyncio.wait_for(wake.wait(), timeout=delay if delay != float("inf") else None)
+            async with asyncio.timeout(delay if delay != float("inf") else None):
+                await wake.wait()
         except TimeoutError:
             pass
 
