@@ -373,8 +373,12 @@ def _arpa_unigrams(model: language_model.LanguageModel) -> set[str]:
     return {line.split()[1] for line in section.splitlines() if len(line.split()) >= 2}
 
 
-def test_the_model_holds_the_agents_words_and_only_known_ones(lm_cache: Path) -> None:
-    agent_texts = ["Ava", "Recommend the risotto and the paella to every guest, and call the sommelier."]
+def test_the_model_holds_the_agents_words_and_only_sayable_ones(lm_cache: Path) -> None:
+    agent_texts = [
+        "Ava",
+        "Recommend the risotto and the paella to every guest, and call the sommelier.",
+        "Never say supercalifragilisticexpialidocious.",
+    ]
     vocabulary = ["order_dessert", "The tiramisu is made fresh every day."]
     model = language_model.language_model(agent_texts, vocabulary)
     assert Path(model.lm).parent == lm_cache and Path(model.dict).parent == lm_cache
@@ -382,9 +386,14 @@ def test_the_model_holds_the_agents_words_and_only_known_ones(lm_cache: Path) ->
     unigrams = _arpa_unigrams(model)
     for word in ("risotto", "tiramisu", "dessert", "recommend", "book", "tomorrow", "seven"):
         assert word in words and word in unigrams, word
-    # Words the pronunciation dictionary does not know are left out: the recognizer could not say them.
+    # Words the CMU dictionary lacks get eSpeak NG's pronunciation, in the acoustic model's phones.
     for word in ("paella", "sommelier"):
-        assert word not in words and word not in unigrams, word
+        assert word in words and word in unigrams, word
+    dictionary = Path(model.dict).read_text(encoding="utf-8").splitlines()
+    assert "paella P AY EY AH" in dictionary
+    assert "risotto R IY S AO T OW" in dictionary  # a word the CMU dictionary has keeps its entry
+    # A word no pronunciation is made for (over 30 letters) is left out: the recognizer could not say it.
+    assert "supercalifragilisticexpialidocious" not in words | unigrams
     assert model.words == len(words) == len(unigrams - {"<s>", "</s>"})
 
     plain = language_model.language_model(["Ava", "Help callers with their orders."], [])
@@ -487,6 +496,19 @@ def test_a_dish_from_the_agents_vocabulary_is_recognized(module_lm_cache: Path) 
     speech = to_16k(tts.synthesize("I would like the mushroom risotto.", language="en-US", voice_name="leo"))
     heard = recognize(with_menu, speech)
     assert "risotto" in heard.split(), heard
+
+
+def test_a_dish_the_pronunciation_dictionary_lacks_is_recognized(module_lm_cache: Path) -> None:
+    """ "paella" is not in the CMU dictionary: its pronunciation comes from eSpeak NG's rules."""
+    assert "paella" not in language_model.known_words()
+    vocabulary = ["order_dish", "Orders a dish from the menu.", "dishName", "paella", "risotto", "calamari"]
+    with_menu = asr.recognizer_for_agent(AgentStandIn(), vocabulary_texts=vocabulary)
+    assert with_menu is not None
+    # eSpeak NG does not say a sentence the same way twice and synthetic speech is hard for the acoustic
+    # model (measured: "paella" heard in 5-7 of 8 tries of each sentence with this voice), so six tries.
+    sentences = ["I would like the seafood paella.", "I would like the paella.", "One paella, please."] * 2
+    heard = [recognize(with_menu, to_16k(tts.synthesize(s, language="en-US", voice_name="eve"))) for s in sentences]
+    assert sum("paella" in text.split() for text in heard) >= 2, heard
 
 
 def test_finish_without_start_and_silence_give_no_words(module_lm_cache: Path) -> None:

@@ -23,8 +23,8 @@ import random
 import re
 import tempfile
 import threading
-from collections import OrderedDict
-from collections.abc import Iterable
+from collections import ChainMap, OrderedDict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,10 +180,51 @@ def known_words() -> set[str]:
     return set(_pronunciations())
 
 
+# eSpeak NG's English phoneme names (stress marks removed) as the CMU phones of the acoustic model.
+_ESPEAK_TO_CMU = {
+    **{p: p.upper() for p in "b d f g k l m n p r s t v w z".split()},
+    "h": "HH", "j": "Y", "N": "NG", "T": "TH", "D": "DH", "S": "SH", "Z": "ZH", "tS": "CH", "dZ": "JH",
+    "t#": "T", "t2": "T", "x": "K", "n-": "AH N", "r-": "ER", "@L": "AH L", "l/": "L", "m-": "AH M",
+    "a": "AE", "aa": "AE", "a#": "AH", "A:": "AA", "A@": "AA R", "A~": "AA N", "0": "AA", "V": "AH",
+    "@": "AH", "@-": "AH", "@2": "AH", "@5": "AH", "3": "ER", "3:": "ER", "E": "EH", "e": "EH", "e@": "EH R",
+    "eI": "EY", "I": "IH", "I2": "IH", "I#": "IH", "i": "IY", "i:": "IY", "i@": "IY AH", "i@3": "IH R",
+    "O": "AO", "O:": "AO", "O2": "AO", "O@": "AO R", "o@": "AO R", "OI": "OY", "oU": "OW", "o": "OW",
+    "U": "UH", "U@": "UH R", "u": "UW", "u:": "UW", "aI": "AY", "aI@": "AY ER", "aI3": "AY ER", "aU": "AW",
+}  # fmt: skip
+_SILENT_PHONEMES = {";", "?", "_", "_:", "||", "|"}
+MAX_GUESSED_WORDS = 2000
+_GUESSABLE = re.compile(r"[a-z]{2,30}")
+
+
+def guessed_pronunciations(words: Iterable[str]) -> dict[str, list[str]]:
+    """Dictionary entries for words the CMU dictionary lacks, from eSpeak NG's English rules ("paella"
+    -> "paella P AY EY AH"), so that an agent's own names and terms can be recognized. A word with a
+    phoneme that has no CMU counterpart is left out."""
+    from realtime.engine.speech import tts
+
+    wanted = [word for word in dict.fromkeys(words) if _GUESSABLE.fullmatch(word)][:MAX_GUESSED_WORDS]
+    entries: dict[str, list[str]] = {}
+    for word, spoken in tts.phonemes(wanted).items():
+        phones = []
+        for name in spoken.split():
+            name = name.lstrip("',%=")
+            if name in _SILENT_PHONEMES or not name:
+                continue
+            if name not in _ESPEAK_TO_CMU:
+                phones = []
+                break
+            for phone in _ESPEAK_TO_CMU[name].split():
+                if not (phone == "R" and phones and phones[-1] == "R"):  # "o@ r" is one R
+                    phones.append(phone)
+        if phones:
+            entries[word] = [f"{word} {' '.join(phones)}"]
+    return entries
+
+
 # --- building ------------------------------------------------------------------------------------
 
 
-def _in_vocabulary(lines: Iterable[str], known: dict[str, list[str]]) -> list[str]:
+def _in_vocabulary(lines: Iterable[str], known: Mapping[str, list[str]]) -> list[str]:
     """Each line split into runs of known words (an unknown word breaks the line: no n-gram spans it)."""
     kept = []
     for line in lines:
@@ -203,8 +244,7 @@ def build_texts(agent_texts: Iterable[str], vocabulary_texts: Iterable[str]) -> 
     """(ARPA text, dictionary text, word count) for an agent's texts and its vocabulary texts."""
     from pocketsphinx.lm import ArpaBoLM
 
-    known = _pronunciations()
-    agent_lines = _in_vocabulary((line for text in agent_texts for line in word_lines(text)), known)
+    agent_lines = [line for text in agent_texts for line in word_lines(text)]
     budget, vocabulary_lines = MAX_VOCABULARY_CHARS, []
     for text in vocabulary_texts:
         if budget <= 0:
@@ -212,6 +252,10 @@ def build_texts(agent_texts: Iterable[str], vocabulary_texts: Iterable[str]) -> 
         text = text[:budget]
         budget -= len(text)
         vocabulary_lines += word_lines(text)
+    dictionary_entries = _pronunciations()
+    unknown = (word for line in [*agent_lines, *vocabulary_lines] for word in line.split())
+    known = ChainMap(guessed_pronunciations(w for w in unknown if w not in dictionary_entries), dictionary_entries)
+    agent_lines = _in_vocabulary(agent_lines, known)
     vocabulary_lines = _in_vocabulary(vocabulary_lines, known)
     corpus = "\n".join([*general_lines(), *agent_lines * AGENT_WEIGHT, *vocabulary_lines])
     model = ArpaBoLM(text=corpus, add_start=True, discount_mass=DISCOUNT_MASS)
@@ -246,7 +290,7 @@ def language_model(agent_texts: Iterable[str], vocabulary_texts: Iterable[str] =
     agent_texts, vocabulary_texts = list(agent_texts), list(vocabulary_texts)
     digest = hashlib.sha256()
     for text in [
-        "v2",  # bump when word_lines or the way models are built changes
+        "v3",  # bump when word_lines or the way models are built changes
         str(DISCOUNT_MASS),
         str(AGENT_WEIGHT),
         _corpus_text(),

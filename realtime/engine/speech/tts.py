@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ OUTPUT_RATE = 24000
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _INITIALIZE_DONT_EXIT = 0x8000
 _CHARS_UTF8 = 1
+_PHONEMES_SPACE_SEPARATED = ord(" ") << 8  # eSpeak's ASCII phoneme names, a space between phonemes
 _POS_CHARACTER = 1
 _PARAM_RATE = 1
 _PARAM_PITCH = 3
@@ -83,6 +85,8 @@ class _Espeak:
             ctypes.c_void_p,
         ]
         self.lib.espeak_Synth.restype = ctypes.c_int
+        self.lib.espeak_TextToPhonemes.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_int]
+        self.lib.espeak_TextToPhonemes.restype = ctypes.c_char_p
         data = espeakng_loader.get_data_path().encode()
         self.sample_rate = self.lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, data, _INITIALIZE_DONT_EXIT)
         if self.sample_rate <= 0:
@@ -113,6 +117,16 @@ class _Espeak:
         if status != 0:
             raise SpeechSynthesisError(f"eSpeak NG failed to synthesize (status {status})")
         return b"".join(self._chunks)
+
+    def phonemes(self, word: str, base_voice: str) -> str:
+        """eSpeak's own phoneme names for `word`, separated by spaces (caller holds the lock)."""
+        if self._voice != (base_voice, ""):
+            if self.lib.espeak_SetVoiceByName(base_voice.encode()) != 0:
+                raise SpeechSynthesisError(f"eSpeak NG has no voice {base_voice}")
+            self._voice = (base_voice, "")
+        text = ctypes.c_char_p(word.encode("utf-8"))
+        result = self.lib.espeak_TextToPhonemes(ctypes.byref(text), _CHARS_UTF8, _PHONEMES_SPACE_SEPARATED)
+        return (result or b"").decode("utf-8", "replace")
 
 
 _engine: _Espeak | None = None
@@ -154,6 +168,16 @@ def synthesize(text: str, *, language: str, voice_name: str) -> bytes:
         return b""
     resampled = soxr.resample(samples, engine.sample_rate, OUTPUT_RATE, quality="HQ")
     return np.clip(resampled, -32768, 32767).astype("<i2").tobytes()
+
+
+def phonemes(words: Iterable[str], base_voice: str = "en-us") -> dict[str, str]:
+    """How eSpeak NG would say each word, as its ASCII phoneme names ("paella" -> "p aI 'eI @")."""
+    engine = _espeak()
+    spoken = {}
+    for word in words:
+        with engine.lock:  # per word: speech synthesis for a live call waits for one word at most
+            spoken[word] = engine.phonemes(word, base_voice)
+    return spoken
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
