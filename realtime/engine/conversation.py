@@ -46,6 +46,9 @@ MAX_PENDING_INPUT = 500  # chunks waiting for the listener (about 10 s of 20 ms 
 COALESCE_BYTES = 8000  # the listener takes waiting chunks together, up to 250 ms of audio
 CLOSE_NO_AUDIO = 4408  # the caller sent no audio for REALTIME_INPUT_IDLE_SECONDS
 INPUT_BURST_SECONDS = 3.0  # how far a caller's audio may run ahead of real time (network bursts)
+# How long stop() waits for the cancelled stages before it finishes the call anyway: a stage that
+# does not end when cancelled (a bug) must not leave the call `active` and the socket open.
+STOP_GRACE_SECONDS = 5.0
 
 
 class ToolRunner(Protocol):
@@ -519,5 +522,13 @@ class Conversation:
         tasks = [task for task in self._tasks if task is not current]
         for task in tasks:
             task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        if not tasks:
+            return
+        done, pending = await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)
+        for task in done:
+            if not task.cancelled():
+                task.exception()  # retrieved: a stage's failure during stop is not worth a second report
+        if pending:
+            names = sorted(task.get_name() for task in pending)
+            logger.error("conversation stages did not stop when cancelled: %s", ", ".join(names))
+            self.recorder.log("error", "engine stages did not stop; the call was ended anyway", stages=names)

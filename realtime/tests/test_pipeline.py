@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
+from realtime.engine import conversation as conversation_module
 from realtime.engine.brain import TextPiece, ToolRequest, Turn
 from realtime.engine.brain.embedded import EmbeddedBrain
 from realtime.engine.clock import ManualClock, settle
@@ -313,6 +314,38 @@ async def test_stop_keeps_the_heard_part_of_a_running_answer(agent):
     assert call.status == "completed"
     (role, text), *_ = await messages(call)
     assert role == "assistant" and DISCLOSURE.startswith(text) and 3 <= len(text.split()) <= 8
+
+
+async def test_a_stage_that_ignores_cancellation_does_not_keep_the_call_open(agent, monkeypatch):
+    monkeypatch.setattr(conversation_module, "STOP_GRACE_SECONDS", 0.2)
+    released = asyncio.Event()
+
+    async def stubborn_watchdog(self) -> None:
+        while not released.is_set():
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                continue  # the kind of bug that once left calls `active` after a hang-up
+
+    monkeypatch.setattr(Conversation, "_watchdog", stubborn_watchdog)
+    h = Harness(agent)
+    await h.start()
+    await h.feed(silence(100))
+    stubborn = next(task for task in h.conversation._tasks if task.get_name().startswith("watchdog-"))
+    try:
+        call = await asyncio.wait_for(h.stop(), 10)
+        assert call.status == "completed" and call.ended_at is not None
+        await sync_to_async(flush_agent_logs)()
+        logged = await sync_to_async(list)(
+            AgentLog.objects.filter(session_id=h.recorder.session_id).values_list("content", flat=True)
+        )
+        entry = next(e for e in logged if e["message"] == "engine stages did not stop; the call was ended anyway")
+        assert entry["stages"] == [stubborn.get_name()]
+    finally:
+        released.set()
+        stubborn.cancel()
+        await asyncio.wait({stubborn}, timeout=2)
+    assert stubborn.done()
 
 
 async def test_a_voice_engine_that_is_not_available_refuses_the_session(agent, settings):
