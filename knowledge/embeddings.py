@@ -140,12 +140,17 @@ def session() -> onnxruntime.InferenceSession:
     return _session
 
 
+def _load_tokenizer() -> Tokenizer:
+    """The model's own word-piece tokenizer (Rust, no torch), a new instance to configure."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(os.path.join(model_dir(), "tokenizer.json"))
+
+
 @lru_cache(maxsize=1)
 def _model_tokenizer() -> Tokenizer:
     """The tokenizer as sentence-transformers runs it: truncated to the model's limit, padded per batch."""
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(os.path.join(model_dir(), "tokenizer.json"))
+    tok = _load_tokenizer()
     tok.enable_truncation(MAX_MODEL_TOKENS)
     tok.enable_padding()
     return tok
@@ -185,10 +190,8 @@ def embed_and_score(query: str, matrix: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def tokenizer() -> Tokenizer:
-    """The model's own word-piece tokenizer (Rust, no torch), to size chunks in model tokens."""
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(os.path.join(model_dir(), "tokenizer.json"))
+    """The tokenizer without truncation or padding, to size chunks in model tokens."""
+    tok = _load_tokenizer()
     tok.no_truncation()
     tok.no_padding()
     return tok

@@ -72,6 +72,11 @@ def _current_version(agent_pk: Any) -> uuid.UUID | None:
     return AgentKnowledgeIndex.objects.filter(agent_id=agent_pk).values_list("version", flat=True).first()
 
 
+def _agent_param(agent_pk: Any) -> Any:
+    """The agent id as a raw SQL parameter of this database."""
+    return KnowledgeChunk._meta.get_field("agent").get_db_prep_value(agent_pk, connection)
+
+
 def _stored_vectors(agent_pk: Any) -> list[tuple[int, bytes]]:
     """(chunk id, embedding bytes) of the agent's chunks in id order."""
     if connection.vendor == "postgresql":
@@ -80,10 +85,11 @@ def _stored_vectors(agent_pk: Any) -> list[tuple[int, bytes]]:
         import psycopg
 
         connection.ensure_connection()
-        agent_param = KnowledgeChunk._meta.get_field("agent").get_db_prep_value(agent_pk, connection)
         with psycopg.Cursor(connection.connection) as cursor:
             cursor.execute(
-                "SELECT id, embedding FROM knowledge_chunk WHERE agent_id = %s ORDER BY id", [agent_param], binary=True
+                "SELECT id, embedding FROM knowledge_chunk WHERE agent_id = %s ORDER BY id",
+                [_agent_param(agent_pk)],
+                binary=True,
             )
             return cursor.fetchall()
     return list(KnowledgeChunk.objects.filter(agent_id=agent_pk).order_by("id").values_list("id", "embedding"))
@@ -130,7 +136,7 @@ def query_terms(query: str) -> list[str]:
 def _term_matches(agent_pk: Any, terms: list[str]) -> dict[str, list[int]]:
     """For each term, the ids of the agent's chunks that contain it (database full-text, stemmed), at
     most COMMON_TERM_LIMIT + 1 of them: a term found more often is too common to tell chunks apart."""
-    agent_param = KnowledgeChunk._meta.get_field("agent").get_db_prep_value(agent_pk, connection)
+    agent_param = _agent_param(agent_pk)
     limit = COMMON_TERM_LIMIT + 1
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":

@@ -52,11 +52,16 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SENTENCES = re.compile(r"[.!?;:\n\r]+(?:\s|$)|\n")
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.IGNORECASE)
 _TIME = re.compile(r"\b(\d{1,2}):(\d{2})\b")
-_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")  # 1,500 is one number
+_AMOUNT = r"\d{1,3}(?:,\d{3})+|\d+"  # 1,500 is one number
+_NUMBER = re.compile(rf"(?:{_AMOUNT})(?:\.\d+)?")
 _SYMBOLS = {"%": " percent ", "&": " and ", "@": " at ", "+": " plus ", "$": " dollars ", "€": " euros "}
 # "$20" is said "twenty dollars", "€4.50" "four euros fifty": the unit follows the amount.
-_CURRENCIES = {"$": ("dollar", "cent"), "€": ("euro", "cent"), "£": ("pound", "penny")}
-_MONEY = re.compile(r"([$€£])\s?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{2}))?(?!\d)")
+_CURRENCIES = {  # symbol: (unit, units, fraction, fractions)
+    "$": ("dollar", "dollars", "cent", "cents"),
+    "€": ("euro", "euros", "cent", "cents"),
+    "£": ("pound", "pounds", "penny", "pence"),
+}
+_MONEY = re.compile(rf"([$€£])\s?({_AMOUNT})(?:\.(\d{{2}}))?(?!\d)")
 _NOT_WORD = re.compile(r"[^a-z' ]+")
 
 
@@ -74,11 +79,11 @@ def _number_words(match: re.Match[str]) -> str:
 
 
 def _money_words(match: re.Match[str]) -> str:
-    unit, fraction = _CURRENCIES[match.group(1)]
+    unit, units, fraction, fractions = _CURRENCIES[match.group(1)]
     amount = int(match.group(2).replace(",", ""))
-    words = f"{num2words(amount)} {unit if amount == 1 else unit + 's'}"
+    words = f"{num2words(amount)} {unit if amount == 1 else units}"
     if cents := int(match.group(3) or 0):
-        words += f" {num2words(cents)} {fraction if cents == 1 else ('pence' if fraction == 'penny' else 'cents')}"
+        words += f" {num2words(cents)} {fraction if cents == 1 else fractions}"
     return f" {words} "
 
 

@@ -103,11 +103,7 @@ class _Espeak:
 
     def synthesize(self, text: str, base_voice: str, profile: VoiceProfile) -> bytes:
         """PCM16 at self.sample_rate (caller holds the lock)."""
-        if self._voice != (base_voice, profile.variant):
-            name = f"{base_voice}+{profile.variant}" if profile.variant else base_voice
-            if self.lib.espeak_SetVoiceByName(name.encode()) != 0:
-                raise SpeechSynthesisError(f"eSpeak NG has no voice {name}")
-            self._voice = (base_voice, profile.variant)
+        self._use_voice(base_voice, profile.variant)
         for parameter, value in ((_PARAM_RATE, profile.rate), (_PARAM_PITCH, profile.pitch)):
             self.lib.espeak_SetParameter(parameter, value, 0)
         self.lib.espeak_SetParameter(_PARAM_RANGE, profile.pitch_range, 0)
@@ -118,12 +114,16 @@ class _Espeak:
             raise SpeechSynthesisError(f"eSpeak NG failed to synthesize (status {status})")
         return b"".join(self._chunks)
 
+    def _use_voice(self, base_voice: str, variant: str) -> None:
+        if self._voice != (base_voice, variant):
+            name = f"{base_voice}+{variant}" if variant else base_voice
+            if self.lib.espeak_SetVoiceByName(name.encode()) != 0:
+                raise SpeechSynthesisError(f"eSpeak NG has no voice {name}")
+            self._voice = (base_voice, variant)
+
     def phonemes(self, word: str, base_voice: str) -> str:
         """eSpeak's own phoneme names for `word`, separated by spaces (caller holds the lock)."""
-        if self._voice != (base_voice, ""):
-            if self.lib.espeak_SetVoiceByName(base_voice.encode()) != 0:
-                raise SpeechSynthesisError(f"eSpeak NG has no voice {base_voice}")
-            self._voice = (base_voice, "")
+        self._use_voice(base_voice, "")
         text = ctypes.c_char_p(word.encode("utf-8"))
         result = self.lib.espeak_TextToPhonemes(ctypes.byref(text), _CHARS_UTF8, _PHONEMES_SPACE_SEPARATED)
         return (result or b"").decode("utf-8", "replace")
