@@ -55,6 +55,39 @@ class CallRecorder:
         call, at = self.call, occurred_at or timezone.now()
         self._writes.put_nowait(lambda: calls.aappend_message(call=call, role=role, content=text, occurred_at=at))
 
+    def tool_invocation(
+        self,
+        *,
+        tool_name: str,
+        request: dict[str, Any],
+        response: str,
+        status: str,
+        duration_ms: int,
+        agent_tool_id: Any = None,
+    ) -> None:
+        """Queue one tool invocation for the call record (written in order, without blocking)."""
+        if self.call is None or self._finished:
+            return
+        call = self.call
+        self._writes.put_nowait(
+            lambda: calls.arecord_tool_invocation(
+                call=call,
+                tool_name=tool_name,
+                request=request,
+                response=response,
+                status=status,
+                duration_ms=duration_ms,
+                agent_tool_id=agent_tool_id,
+            )
+        )
+
+    def llm_usage(self, *, provider: str, model: str, **figures: Any) -> None:
+        """Queue one model request's usage (input_tokens, output_tokens, input/output_audio_seconds)."""
+        if self.call is None or self._finished:
+            return
+        call = self.call
+        self._writes.put_nowait(lambda: calls.arecord_llm_usage(call=call, provider=provider, model=model, **figures))
+
     async def finish(self, status: str) -> Call | None:
         """Write what is queued, then close the call (idempotent)."""
         if self.call is None or self._finished:
