@@ -1,5 +1,10 @@
+"""Dashboard: agents (read-only), and through agents/tools/admin.py MCP servers, custom tools and MCP
+tool selections. Django's admin autodiscovery imports only `agents.admin`, so this module imports the
+tools pages: without it they are not registered."""
+
 from django.contrib import admin
 
+import agents.tools.admin  # noqa: F401 - registers the MCP server, custom tool and tool selection pages
 from agents.models import Agent
 
 

@@ -82,6 +82,7 @@ class AgentKnowledgeIndex(models.Model):
 
     class Meta:
         db_table = "knowledge_agent_index"
+        verbose_name_plural = "agent knowledge indexes"
 
     def __str__(self) -> str:
         return f"{self.agent_id} @ {self.version}"

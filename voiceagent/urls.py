@@ -31,4 +31,5 @@ urlpatterns = [
         name="docs",
     ),
     path("", include("telephony.webhook_urls")),
+    path("", include("voiceagent.landing")),
 ]

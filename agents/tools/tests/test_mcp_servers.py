@@ -10,7 +10,6 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-import agents.tools.admin  # noqa: F401 - registers the dashboard pages (agents/admin.py imports it too)
 from agents.models import McpServer
 from agents.tools import services
 from agents.tools.tests.conftest import (
