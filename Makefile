@@ -1,11 +1,16 @@
-# Quickstart: `make run` (set up and serve on 127.0.0.1:8000) and `make test` (set up and run the suite).
+# Quickstart: `make run` (set up and serve on $(HOST):$(PORT), 127.0.0.1:8000 unless set) and `make test` (set up and run the suite).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(REQ_HASH)
+# Where `make run` serves (HOST=0.0.0.0 to accept other machines).
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Realtime voice with nothing configured: unless REALTIME_WS_URL / REALTIME_TOKEN_SECRET are set,
+# `make run` points sessions at ws://$(HOST):$(PORT) and signs tokens with a secret made once and kept
+# in this git-ignored file (like var/secret_key). The service itself still refuses sessions without them.
+REALTIME_SECRET_FILE := var/realtime_token_secret
 
 .PHONY: setup run test lint bench worker clean
 
@@ -22,7 +27,13 @@ $(STAMP): requirements.txt requirements-dev.txt
 run: setup
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py bootstrapdemo
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) voiceagent.asgi:application
+	@test -n "$$REALTIME_TOKEN_SECRET" || test -s $(REALTIME_SECRET_FILE) || \
+		(mkdir -p $(dir $(REALTIME_SECRET_FILE)) && umask 077 && \
+		$(PY) -c 'import secrets; print(secrets.token_urlsafe(48))' > $(REALTIME_SECRET_FILE))
+	@echo "Serving on http://$(HOST):$(PORT)/ (dashboard /admin/, API docs /docs/); voice sessions at $${REALTIME_WS_URL:-ws://$(HOST):$(PORT)}"
+	REALTIME_WS_URL="$${REALTIME_WS_URL:-ws://$(HOST):$(PORT)}" \
+	REALTIME_TOKEN_SECRET="$${REALTIME_TOKEN_SECRET:-$$(cat $(REALTIME_SECRET_FILE))}" \
+		$(VENV)/bin/daphne -b $(HOST) -p $(PORT) voiceagent.asgi:application
 
 test: setup
 	$(PY) manage.py check --fail-level WARNING

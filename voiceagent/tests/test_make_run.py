@@ -1,0 +1,186 @@
+"""The quickstart as a new user runs it: `make run` with nothing configured, in a fresh copy of the
+repository (its own var/, so its own SQLite database, secrets and demo key). The demo key it prints
+creates and activates an agent, a realtime session opens and its socket starts; a knowledge upload
+reaches no message broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from realtime.tests.support import VoiceClient, free_port, is_type
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+# What a fresh clone does not have: the virtualenv (linked instead), run state and caches.
+NOT_COPIED = {".git", ".venv", "var", "staticfiles", ".pytest_cache", ".ruff_cache", "__pycache__"}
+
+
+@dataclass
+class MadeServer:
+    base: str
+    port: int
+    api_key: str
+    log: Path
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        request = urllib.request.Request(
+            self.base + path,
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self.api_key}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+
+def _copy_repository(target: Path) -> None:
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        return {name for name in names if name in NOT_COPIED or name.endswith(".pyc")}
+
+    # copy2 keeps modification times, so make's setup stamp stays newer than the requirements files.
+    shutil.copytree(REPO, target, ignore=ignore, symlinks=True)
+    (target / ".venv").symlink_to(REPO / ".venv")
+
+
+def _wait_until_serving(process: subprocess.Popen[bytes], base: str, log: Path, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"make run exited with {process.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(f"{base}/livez", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"make run did not serve within {timeout} s:\n{log.read_text()[-4000:]}")
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """make, its shell, Daphne and the recognition workers share the process group started here."""
+    group = process.pid
+    for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(group, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                process.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                continue
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def made_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeServer]:
+    checkout = tmp_path_factory.mktemp("first-hour") / "voiceagent"
+    _copy_repository(checkout)
+    # Nothing configured: not DATABASE_URL or REDIS_URL of a CI run, not the REALTIME_* variables.
+    env = {"PATH": os.environ["PATH"]}
+    up_to_date = subprocess.run(["make", "-q", "setup"], cwd=checkout, env=env, check=False)
+    if up_to_date.returncode != 0:
+        pytest.fail("`make run` would reinstall the virtualenv; run `make setup` first")
+    port = free_port()
+    log = checkout.parent / "make-run.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            ["make", "run", "HOST=127.0.0.1", f"PORT={port}"],
+            cwd=checkout,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_until_serving(process, base, log)
+        demo = json.loads((checkout / "var" / "demo.json").read_text())
+        assert demo["apiKey"] in log.read_text()  # printed for the user
+        yield MadeServer(base=base, port=port, api_key=demo["apiKey"], log=log)
+    finally:
+        _stop_group(process)
+
+
+@pytest.fixture(scope="module")
+def active_agent_id(made_server: MadeServer) -> str:
+    status, created = made_server.request(
+        "POST",
+        "/public/v1/agents",
+        {
+            "name": "Front desk",
+            "agentType": "static",
+            "instructions": "Answer questions about opening hours.",
+            "greetingType": "static",
+            "staticGreeting": "Hello! How can I help?",
+        },
+    )
+    assert status == 200, created
+    status, agents = made_server.request("GET", "/public/v1/agents")
+    assert status == 200
+    updated_at = next(agent["updatedAt"] for agent in agents if agent["id"] == created["id"])
+    status, body = made_server.request(
+        "PATCH", f"/public/v1/agents/{created['id']}", {"status": "active", "expectedUpdatedAt": updated_at}
+    )
+    assert status == 200, body
+    return created["id"]
+
+
+async def test_make_run_serves_voice_with_nothing_configured(made_server: MadeServer, active_agent_id: str) -> None:
+    status, session = made_server.request("POST", f"/public/v1/agents/{active_agent_id}/realtime-sessions")
+    assert status == 200, session
+    assert session["websocketUrl"].startswith(f"ws://127.0.0.1:{made_server.port}/ws/agents/{active_agent_id}/")
+
+    async with VoiceClient(session["websocketUrl"]) as client:
+        started = await client.wait_for(is_type("session.started"), timeout=180)
+        assert client.messages[started].message["callId"]
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
+
+
+def test_the_realtime_secret_is_made_once_and_kept_private(made_server: MadeServer) -> None:
+    secret = made_server.log.parent / "voiceagent" / "var" / "realtime_token_secret"
+    assert len(secret.read_text().strip()) >= 43
+    assert secret.stat().st_mode & 0o077 == 0
+    assert secret.read_text().strip() not in made_server.log.read_text()
+
+
+def test_a_knowledge_upload_reaches_no_broker(made_server: MadeServer, active_agent_id: str) -> None:
+    before = made_server.log.stat().st_size
+    status, document = made_server.request(
+        "POST",
+        f"/public/v1/agents/{active_agent_id}/knowledge",
+        {"content": "# Opening hours\n\nWe open at nine and close at six on weekdays."},
+    )
+    assert status == 200, document
+    status, documents = made_server.request("GET", f"/public/v1/agents/{active_agent_id}/knowledge")
+    assert [(item["id"], item["status"]) for item in documents] == [(document["id"], "ready")]
+
+    with made_server.log.open("rb") as log:
+        log.seek(before)
+        during = log.read().decode(errors="replace")
+    assert "ingest_document" in during  # the task ran in the server process
+    assert "No hostname was supplied" not in during
+    assert "kombu" not in during
