@@ -200,6 +200,15 @@ VAD_END_SILENCE_MS = env.int("VAD_END_SILENCE_MS", default=500)
 ASR_WORKERS = env.int("ASR_WORKERS", default=2)
 VOICE_ENGINE = _choice("VOICE_ENGINE", "embedded", ("embedded", "realtime"))
 LLM_PROVIDER = _choice("LLM_PROVIDER", "embedded", ("embedded", "openai"))
+# LLM_PROVIDER=openai: any OpenAI-compatible Chat Completions server (OpenAI, Groq, vLLM, llama.cpp, Ollama).
+LLM_BASE_URL = env.str("LLM_BASE_URL", default="https://api.openai.com/v1")
+LLM_API_KEY = env.str("LLM_API_KEY", default="")  # empty for local servers that need none
+LLM_MODEL = env.str("LLM_MODEL", default="")  # required with LLM_PROVIDER=openai
+# The whole model request, streamed answer included (time waiting on the server).
+LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=15.0)
+# A cap on the tokens of one answer (0: none); spoken answers are short.
+LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=300)
+LLM_TEMPERATURE = env.float("LLM_TEMPERATURE", default=None)  # unset: the server's default
 
 # --- calls: history, billing, agent runtime logs (calls/) -------------------------------------
 # An active call with no message, tool call or model turn for this long is closed as failed.
