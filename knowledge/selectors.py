@@ -59,3 +59,8 @@ def agent_knowledge_texts(*, agent_id: Any) -> list[str]:
         .order_by("document__created_at", "document_id", "position")
         .values_list("text", flat=True)
     )
+
+
+def agent_has_ready_documents(*, agent_id: Any) -> bool:
+    """Whether the agent has at least one `ready` knowledge document (search_knowledge is offered)."""
+    return KnowledgeDocument.objects.filter(agent_id=agent_id, status=DocumentStatus.READY).exists()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from agents.models import Agent, AgentTool, McpServerStatus, McpToolSelection
-from knowledge.selectors import agent_knowledge_texts
+from agents.models import Agent, AgentTool, AgentType, McpServer, McpServerStatus, McpToolSelection
+from agents.tools.selectors import agent_enabled_tools, agent_mcp_tools
+from knowledge.selectors import agent_has_ready_documents, agent_knowledge_texts
+from telephony.selectors import assigned_number_handoff
 
 
 def session_agent_get(*, organization_id: UUID, agent_id: UUID) -> Agent | None:
@@ -50,3 +53,30 @@ def agent_vocabulary_texts(*, agent_id: UUID) -> list[str]:
         texts += [selection.tool_name, str(definition.get("description") or ""), *_schema_texts(definition)]
     texts += agent_knowledge_texts(agent_id=agent_id)
     return [text for text in texts if text]
+
+
+def handoff_destination(*, agent: Agent, to_number: str | None) -> str | None:
+    """Where transfer_call sends a call of `agent`: the per-number handoff of the number the call came
+    in on (`to_number`, when it is one of the agent's numbers), else the agent's own, else None."""
+    per_number = assigned_number_handoff(agent_id=agent.pk, phone_number=to_number) if to_number else None
+    return per_number or agent.handoff_phone_number or None
+
+
+@dataclass(frozen=True)
+class SessionTools:
+    """Everything the tool dispatcher of one conversation reads, in one place (read once per session)."""
+
+    custom_tools: list[AgentTool]  # enabled, oldest first; none for static agents
+    mcp_tools: list[tuple[McpServer, dict[str, Any]]]  # (active server with credentials, cached definition)
+    has_knowledge: bool
+    handoff_phone_number: str | None
+
+
+def session_tools_get(*, agent: Agent, to_number: str | None) -> SessionTools:
+    custom = [] if agent.agent_type == AgentType.STATIC else agent_enabled_tools(agent=agent)
+    return SessionTools(
+        custom_tools=custom,
+        mcp_tools=agent_mcp_tools(agent=agent),
+        has_knowledge=agent_has_ready_documents(agent_id=agent.pk),
+        handoff_phone_number=handoff_destination(agent=agent, to_number=to_number),
+    )

@@ -43,3 +43,13 @@ def agent_phone_numbers(*, agent: Agent) -> list[dict[str, Any]]:
         }
         for n in rows
     ]
+
+
+def assigned_number_handoff(*, agent_id: Any, phone_number: str) -> str | None:
+    """The handoff destination of `phone_number` when it is one of the agent's assigned numbers
+    (None when it is not, or when that assignment has none)."""
+    return (
+        PhoneNumber.objects.filter(assigned_agent_id=agent_id, phone_number=phone_number)
+        .values_list("handoff_phone_number", flat=True)
+        .first()
+    ) or None

@@ -1,0 +1,342 @@
+"""The tool dispatcher of one conversation: which tools are offered, and running one call.
+
+Offered, in this order (names are unique; the first tool with a name wins):
+1. the agent's enabled custom tools: webhook agents deliver them to serverUrl, http agents to each
+   tool's toolUrl, static agents have none. A custom tool with a reserved name (search_knowledge,
+   transfer_call; the API refuses them) or without a destination (a webhook agent without serverUrl,
+   an http tool without toolUrl) is skipped with a warn line in the agent log.
+2. its enabled MCP selections of active servers that still advertise the tool, with their cached
+   schemas. The brain knows such a tool by its name with every character outside [A-Za-z0-9_-]
+   replaced by "_" (cut to 64 characters, what model APIs accept); the server is called with its own
+   name. An MCP tool whose name is reserved or already taken (by a custom tool or an earlier
+   selection, ordered by server name then tool name), or whose inputSchema is not a valid JSON
+   Schema, is skipped with a warn line.
+3. `search_knowledge` when the agent has a ready knowledge document; `transfer_call` when a handoff
+   destination exists (realtime.selectors.handoff_destination).
+
+A call: an unknown name or arguments that do not match the tool's schema (checked with jsonschema,
+the draft its $schema names, else 2020-12; formats are not checked) give the brain an error result
+at once, nothing is contacted. Otherwise the tool runs under its time limit: timeoutMs for custom
+tools, DEFAULT_TIMEOUT_SECONDS for MCP and native tools (which also answer failures with
+`return_error`). A failure (error status, timeout, connection failure, refused destination, a reply
+that is not JSON or does not match the tool's responseSchema, an MCP error result) follows onError:
+`return_error` gives the brain {"error": "<what happened, in plain words>"}, `return_empty` gives {}.
+Every call writes one ToolInvocation (queued by the recorder) and one "tool call" line in the agent
+log (tool, kind, status, durationMs, and a short reason for failures; never arguments, results,
+secrets or URLs).
+
+Speed: load() reads the database once and compiles every schema; run() does no database query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from asgiref.sync import sync_to_async
+from jsonschema.exceptions import ValidationError, best_match
+
+from agents.models import Agent, AgentType, ToolOnError
+from agents.tools.mcp import Connection, McpSession
+from calls.models import ToolInvocationStatus
+from realtime.engine.brain.base import ToolCall, ToolSpec
+from realtime.engine.records import CallRecorder
+from realtime.engine.tools import search_knowledge, transfer_call
+from realtime.engine.tools.base import CallContext, ToolError, ToolKind, ToolTimeout, seconds_words
+from realtime.engine.tools.delivery import ServerEndpoint
+from realtime.selectors import SessionTools, session_tools_get
+from voiceagent.providers import ProviderError, Registry
+
+logger = logging.getLogger(__name__)
+
+KINDS = Registry(
+    "tool kind",
+    {
+        "webhook": "realtime.engine.tools.webhook:WebhookTool",
+        "http": "realtime.engine.tools.http_tool:HttpTool",
+        "mcp": "realtime.engine.tools.mcp_tool:McpTool",
+        "search_knowledge": "realtime.engine.tools.search_knowledge:SearchKnowledgeTool",
+        "transfer_call": "realtime.engine.tools.transfer_call:TransferCallTool",
+    },
+)
+
+RESERVED_NAMES = frozenset({"search_knowledge", "transfer_call"})
+# Time limit of tools without timeoutMs: MCP selections and the native tools.
+DEFAULT_TIMEOUT_SECONDS = 10.0
+# The kinds bound their own requests by the time limit; this backstop only catches a kind that overruns.
+TIMEOUT_GRACE_SECONDS = 0.5
+_UNSAFE_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    result: str  # the JSON string the brain gets (a JSON object serialized)
+    status: str  # "success" | "error" | "timeout"  (calls.models.ToolInvocationStatus values)
+    transfer_to: str | None = None  # set by transfer_call: the E.164 destination the shell must transfer to
+
+
+@dataclass(frozen=True, eq=False)
+class _Offered:
+    spec: ToolSpec
+    adapter: ToolKind
+    arguments: Any  # a compiled jsonschema validator
+    response: Any | None
+    timeout_s: float
+    on_error: str
+    agent_tool_id: Any = None
+
+
+def _validator(schema: dict[str, Any], *, check: bool = False) -> Any:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    if check:
+        cls.check_schema(schema)
+    return cls(schema)
+
+
+def _where(error: ValidationError) -> str:
+    return ".".join(str(part) for part in error.absolute_path)
+
+
+def _argument_problem(error: ValidationError) -> tuple[str, str]:
+    """(what the brain is told, what the agent log says: the place, never the value)."""
+    where = _where(error)
+    if error.validator == "required" and isinstance(error.validator_value, list):
+        instance = error.instance if isinstance(error.instance, dict) else {}
+        missing = next((name for name in error.validator_value if name not in instance), None)
+        if missing is not None:
+            name = f"{where}.{missing}" if where else str(missing)
+            return f"The argument '{name}' is missing.", f"invalid arguments: '{name}' is missing"
+    if where:
+        return (
+            f"The argument '{where}' is invalid: {error.message}.",
+            f"invalid arguments: '{where}' ({error.validator})",
+        )
+    return f"The arguments are invalid: {error.message}.", f"invalid arguments ({error.validator})"
+
+
+class ToolDispatcher:
+    def __init__(self, *, agent: Agent, recorder: CallRecorder, to_number: str | None = None) -> None:
+        self.agent = agent
+        self.recorder = recorder
+        self.to_number = to_number
+        self._agent_id = str(agent.pk)
+        self._offered: dict[str, _Offered] = {}
+        self._specs: tuple[ToolSpec, ...] = ()
+        self._sessions: list[McpSession] = []
+        self._loaded = False
+
+    async def load(self) -> tuple[ToolSpec, ...]:
+        """Read the agent's tools (once; at session start, after the call record exists)."""
+        if not self._loaded:
+            setup = await sync_to_async(session_tools_get)(agent=self.agent, to_number=self.to_number)
+            self._build(setup)
+            self._loaded = True
+        return self._specs
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return self._specs
+
+    async def aclose(self) -> None:
+        """End of the conversation: close the MCP sessions (idempotent, bounded in time)."""
+        if self._sessions:
+            await asyncio.gather(*(session.aclose() for session in self._sessions), return_exceptions=True)
+
+    async def run(self, call: ToolCall) -> ToolOutcome:
+        started = time.perf_counter()
+        arguments = call.arguments
+        offered = self._offered.get(call.name)
+        if offered is None:
+            return self._done(
+                call,
+                None,
+                {"error": f"There is no tool named '{call.name[:64]}' in this call."},
+                ToolInvocationStatus.ERROR,
+                started,
+                reason="unknown tool",
+            )
+        if not isinstance(arguments, dict):
+            message, reason = "The arguments must be a JSON object.", "invalid arguments (not an object)"
+            return self._done(call, offered, {"error": message}, ToolInvocationStatus.ERROR, started, reason=reason)
+        if not offered.arguments.is_valid(arguments):
+            message, reason = _argument_problem(best_match(offered.arguments.iter_errors(arguments)))
+            return self._done(call, offered, {"error": message}, ToolInvocationStatus.ERROR, started, reason=reason)
+
+        failure: ProviderError
+        try:
+            async with asyncio.timeout(offered.timeout_s + TIMEOUT_GRACE_SECONDS):
+                result = await offered.adapter.invoke(arguments, tool_call_id=call.id, context=self._context())
+            if offered.response is not None and not offered.response.is_valid(result):
+                where = _where(best_match(offered.response.iter_errors(result)))
+                raise ToolError(
+                    "The tool's reply does not match its response schema" + (f" (at '{where}')" if where else "") + ".",
+                    permanent=True,
+                )
+        except asyncio.CancelledError:
+            # The brain's response was cancelled (barge-in, hang-up) while the tool ran.
+            self._done(
+                call, offered, {"error": "The call was interrupted."}, ToolInvocationStatus.ERROR, started, "cancelled"
+            )
+            raise
+        except TimeoutError:
+            failure = ToolTimeout(f"The tool did not answer within {seconds_words(offered.timeout_s)}")
+        except ProviderError as exc:
+            failure = exc
+        except Exception:  # a bug in one kind must not break the conversation
+            logger.exception("tool %s (%s) failed", call.name, offered.adapter.kind)
+            failure = ToolError("The tool failed because of an internal error.")
+        else:
+            return self._done(
+                call, offered, result, ToolInvocationStatus.SUCCESS, started, transfer_to=offered.adapter.transfer_to
+            )
+        status = ToolInvocationStatus.TIMEOUT if isinstance(failure, ToolTimeout) else ToolInvocationStatus.ERROR
+        result = {"error": failure.message} if offered.on_error == ToolOnError.RETURN_ERROR else {}
+        reason = getattr(failure, "log_reason", None) or failure.message
+        return self._done(call, offered, result, status, started, reason=reason)
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _context(self) -> CallContext:
+        call = self.recorder.call
+        return CallContext(call_id=str(call.pk) if call is not None else None, agent_id=self._agent_id)
+
+    def _done(
+        self,
+        call: ToolCall,
+        offered: _Offered | None,
+        result: dict[str, Any],
+        status: str,
+        started: float,
+        reason: str | None = None,
+        transfer_to: str | None = None,
+    ) -> ToolOutcome:
+        text = json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
+        duration_ms = round((time.perf_counter() - started) * 1000)
+        request = call.arguments if isinstance(call.arguments, dict) else {}
+        self.recorder.tool_invocation(
+            tool_name=call.name[:128],
+            request=request,
+            response=text,
+            status=str(status),
+            duration_ms=duration_ms,
+            agent_tool_id=offered.agent_tool_id if offered else None,
+        )
+        fields: dict[str, Any] = {
+            "tool": call.name[:64],
+            "kind": offered.adapter.kind if offered else "unknown",
+            "status": str(status),
+            "durationMs": duration_ms,
+        }
+        if reason:
+            fields["reason"] = reason[:300]
+        self.recorder.log("info" if status == ToolInvocationStatus.SUCCESS else "warn", "tool call", **fields)
+        return ToolOutcome(result=text, status=str(status), transfer_to=transfer_to)
+
+    def _skip(self, name: str, reason: str) -> None:
+        self.recorder.log("warn", "tool not offered", tool=name[:64], reason=reason)
+
+    def _offer(self, offered: _Offered) -> None:
+        self._offered[offered.spec.name] = offered
+
+    def _build(self, setup: SessionTools) -> None:
+        agent = self.agent
+        endpoint = ServerEndpoint.of(agent)
+        for tool in setup.custom_tools:
+            if tool.name in RESERVED_NAMES or tool.name in self._offered:
+                self._skip(tool.name, "the name is reserved or already used")
+                continue
+            timeout_s = tool.timeout_ms / 1000
+            if agent.agent_type == AgentType.WEBHOOK:
+                if endpoint is None:
+                    self._skip(tool.name, "the agent has no serverUrl")
+                    continue
+                adapter = KINDS.get("webhook")(name=tool.name, endpoint=endpoint, timeout_s=timeout_s)
+            elif agent.agent_type == AgentType.HTTP:
+                if not tool.tool_url:
+                    self._skip(tool.name, "the tool has no toolUrl")
+                    continue
+                adapter = KINDS.get("http")(
+                    url=tool.tool_url, method=tool.tool_method, headers=tool.tool_headers or {}, timeout_s=timeout_s
+                )
+            else:
+                continue
+            try:
+                arguments = _validator(tool.parameter_schema or {"type": "object"})
+                response = _validator(tool.response_schema) if tool.response_schema else None
+            except jsonschema.SchemaError:
+                self._skip(tool.name, "its schema is not a valid JSON Schema")
+                continue
+            self._offer(
+                _Offered(
+                    spec=ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameter_schema),
+                    adapter=adapter,
+                    arguments=arguments,
+                    response=response,
+                    timeout_s=timeout_s,
+                    on_error=tool.on_error,
+                    agent_tool_id=tool.pk,
+                )
+            )
+
+        sessions: dict[Any, McpSession] = {}
+        for server, definition in setup.mcp_tools:
+            actual = str(definition.get("name") or "")
+            name = _UNSAFE_NAME_CHARACTERS.sub("_", actual)[:64]
+            if not name or name in RESERVED_NAMES or name in self._offered:
+                self._skip(name or "(unnamed)", "the name is reserved or already used")
+                continue
+            schema = definition.get("inputSchema") or {"type": "object", "properties": {}}
+            try:
+                arguments = _validator(schema, check=True)
+            except (jsonschema.SchemaError, TypeError, ValueError, RecursionError):
+                self._skip(name, "its inputSchema is not a valid JSON Schema")
+                continue
+            session = sessions.get(server.pk)
+            if session is None:
+                connection = Connection(url=server.url, auth_type=server.auth_type, credentials=server.credentials)
+                session = sessions[server.pk] = McpSession(connection)
+            adapter = KINDS.get("mcp")(session=session, tool_name=actual, timeout_s=DEFAULT_TIMEOUT_SECONDS)
+            self._offer(
+                _Offered(
+                    spec=ToolSpec(name=name, description=str(definition.get("description") or ""), parameters=schema),
+                    adapter=adapter,
+                    arguments=arguments,
+                    response=None,
+                    timeout_s=DEFAULT_TIMEOUT_SECONDS,
+                    on_error=ToolOnError.RETURN_ERROR,
+                )
+            )
+        self._sessions = list(sessions.values())
+
+        if setup.has_knowledge:
+            self._offer_native(
+                "search_knowledge",
+                search_knowledge.DESCRIPTION,
+                search_knowledge.PARAMETERS,
+                KINDS.get("search_knowledge")(agent_id=agent.pk),
+            )
+        if setup.handoff_phone_number:
+            self._offer_native(
+                "transfer_call",
+                transfer_call.DESCRIPTION,
+                transfer_call.PARAMETERS,
+                KINDS.get("transfer_call")(destination=setup.handoff_phone_number),
+            )
+        self._specs = tuple(offered.spec for offered in self._offered.values())
+
+    def _offer_native(self, name: str, description: str, parameters: dict[str, Any], adapter: ToolKind) -> None:
+        self._offer(
+            _Offered(
+                spec=ToolSpec(name=name, description=description, parameters=parameters),
+                adapter=adapter,
+                arguments=_validator(parameters),
+                response=None,
+                timeout_s=DEFAULT_TIMEOUT_SECONDS,
+                on_error=ToolOnError.RETURN_ERROR,
+            )
+        )

@@ -1,0 +1,58 @@
+"""The native `search_knowledge` tool: the agent's knowledge documents, best passages first.
+
+Result: {"passages": [{"document": <document name>, "text": <chunk text>, "score": <rounded to 3
+decimals>}, ...]} with at most PASSAGES items, best first; {"passages": []} when nothing is indexed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from django.db import connections
+
+from realtime.engine.tools.base import CallContext, ToolError, ToolKind
+
+logger = logging.getLogger(__name__)
+
+PASSAGES = 3
+DESCRIPTION = (
+    "Search the agent's knowledge documents for passages that answer the caller's question. "
+    "Use it before answering questions about facts you are not sure of."
+)
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "What to look for, in a few words or a short question."}},
+    "required": ["query"],
+}
+
+
+def _search(agent_id: Any, query: str, k: int) -> list[Any]:
+    import knowledge  # the embedding stack is imported by the first search, not by the engine
+
+    try:
+        return knowledge.search(agent_id, query, k)
+    finally:
+        # A worker thread of asyncio's pool: give its connection back (to the pool on PostgreSQL).
+        connections.close_all()
+
+
+class SearchKnowledgeTool(ToolKind):
+    kind = "search_knowledge"
+
+    def __init__(self, *, agent_id: Any, passages: int = PASSAGES) -> None:
+        self.agent_id = agent_id
+        self.passages = passages
+
+    async def invoke(self, arguments: dict[str, Any], *, tool_call_id: str, context: CallContext) -> dict[str, Any]:
+        try:
+            hits = await asyncio.to_thread(_search, self.agent_id, str(arguments.get("query", "")), self.passages)
+        except Exception:  # logged here; the brain gets plain words
+            logger.exception("knowledge search failed (agent %s)", self.agent_id)
+            raise ToolError("The knowledge search failed") from None
+        return {
+            "passages": [
+                {"document": hit.document_name, "text": hit.text, "score": round(hit.score, 3)} for hit in hits
+            ]
+        }

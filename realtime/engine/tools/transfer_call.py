@@ -1,0 +1,35 @@
+"""The native `transfer_call` tool: offered when a handoff destination exists (the per-number
+handoffPhoneNumber of the number the call came in on, else the agent's). Its result tells the brain
+that the transfer is under way; the session shell has the transport perform it (`transfer_to`).
+
+Result: {"status": "transferring", "phoneNumber": <E.164 destination>}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from realtime.engine.tools.base import CallContext, ToolKind
+
+DESCRIPTION = (
+    "Transfer the call to a human colleague. Use it when the caller asks for a person, "
+    "or when you cannot help them yourself."
+)
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"reason": {"type": "string", "description": "Why the caller is being transferred (optional)."}},
+}
+
+
+class TransferCallTool(ToolKind):
+    kind = "transfer_call"
+
+    def __init__(self, *, destination: str) -> None:
+        self.destination = destination
+
+    @property
+    def transfer_to(self) -> str | None:
+        return self.destination
+
+    async def invoke(self, arguments: dict[str, Any], *, tool_call_id: str, context: CallContext) -> dict[str, Any]:
+        return {"status": "transferring", "phoneNumber": self.destination}
