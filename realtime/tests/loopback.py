@@ -193,6 +193,11 @@ def build_order_tools() -> MCPServer:
         """Cancel an order (always refused: the order is locked)."""
         raise ToolError(f"Order {order_id} is locked")
 
+    @server.tool(name="orders.track")
+    def track(order_id: str) -> dict[str, Any]:
+        """Track a parcel (a dotted name, as some servers use)."""
+        return {"orderId": order_id, "carrier": "UPS"}
+
     @server.tool()
     async def slow_lookup(seconds: float) -> str:
         """Answer after a while."""

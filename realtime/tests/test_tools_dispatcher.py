@@ -587,6 +587,20 @@ async def test_an_mcp_tool_with_a_custom_tool_name_is_not_offered(
     ]
 
 
+async def test_an_mcp_tool_name_is_offered_in_the_characters_models_accept(
+    http_agent, mcp_server: LoopbackMcp, allow_loopback
+):
+    await connect_mcp(http_agent, mcp_server.url, "orders.track")
+    session = await Session(http_agent).start()
+
+    assert session.names == ["orders_track"]
+    outcome = await session.run("orders_track", {"order_id": "A-1"})
+
+    assert (outcome.status, result(outcome)) == ("success", {"orderId": "A-1", "carrier": "UPS"})
+    [invocation], _ = await session.finish()
+    assert invocation.tool_name == "orders_track"
+
+
 async def test_mcp_selections_of_inactive_servers_are_not_offered(http_agent, mcp_server: LoopbackMcp, allow_loopback):
     server = await connect_mcp(http_agent, mcp_server.url, "lookup_order")
     server.status = "inactive"

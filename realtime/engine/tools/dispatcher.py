@@ -72,6 +72,7 @@ DEFAULT_TIMEOUT_SECONDS = 10.0
 # The kinds bound their own requests by the time limit; this backstop only catches a kind that overruns.
 TIMEOUT_GRACE_SECONDS = 0.5
 _UNSAFE_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_-]")
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 @dataclass(frozen=True)
@@ -99,12 +100,29 @@ def _validator(schema: dict[str, Any], *, check: bool = False) -> Any:
     return cls(schema)
 
 
+def _matches(validator: Any, value: Any) -> bool:
+    try:
+        return validator.is_valid(value)
+    except Exception as exc:  # an unresolvable $ref: the reply cannot be vouched for
+        raise ToolError("The tool's response schema cannot be checked.", permanent=True) from exc
+
+
 def _where(error: ValidationError) -> str:
     return ".".join(str(part) for part in error.absolute_path)
 
 
-def _argument_problem(error: ValidationError) -> tuple[str, str]:
-    """(what the brain is told, what the agent log says: the place, never the value)."""
+def _arguments_problem(validator: Any, arguments: Any) -> tuple[str, str] | None:
+    """None when the arguments match the tool's schema, else (what the brain is told, what the agent
+    log says: the place and the rule, never the value)."""
+    if not isinstance(arguments, dict):
+        return "The arguments must be a JSON object.", "invalid arguments (not an object)"
+    try:
+        if validator.is_valid(arguments):
+            return None
+        error = best_match(validator.iter_errors(arguments))
+    except Exception:  # a schema that cannot be applied (an unresolvable $ref): the tool cannot be used
+        logger.warning("a tool's parameter schema cannot be applied", exc_info=True)
+        return "The tool's parameter schema cannot be checked.", "parameter schema cannot be applied"
     where = _where(error)
     if error.validator == "required" and isinstance(error.validator_value, list):
         instance = error.instance if isinstance(error.instance, dict) else {}
@@ -160,18 +178,16 @@ class ToolDispatcher:
                 started,
                 reason="unknown tool",
             )
-        if not isinstance(arguments, dict):
-            message, reason = "The arguments must be a JSON object.", "invalid arguments (not an object)"
-            return self._done(call, offered, {"error": message}, ToolInvocationStatus.ERROR, started, reason=reason)
-        if not offered.arguments.is_valid(arguments):
-            message, reason = _argument_problem(best_match(offered.arguments.iter_errors(arguments)))
+        problem = _arguments_problem(offered.arguments, arguments)
+        if problem is not None:
+            message, reason = problem
             return self._done(call, offered, {"error": message}, ToolInvocationStatus.ERROR, started, reason=reason)
 
         failure: ProviderError
         try:
             async with asyncio.timeout(offered.timeout_s + TIMEOUT_GRACE_SECONDS):
                 result = await offered.adapter.invoke(arguments, tool_call_id=call.id, context=self._context())
-            if offered.response is not None and not offered.response.is_valid(result):
+            if offered.response is not None and not _matches(offered.response, result):
                 where = _where(best_match(offered.response.iter_errors(result)))
                 raise ToolError(
                     "The tool's reply does not match its response schema" + (f" (at '{where}')" if where else "") + ".",
@@ -265,15 +281,16 @@ class ToolDispatcher:
                 )
             else:
                 continue
+            parameters = tool.parameter_schema or dict(EMPTY_PARAMETERS)
             try:
-                arguments = _validator(tool.parameter_schema or {"type": "object"})
-                response = _validator(tool.response_schema) if tool.response_schema else None
-            except jsonschema.SchemaError:
+                arguments = _validator(parameters, check=True)
+                response = _validator(tool.response_schema, check=True) if tool.response_schema else None
+            except (jsonschema.SchemaError, TypeError, ValueError, RecursionError):
                 self._skip(tool.name, "its schema is not a valid JSON Schema")
                 continue
             self._offer(
                 _Offered(
-                    spec=ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameter_schema),
+                    spec=ToolSpec(name=tool.name, description=tool.description, parameters=parameters),
                     adapter=adapter,
                     arguments=arguments,
                     response=response,
@@ -290,7 +307,7 @@ class ToolDispatcher:
             if not name or name in RESERVED_NAMES or name in self._offered:
                 self._skip(name or "(unnamed)", "the name is reserved or already used")
                 continue
-            schema = definition.get("inputSchema") or {"type": "object", "properties": {}}
+            schema = definition.get("inputSchema") or dict(EMPTY_PARAMETERS)
             try:
                 arguments = _validator(schema, check=True)
             except (jsonschema.SchemaError, TypeError, ValueError, RecursionError):
