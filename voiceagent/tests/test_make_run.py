@@ -1,7 +1,7 @@
 """The quickstart as a new user runs it: `make run` with nothing configured, in a fresh copy of the
 repository (its own var/, so its own SQLite database, secrets and demo key). The demo key it prints
-creates and activates an agent, a realtime session opens and its socket starts; a knowledge upload
-reaches no message broker."""
+creates and activates an agent, a realtime session opens and its socket starts, the documented Python
+client holds a conversation; a knowledge upload reaches no message broker."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+import wave
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,3 +186,37 @@ def test_a_knowledge_upload_reaches_no_broker(made_server: MadeServer, active_ag
     assert "ingest_document" in during  # the task ran in the server process
     assert "No hostname was supplied" not in during
     assert "kombu" not in during
+
+
+def test_the_documented_python_client_talks_with_the_agent(
+    made_server: MadeServer, active_agent_id: str, tmp_path: Path
+) -> None:
+    answer = tmp_path / "answer.wav"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "docs" / "examples" / "python_client.py"),
+            "--agent-id",
+            active_agent_id,
+            "--input",
+            str(REPO / "docs" / "examples" / "question.wav"),
+            "--output",
+            str(answer),
+            "--base-url",
+            made_server.base,
+        ],
+        env={"PATH": os.environ["PATH"], "VOICE_AGENT_API_KEY": made_server.api_key},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("session started, call ")
+    heard = next(index for index, line in enumerate(lines) if line.startswith("user: "))
+    assert any(line.startswith("assistant: ") for line in lines[heard + 1 :])  # the agent answered
+    assert "socket closed: 1000" in lines
+    with wave.open(str(answer), "rb") as wav:
+        assert (wav.getnchannels(), wav.getsampwidth(), wav.getframerate()) == (1, 2, 24000)
+        assert wav.getnframes() > 24000  # more than a second of the agent's speech
