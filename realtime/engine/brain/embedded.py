@@ -1,30 +1,279 @@
-"""The offline `embedded` responder of this release: it acknowledges each user turn by repeating what
-it understood. It is a deterministic stand-in so that the product runs and is tested offline, not an
-LLM; tools and language models arrive with the next release behind the same interface."""
+"""The `embedded` brain: an offline, deterministic, rule-based responder (not a language model).
+
+It understands English caller turns by word matching (understanding.py), fills tool arguments from
+the spoken words (arguments.py, spoken.py) and answers from a phrase table and the agent's own
+configuration (replies.py). Each caller turn is handled by the first rule that applies:
+
+1. nothing intelligible -> "Sorry, I did not catch that...";
+2. a request for a person -> `transfer_call` when offered (with `reason` when its schema has one),
+   else a polite "I can't transfer you" and an offer to help;
+3. "say that again" -> the last answer repeated (a pending question stays pending);
+4. an answer to the question asked for a pending call's missing argument -> the argument is filled
+   and the next missing one asked, or the call made; "never mind"/"cancel" drops the pending call,
+   and so does a turn that clearly asks for another tool (or a second unanswerable reply);
+5. the answer to "would you like to A or B?";
+6. only greetings, thanks, goodbyes or "yes" -> a short polite answer;
+7. a custom tool whose words clearly match -> called with the arguments said, or the first missing
+   required argument asked for (one at a time);
+8. "what can you do", "who are you" -> the self-description;
+9. `search_knowledge` offered -> called with the turn as query; the best passage is spoken when its
+   score reaches `KNOWLEDGE_MIN_SCORE`, else "Sorry, I don't know that" and what the agent can do;
+10. otherwise what the agent can do, from its tools and instructions.
+
+A trailing tool turn in the history is a result to speak (replies.speak_result); a transfer result is
+left to the session shell, which speaks the handoff. State kept between turns: the pending call
+(tool, arguments found, property asked) and the two tools offered in a "which one" question.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
 
-from realtime.engine.brain import BrainOutput, TextPiece, Turn
+from realtime.engine.brain import replies
+from realtime.engine.brain.arguments import Parameter, extract, parameters_of
+from realtime.engine.brain.base import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn
+from realtime.engine.brain.replies import phrase
+from realtime.engine.brain.spoken import Utterance
+from realtime.engine.brain.understanding import (
+    ToolIndex,
+    asks_capabilities,
+    asks_repeat,
+    content_stems,
+    is_cancel,
+    is_unintelligible,
+    social_kind,
+    wants_person,
+)
 
-_ACK = {
-    "en": ("You said: {text}.", "Sorry, I did not catch that. Could you say it again?"),
-    "es-ES": ("Ha dicho: {text}.", "Perdone, no le he entendido. ¿Puede repetirlo?"),
-    "es": ("Usted dijo: {text}.", "Disculpe, no le entendí. ¿Puede repetirlo?"),
-    "it": ("Ha detto: {text}.", "Mi scusi, non ho capito. Può ripetere?"),
-}
+# Knowledge scores are cosine similarity + 0.25 x keyword score (all-MiniLM-L6-v2): relevant passages
+# score above about 0.45, unrelated ones below about 0.3.
+KNOWLEDGE_MIN_SCORE = 0.4
+MAX_REASKS = 1  # an unanswerable reply to a question is met with the question once more, then dropped
 
 
-def _phrases(language: str) -> tuple[str, str]:
-    return _ACK.get(language) or _ACK.get(language.split("-")[0]) or _ACK["en"]
+@dataclass
+class PendingCall:
+    tool: str
+    arguments: dict[str, Any]
+    asking: str  # the property just asked for
+    attempts: int = 0
+
+
+@dataclass
+class Choice:
+    tools: tuple[str, ...]
+    text: str  # the turn that matched them, for its arguments
+
+
+@dataclass
+class _Catalog:
+    tools: tuple[ToolSpec, ...]
+    index: ToolIndex
+    parameters: dict[str, tuple[Parameter, ...]] = field(default_factory=dict)
+
+
+def _utc_today() -> date:
+    return datetime.now(UTC).date()
 
 
 class EmbeddedBrain:
-    def __init__(self, *, language: str) -> None:
+    def __init__(self, *, language: str = "en-US", today: Callable[[], date] | None = None) -> None:
         self.language = language
+        self._today = today or _utc_today
+        self._calls = 0
+        self._pending: PendingCall | None = None
+        self._choice: Choice | None = None
+        self._catalog: _Catalog | None = None
 
-    async def respond(self, conversation: Sequence[Turn]) -> AsyncIterator[BrainOutput]:
-        heard = next((turn.text for turn in reversed(conversation) if turn.role == "user"), "")
-        said, missed = _phrases(self.language)
-        yield TextPiece(said.format(text=heard.strip()) if heard.strip() else missed)
+    async def respond(self, context: BrainContext, history: Sequence[Turn]) -> AsyncIterator[BrainOutput]:
+        for output in self.answer(context, history):
+            yield output
+
+    def answer(self, context: BrainContext, history: Sequence[Turn]) -> list[BrainOutput]:
+        """The whole answer at once (it takes well under a millisecond)."""
+        language = context.language or self.language
+        if not history:
+            return []
+        last = history[-1]
+        if last.role == "tool":
+            return self._speak_result(context, last, language)
+        if last.role != "user":
+            return []
+        return self._understand(context, Utterance(last.text), language, history)
+
+    # Results --------------------------------------------------------------------------------------
+
+    def _speak_result(self, context: BrainContext, turn: Turn, language: str) -> list[BrainOutput]:
+        if turn.name == "transfer_call":
+            return [] if not _is_error(turn.text) else [TextPiece(phrase("transfer_failed", language))]
+        if turn.name == "search_knowledge":
+            return [TextPiece(self._speak_knowledge(context, turn.text, language))]
+        return [TextPiece(replies.speak_result(turn.text, language))]
+
+    def _speak_knowledge(self, context: BrainContext, text: str, language: str) -> str:
+        try:
+            result = json.loads(text)
+        except ValueError:
+            result = {}
+        if not isinstance(result, dict) or "error" in result:
+            return phrase("tool_error", language)
+        passages = [p for p in result.get("passages") or () if isinstance(p, dict) and str(p.get("text", "")).strip()]
+        best = max(passages, key=lambda p: _score(p), default=None)
+        if best is not None and _score(best) >= KNOWLEDGE_MIN_SCORE:
+            return replies.speak_passage(str(best["text"]))
+        return f"{phrase('dont_know', language)} {replies.describe(context, language)}"
+
+    # Caller turns ---------------------------------------------------------------------------------
+
+    def _understand(
+        self, context: BrainContext, utterance: Utterance, language: str, history: Sequence[Turn]
+    ) -> list[BrainOutput]:
+        if is_unintelligible(utterance):
+            return [TextPiece(phrase("not_caught", language))]
+        catalog = self._catalog_for(context)
+        if wants_person(utterance, reserved=catalog.index.name_stems):
+            self._pending = self._choice = None
+            return self._transfer(context, utterance, language)
+        if asks_repeat(utterance):
+            said = next((turn.text for turn in reversed(history[:-1]) if turn.role == "assistant" and turn.text), "")
+            return [TextPiece(said or phrase("not_caught", language))]
+        if self._pending is not None:
+            outputs = self._continue_pending(context, catalog, utterance, language)
+            if outputs is not None:
+                return outputs
+        if self._choice is not None:
+            outputs = self._continue_choice(context, catalog, utterance, language)
+            if outputs is not None:
+                return outputs
+        social = social_kind(utterance)
+        if social:
+            return [TextPiece(phrase(social, language))]
+        match = catalog.index.match(utterance)
+        if match.tool is not None:
+            return self._start_call(context, catalog, match.tool, utterance, language)
+        if match.ambiguous:
+            self._choice = Choice(tuple(tool.name for tool in match.ambiguous), utterance.text)
+            return [TextPiece(replies.which_tool(match.ambiguous, language))]
+        if asks_capabilities(utterance):
+            introduce = bool(utterance.words & {"who", "you"}) and "do" not in utterance.words
+            return [TextPiece(replies.describe(context, language, introduce=introduce))]
+        if context.tool("search_knowledge") and content_stems(utterance.tokens):
+            return [self._call("search_knowledge", {"query": utterance.text})]
+        return [TextPiece(replies.describe(context, language))]
+
+    def _transfer(self, context: BrainContext, utterance: Utterance, language: str) -> list[BrainOutput]:
+        tool = context.tool("transfer_call")
+        if tool is None:
+            return [TextPiece(phrase("no_transfer", language))]
+        properties = (tool.parameters or {}).get("properties") or {}
+        return [self._call(tool.name, {"reason": utterance.text} if "reason" in properties else {})]
+
+    def _start_call(
+        self, context: BrainContext, catalog: _Catalog, tool: ToolSpec, utterance: Utterance, language: str
+    ) -> list[BrainOutput]:
+        self._choice = None
+        parameters = self._parameters(catalog, tool)
+        arguments = extract(parameters, utterance, self._today(), fill_text=True)
+        return self._ask_or_call(tool, parameters, arguments, language)
+
+    def _ask_or_call(
+        self, tool: ToolSpec, parameters: tuple[Parameter, ...], arguments: dict[str, Any], language: str
+    ) -> list[BrainOutput]:
+        missing = next(
+            (p for p in parameters if p.required and p.name not in arguments and p.kind != "unsupported"), None
+        )
+        if missing is None:
+            return [self._call(tool.name, arguments)]
+        self._pending = PendingCall(tool.name, arguments, missing.name)
+        return [TextPiece(replies.question(missing, language))]
+
+    def _continue_pending(
+        self, context: BrainContext, catalog: _Catalog, utterance: Utterance, language: str
+    ) -> list[BrainOutput] | None:
+        """The caller's reply to a question for a missing argument (None: handle the turn afresh)."""
+        pending = self._pending
+        assert pending is not None
+        tool = context.tool(pending.tool)
+        parameters = self._parameters(catalog, tool) if tool else ()
+        asked = next((p for p in parameters if p.name == pending.asking), None)
+        if tool is None or asked is None:
+            self._pending = None
+            return None
+        if asked.kind != "boolean" and is_cancel(utterance):
+            self._pending = None
+            return [TextPiece(phrase("cancelled", language))]
+        found = extract(parameters, utterance, self._today(), focus=pending.asking)
+        if pending.asking in found:
+            return self._ask_or_call(tool, parameters, {**pending.arguments, **found}, language)
+        if is_cancel(utterance):
+            self._pending = None
+            return [TextPiece(phrase("cancelled", language))]
+        other = catalog.index.match(utterance)
+        if (other.tool is not None and other.tool.name != pending.tool) or social_kind(utterance) == "goodbye":
+            self._pending = None
+            return None
+        if pending.attempts >= MAX_REASKS:
+            self._pending = None
+            return None
+        pending.attempts += 1
+        pending.arguments.update(found)
+        return [TextPiece(f"{phrase('reask', language)} {replies.question(asked, language)}")]
+
+    def _continue_choice(
+        self, context: BrainContext, catalog: _Catalog, utterance: Utterance, language: str
+    ) -> list[BrainOutput] | None:
+        choice = self._choice
+        assert choice is not None
+        self._choice = None
+        if is_cancel(utterance):
+            return [TextPiece(phrase("cancelled", language))]
+        named = None
+        for word, position in (("first", 0), ("second", 1), ("third", 2), ("last", -1), ("latter", -1)):
+            if word in utterance.words and abs(position) <= len(choice.tools):
+                named = choice.tools[position]
+                break
+        if named is None:
+            match = catalog.index.match(utterance, among=choice.tools, minimum=0.5)
+            named = match.tool.name if match.tool else None
+        tool = context.tool(named) if named else None
+        if tool is None:
+            return None
+        return self._start_call(context, catalog, tool, Utterance(f"{choice.text} {utterance.text}"), language)
+
+    # Helpers --------------------------------------------------------------------------------------
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
+        self._calls += 1
+        self._pending = None
+        return ToolCall(id=f"call_{self._calls}", name=name, arguments=arguments)
+
+    def _catalog_for(self, context: BrainContext) -> _Catalog:
+        catalog = self._catalog
+        if catalog is None or not (catalog.tools is context.tools or catalog.tools == context.tools):
+            catalog = self._catalog = _Catalog(context.tools, ToolIndex(context.tools))
+        return catalog
+
+    @staticmethod
+    def _parameters(catalog: _Catalog, tool: ToolSpec) -> tuple[Parameter, ...]:
+        if tool.name not in catalog.parameters:
+            catalog.parameters[tool.name] = parameters_of(tool.parameters)
+        return catalog.parameters[tool.name]
+
+
+def _is_error(text: str) -> bool:
+    try:
+        result = json.loads(text)
+    except ValueError:
+        return True
+    return isinstance(result, dict) and "error" in result
+
+
+def _score(passage: dict[str, Any]) -> float:
+    try:
+        return float(passage.get("score") or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
