@@ -14,15 +14,13 @@ import logging
 from typing import Any
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from calls.models import CallChannel, CallStatus
 from realtime import tokens
-from realtime.engine.conversation import Conversation
-from realtime.engine.records import CallRecorder
-from realtime.selectors import agent_vocabulary_texts
+from realtime.engine.session import Session, open_session
+from realtime.engine.transport import Ending
 from realtime.services import OUTPUT_SAMPLE_RATE, session_token_redeem
 
 logger = logging.getLogger(__name__)
@@ -33,7 +31,7 @@ MAX_MESSAGE_CHARS = MAX_INPUT_CHUNK_BYTES * 4 // 3 + 1024
 
 
 class BrowserSession(AsyncWebsocketConsumer):
-    conversation: Conversation | None = None
+    conversation: Session | None = None
     _run: asyncio.Task[None] | None = None
     _closed = False
 
@@ -55,14 +53,10 @@ class BrowserSession(AsyncWebsocketConsumer):
             await self._error("server_error", "The session could not be opened")
             await self._close(tokens.CLOSE_ENGINE_ERROR, "server error")
             return
-        recorder = CallRecorder(agent=agent, channel=CallChannel.WEB)
-        self.conversation = Conversation(
-            agent=agent,
-            transport=_BrowserTransport(self),
-            recorder=recorder,
-            vocabulary_texts=lambda: sync_to_async(agent_vocabulary_texts)(agent_id=agent.pk),
+        self.conversation = open_session(agent=agent, transport=_BrowserTransport(self), channel=CallChannel.WEB)
+        self._run = asyncio.create_task(
+            self.conversation.run(), name=f"conversation-{self.conversation.recorder.session_id}"
         )
-        self._run = asyncio.create_task(self.conversation.run(), name=f"conversation-{recorder.session_id}")
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.conversation is None or self._closed:
@@ -168,5 +162,22 @@ class _BrowserTransport:
     async def send_event(self, event: dict[str, Any]) -> None:
         await self.consumer._send(event)
 
-    async def close(self, code: int, reason: str = "") -> None:
+    async def transfer(self, destination: str) -> None:
+        # A browser cannot be bridged to a phone line: the client is told where the caller is sent
+        # (its page may offer to dial the number); hang_up(TRANSFERRED) closes the socket next.
+        await self.consumer._send({"type": "transfer", "phoneNumber": destination})
+
+    async def hang_up(self, ending: Ending, message: str = "") -> None:
+        if ending == Ending.FAILED:
+            await self.consumer._error("engine_error", message or "The conversation engine failed")
+        code, reason = _CLOSE_CODES[ending]
         await self.consumer._close(code, reason)
+
+
+# How each ending of a conversation closes the browser socket.
+_CLOSE_CODES = {
+    Ending.COMPLETED: (1000, "conversation ended"),
+    Ending.TRANSFERRED: (1000, "transferred"),
+    Ending.IDLE: (4408, "no caller audio"),
+    Ending.FAILED: (tokens.CLOSE_ENGINE_ERROR, "engine error"),
+}

@@ -30,6 +30,7 @@ class Segment:
     text: str
     audio: bytes
     owner: Any = None  # the response it belongs to
+    index: int = 0  # its sentence number within that response
     position: int = 0  # bytes handed to the mixer so far
     play_start: float | None = None  # clock time its first frame plays at the listener
 

@@ -1,9 +1,19 @@
 """What the engine needs from a transport. The browser socket implements it in realtime/consumers.py;
-the phone media stream of a later issue implements the same methods in its own wire format."""
+a phone media stream implements the same methods in its own wire format. The engine never knows
+which transport it serves: endings are named (`Ending`), and each transport maps them to its wire
+(close codes for the browser socket, a hang-up or a transfer for a phone call)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Protocol
+
+
+class Ending(StrEnum):
+    COMPLETED = "completed"  # the conversation ended normally (the caller or client stopped it)
+    IDLE = "idle"  # no caller audio for REALTIME_INPUT_IDLE_SECONDS
+    TRANSFERRED = "transferred"  # handed to a human (after `transfer`)
+    FAILED = "failed"  # the engine (or the agent's configuration) failed; `message` says why
 
 
 class Transport(Protocol):
@@ -20,7 +30,10 @@ class Transport(Protocol):
         """A completed turn (`user` or `assistant`)."""
 
     async def send_event(self, event: dict[str, Any]) -> None:
-        """An extra, transport-specific message (for example `error`); may be ignored."""
+        """An extra, transport-specific message (for example `tool.started`); may be ignored."""
 
-    async def close(self, code: int, reason: str = "") -> None:
-        """End the connection (the engine has finished or failed)."""
+    async def transfer(self, destination: str) -> None:
+        """Hand the caller to a human at `destination` (E.164). `hang_up(TRANSFERRED)` follows."""
+
+    async def hang_up(self, ending: Ending, message: str = "") -> None:
+        """End the connection (the conversation has finished or failed); idempotent."""

@@ -1,8 +1,12 @@
-"""Voice engines, chosen per deployment by settings.VOICE_ENGINE, behind one small interface.
+"""Voice engines, chosen per deployment by settings.VOICE_ENGINE, in one registry.
 
-`embedded` is the offline engine (Silero VAD, PocketSphinx, eSpeak NG and the mixer, built in
-realtime/engine/speech and realtime/engine/sound). `realtime` (a speech-to-speech provider speaking
-the OpenAI Realtime protocol) is not available yet: selecting it refuses sessions with a clear error.
+A voice engine is a `VoicePipeline` class (realtime/engine/session.py) that the session shell runs:
+`embedded` is the offline cascade (realtime/engine/cascade.py: Silero VAD -> PocketSphinx -> brain ->
+eSpeak NG); `realtime` (a speech-to-speech provider speaking the OpenAI Realtime protocol) is known
+but not available in this version: selecting it refuses sessions with a clear error.
+
+The cascade's speech parts (detector, recognizer, synthesizer) come as a `VoiceKit`; their heavy
+models are shared per process and loaded once (`ensure_preloaded`).
 """
 
 from __future__ import annotations
@@ -15,11 +19,16 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
+from voiceagent.providers import ProviderError, Registry
+
 logger = logging.getLogger(__name__)
 
 
-class EngineUnavailable(Exception):
+class EngineUnavailable(ProviderError):
     """The configured voice engine or brain cannot run in this deployment (permanent)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, permanent=True)
 
 
 class Detector(Protocol):
@@ -43,7 +52,7 @@ class Mixer(Protocol):
 
 @dataclass(frozen=True)
 class VoiceKit:
-    """The parts one conversation uses; the heavy models behind them are shared per process."""
+    """The cascade's speech parts for one conversation; the models behind them are shared per process."""
 
     name: str
     preload: Callable[[], None]
@@ -51,18 +60,15 @@ class VoiceKit:
     recognizer: Callable[[Any, Iterable[str]], Recognizer | None]  # (agent, vocabulary texts)
     synthesize: Callable[[str, str, str], bytes]  # (text, language, voice name) -> PCM16 24 kHz
     split_sentences: Callable[[str], list[str]]
-    mixer: Callable[[str | None, float, bool], Mixer]  # (ambient, volume, ducking)
 
 
-def _embedded() -> VoiceKit:
-    from realtime.engine.sound import mixer
+def _embedded_kit() -> VoiceKit:
     from realtime.engine.speech import asr, tts, vad
 
     def preload() -> None:
         vad.preload()
         asr.preload()
         tts.preload()
-        mixer.preload()
 
     return VoiceKit(
         name="embedded",
@@ -71,38 +77,40 @@ def _embedded() -> VoiceKit:
         recognizer=lambda agent, texts: asr.recognizer_for_agent(agent, vocabulary_texts=texts),
         synthesize=lambda text, language, voice: tts.synthesize(text, language=language, voice_name=voice),
         split_sentences=tts.split_sentences,
-        mixer=lambda ambient, volume, ducking: mixer.Mixer(ambient=ambient, volume=volume, ducking=ducking),
     )
 
+
+VOICE_ENGINES = Registry("voice engine", {"embedded": "realtime.engine.cascade:CascadePipeline"})
 
 # Engines this version knows but cannot run, with the reason given to the operator.
 UNAVAILABLE_ENGINES = {
     "realtime": "the speech-to-speech provider arrives in a later release; use embedded",
 }
 
-VOICE_ENGINES: dict[str, Callable[[], VoiceKit]] = {
-    "embedded": _embedded,
-}
 
-
-_kits: dict[str, VoiceKit] = {}
-_preloaded: set[str] = set()
-_kits_lock = threading.Lock()
-_preload_lock = threading.Lock()  # held for seconds while models load: never from the event loop
-
-
-def voice_kit(name: str | None = None) -> VoiceKit:
-    """The configured engine's kit (its first use imports the speech libraries: call it off the loop)."""
+def pipeline_class(name: str | None = None) -> Any:
+    """The configured voice engine's pipeline class (imports it on first use: call it off the loop)."""
     name = name or settings.VOICE_ENGINE
     if name in UNAVAILABLE_ENGINES:
         raise EngineUnavailable(f"VOICE_ENGINE={name} is not available in this version: {UNAVAILABLE_ENGINES[name]}")
-    factory = VOICE_ENGINES.get(name)
-    if factory is None:
+    if name not in VOICE_ENGINES:
         raise EngineUnavailable(f"Unknown VOICE_ENGINE {name!r}")
-    with _kits_lock:
-        if name not in _kits:
-            _kits[name] = factory()
-        return _kits[name]
+    return VOICE_ENGINES.get(name)
+
+
+_kit: VoiceKit | None = None
+_preloaded: set[str] = set()
+_kit_lock = threading.Lock()
+_preload_lock = threading.Lock()  # held for seconds while models load: never from the event loop
+
+
+def voice_kit() -> VoiceKit:
+    """The cascade's offline speech parts (the first use imports the speech libraries: off the loop)."""
+    global _kit
+    with _kit_lock:
+        if _kit is None:
+            _kit = _embedded_kit()
+        return _kit
 
 
 def ensure_preloaded(kit: VoiceKit) -> bool:
@@ -119,7 +127,7 @@ def ensure_preloaded(kit: VoiceKit) -> bool:
 def preload_in_background() -> threading.Thread | None:
     """Warm the configured engine at server start, so that the first session does not wait for it."""
     try:
-        kit = voice_kit()
+        pipeline = pipeline_class()
     except EngineUnavailable as exc:
         logger.error("%s", exc)
         return None
@@ -129,7 +137,10 @@ def preload_in_background() -> threading.Thread | None:
 
     def run() -> None:
         try:
-            ensure_preloaded(kit)
+            from realtime.engine.sound import mixer
+
+            mixer.preload()
+            pipeline.preload()
         except Exception:
             logger.exception("voice engine preload failed; sessions will retry")
         try:
@@ -146,12 +157,10 @@ def preload_in_background() -> threading.Thread | None:
 
 def configuration_problems() -> list[str]:
     """Why the configured voice engine or brain cannot run (for the system check), empty when fine."""
-    from realtime.engine.brain import AVAILABLE_BRAINS
+    from realtime.engine.brain import brain_problems
 
     problems = []
     if settings.VOICE_ENGINE not in VOICE_ENGINES:
         reason = UNAVAILABLE_ENGINES.get(settings.VOICE_ENGINE, "unknown engine")
         problems.append(f"VOICE_ENGINE={settings.VOICE_ENGINE} is not available in this version: {reason}")
-    if settings.LLM_PROVIDER not in AVAILABLE_BRAINS:
-        problems.append(f"LLM_PROVIDER={settings.LLM_PROVIDER} is not available in this version; use embedded")
-    return problems
+    return problems + brain_problems()

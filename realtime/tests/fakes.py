@@ -7,12 +7,15 @@ Synthesized speech lasts 100 ms per word at a constant level, so tests can reaso
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from realtime.engine.brain import BrainOutput, TextPiece, ToolRequest, Turn
+from realtime.engine.brain import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn
+from realtime.engine.tools import ToolOutcome
+from realtime.engine.transport import Ending
 from realtime.engine.voice import VoiceKit
 
 IN_BYTES_PER_MS = 32
@@ -110,7 +113,6 @@ def make_kit(*, texts: Sequence[str] = (), has_bed: bool = False, recognizer: bo
         recognizer=lambda agent, knowledge: parts["recognizer"] if recognizer else None,
         synthesize=synthesize,
         split_sentences=split_sentences,
-        mixer=lambda ambient, volume, ducking: parts["mixer"],
     )
     return kit, parts
 
@@ -119,7 +121,8 @@ class RecordingTransport:
     def __init__(self, clock: Any) -> None:
         self.clock = clock
         self.events: list[tuple[float, str, Any]] = []
-        self.closed: tuple[int, str] | None = None
+        self.ended: tuple[Ending, str] | None = None
+        self.transferred_to: str | None = None
 
     async def started(self, call_id: str) -> None:
         self.events.append((self.clock.now(), "started", call_id))
@@ -137,8 +140,13 @@ class RecordingTransport:
     async def send_event(self, event: dict[str, Any]) -> None:
         self.events.append((self.clock.now(), "event", event))
 
-    async def close(self, code: int, reason: str = "") -> None:
-        self.closed = (code, reason)
+    async def transfer(self, destination: str) -> None:
+        self.events.append((self.clock.now(), "transfer", destination))
+        self.transferred_to = destination
+
+    async def hang_up(self, ending: Ending, message: str = "") -> None:
+        if self.ended is None:
+            self.ended = (ending, message)
 
     def kinds(self) -> list[str]:
         return [kind for _, kind, _ in self.events]
@@ -156,9 +164,11 @@ class ScriptedBrain:
     def __init__(self, *scripts: Sequence[BrainOutput]) -> None:
         self.scripts = list(scripts)
         self.seen: list[list[Turn]] = []
+        self.contexts: list[BrainContext] = []
 
-    async def respond(self, conversation: Sequence[Turn]) -> AsyncIterator[BrainOutput]:
+    async def respond(self, context: BrainContext, conversation: Sequence[Turn]) -> AsyncIterator[BrainOutput]:
         self.seen.append(list(conversation))
+        self.contexts.append(context)
         if conversation and conversation[-1].role == "tool":
             yield TextPiece("Done.")
             return
@@ -166,4 +176,28 @@ class ScriptedBrain:
             yield output
 
 
-__all__ = ["TextPiece", "ToolRequest"]
+class ScriptedTools:
+    """A tool dispatcher stand-in: offers `specs`, answers each call with `results[name]` once
+    `release` is set (set from the start unless `wait`), and remembers the calls."""
+
+    def __init__(self, results: dict[str, ToolOutcome] | None = None, *, wait: bool = False) -> None:
+        self.results = results or {}
+        self.calls: list[ToolCall] = []
+        self.release = asyncio.Event()
+        if not wait:
+            self.release.set()
+        self.closed = False
+
+    async def load(self) -> tuple[ToolSpec, ...]:
+        return tuple(ToolSpec(name=name, description="", parameters={"type": "object"}) for name in self.results)
+
+    async def run(self, call: ToolCall) -> ToolOutcome:
+        self.calls.append(call)
+        await self.release.wait()
+        return self.results.get(call.name) or ToolOutcome(result='{"error": "unknown tool"}', status="error")
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+__all__ = ["ScriptedTools", "TextPiece", "ToolCall"]

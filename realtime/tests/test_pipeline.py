@@ -1,5 +1,5 @@
-"""The conversation pipeline with small stand-in speech parts and a hand-driven clock: frames in,
-messages out, and the call record in the database."""
+"""The session shell with the cascade pipeline, small stand-in speech parts and a hand-driven clock:
+frames in, messages out, and the call record in the database."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ from asgiref.sync import sync_to_async
 
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
-from realtime.engine import conversation as conversation_module
-from realtime.engine.brain import TextPiece, ToolRequest, Turn
-from realtime.engine.brain.embedded import EmbeddedBrain
+from realtime.engine import session as session_module
+from realtime.engine.brain import TextPiece, ToolCall, Turn
+from realtime.engine.cascade import CascadePipeline
 from realtime.engine.clock import ManualClock, settle
-from realtime.engine.conversation import Conversation
-from realtime.engine.records import CallRecorder
-from realtime.engine.voice import EngineUnavailable, voice_kit
-from realtime.tests.fakes import RecordingTransport, ScriptedBrain, make_kit, silence, speech
+from realtime.engine.session import Session, open_session
+from realtime.engine.tools import ToolOutcome
+from realtime.engine.transport import Ending
+from realtime.engine.voice import EngineUnavailable, pipeline_class
+from realtime.tests.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -31,22 +32,31 @@ async def inline(function: Any, *args: Any) -> Any:
     return function(*args)
 
 
+class EchoBrain:
+    """Repeats what it heard, so that tests can see which user turn was answered."""
+
+    async def respond(self, context, history):
+        heard = next((turn.text for turn in reversed(history) if turn.role == "user"), "")
+        yield TextPiece(f"You said: {heard}.")
+
+
 class Harness:
     def __init__(self, agent: Any, *, texts=(), brain=None, has_bed=False, tools=None, recognizer=True) -> None:
         self.clock = ManualClock()
         self.transport = RecordingTransport(self.clock)
         self.kit, self.parts = make_kit(texts=texts, has_bed=has_bed, recognizer=recognizer)
-        self.recorder = CallRecorder(agent=agent, channel="web")
-        self.conversation = Conversation(
+        self.tools = tools or ScriptedTools()
+        self.conversation = open_session(
             agent=agent,
             transport=self.transport,
-            recorder=self.recorder,
-            kit=self.kit,
-            brain=brain or EmbeddedBrain(language=agent.language),
-            tools=tools,
+            channel="web",
+            pipeline=CascadePipeline(kit=self.kit, brain=brain or EchoBrain()),
+            tools=self.tools,
+            mixer=lambda ambient, volume, ducking: self.parts["mixer"],
             clock=self.clock,
             run_blocking=inline,
         )
+        self.recorder = self.conversation.recorder
         self.task: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -202,29 +212,22 @@ async def test_the_disclosure_cannot_be_interrupted_but_the_greeting_can(agent):
     await h.stop()
 
 
-class WaitingTools:
-    def __init__(self) -> None:
-        self.release = asyncio.Event()
-        self.requests: list[ToolRequest] = []
-
-    async def run(self, request: ToolRequest) -> str:
-        self.requests.append(request)
-        await self.release.wait()
-        return '{"status": "booked"}'
+def waiting_tools() -> ScriptedTools:
+    return ScriptedTools({"book_table": ToolOutcome(result='{"status": "booked"}', status="success")}, wait=True)
 
 
 async def test_keyboard_plays_while_a_tool_runs_and_the_result_goes_back_to_the_brain(agent):
     agent.background_sound = "keyboard"
     await sync_to_async(agent.save)()
-    tools = WaitingTools()
-    brain = ScriptedBrain([ToolRequest(name="book_table", arguments={"people": 2}, id="t1")])
+    tools = waiting_tools()
+    brain = ScriptedBrain([ToolCall(name="book_table", arguments={"people": 2}, id="t1")])
     h = Harness(agent, texts=["book a table"], brain=brain, has_bed=True, tools=tools)
     await h.start()
     await h.feed(silence(2000))
     mixer = h.parts["mixer"]
     assert not any(keyboard for _, _, keyboard in mixer.calls)
     await h.talk(600)
-    assert tools.requests and tools.requests[0].arguments == {"people": 2}
+    assert tools.calls and tools.calls[0].arguments == {"people": 2}
     before = len(mixer.calls)
     await h.feed(silence(400))
     assert mixer.calls[before:] and all(keyboard for _, _, keyboard in mixer.calls[before:])
@@ -232,20 +235,24 @@ async def test_keyboard_plays_while_a_tool_runs_and_the_result_goes_back_to_the_
     await h.feed(silence(800))
     assert h.transport.transcripts()[-1] == ("assistant", "Done.")
     assert not mixer.calls[-1][2]
-    assert brain.seen[-1][-1] == Turn(role="tool", text='{"status": "booked"}', name="book_table")
+    # The brain sees its own call and the result, so that a language model can replay both exactly.
+    assert brain.seen[-1][-2:] == [
+        Turn(role="assistant", text="", tool_calls=(ToolCall(name="book_table", arguments={"people": 2}, id="t1"),)),
+        Turn(role="tool", text='{"status": "booked"}', tool_call_id="t1", name="book_table"),
+    ]
     await h.stop()
 
 
 async def test_keyboard_is_heard_without_an_ambient_bed_and_stops_after_the_tool(agent):
     agent.background_sound = "keyboard"
     await sync_to_async(agent.save)()
-    tools = WaitingTools()
-    brain = ScriptedBrain([ToolRequest(name="book_table", arguments={}, id="t1")])
+    tools = waiting_tools()
+    brain = ScriptedBrain([ToolCall(name="book_table", arguments={}, id="t1")])
     h = Harness(agent, texts=["book a table"], brain=brain, has_bed=False, tools=tools)
     await h.start()
     await h.feed(silence(2000))
     await h.talk(600)
-    assert tools.requests
+    assert tools.calls
     mixer = h.parts["mixer"]
     frames_before, audio_before = len(mixer.calls), h.transport.audio_ms()
     await h.feed(silence(1000))
@@ -288,7 +295,7 @@ async def test_a_language_without_recognition_logs_a_warning_and_still_greets(ag
 
 
 class BrokenBrain:
-    async def respond(self, conversation):
+    async def respond(self, context, history):
         raise RuntimeError("model crashed")
         yield  # pragma: no cover
 
@@ -300,7 +307,7 @@ async def test_an_engine_error_fails_the_call_and_closes_with_4500(agent):
     await h.talk(600)
     await settle()
     await asyncio.wait_for(h.task, 10)
-    assert h.transport.closed == (4500, "engine error")
+    assert h.transport.ended == (Ending.FAILED, "The conversation engine failed")
     call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
     assert call.status == "failed"
     assert ("user", "hello") in [(m.role, m.content) for m in await sync_to_async(list)(call.messages.all())]
@@ -317,7 +324,7 @@ async def test_stop_keeps_the_heard_part_of_a_running_answer(agent):
 
 
 async def test_a_stage_that_ignores_cancellation_does_not_keep_the_call_open(agent, monkeypatch):
-    monkeypatch.setattr(conversation_module, "STOP_GRACE_SECONDS", 0.2)
+    monkeypatch.setattr(session_module, "STOP_GRACE_SECONDS", 0.2)
     released = asyncio.Event()
 
     async def stubborn_watchdog(self) -> None:
@@ -327,7 +334,7 @@ async def test_a_stage_that_ignores_cancellation_does_not_keep_the_call_open(age
             except asyncio.CancelledError:
                 continue  # the kind of bug that once left calls `active` after a hang-up
 
-    monkeypatch.setattr(Conversation, "_watchdog", stubborn_watchdog)
+    monkeypatch.setattr(Session, "_watchdog", stubborn_watchdog)
     h = Harness(agent)
     await h.start()
     await h.feed(silence(100))
@@ -351,14 +358,13 @@ async def test_a_stage_that_ignores_cancellation_does_not_keep_the_call_open(age
 async def test_a_voice_engine_that_is_not_available_refuses_the_session(agent, settings):
     settings.VOICE_ENGINE = "realtime"
     with pytest.raises(EngineUnavailable, match="VOICE_ENGINE=realtime"):
-        voice_kit()
+        pipeline_class()
     clock = ManualClock()
     transport = RecordingTransport(clock)
-    conversation = Conversation(agent=agent, transport=transport, recorder=CallRecorder(agent=agent, channel="web"))
+    conversation = open_session(agent=agent, transport=transport, channel="web", tools=ScriptedTools())
     await asyncio.wait_for(conversation.run(), 10)
-    assert transport.closed == (4500, "engine error")
-    errors = [value for _, kind, value in transport.events if kind == "event"]
-    assert errors and "VOICE_ENGINE=realtime" in errors[0]["message"]
+    assert transport.ended is not None and transport.ended[0] == Ending.FAILED
+    assert "VOICE_ENGINE=realtime" in transport.ended[1]
     assert not await sync_to_async(Call.objects.exists)()
 
 
@@ -378,21 +384,21 @@ async def test_a_caller_that_sends_no_audio_is_disconnected_and_the_call_complet
     await h.start()
     await h.feed(silence(3000))
     await h.clock.advance(4.0)
-    assert h.transport.closed is None  # audio stopped 4 s ago
+    assert h.transport.ended is None  # audio stopped 4 s ago
     await h.clock.advance(1.5)
     await asyncio.wait_for(h.task, 10)
-    assert h.transport.closed == (4408, "no caller audio")
+    assert h.transport.ended == (Ending.IDLE, "")
     call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
     assert call.status == "completed"
 
 
 def test_server_start_preload_warms_the_voice_kit_and_the_knowledge_model(monkeypatch):
     from knowledge import embeddings
-    from realtime.engine import voice
+    from realtime.engine import cascade, voice
 
     loaded = []
     kit = dataclasses.replace(make_kit()[0], preload=lambda: loaded.append("voice"))
-    monkeypatch.setattr(voice, "voice_kit", lambda: kit)
+    monkeypatch.setattr(cascade, "voice_kit", lambda: kit)
     monkeypatch.setattr(voice, "_preloaded", set())
     monkeypatch.setattr(embeddings, "_session", None)
     voice.preload_in_background().join(timeout=120)

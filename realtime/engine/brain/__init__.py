@@ -1,54 +1,67 @@
-"""Brains: given the conversation so far, produce the agent's next words and tool requests.
+"""Brains: given the agent's prompt, its offered tools and the conversation so far, produce the
+agent's next words and tool calls (the types are in brain/base.py).
 
-`respond(conversation)` is an async iterator of `TextPiece` (words to speak, in order, any size) and
-`ToolRequest` (run a tool; the conversation appends its result as a `tool` turn and asks again).
-Chosen per deployment by settings.LLM_PROVIDER: `embedded` (offline, deterministic) is available now.
+Chosen per deployment by settings.LLM_PROVIDER, in one registry: `embedded` (an offline, rule-based
+responder; the default) and `openai` (any OpenAI-compatible Chat Completions server).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+import sys
+from typing import Any
 
 from django.conf import settings
 
-from realtime.engine.voice import EngineUnavailable
+from realtime.engine.brain.base import (
+    Brain,
+    BrainContext,
+    BrainOutput,
+    TextPiece,
+    ToolCall,
+    ToolSpec,
+    Turn,
+    Usage,
+)
+from voiceagent.providers import ProviderError, Registry
 
-
-@dataclass(frozen=True)
-class Turn:
-    role: str  # "user", "assistant" or "tool"
-    text: str
-    name: str = ""  # the tool's name for a tool turn
-
-
-@dataclass(frozen=True)
-class TextPiece:
-    text: str
-
-
-@dataclass(frozen=True)
-class ToolRequest:
-    name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-    id: str = ""
-
-
-BrainOutput = TextPiece | ToolRequest
-
-
-class Brain(Protocol):
-    def respond(self, conversation: Sequence[Turn]) -> AsyncIterator[BrainOutput]: ...
-
-
-AVAILABLE_BRAINS = ("embedded",)
+BRAINS = Registry(
+    "language model provider",
+    {
+        "embedded": "realtime.engine.brain.embedded:EmbeddedBrain",
+        "openai": "realtime.engine.brain.openai_chat:OpenAIChatBrain",
+    },
+)
 
 
 def brain_for(agent: Any) -> Brain:
-    provider = settings.LLM_PROVIDER
-    if provider == "embedded":
-        from realtime.engine.brain.embedded import EmbeddedBrain
+    """A new brain for one conversation of `agent` (ProviderError when it cannot be made)."""
+    return BRAINS.get(settings.LLM_PROVIDER)(language=agent.language)
 
-        return EmbeddedBrain(language=agent.language)
-    raise EngineUnavailable(f"LLM_PROVIDER={provider} is not available in this version; use embedded")
+
+def brain_problems() -> list[str]:
+    """Why the configured brain cannot run (for the system check), empty when fine."""
+    provider = settings.LLM_PROVIDER
+    if provider not in BRAINS:
+        return [f"LLM_PROVIDER={provider} is unknown; use embedded or openai"]
+    try:
+        brain_class = BRAINS.get(provider)
+    except ImportError as exc:
+        return [f"LLM_PROVIDER={provider} cannot be imported: {exc}"]
+    check = getattr(sys.modules[brain_class.__module__], "configuration_problems", None)
+    return list(check()) if check is not None else []
+
+
+__all__ = [
+    "BRAINS",
+    "Brain",
+    "BrainContext",
+    "BrainOutput",
+    "ProviderError",
+    "TextPiece",
+    "ToolCall",
+    "ToolSpec",
+    "Turn",
+    "Usage",
+    "brain_for",
+    "brain_problems",
+]

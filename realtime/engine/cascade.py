@@ -1,0 +1,247 @@
+"""The cascade voice pipeline (VOICE_ENGINE=embedded): caller audio -> voice activity detection ->
+speech recognition -> brain -> speech synthesis -> the shell's playout.
+
+    push_audio -> [listen: VAD, barge-in] -> [recognize: incremental ASR off the loop] -> user turn
+               -> [respond: brain, sentence by sentence, tools through the shell]
+               -> [speak: TTS off the loop] -> session.play -> playout
+
+On an interruption (`interrupt`) the pipeline drops the sentences it has queued and cancels the
+running answer; every queued item belongs to a response, and a cancelled response's items are
+dropped wherever they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from realtime.engine.brain import Brain, TextPiece, ToolCall, Usage, brain_for
+from realtime.engine.listener import Listener
+from realtime.engine.voice import VoiceKit, ensure_preloaded, voice_kit
+from realtime.selectors import agent_vocabulary_texts
+from voiceagent.providers import ProviderError
+
+if TYPE_CHECKING:
+    from realtime.engine.session import Response, Session
+
+MAX_TOOL_ROUNDS = 4
+MAX_PENDING_INPUT = 500  # chunks waiting for the listener (about 10 s of 20 ms chunks)
+COALESCE_BYTES = 8000  # the listener takes waiting chunks together, up to 250 ms of audio
+
+
+@dataclass(eq=False)
+class _Say:
+    response: Response
+    text: str
+    index: int
+
+
+@dataclass(eq=False)
+class _End:
+    response: Response
+
+
+class CascadePipeline:
+    name = "embedded"
+
+    def __init__(
+        self,
+        *,
+        kit: VoiceKit | None = None,
+        brain: Brain | None = None,
+        vocabulary_texts: Callable[[], Awaitable[Sequence[str]]] | None = None,
+    ) -> None:
+        self.kit = kit
+        self.brain = brain
+        self._vocabulary_texts = vocabulary_texts
+        self.barge_in_ms = int(settings.REALTIME_BARGE_IN_MS)
+        self._audio_in: asyncio.Queue[bytes] = asyncio.Queue()
+        self._speech_q: asyncio.Queue[_Say | _End] = asyncio.Queue()
+        self._asr_q: asyncio.Queue[tuple[str, bytes, bool | None]] = asyncio.Queue()
+        self._respond_task: asyncio.Task[None] | None = None
+        self._over_agent = False  # the current utterance began while the agent was speaking
+        self._barged = False  # ... and has already interrupted it
+        self._dropped_input = 0
+        self.listener: Listener | None = None
+        self.session: Session | None = None
+
+    @classmethod
+    def preload(cls) -> None:
+        ensure_preloaded(voice_kit())
+
+    async def prepare(self, session: Session) -> None:
+        self.session = session
+        agent = session.agent
+        kit = self.kit = self.kit or await session.run_blocking(voice_kit)
+        self.brain = self.brain or brain_for(agent)
+        await session.run_blocking(ensure_preloaded, kit)
+        if self._vocabulary_texts is not None:
+            texts = await self._vocabulary_texts()
+        else:
+            texts = await sync_to_async(agent_vocabulary_texts)(agent_id=agent.pk)
+        recognizer = await session.run_blocking(kit.recognizer, agent, texts)
+        self.listener = Listener(detector=kit.detector(), recognizer=recognizer)
+        if recognizer is None:
+            session.recorder.log(
+                "warn",
+                f"no offline speech recognition for language {agent.language}; the agent speaks but cannot "
+                "understand the caller",
+            )
+
+    def begin(self) -> None:
+        assert self.session is not None
+        for name, coroutine in (("listen", self._listen()), ("recognize", self._recognize()), ("speak", self._speak())):
+            self.session.spawn(coroutine, name)
+
+    def split_sentences(self, text: str) -> list[str]:
+        assert self.kit is not None
+        return self.kit.split_sentences(text)
+
+    def push_audio(self, pcm16_16k: bytes) -> None:
+        if self._audio_in.qsize() >= MAX_PENDING_INPUT:
+            self._audio_in.get_nowait()  # the oldest goes: the listener is overloaded
+            self._dropped_input += 1
+            if self._dropped_input == 1 and self.session is not None:
+                self.session.recorder.log("warn", "input audio arrives faster than it can be processed; dropping")
+        self._audio_in.put_nowait(pcm16_16k)
+
+    def say(self, response: Response, text: str) -> None:
+        text = text.strip()
+        if text and not response.cancelled:
+            response.sentences.append(text)
+            self._speech_q.put_nowait(_Say(response, text, len(response.sentences) - 1))
+
+    def end(self, response: Response) -> None:
+        self._speech_q.put_nowait(_End(response))
+
+    def interrupt(self) -> None:
+        while not self._speech_q.empty():
+            self._speech_q.get_nowait()
+        if self._respond_task is not None and not self._respond_task.done():
+            self._respond_task.cancel()
+
+    async def aclose(self) -> None:
+        close = getattr(self.brain, "aclose", None)
+        if close is not None:
+            await close()
+
+    # --- stages --------------------------------------------------------------------------------
+
+    async def _listen(self) -> None:
+        """Voice activity on the event loop (cheap): turn boundaries and barge-in stay on time even
+        when recognition lags; the recognizer's work goes to the recognize stage."""
+        assert self.listener is not None and self.session is not None
+        session = self.session
+        while True:
+            chunk = await self._audio_in.get()
+            while not self._audio_in.empty() and len(chunk) < COALESCE_BYTES:
+                chunk += self._audio_in.get_nowait()
+            heard = self.listener.detect(chunk)
+            now = session.clock.now()
+            session.user_speaking = heard.speaking
+            if heard.speech_started:
+                self._over_agent = session.agent_speaking()
+                self._barged = False
+            response = session.response
+            if (
+                heard.speaking
+                and self._over_agent
+                and not self._barged
+                and heard.speech_ms >= self.barge_in_ms
+                and response is not None
+                and not response.done
+                and response.interruptible(now)
+                and not session.transferring
+            ):
+                self._barged = True
+                session.recorder.log("info", "barge-in", speechMs=heard.speech_ms)
+                await session.interrupt(now)
+            for kind, audio in heard.jobs:
+                verdict = None
+                if kind == "finish":
+                    # Speech that began over the agent and never interrupted it is a backchannel.
+                    verdict = not (self._over_agent and not self._barged)
+                    self._over_agent = self._barged = False
+                self._asr_q.put_nowait((kind, audio, verdict))
+
+    async def _recognize(self) -> None:
+        assert self.listener is not None and self.session is not None
+        session = self.session
+        while True:
+            jobs = [await self._asr_q.get()]
+            while not self._asr_q.empty():
+                jobs.append(self._asr_q.get_nowait())
+            texts = await session.run_blocking(self.listener.recognize, [(kind, audio) for kind, audio, _ in jobs])
+            verdicts = [verdict for kind, _, verdict in jobs if kind == "finish"]
+            for text, take in zip(texts, verdicts, strict=True):
+                if not take:
+                    session.recorder.log("debug", "short speech over the agent ignored")
+                elif await session.user_said(text):
+                    response = session.begin_response(turn_ended_at=session.clock.now())
+                    self._respond_task = session.spawn(self._respond(response), "respond")
+
+    async def _respond(self, response: Response) -> None:
+        """Ask the brain, speak its sentences as they complete, run its tool calls through the shell
+        and ask again with their results (up to MAX_TOOL_ROUNDS)."""
+        assert self.brain is not None and self.session is not None
+        session = self.session
+        try:
+            for _ in range(MAX_TOOL_ROUNDS):
+                round_start = len(response.sentences)
+                calls: list[ToolCall] = []
+                pending = ""
+                async for output in self.brain.respond(session.context, list(session.history)):
+                    if isinstance(output, TextPiece):
+                        done, pending = self._complete_sentences(pending + output.text)
+                        for sentence in done:
+                            self.say(response, sentence)
+                    elif isinstance(output, ToolCall):
+                        calls.append(output)
+                    elif isinstance(output, Usage):
+                        session.usage(output)
+                for sentence in self.split_sentences(pending) if pending.strip() else ():
+                    self.say(response, sentence)
+                if not calls:
+                    break
+                said = " ".join(response.sentences[round_start:])
+                outcomes = [await session.run_tool(call) for call in calls]
+                session.tool_round(response, said, calls, outcomes)
+                if response.transfer_to:
+                    self.say(response, session.handoff_sentence())
+                    response.locked = len(response.sentences)  # the handoff is not cut by a barge-in
+                    break
+        except ProviderError as exc:
+            self.say(response, session.brain_failed(exc))
+        self.end(response)
+
+    async def _speak(self) -> None:
+        assert self.kit is not None and self.session is not None
+        kit, session = self.kit, self.session
+        agent = session.agent
+        while True:
+            item = await self._speech_q.get()
+            if item.response.cancelled:
+                continue
+            if isinstance(item, _End):
+                session.finish_response(item.response)
+                continue
+            audio = await session.run_blocking(kit.synthesize, item.text, agent.language, agent.voice_name)
+            session.play(item.response, item.text, audio, item.index)
+
+    def _complete_sentences(self, text: str) -> tuple[list[str], str]:
+        """Sentences ready to speak, and the unfinished rest (kept until more text arrives)."""
+        parts = self.split_sentences(text)
+        if not parts:
+            return [], text
+        if text.rstrip().endswith((".", "!", "?", "…", ";", ":")):
+            return parts, ""
+        return parts[:-1], parts[-1]
+
+
+__all__ = ["CascadePipeline"]
+

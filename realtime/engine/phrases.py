@@ -1,0 +1,31 @@
+"""Fixed sentences the session itself speaks (not the brain's), per language."""
+
+from __future__ import annotations
+
+_PHRASES: dict[str, dict[str, str]] = {
+    "en": {
+        "apology": "Sorry, I am having trouble answering right now. Could you say that again?",
+        "handoff": "One moment please, I am transferring you to a person.",
+        "unavailable": "Sorry, this agent is not available right now. Please try again later. Goodbye.",
+    },
+    "es-ES": {
+        "apology": "Lo siento, ahora mismo tengo problemas para responder. ¿Puede repetirlo?",
+        "handoff": "Un momento, por favor, le paso con una persona.",
+        "unavailable": "Lo siento, este agente no está disponible ahora. Inténtelo más tarde. Adiós.",
+    },
+    "es": {
+        "apology": "Disculpe, ahora mismo tengo problemas para responder. ¿Puede repetirlo?",
+        "handoff": "Un momento, por favor, lo comunico con una persona.",
+        "unavailable": "Disculpe, este agente no está disponible ahora. Intente más tarde. Adiós.",
+    },
+    "it": {
+        "apology": "Mi scusi, al momento ho difficoltà a rispondere. Può ripetere?",
+        "handoff": "Un momento, la passo a una persona.",
+        "unavailable": "Mi scusi, questo agente non è disponibile al momento. Riprovi più tardi. Arrivederci.",
+    },
+}
+
+
+def phrase(key: str, language: str) -> str:
+    table = _PHRASES.get(language) or _PHRASES.get(language.split("-")[0]) or _PHRASES["en"]
+    return table[key]

@@ -1,0 +1,574 @@
+"""The session shell: one conversation between a caller and an agent, whatever the transport and
+whatever the voice engine.
+
+The shell owns what every engine shares: the transport, the playout and its mixer (ambient and
+keyboard sounds), the call record and agent log (CallRecorder), the idle watchdog, the tool
+dispatcher, the agent's prompt (a dynamic one fetched at the start) and the conversation history.
+A replaceable `VoicePipeline` turns caller audio into agent speech through the shell: the offline
+cascade (realtime/engine/cascade.py: VAD -> ASR -> brain -> TTS) today, a speech-to-speech provider
+later.
+
+Barge-in is one interruption signal: `interrupt()` marks the current response cancelled, asks the
+pipeline to drop its queued work and cancel its in-flight work, cuts the playout, tells the
+transport to `clear`, and keeps in the transcript only what the caller could have heard.
+
+    session = open_session(agent=agent, transport=transport, channel="web")
+    task = asyncio.create_task(session.run())    # start, greet, converse until stop
+    session.push_audio(pcm16_16k)                 # from the transport, never blocks
+    await session.stop()                          # the caller hung up
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils import timezone
+
+from agents.disclosure import disclosure_for
+from agents.models import Agent, BackgroundSound, GreetingType, PromptType
+from agents.services import ambient_sound_playable
+from calls.models import CallStatus
+from realtime.engine.brain import BrainContext, ToolCall, Turn, Usage
+from realtime.engine.clock import Clock, LoopClock
+from realtime.engine.phrases import phrase
+from realtime.engine.playout import EndMarker, Playout, Segment
+from realtime.engine.records import CallRecorder
+from realtime.engine.tools import ToolDispatcher, ToolOutcome
+from realtime.engine.transport import Ending, Transport
+from realtime.engine.voice import EngineUnavailable, Mixer, pipeline_class
+from voiceagent.providers import ProviderError
+
+logger = logging.getLogger(__name__)
+
+RunBlocking = Callable[..., Awaitable[Any]]
+
+INPUT_BURST_SECONDS = 3.0  # how far a caller's audio may run ahead of real time (network bursts)
+# How long stop() waits for the cancelled stages before it finishes the call anyway: a stage that
+# does not end when cancelled (a bug) must not leave the call `active` and the socket open.
+STOP_GRACE_SECONDS = 5.0
+
+
+@dataclass(eq=False)
+class Response:
+    """One assistant turn being produced, spoken and heard."""
+
+    locked: int = 0  # leading sentences that a barge-in cannot cut (the AI-identity disclosure)
+    turn_ended_at: float | None = None  # when the user turn that prompted it ended
+    sentences: list[str] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
+    done: bool = False
+    cancelled: bool = False  # interrupted: every stage drops the work it still holds for it
+    in_history: int = 0  # leading sentences already in the history (said before a tool call)
+    transfer_to: str | None = None  # hand the caller to this number once the response has played
+    then_end: tuple[Ending, str] | None = None  # or end the session once it has played
+
+    def heard_text(self, now: float, *, first_sentence: int = 0) -> str:
+        """The words the listener has heard by `now` (whole sentences, then a proportional share of
+        the sentence that was playing)."""
+        words: list[str] = []
+        for segment in self.segments:
+            fraction = segment.heard_fraction(now)
+            part = segment.text.split()
+            heard = part if fraction >= 1.0 else part[: int(len(part) * fraction)]
+            if segment.index >= first_sentence:
+                words.extend(heard)
+            if fraction < 1.0:
+                break
+        return " ".join(words)
+
+    def interruptible(self, now: float) -> bool:
+        if self.locked == 0:
+            return True
+        if len(self.segments) < self.locked:
+            return False
+        last = self.segments[self.locked - 1]
+        return last.play_start is not None and now >= last.play_start + last.duration
+
+
+class VoicePipeline(Protocol):
+    """A voice engine run by the shell. `prepare` loads what the conversation needs (before the call
+    record exists); `begin` starts its stages with `session.spawn`; `say`/`end` queue the shell's own
+    sentences (disclosure, greeting, handoff) on a response; `interrupt` drops queued work and cancels
+    in-flight work (the response is already marked cancelled)."""
+
+    name: str
+
+    @classmethod
+    def preload(cls) -> None: ...
+
+    async def prepare(self, session: Session) -> None: ...
+    def begin(self) -> None: ...
+    def push_audio(self, pcm16_16k: bytes) -> None: ...
+    def say(self, response: Response, text: str) -> None: ...
+    def end(self, response: Response) -> None: ...
+    def interrupt(self) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+def _default_mixer(ambient: str | None, volume: float, ducking: bool) -> Mixer:
+    from realtime.engine.sound import mixer
+
+    return mixer.Mixer(ambient=ambient, volume=volume, ducking=ducking)
+
+
+class Session:
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        transport: Transport,
+        recorder: CallRecorder,
+        pipeline: VoicePipeline | None = None,
+        tools: ToolDispatcher | None = None,
+        mixer: Callable[[str | None, float, bool], Mixer] | None = None,
+        clock: Clock | None = None,
+        run_blocking: RunBlocking | None = None,
+    ) -> None:
+        self.agent = agent
+        self.transport = transport
+        self.recorder = recorder
+        self.pipeline = pipeline
+        self.tools = tools or ToolDispatcher(agent=agent, recorder=recorder, to_number=recorder.to_number)
+        self._make_mixer = mixer or _default_mixer
+        self.clock = clock or LoopClock()
+        self.run_blocking = run_blocking or asyncio.to_thread
+        self.lead_ms = int(settings.REALTIME_OUTPUT_LEAD_MS)
+        self.idle_seconds = float(settings.REALTIME_INPUT_IDLE_SECONDS)
+
+        self.context = BrainContext(agent_name=agent.name, language=agent.language)
+        self.history: list[Turn] = []
+        self.playout: Playout | None = None
+        self.call_id: str | None = None
+        self.response: Response | None = None
+        self.user_speaking = False  # set by the pipeline's voice activity detection
+
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tools_running = 0
+        self._input_since: float | None = None  # clock time of the first caller audio
+        self._input_seconds = 0.0  # caller audio accepted so far
+        self._last_input: float | None = None
+        self._started = asyncio.Event()  # start finished, well or not
+        self._start_task: asyncio.Task[Any] | None = None
+        self._ended = asyncio.Event()
+        self._stopping = False
+        self._transferring = False
+        self._failure: asyncio.Task[None] | None = None
+
+    # --- transport side ------------------------------------------------------------------------
+
+    def push_audio(self, pcm16_16k: bytes) -> bool:
+        """Caller audio (PCM16 LE mono 16 kHz, an even number of bytes). Never blocks. False when the
+        audio is refused: a caller cannot send faster than real time (plus INPUT_BURST_SECONDS)."""
+        if self._stopping or not pcm16_16k:
+            return True
+        now = self.clock.now()
+        if self._input_since is None:
+            self._input_since = now
+        seconds = len(pcm16_16k) / 32000
+        if self._input_seconds + seconds > now - self._input_since + INPUT_BURST_SECONDS:
+            return False
+        self._input_seconds += seconds
+        self._last_input = now
+        if self.pipeline is not None:
+            self.pipeline.push_audio(pcm16_16k)
+        return True
+
+    async def run(self) -> None:
+        """Start the engine, greet, and converse until `stop` (or a failure)."""
+        self._start_task = asyncio.current_task()
+        try:
+            await self._start()
+        except asyncio.CancelledError:
+            self._started.set()
+            await self.stop(CallStatus.FAILED)
+            raise
+        except Exception as exc:  # noqa: BLE001 - any start failure ends the session as failed, logged in fail()
+            self._started.set()
+            await self.fail(exc)
+            return
+        self._started.set()
+        await self._ended.wait()
+
+    async def stop(self, status: str = CallStatus.COMPLETED) -> None:
+        """End the conversation: keep what was heard of a running answer, finish the call record."""
+        if self._stopping:
+            await self._ended.wait()
+            return
+        self._stopping = True
+        try:
+            if self._start_task is not None and self._start_task is not asyncio.current_task():
+                # Still starting: let the start finish (or fail) so that the call record it opens is closed.
+                await self._started.wait()
+            response = self.response
+            if response is not None and not response.done:
+                await self._close_response(response, self.clock.now(), tell=False)
+            await self._cancel_tasks()
+            await self._close_parts()
+            await self.recorder.finish(status)
+        finally:
+            self._ended.set()
+
+    async def fail(self, exc: BaseException) -> None:
+        """The engine failed: log it, record the call `failed`, and end the connection."""
+        if self._stopping:
+            return
+        logger.error("session %s failed", self.recorder.session_id, exc_info=exc)
+        self.recorder.log("error", f"engine error: {type(exc).__name__}: {str(exc)[:300]}")
+        await self.stop(CallStatus.FAILED)
+        # A configuration problem is the operator's to fix and safe to name; anything else stays generic.
+        message = str(exc) if isinstance(exc, EngineUnavailable) else "The conversation engine failed"
+        await self._hang_up(Ending.FAILED, message)
+
+    # --- start ---------------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        agent = self.agent
+        started = time.monotonic()
+        if self.pipeline is None:
+            self.pipeline = (await self.run_blocking(pipeline_class))()
+        await self.pipeline.prepare(self)
+        ambient = agent.ambient_sound if await sync_to_async(ambient_sound_playable)(agent) else None
+        mixer = await self.run_blocking(
+            self._make_mixer, ambient, float(agent.ambient_sound_volume), bool(agent.ambient_sound_ducking)
+        )
+        self.playout = Playout(
+            mixer=mixer,
+            transport=self.transport,
+            clock=self.clock,
+            user_speaking=lambda: self.user_speaking,
+            keyboard=lambda: self._tools_running > 0 and agent.background_sound == BackgroundSound.KEYBOARD,
+            lead_ms=self.lead_ms,
+        )
+        call = await self.recorder.start()
+        self.call_id = str(call.pk)
+        specs = await self.tools.load()
+        self.recorder.log(
+            "info",
+            "session started",
+            callId=self.call_id,
+            channel=self.recorder.channel,
+            voiceEngine=self.pipeline.name,
+            language=agent.language,
+            tools=[spec.name for spec in specs],
+            startupMs=round((time.monotonic() - started) * 1000),
+        )
+        await self.transport.started(self.call_id)
+        disclosure = disclosure_for(
+            template_id=agent.ai_identity_disclosure_template_id, language=agent.language, agent_name=agent.name
+        )
+        self.recorder.log("info", "disclosure spoken", disclosureVersion=disclosure.version)
+        identity, instructions, greeting = agent.identity, agent.instructions, ""
+        if agent.greeting_type == GreetingType.STATIC and agent.static_greeting:
+            greeting = agent.static_greeting
+        if agent.prompt_type == PromptType.DYNAMIC:
+            prompt = await self._dynamic_prompt()
+            if prompt is None and not (identity.strip() or instructions.strip()):
+                self._unavailable(disclosure.text)
+                return
+            if prompt is not None:
+                identity = prompt.identity if prompt.identity is not None else identity
+                instructions = prompt.instructions
+                if agent.greeting_type == GreetingType.DYNAMIC and prompt.greeting:
+                    greeting = prompt.greeting
+        self.context = BrainContext(
+            agent_name=agent.name,
+            language=agent.language,
+            identity=identity,
+            instructions=instructions,
+            disclosure=disclosure.text,
+            greeting=greeting,
+            tools=specs,
+        )
+        self._begin()
+        self._greet(disclosure.text, greeting)
+
+    async def _dynamic_prompt(self) -> Any:
+        from realtime.engine.prompt import fetch_assistant_prompt
+
+        try:
+            return await fetch_assistant_prompt(
+                agent=self.agent,
+                call_id=self.call_id or "",
+                channel=self.recorder.channel,
+                from_number=self.recorder.call.from_number if self.recorder.call else None,
+                to_number=self.recorder.call.to_number if self.recorder.call else None,
+            )
+        except ProviderError as exc:
+            has_saved = bool(self.agent.identity.strip() or self.agent.instructions.strip())
+            self.recorder.log(
+                "error",
+                "dynamic prompt request failed; "
+                + ("the saved prompt is used" if has_saved else "the call is ended"),
+                reason=exc.message,
+            )
+            return None
+
+    def _begin(self) -> None:
+        """Start the pipeline's stages, then the playout (which then finds the greeting's first
+        sentence already queued) and the idle watchdog."""
+        assert self.pipeline is not None and self.playout is not None
+        self.pipeline.begin()
+        self.spawn(self.playout.run(), "playout")
+        self.spawn(self._watchdog(), "watchdog")
+
+    def _greet(self, disclosure: str, greeting: str) -> None:
+        assert self.pipeline is not None
+        first = self._sentences(disclosure)
+        response = self.begin_response(locked=len(first))
+        for sentence in [*first, *self._sentences(greeting)]:
+            self.pipeline.say(response, sentence)
+        self.pipeline.end(response)
+
+    def _unavailable(self, disclosure: str) -> None:
+        """No prompt at all: say so (after the disclosure) and end the call as failed."""
+        self._begin()
+        sentences = [*self._sentences(disclosure), phrase("unavailable", self.agent.language)]
+        response = self.begin_response(locked=len(sentences))
+        response.then_end = (Ending.FAILED, "The agent's prompt could not be fetched")
+        for sentence in sentences:
+            self.pipeline.say(response, sentence)
+        self.pipeline.end(response)
+
+    def _sentences(self, text: str) -> list[str]:
+        split = getattr(self.pipeline, "split_sentences", None)
+        text = text.strip()
+        if not text:
+            return []
+        return (split(text) if split else None) or [text]
+
+    # --- what pipelines call -------------------------------------------------------------------
+
+    def spawn(self, coroutine: Any, name: str) -> asyncio.Task[Any]:
+        """Run a stage as a tracked task: cancelled at stop, and its failure fails the session."""
+        task = asyncio.create_task(coroutine, name=f"{name}-{self.recorder.session_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def begin_response(self, *, turn_ended_at: float | None = None, locked: int = 0) -> Response:
+        self.response = Response(locked=locked, turn_ended_at=turn_ended_at)
+        return self.response
+
+    def play(self, response: Response, text: str, audio: bytes, index: int) -> None:
+        """Queue synthesized speech of `response` (sentence number `index`) for playout."""
+        if response.cancelled or not audio or self.playout is None:
+            return
+        segment = Segment(text=text, audio=audio, owner=response, index=index)
+        response.segments.append(segment)
+        self.playout.enqueue(segment)
+
+    def finish_response(self, response: Response) -> None:
+        """Everything of `response` is queued: once it has played, it is committed to the history."""
+        if response.cancelled or self.playout is None:
+            return
+        self.playout.enqueue(EndMarker(owner=response, on_played=self._response_played))
+
+    def agent_speaking(self) -> bool:
+        return self.response is not None and not self.response.done
+
+    @property
+    def transferring(self) -> bool:
+        return self._transferring
+
+    async def user_said(self, text: str) -> bool:
+        """A caller turn: interrupts a running answer, joins the history, the record and the client.
+        False when the turn is not taken (nothing understood, or the call is being transferred)."""
+        text = text.strip()
+        if not text:
+            self.recorder.log("info", "caller speech not recognised")
+            return False
+        if self._transferring or self._stopping:
+            return False
+        if self.agent_speaking():
+            await self.interrupt(self.clock.now())
+        self.history.append(Turn(role="user", text=text))
+        self.recorder.message("user", text, timezone.now())
+        self.recorder.log("info", "user turn", words=len(text.split()))
+        await self.transport.send_transcript("user", text)
+        return True
+
+    async def interrupt(self, now: float) -> None:
+        """Barge-in, or a new user turn while the agent still answers: the one interruption signal."""
+        response = self.response
+        if response is not None:
+            response.cancelled = True
+        if self.pipeline is not None:
+            self.pipeline.interrupt()
+        if self.playout is not None:
+            self.playout.cut()
+        await self.transport.clear()
+        if response is not None and not response.done:
+            await self._close_response(response, now, tell=True)
+
+    async def run_tool(self, call: ToolCall) -> ToolOutcome:
+        """Run one tool call of the brain through the dispatcher, with the background sound and the
+        client's tool events."""
+        self._tools_running += 1
+        if self.playout is not None:
+            self.playout.wake.set()  # the keyboard may start playing over silence
+        await self.transport.send_event({"type": "tool.started", "name": call.name})
+        try:
+            return await self.tools.run(call)
+        finally:
+            self._tools_running -= 1
+            await self.transport.send_event({"type": "tool.finished", "name": call.name})
+
+    def tool_round(
+        self, response: Response, said: str, calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]
+    ) -> None:
+        """The brain's tool calls of one round and their results join the history (so that a language
+        model sees the exact calls again); a transfer is performed once the response has played."""
+        self.history.append(Turn(role="assistant", text=said, tool_calls=tuple(calls)))
+        for call, outcome in zip(calls, outcomes, strict=True):
+            self.history.append(Turn(role="tool", text=outcome.result, tool_call_id=call.id, name=call.name))
+            if outcome.transfer_to and not self._transferring:
+                self._transferring = True
+                response.transfer_to = outcome.transfer_to
+        response.in_history = len(response.sentences)
+
+    def usage(self, usage: Usage) -> None:
+        self.recorder.llm_usage(
+            provider=usage.provider,
+            model=usage.model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+        )
+
+    def brain_failed(self, exc: ProviderError) -> str:
+        """A brain's provider failed during a turn: log it; the pipeline speaks the apology returned."""
+        self.recorder.log("error", "language model request failed", reason=exc.message, permanent=exc.permanent)
+        return phrase("apology", self.agent.language)
+
+    def handoff_sentence(self) -> str:
+        return phrase("handoff", self.agent.language)
+
+    # --- responses -----------------------------------------------------------------------------
+
+    async def _response_played(self, response: Response) -> None:
+        if response.done or response.cancelled:
+            return
+        response.done = True
+        text = " ".join(segment.text for segment in response.segments if segment.index >= response.in_history)
+        fields: dict[str, Any] = {"words": len(text.split())}
+        if response.turn_ended_at is not None and response.segments and response.segments[0].play_start:
+            fields["latencyMs"] = round((response.segments[0].play_start - response.turn_ended_at) * 1000)
+        await self._commit_assistant(text, "assistant turn", fields)
+        if response.transfer_to:
+            await self._transfer(response.transfer_to)
+        elif response.then_end is not None:
+            ending, message = response.then_end
+            await self.stop(CallStatus.FAILED if ending == Ending.FAILED else CallStatus.COMPLETED)
+            await self._hang_up(ending, message)
+
+    async def _transfer(self, destination: str) -> None:
+        self.recorder.log("info", "call transferred", destination=destination)
+        self.recorder.message("system", f"Call transferred to {destination}", timezone.now())
+        try:
+            await self.transport.transfer(destination)
+        except Exception as exc:  # noqa: BLE001 - a failed transfer still ends the call cleanly
+            logger.warning("transfer failed in session %s: %s", self.recorder.session_id, exc)
+            self.recorder.log("error", "transfer failed", reason=str(exc)[:300])
+        await self.stop(CallStatus.COMPLETED)
+        await self._hang_up(Ending.TRANSFERRED)
+
+    async def _close_response(self, response: Response, now: float, *, tell: bool) -> None:
+        response.done = True
+        heard = response.heard_text(now, first_sentence=response.in_history)
+        fields = {"heardWords": len(heard.split()), "plannedSentences": len(response.sentences)}
+        if tell:
+            await self._commit_assistant(heard, "assistant turn cut", fields)
+        elif heard:
+            self.history.append(Turn(role="assistant", text=heard))
+            self.recorder.message("assistant", heard, timezone.now())
+
+    async def _commit_assistant(self, text: str, what: str, fields: dict[str, Any]) -> None:
+        self.recorder.log("info", what, **fields)
+        if not text:
+            return
+        self.history.append(Turn(role="assistant", text=text))
+        self.recorder.message("assistant", text, timezone.now())
+        await self.transport.send_transcript("assistant", text)
+
+    # --- the shell's own stage -----------------------------------------------------------------
+
+    async def _watchdog(self) -> None:
+        """A client that stops sending audio (a browser tab gone to sleep, a broken network) does not
+        leave an open call behind: after idle_seconds without caller audio the session ends."""
+        started = self.clock.now()
+        while True:
+            deadline = (self._last_input or started) + self.idle_seconds
+            if self.clock.now() >= deadline:
+                break
+            await self.clock.sleep_until(deadline)
+        self.recorder.log("warn", "no caller audio; session closed", idleSeconds=self.idle_seconds)
+        await self.stop(CallStatus.COMPLETED)
+        await self._hang_up(Ending.IDLE)
+
+    # --- tasks and endings ---------------------------------------------------------------------
+
+    async def _hang_up(self, ending: Ending, message: str = "") -> None:
+        try:
+            await self.transport.hang_up(ending, message)
+        except Exception:
+            logger.debug("transport already closed", exc_info=True)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled() or self._stopping:
+            return
+        exc = task.exception()
+        if exc is not None:
+            # Keep a reference until it has run.
+            self._failure = asyncio.get_running_loop().create_task(
+                self.fail(exc), name=f"fail-{self.recorder.session_id}"
+            )
+
+    async def _cancel_tasks(self) -> None:
+        current = asyncio.current_task()
+        tasks = [task for task in self._tasks if task is not current]
+        for task in tasks:
+            task.cancel()
+        if not tasks:
+            return
+        done, pending = await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)
+        for task in done:
+            if not task.cancelled():
+                task.exception()  # retrieved: a stage's failure during stop is not worth a second report
+        if pending:
+            names = sorted(task.get_name() for task in pending)
+            logger.error("session stages did not stop when cancelled: %s", ", ".join(names))
+            self.recorder.log("error", "engine stages did not stop; the call was ended anyway", stages=names)
+
+    async def _close_parts(self) -> None:
+        for name, closing in (("pipeline", self.pipeline), ("tools", self.tools)):
+            if closing is None:
+                continue
+            try:
+                await asyncio.wait_for(closing.aclose(), STOP_GRACE_SECONDS)
+            except Exception:  # closing a part must not keep the call open
+                logger.warning("closing the %s of session %s failed", name, self.recorder.session_id, exc_info=True)
+
+
+def open_session(
+    *,
+    agent: Agent,
+    transport: Transport,
+    channel: str,
+    from_number: str | None = None,
+    to_number: str | None = None,
+    **parts: Any,
+) -> Session:
+    """The one way every consumer starts a conversation: `asyncio.create_task(session.run())` next.
+    `parts` (pipeline, tools, mixer, clock, run_blocking) replace the configured ones in tests."""
+    recorder = CallRecorder(agent=agent, channel=channel, from_number=from_number, to_number=to_number)
+    return Session(agent=agent, transport=transport, recorder=recorder, **parts)
+
+
+__all__: Sequence[str] = ("Response", "Session", "VoicePipeline", "open_session")
