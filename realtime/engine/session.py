@@ -42,7 +42,7 @@ from realtime.engine.playout import EndMarker, Playout, Segment
 from realtime.engine.records import CallRecorder
 from realtime.engine.tools import ToolDispatcher, ToolOutcome
 from realtime.engine.transport import Ending, Transport
-from realtime.engine.voice import EngineUnavailable, Mixer, pipeline_class
+from realtime.engine.voice import Mixer, pipeline_class
 from voiceagent.providers import ProviderError
 
 logger = logging.getLogger(__name__)
@@ -223,7 +223,8 @@ class Session:
         self.recorder.log("error", f"engine error: {type(exc).__name__}: {str(exc)[:300]}")
         await self.stop(CallStatus.FAILED)
         # A configuration problem is the operator's to fix and safe to name; anything else stays generic.
-        message = str(exc) if isinstance(exc, EngineUnavailable) else "The conversation engine failed"
+        permanent = isinstance(exc, ProviderError) and exc.permanent
+        message = str(exc) if permanent else "The conversation engine failed"
         await self._hang_up(Ending.FAILED, message)
 
     # --- start ---------------------------------------------------------------------------------
