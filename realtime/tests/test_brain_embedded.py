@@ -384,6 +384,15 @@ async def test_never_mind_drops_the_pending_call() -> None:
     assert restaurant.calls == []
 
 
+async def test_a_question_instead_of_the_answer_drops_the_pending_call() -> None:
+    clinic = Caller(
+        CLINIC, {"search_knowledge": {"passages": [{"document": "a", "text": "We open at 8.", "score": 0.8}]}}
+    )
+    assert await clinic.say("i need an appointment") == "What is your full name?"
+    assert await clinic.say("what are your opening hours") == "We open at 8."
+    assert [call.name for call in clinic.calls] == ["search_knowledge"]
+
+
 async def test_another_request_replaces_the_pending_call() -> None:
     restaurant = Caller(RESTAURANT)
     await restaurant.say("book a table")
@@ -401,8 +410,14 @@ async def test_it_speaks_the_message_of_a_result() -> None:
 
 
 async def test_it_speaks_the_plain_values_of_a_result() -> None:
-    desk = Caller(ORDER_DESK, {"checkOrderStatus": {"status": "shipped", "deliveryDate": "March 12", "items": [1]}})
+    desk = Caller(ORDER_DESK, {"checkOrderStatus": {"status": "shipped", "deliveryDate": "March 12", "carrier": {}}})
     assert await desk.say("check order one two three four") == "Status: shipped, delivery date: March 12."
+
+
+async def test_it_speaks_a_list_in_a_result_by_its_first_values() -> None:
+    slots = {"slots": [{"start": "10:00", "free": True}, {"start": "11:30"}], "more": {"a": 1}}
+    desk = Caller(ORDER_DESK, {"checkOrderStatus": {"data": slots}})
+    assert await desk.say("check order one two three four") == "Slots: 10:00 and 11:30."
 
 
 async def test_an_error_result_gets_an_apology_that_names_nothing_internal() -> None:

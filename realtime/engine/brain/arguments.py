@@ -43,7 +43,12 @@ from realtime.engine.brain.understanding import (
 )
 
 ORDER = ("email", "datetime", "date", "time", "phone", "digits", "enum", "list", "integer", "number", "boolean")
-ORDER += ("name", "location", "text")
+ORDER += ("name", "address", "location", "text")
+# Free-text properties that may take the caller's whole turn when their tool is chosen.
+FREE_TEXT_WORDS = frozenset(
+    "query question message text summary description notes note request issue problem topic content body "
+    "comment comments details feedback search keywords term prompt input subject".split()
+)
 ID_WORDS = frozenset("number id code zip postal pin reference ref confirmation tracking account digits ssn".split())
 PHONE_WORDS = frozenset("phone telephone mobile cell".split())
 PLACE_WORDS = frozenset("city location place address destination origin country town region area".split())
@@ -140,8 +145,12 @@ def _kind(name_words: list[str], described: list[str], schema: dict[str, Any]) -
     pattern = str(schema.get("pattern") or "")
     if ID_WORDS & words or re.fullmatch(r"\^?(\\d|\[0-9\])[^a-zA-Z]*\$?", pattern or "x"):
         return "digits"
+    if "address" in words:
+        return "address"
     if PLACE_WORDS & words:
         return "location"
+    if "name" in described[:4] and not NOT_PERSON & set(described[:4]):
+        return "name"
     if ID_WORDS & set(described[:6]) and "name" not in words:
         return "digits"
     return "text"
@@ -266,7 +275,9 @@ def extract(
         value = run.pick(parameter, spans[:1])
         if value is not None:
             run.found[parameter.name] = value
-    texts = [p for p in parameters if p.kind == "text" and p.required]
+    texts = [
+        p for p in parameters if p.kind == "text" and p.required and FREE_TEXT_WORDS & set(split_identifier(p.name))
+    ]
     if fill_text and len(texts) == 1 and texts[0].name not in run.found:
         value = valid(texts[0], cleaned(utterance))
         if value is not None:
@@ -290,7 +301,7 @@ def _extract_one(run: Extraction, parameter: Parameter, *, focused: bool) -> Any
             spans = [Span(s.start - 1, s.end, "+" + s.value) if _said_plus(utterance, s) else s for s in spans]
         if not focused:
             spans = [s for s in spans if len(s.value.lstrip("+")) >= 2 or run.closeness(parameter, s) > 0]
-        return run.pick(parameter, spans)
+        return run.pick(parameter, spans, convert=lambda digits: _fit_pattern(parameter, digits))
     if kind == "enum":
         return _enum(run, parameter, focused=focused)
     if kind == "list":
@@ -310,9 +321,41 @@ def _extract_one(run: Extraction, parameter: Parameter, *, focused: bool) -> Any
         return _name(run, parameter, focused=focused)
     if kind == "location":
         return _location(run, parameter, focused=focused)
+    if kind == "address" and focused:
+        return valid(parameter, _address(run.utterance))
     if kind == "text" and focused:
         return valid(parameter, cleaned(utterance))
     return None
+
+
+def _fit_pattern(parameter: Parameter, digits: str) -> str:
+    """Digits with the literal prefix the property's pattern asks for ("^INV-?[0-9]+$": "INV-1234")."""
+    pattern = str(parameter.schema.get("pattern") or "")
+    prefix = re.match(r"\^([A-Za-z]+)(-?)", pattern)
+    if not prefix or valid(parameter, digits) is not None:
+        return digits
+    for candidate in (f"{prefix.group(1)}-{digits}", f"{prefix.group(1)}{digits}"):
+        if valid(parameter, candidate) is not None:
+            return candidate
+    return digits
+
+
+def _address(utterance: Utterance) -> str:
+    """A street address as said, numbers as digits ("one two three main street" -> "123 Main Street")."""
+    tokens = utterance.tokens
+    starts = {span.start: span for span in spoken.digit_strings(utterance)}
+    words: list[str] = []
+    index = 0
+    while index < len(tokens):
+        if index in starts:
+            words.append(starts[index].value)
+            index = starts[index].end
+            continue
+        words.append(tokens[index])
+        index += 1
+    while words and words[0] in (*LEADING_FILLERS, "it", "is", "my", "address", "the", "to", "at", "deliver", "send"):
+        words.pop(0)
+    return " ".join(word.title() if word.isalpha() else word for word in words)
 
 
 def _said_plus(utterance: Utterance, span: Span) -> bool:

@@ -10,7 +10,8 @@ configuration (replies.py). Each caller turn is handled by the first rule that a
 3. "say that again" -> the last answer repeated (a pending question stays pending);
 4. an answer to the question asked for a pending call's missing argument -> the argument is filled
    and the next missing one asked, or the call made; "never mind"/"cancel" drops the pending call,
-   and so does a turn that clearly asks for another tool (or a second unanswerable reply);
+   and so does a turn that asks for another tool, a question ("what are your opening hours?") or a
+   second reply without the value;
 5. the answer to "would you like to A or B?";
 6. only greetings, thanks, goodbyes or "yes" -> a short polite answer;
 7. a custom tool whose words clearly match -> called with the arguments said, or the first missing
@@ -44,6 +45,7 @@ from realtime.engine.brain.understanding import (
     asks_repeat,
     content_stems,
     is_cancel,
+    is_question,
     is_unintelligible,
     social_kind,
     wants_person,
@@ -88,6 +90,7 @@ class EmbeddedBrain:
         self._pending: PendingCall | None = None
         self._choice: Choice | None = None
         self._catalog: _Catalog | None = None
+        self._called: dict[str, str] = {}  # call id -> tool name, for a tool turn that lacks the name
 
     async def respond(self, context: BrainContext, history: Sequence[Turn]) -> AsyncIterator[BrainOutput]:
         for output in self.answer(context, history):
@@ -108,9 +111,10 @@ class EmbeddedBrain:
     # Results --------------------------------------------------------------------------------------
 
     def _speak_result(self, context: BrainContext, turn: Turn, language: str) -> list[BrainOutput]:
-        if turn.name == "transfer_call":
+        name = turn.name or self._called_name(turn.tool_call_id)
+        if name == "transfer_call":
             return [] if not _is_error(turn.text) else [TextPiece(phrase("transfer_failed", language))]
-        if turn.name == "search_knowledge":
+        if name == "search_knowledge":
             return [TextPiece(self._speak_knowledge(context, turn.text, language))]
         return [TextPiece(replies.speak_result(turn.text, language))]
 
@@ -208,19 +212,22 @@ class EmbeddedBrain:
             return [TextPiece(phrase("cancelled", language))]
         found = extract(parameters, utterance, self._today(), focus=pending.asking)
         if pending.asking in found:
-            return self._ask_or_call(tool, parameters, {**pending.arguments, **found}, language)
+            # Values already given stay: this turn answers the question and fills what is still missing.
+            arguments = {**found, **pending.arguments, pending.asking: found[pending.asking]}
+            return self._ask_or_call(tool, parameters, arguments, language)
         if is_cancel(utterance):
             self._pending = None
             return [TextPiece(phrase("cancelled", language))]
         other = catalog.index.match(utterance)
-        if (other.tool is not None and other.tool.name != pending.tool) or social_kind(utterance) == "goodbye":
+        moved_on = (other.tool is not None and other.tool.name != pending.tool) or is_question(utterance)
+        if moved_on or social_kind(utterance) == "goodbye":
             self._pending = None
             return None
         if pending.attempts >= MAX_REASKS:
             self._pending = None
             return None
         pending.attempts += 1
-        pending.arguments.update(found)
+        pending.arguments = {**found, **pending.arguments}
         return [TextPiece(f"{phrase('reask', language)} {replies.question(asked, language)}")]
 
     def _continue_choice(
@@ -246,10 +253,15 @@ class EmbeddedBrain:
 
     # Helpers --------------------------------------------------------------------------------------
 
+    def _called_name(self, call_id: str) -> str:
+        return self._called.get(call_id, "")
+
     def _call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
         self._calls += 1
         self._pending = None
-        return ToolCall(id=f"call_{self._calls}", name=name, arguments=arguments)
+        call = ToolCall(id=f"call_{self._calls}", name=name, arguments=arguments)
+        self._called[call.id] = name
+        return call
 
     def _catalog_for(self, context: BrainContext) -> _Catalog:
         catalog = self._catalog

@@ -138,6 +138,7 @@ _LEAD_INS = re.compile(
     r"|lets (?:the )?(?:caller|user|customer|you) |call this to |helps (?:to )?)",
     re.IGNORECASE,
 )
+_PLAIN_VERBS = {"return": "get", "retrieve": "get", "fetch": "get", "obtain": "get", "lookup": "look up"}
 _DETERMINERS = frozenset("a an the my your their our some any".split())
 _PERSON = r"(?:the |a )?(?:caller|customer|user|guest|patient|client)"
 # A description's phrase ends before these ("Book a table at the restaurant" -> "book a table").
@@ -185,8 +186,8 @@ def _spoken_value(result: Any, language: str, depth: int = 0) -> str:
     if isinstance(result, int | float):
         return f"{result}."
     if isinstance(result, list):
-        scalars = [_scalar(item) for item in result if _is_scalar(item)]
-        return trim(first_upper(join(scalars[:5], language)) + ".", RESULT_WORDS) if scalars else ""
+        listed = _listed(result, language)
+        return trim(first_upper(listed) + ".", RESULT_WORDS) if listed else ""
     if not isinstance(result, dict) or depth > 1:
         return ""
     for key in SPOKEN_FIELDS:
@@ -200,17 +201,32 @@ def _spoken_value(result: Any, language: str, depth: int = 0) -> str:
     pairs: list[str] = []
     words = 0
     for key, value in result.items():
-        if not _is_scalar(value) or value == "":
+        spoken = _listed(value, language) if isinstance(value, list) else _scalar(value) if _is_scalar(value) else ""
+        if not spoken:
             continue
-        pair = f"{' '.join(split_identifier(str(key)))}: {_scalar(value)}"
+        pair = f"{' '.join(split_identifier(str(key)))}: {spoken}"
         size = len(pair.split())
         if pairs and words + size > RESULT_WORDS:
             break
         pairs.append(pair)
         words += size
     if not pairs:
-        return ""
+        inner = next((value for value in result.values() if isinstance(value, dict) and value), None)
+        return _spoken_value(inner, language, depth + 1) if inner else ""
     return trim(first_upper(", ".join(pairs)) + ".", RESULT_WORDS)
+
+
+def _listed(items: list[Any], language: str) -> str:
+    """A list as heard: its scalars, or the first plain value of each object ("10:00, 11:00 and 12:00")."""
+    spoken = []
+    for item in items[:5]:
+        if _is_scalar(item):
+            spoken.append(_scalar(item))
+        elif isinstance(item, dict):
+            first = next((value for value in item.values() if _is_scalar(value) and value != ""), None)
+            if first is not None:
+                spoken.append(_scalar(first))
+    return join(spoken, language)
 
 
 def _is_scalar(value: Any) -> bool:
@@ -338,7 +354,7 @@ def tool_phrase(tool: ToolSpec) -> tuple[str, bool]:
     if is_verb and verb not in VERBS:
         verb = re.sub(r"ies$", "y", verb) if verb.endswith("ies") else re.sub(r"(?<=[^s])s$", "", verb)
     if is_verb:
-        words[0] = verb
+        words[0] = _PLAIN_VERBS.get(verb, verb)
     elif not (words[0].isupper() and len(words[0]) > 1):
         words[0] = words[0].lower()
     cut_at = next((i for i, word in enumerate(words) if i >= 2 and word.lower() in _CONNECTORS), len(words))

@@ -6,7 +6,8 @@ the stems: a request for a person, greetings, thanks, goodbyes, "never mind", "w
 A tool is chosen by weighted word overlap between the caller's words and each offered tool's
 words: name words (snake_case, camelCase and kebab-case split) weigh 2, description words 1,
 enum values 1, parameter names 0.5; generic verbs ("get", "check", "find"...) count half; a tool named for a change ("cancel_...", "update_...") counts half unless that action is
-said. A few synonym groups ("book"/"reserve", "weather"/"forecast"...) match at 0.8. A tool is a
+said. A few synonym groups ("book"/"reserve", "weather"/"forecast"...) match at 0.8, and so do word forms where one stem starts the other ("medic"/"medicin", five
+letters at least). A tool is a
 candidate when its score reaches `MIN_TOOL_SCORE` (a name word or its synonym, or a description word
 and one more). Among candidates, each word is also scaled by how specific it is to the offered tools
 (1 for a word of one tool, down to 0.5 for a word of every tool): the best candidate is chosen when
@@ -35,6 +36,7 @@ DESCRIPTION_WEIGHT = 1.0
 ENUM_WEIGHT = 1.0
 PARAMETER_WEIGHT = 0.5
 SYNONYM_FACTOR = 0.8
+PREFIX_LETTERS = 5  # stems that start one another from this length on are related ("medic", "medicin")
 GENERIC_FACTOR = 0.5
 
 STOP_WORDS = frozenset(
@@ -60,16 +62,16 @@ GENERIC_WORDS = (
 )
 # A tool named for one of these actions ("cancel_reservation") needs the action said: without it its
 # score is halved, so that "make a reservation" does not cancel one.
-ACTION_WORDS = "cancel delete remove update change modify reschedule refund unsubscribe reset"
+ACTION_WORDS = "cancel delete remove update change modify reschedule refund unsubscribe"
 ACTION_FACTOR = 0.5
 SYNONYMS = (
-    "book reserve reservation appointment schedule",
+    "book reserve reservation appointment schedule visit",
     "cancel delete remove",
-    "weather forecast temperature rain sunny snow wind",
+    "weather forecast temperature rain raining sunny snow wind hot cold warm humid cloudy",
     "order purchase shipment delivery package parcel track",
     "price cost quote fee rate",
     "refund reimburse reimbursement",
-    "doctor physician clinic dentist",
+    "doctor physician clinic dentist dental medical",
 )
 
 TRANSFER_WORDS = frozenset(
@@ -178,6 +180,18 @@ def is_cancel(utterance: Utterance) -> bool:
     return _matches_phrase(utterance, CANCEL_PHRASES) and not _without(utterance, CANCEL_PHRASES + GOODBYE_PHRASES)
 
 
+QUESTION_WORDS = frozenset(
+    "what what's when where where's which who why how how's do does is are can could will".split()
+)
+
+
+def is_question(utterance: Utterance) -> bool:
+    """A question of its own ("what are your opening hours"), not a value."""
+    return (
+        bool(utterance.tokens) and utterance.tokens[0] in QUESTION_WORDS and len(content_stems(utterance.tokens)) >= 2
+    )
+
+
 def asks_capabilities(utterance: Utterance) -> bool:
     return _matches_phrase(utterance, CAPABILITY_PHRASES) and len(_without(utterance, CAPABILITY_PHRASES)) <= 2
 
@@ -242,6 +256,11 @@ class ToolIndex:
             self.weights.append({w: v * (GENERIC_FACTOR if w in GENERIC_STEMS else 1.0) for w, v in weights.items()})
         for word, seen in frequency.items():
             self.specificity[word] = 1.0 if count < 2 else 0.5 + 0.5 * math.log(count / seen) / math.log(count)
+        self.prefixes: dict[str, set[str]] = {}  # "medic" -> {"medic", "medicin"}: related word forms
+        for weights in per_tool:
+            for word in weights:
+                if len(word) >= PREFIX_LETTERS:
+                    self.prefixes.setdefault(word[:PREFIX_LETTERS], set()).add(word)
         self.actions = []
         for tool in self.tools:
             first = stem(split_identifier(tool.name)[0]) if split_identifier(tool.name) else ""
@@ -272,7 +291,7 @@ class ToolIndex:
         for word in stems:
             weight, source = weights.get(word, 0.0), word
             if not weight:
-                for other in sorted(_SYNONYM_OF.get(word, ())):
+                for other in sorted(_SYNONYM_OF.get(word, frozenset()) | self._forms(word)):
                     if weights.get(other, 0.0) * SYNONYM_FACTOR > weight:
                         weight, source = weights[other] * SYNONYM_FACTOR, other
             plain += weight
@@ -281,6 +300,11 @@ class ToolIndex:
         if action and action not in stems and not (_SYNONYM_OF.get(action, frozenset()) & set(stems)):
             plain, specific = plain * ACTION_FACTOR, specific * ACTION_FACTOR
         return plain, specific
+
+    def _forms(self, word: str) -> set[str]:
+        if len(word) < PREFIX_LETTERS:
+            return set()
+        return {w for w in self.prefixes.get(word[:PREFIX_LETTERS], ()) if w.startswith(word) or word.startswith(w)}
 
     def match(
         self, utterance: Utterance, among: Iterable[str] | None = None, minimum: float = MIN_TOOL_SCORE
