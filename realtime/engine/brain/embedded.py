@@ -210,7 +210,11 @@ class EmbeddedBrain:
         if asked.kind != "boolean" and is_cancel(utterance):
             self._pending = None
             return [TextPiece(phrase("cancelled", language))]
-        found = extract(parameters, utterance, self._today(), focus=pending.asking)
+        asked_question = is_question(utterance)
+        if asked_question and asked.kind in ("name", "location", "address"):
+            found = {}  # "what are your opening hours" is not a name
+        else:
+            found = extract(parameters, utterance, self._today(), focus=pending.asking)
         if pending.asking in found:
             # Values already given stay: this turn answers the question and fills what is still missing.
             arguments = {**found, **pending.arguments, pending.asking: found[pending.asking]}
@@ -219,7 +223,7 @@ class EmbeddedBrain:
             self._pending = None
             return [TextPiece(phrase("cancelled", language))]
         other = catalog.index.match(utterance)
-        moved_on = (other.tool is not None and other.tool.name != pending.tool) or is_question(utterance)
+        moved_on = (other.tool is not None and other.tool.name != pending.tool) or asked_question
         if moved_on or social_kind(utterance) == "goodbye":
             self._pending = None
             return None
