@@ -121,7 +121,7 @@ def _type(schema: dict[str, Any]) -> str:
 
 
 def _kind(name_words: list[str], described: list[str], schema: dict[str, Any]) -> str:
-    kind, words, fmt = _type(schema), set(name_words), str(schema.get("format") or "")
+    kind, fmt = _type(schema), str(schema.get("format") or "")
     if schema.get("enum"):
         return "enum"
     if kind in ("boolean", "integer", "number"):
@@ -130,30 +130,36 @@ def _kind(name_words: list[str], described: list[str], schema: dict[str, Any]) -
         return "list" if (schema.get("items") or {}).get("enum") else "unsupported"
     if kind != "string":
         return "unsupported"
-    if fmt == "date-time" or {"datetime", "timestamp"} & words or {"date", "time"} <= words:
-        return "datetime"
-    if fmt == "date" or {"date", "day", "birthday", "dob"} & words:
-        return "date"
-    if fmt == "time" or {"time", "hour"} & words:
-        return "time"
-    if fmt == "email" or {"email", "mail"} & words:
-        return "email"
-    if PHONE_WORDS & words or (fmt == "phone"):
-        return "phone"
-    if name_words[-1:] == ["name"] and not NOT_PERSON & words:
-        return "name"
+    formats = {"date-time": "datetime", "date": "date", "time": "time", "email": "email", "phone": "phone"}
+    if fmt in formats:
+        return formats[fmt]
     pattern = str(schema.get("pattern") or "")
-    if ID_WORDS & words or re.fullmatch(r"\^?(\\d|\[0-9\])[^a-zA-Z]*\$?", pattern or "x"):
+    if pattern and re.fullmatch(r"\^?(\\d|\[0-9\])[^a-zA-Z]*\$?", pattern):
+        return "digits"
+    # The name says what the value is; failing that, the description's first words do.
+    return _kind_from_words(set(name_words), name_words) or _kind_from_words(set(described[:5]), []) or "text"
+
+
+def _kind_from_words(words: set[str], name_words: list[str]) -> str:
+    if {"datetime", "timestamp"} & words or {"date", "time"} <= words:
+        return "datetime"
+    if {"date", "day", "birthday", "dob"} & words:
+        return "date"
+    if {"time", "hour"} & words:
+        return "time"
+    if {"email", "mail"} & words:
+        return "email"
+    if PHONE_WORDS & words:
+        return "phone"
+    if "name" in words and not NOT_PERSON & words:
+        return "name"
+    if ID_WORDS & words:
         return "digits"
     if "address" in words:
         return "address"
     if PLACE_WORDS & words:
         return "location"
-    if "name" in described[:4] and not NOT_PERSON & set(described[:4]):
-        return "name"
-    if ID_WORDS & set(described[:6]) and "name" not in words:
-        return "digits"
-    return "text"
+    return ""
 
 
 def valid(parameter: Parameter, value: Any) -> Any:
@@ -427,11 +433,21 @@ def _name(run: Extraction, parameter: Parameter, *, focused: bool) -> Any:
             words = _plain_words(run, start + len(cue), limit=3)
             if words and not words[0].endswith("ing"):
                 run.claim(Span(start, start + len(cue) + len(words), None))
-                return valid(parameter, " ".join(words).title())
+                return valid(parameter, _name_part(parameter, words))
     if focused:
         text = cleaned(run.utterance, strip=("my", "name", "is", "it's", "this", "i'm", "i", "am", "the"))
-        return valid(parameter, " ".join(text.split()[:4]).title()) if text else None
+        return valid(parameter, _name_part(parameter, text.split()[:4])) if text else None
     return None
+
+
+def _name_part(parameter: Parameter, words: list[str]) -> str:
+    """The words of a name as the property wants them: all, or the first or last one."""
+    own = set(split_identifier(parameter.name))
+    if own & {"first", "given"} and len(words) > 1:
+        words = words[:1]
+    elif own & {"last", "surname", "family"} and len(words) > 1:
+        words = words[-1:]
+    return " ".join(words).title()
 
 
 def _plain_words(run: Extraction, start: int, *, limit: int) -> list[str]:
