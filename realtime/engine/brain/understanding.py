@@ -4,15 +4,17 @@ Words are lower-cased, stemmed (Snowball English) and stop words dropped. Intent
 the stems: a request for a person, greetings, thanks, goodbyes, "never mind", "what can you do".
 
 A tool is chosen by weighted word overlap between the caller's words and each offered tool's
-words: name words (snake_case, camelCase and kebab-case split) weigh 2, description words 1,
-enum values 1, parameter names 0.5; generic verbs ("get", "check", "find"...) count half; a tool named for a change ("cancel_...", "update_...") counts half unless that action is
-said. A few synonym groups ("book"/"reserve", "weather"/"forecast"...) match at 0.8, and so do word forms where one stem starts the other ("medic"/"medicin", five
-letters at least). A tool is a
-candidate when its score reaches `MIN_TOOL_SCORE` (a name word or its synonym, or a description word
-and one more). Among candidates, each word is also scaled by how specific it is to the offered tools
-(1 for a word of one tool, down to 0.5 for a word of every tool): the best candidate is chosen when
-it leads the next one by `TOOL_MARGIN`, else the close candidates are ambiguous (the brain asks which
-one is meant).
+words: name words (snake_case, camelCase and kebab-case split) weigh 2, description words 1, enum
+values 1, parameter names 0.5. Generic verbs ("get", "check", "find"...) count half outside tool
+names; a tool named for a change ("cancel_...", "update_...") counts 0.4 unless that action is
+said. A few synonym groups ("book"/"reserve", "weather"/"forecast"...) match at 0.8, and so do word
+forms where one stem starts the other ("medic"/"medicin", five letters at least).
+
+A tool is a candidate when its score reaches `MIN_TOOL_SCORE` (a name word or its synonym, or a
+description word and one more). Among candidates, each word is also scaled by how specific it is to
+the offered tools (1 for a word of one tool, down to 0.5 for a word of every tool): the best
+candidate is chosen when it leads the next one by `TOOL_MARGIN`, else the close candidates are
+ambiguous (the brain asks which one is meant).
 """
 
 from __future__ import annotations
@@ -61,9 +63,9 @@ GENERIC_WORDS = (
     "information info data details tool api call record current specific"
 )
 # A tool named for one of these actions ("cancel_reservation") needs the action said: without it its
-# score is halved, so that "make a reservation" does not cancel one.
+# score counts 0.4, so that "make a reservation" does not cancel one.
 ACTION_WORDS = "cancel delete remove update change modify reschedule refund unsubscribe"
-ACTION_FACTOR = 0.5
+ACTION_FACTOR = 0.4
 SYNONYMS = (
     "book reserve reservation appointment schedule visit",
     "cancel delete remove",
@@ -71,6 +73,7 @@ SYNONYMS = (
     "order purchase shipment delivery package parcel track",
     "price cost quote fee rate",
     "refund reimburse reimbursement",
+    "balance money funds",
     "doctor physician clinic dentist dental medical",
 )
 
@@ -252,8 +255,10 @@ class ToolIndex:
         count = len(self.tools)
         self.weights: list[dict[str, float]] = []  # what a word says of a tool (generic verbs halved)
         self.specificity: dict[str, float] = {}  # 1 for a word of one tool only, 0.5 for a word of all
-        for weights in per_tool:
-            self.weights.append({w: v * (GENERIC_FACTOR if w in GENERIC_STEMS else 1.0) for w, v in weights.items()})
+        for weights in per_tool:  # a generic verb counts in full as a name word ("return_item")
+            self.weights.append(
+                {w: v * (GENERIC_FACTOR if w in GENERIC_STEMS and v < NAME_WEIGHT else 1.0) for w, v in weights.items()}
+            )
         for word, seen in frequency.items():
             self.specificity[word] = 1.0 if count < 2 else 0.5 + 0.5 * math.log(count / seen) / math.log(count)
         self.prefixes: dict[str, set[str]] = {}  # "medic" -> {"medic", "medicin"}: related word forms
