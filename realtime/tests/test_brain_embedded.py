@@ -457,8 +457,8 @@ async def test_a_weak_knowledge_passage_is_not_spoken() -> None:
     answer = await clinic.say("what is the capital of france")
     assert "eight" not in answer
     assert answer == (
-        "Sorry, I don't know that. I can help you schedule an appointment, leave a message and answer your "
-        "questions. What would you like to do?"
+        "Sorry, I don't know that. I can help you schedule an appointment and leave a message. "
+        "What would you like to do?"
     )
 
 

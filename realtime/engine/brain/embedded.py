@@ -129,7 +129,7 @@ class EmbeddedBrain:
         best = max(passages, key=lambda p: _score(p), default=None)
         if best is not None and _score(best) >= KNOWLEDGE_MIN_SCORE:
             return replies.speak_passage(str(best["text"]))
-        return f"{phrase('dont_know', language)} {replies.describe(context, language)}"
+        return f"{phrase('dont_know', language)} {replies.describe(context, language, knowledge=False)}"
 
     # Caller turns ---------------------------------------------------------------------------------
 

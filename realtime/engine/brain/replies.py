@@ -37,7 +37,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "can_help": "I can help you {items}.",
         "can_help_with": "I can help with {items}.",
         "also_with": "I can also help with {items}.",
-        "answer_questions": "answer your questions",
+        "answer_questions": "find answers to your questions",
         "what_next": "What would you like to do?",
         "how_help": "How can I help you?",
         "intro": "I'm {name}.",
@@ -70,7 +70,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "can_help": "Puedo ayudarle a {items}.",
         "can_help_with": "Puedo ayudarle con {items}.",
         "also_with": "También puedo ayudarle con {items}.",
-        "answer_questions": "responder a sus preguntas",
+        "answer_questions": "encontrar respuestas a sus preguntas",
         "what_next": "¿Qué le gustaría hacer?",
         "how_help": "¿En qué puedo ayudarle?",
         "intro": "Soy {name}.",
@@ -103,7 +103,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "can_help": "Posso aiutarla a {items}.",
         "can_help_with": "Posso aiutarla con {items}.",
         "also_with": "Posso aiutarla anche con {items}.",
-        "answer_questions": "rispondere alle sue domande",
+        "answer_questions": "trovare risposte alle sue domande",
         "what_next": "Cosa desidera fare?",
         "how_help": "Come posso aiutarla?",
         "intro": "Sono {name}.",
@@ -375,7 +375,7 @@ def _base_verb(word: str) -> str:
     return word
 
 
-def _capabilities(context: BrainContext, language: str) -> str:
+def _capabilities(context: BrainContext, language: str, *, knowledge: bool) -> str:
     doing: list[str] = []
     topics: list[str] = []
     for tool in context.tools:
@@ -384,7 +384,7 @@ def _capabilities(context: BrainContext, language: str) -> str:
         text, is_verb = tool_phrase(tool)
         if text and text not in doing and text not in topics:
             (doing if is_verb else topics).append(text)
-    if context.tool("search_knowledge"):
+    if knowledge and context.tool("search_knowledge"):
         doing.append(phrase("answer_questions", language))
     doing, topics = doing[:LISTED_TOOLS], topics[: max(0, LISTED_TOOLS - len(doing))]
     sentences = []
@@ -436,10 +436,12 @@ def _as_me(sentence: str) -> str:
     return ""
 
 
-def describe(context: BrainContext, language: str, *, introduce: bool = False) -> str:
-    """What the agent can do, from its tools (or its instructions), then an open question."""
+def describe(context: BrainContext, language: str, *, introduce: bool = False, knowledge: bool = True) -> str:
+    """What the agent can do, from its tools (or its instructions), then an open question; with
+    `introduce`, who it is first; without `knowledge`, its documents go unmentioned (after a search
+    that found nothing)."""
     parts = []
-    capabilities = _capabilities(context, language)
+    capabilities = _capabilities(context, language, knowledge=knowledge)
     if introduce or not capabilities:
         identity = _as_me(_first_sentence(context.identity)) if context.identity else ""
         parts.append(identity or phrase("intro", language).format(name=context.agent_name))

@@ -57,7 +57,7 @@ STOP_WORDS = frozenset(
     hi hello hey thanks thank bye goodbye well right sure really actually maybe something anything
     given specified provided using use used via e g eg etc""".split()
 )
-# Verbs that name no task by themselves: they count half in tool matching.
+# Verbs that name no task by themselves: they count half in descriptions and parameters.
 GENERIC_WORDS = (
     "get set check find look lookup fetch retrieve list show return give provide create update make request "
     "information info data details tool api call record current specific"
