@@ -462,6 +462,16 @@ async def test_a_weak_knowledge_passage_is_not_spoken() -> None:
     )
 
 
+async def test_an_agent_with_documents_only_says_it_does_not_know() -> None:
+    library = BrainContext(agent_name="Library", language="en-US", tools=(SEARCH_KNOWLEDGE,))
+    caller = Caller(library, {"search_knowledge": {"passages": []}})
+    assert await caller.say("who won the match") == "Sorry, I don't know that. Is there anything else I can help with?"
+    assert (
+        await caller.say("what can you do")
+        == "I can help you find answers to your questions. What would you like to do?"
+    )
+
+
 # Conversation -------------------------------------------------------------------------------------
 
 

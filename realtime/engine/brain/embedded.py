@@ -129,7 +129,10 @@ class EmbeddedBrain:
         best = max(passages, key=lambda p: _score(p), default=None)
         if best is not None and _score(best) >= KNOWLEDGE_MIN_SCORE:
             return replies.speak_passage(str(best["text"]))
-        return f"{phrase('dont_know', language)} {replies.describe(context, language, knowledge=False)}"
+        can_do = replies.capabilities(context, language, knowledge=False)
+        if not can_do:
+            return f"{phrase('dont_know', language)} {phrase('anything_else', language)}"
+        return f"{phrase('dont_know', language)} {can_do} {phrase('what_next', language)}"
 
     # Caller turns ---------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "also_with": "I can also help with {items}.",
         "answer_questions": "find answers to your questions",
         "what_next": "What would you like to do?",
+        "anything_else": "Is there anything else I can help with?",
         "how_help": "How can I help you?",
         "intro": "I'm {name}.",
         "which_tool": "Would you like to {options}?",
@@ -72,6 +73,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "also_with": "También puedo ayudarle con {items}.",
         "answer_questions": "encontrar respuestas a sus preguntas",
         "what_next": "¿Qué le gustaría hacer?",
+        "anything_else": "¿Puedo ayudarle en algo más?",
         "how_help": "¿En qué puedo ayudarle?",
         "intro": "Soy {name}.",
         "which_tool": "¿Quiere {options}?",
@@ -105,6 +107,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "also_with": "Posso aiutarla anche con {items}.",
         "answer_questions": "trovare risposte alle sue domande",
         "what_next": "Cosa desidera fare?",
+        "anything_else": "Posso aiutarla in qualcos'altro?",
         "how_help": "Come posso aiutarla?",
         "intro": "Sono {name}.",
         "which_tool": "Vuole {options}?",
@@ -375,7 +378,8 @@ def _base_verb(word: str) -> str:
     return word
 
 
-def _capabilities(context: BrainContext, language: str, *, knowledge: bool) -> str:
+def capabilities(context: BrainContext, language: str, *, knowledge: bool = True) -> str:
+    """What the agent can do, in a sentence or two: its tools' phrases (or its instructions)."""
     doing: list[str] = []
     topics: list[str] = []
     for tool in context.tools:
@@ -441,13 +445,13 @@ def describe(context: BrainContext, language: str, *, introduce: bool = False, k
     `introduce`, who it is first; without `knowledge`, its documents go unmentioned (after a search
     that found nothing)."""
     parts = []
-    capabilities = _capabilities(context, language, knowledge=knowledge)
-    if introduce or not capabilities:
+    can_do = capabilities(context, language, knowledge=knowledge)
+    if introduce or not can_do:
         identity = _as_me(_first_sentence(context.identity)) if context.identity else ""
         parts.append(identity or phrase("intro", language).format(name=context.agent_name))
-    if capabilities:
-        parts.append(capabilities)
-    parts.append(phrase("what_next" if capabilities else "how_help", language))
+    if can_do:
+        parts.append(can_do)
+    parts.append(phrase("what_next" if can_do else "how_help", language))
     return " ".join(part for part in parts if part)
 
 
