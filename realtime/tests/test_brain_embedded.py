@@ -324,6 +324,8 @@ async def test_it_reads_spoken_dates(said: str, day: str) -> None:
         ("at ten in the morning", "10:00"),
         ("at quarter to nine", "08:45"),
         ("at eight fifteen p m", "20:15"),
+        ("for dinner at eight", "20:00"),
+        ("at nine", "09:00"),
     ],
 )
 async def test_it_reads_spoken_times(said: str, clock: str) -> None:

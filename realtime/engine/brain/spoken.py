@@ -349,8 +349,9 @@ def _email_part(words: list[str]) -> str:
 def times(utterance: Utterance, *, bare: bool = False) -> list[Span]:
     """Clock times as "HH:MM". A number is a time when it has a marker ("pm", "o'clock", "half past"),
     follows a cue ("at seven"), or is an hour with minutes ("seven thirty"); with `bare` (the caller
-    was asked for a time) a lone hour counts too. Without am/pm, hours 1-7 are afternoon/evening
-    (business hours: "at seven" is 19:00) and 8-11 morning, unless "morning"/"evening" says otherwise."""
+    was asked for a time) a lone hour counts too. Without am/pm, a part of the day said anywhere in the
+    turn decides ("tonight at eight" is 20:00, "morning"/"breakfast" keep the hour); without one, hours
+    1-7 are afternoon/evening (business hours: "at seven" is 19:00) and 8-11 morning."""
     tokens = utterance.tokens
     spans: list[Span] = []
     for index, word in enumerate(tokens):
@@ -365,7 +366,7 @@ def times(utterance: Utterance, *, bare: bool = False) -> list[Span]:
         if number.start < used_until:
             continue
         span = _relative_time(tokens, number, by_start) or _clock_time(tokens, numbers, position, bare=bare)
-        if span:
+        if span and span.value is not None:
             spans.append(span)
             used_until = span.end
     return sorted(spans, key=lambda span: span.start)
@@ -381,7 +382,7 @@ def _relative_time(tokens: list[str], number: Number, by_start: dict[int, Number
         if 1 <= number.value <= 30 and 1 <= hour.value <= 12:
             minutes = number.value if tokens[end] != "to" else 60 - number.value
             hour_value = hour.value if tokens[end] != "to" else hour.value - 1 or 12
-            return _finish_time(tokens, number.start, hour.end, hour_value, minutes, marked=True)
+            return _finish_time(tokens, number.start, hour.end, hour_value, minutes)
     return None
 
 
@@ -393,7 +394,7 @@ def _clock_time(tokens: list[str], numbers: list[Number], position: int, *, bare
         if not 1 <= hour <= 12:
             return None
         back, minutes, to = quarter
-        return _finish_time(tokens, back, end, (hour - 1 or 12) if to else hour, minutes, marked=True)
+        return _finish_time(tokens, back, end, (hour - 1 or 12) if to else hour, minutes)
     has_minutes = False
     following = numbers[position + 1 : position + 3]
     if following and following[0].start == end:
@@ -415,7 +416,7 @@ def _clock_time(tokens: list[str], numbers: list[Number], position: int, *, bare
     inside_digits = any(n.end == start or n.start == end for n in numbers)
     if inside_digits and not marker:
         return None  # "five five five oh one two three" is a phone number
-    return _finish_time(tokens, start, end, hour, minutes, marked=marker or cue or has_minutes)
+    return _finish_time(tokens, start, end, hour, minutes)
 
 
 def _quarter_before(tokens: list[str], start: int) -> tuple[int, int, bool] | None:
@@ -433,7 +434,7 @@ def _quarter_before(tokens: list[str], start: int) -> tuple[int, int, bool] | No
     return None
 
 
-def _finish_time(tokens: list[str], start: int, end: int, hour: int, minutes: int, *, marked: bool) -> Span:
+def _finish_time(tokens: list[str], start: int, end: int, hour: int, minutes: int) -> Span:
     following = tokens[end : end + 4]
     if following[:1] == ["oclock"]:
         end += 1
@@ -448,6 +449,8 @@ def _finish_time(tokens: list[str], start: int, end: int, hour: int, minutes: in
         suffix = "night"
     elif following[:1] == ["this"] and following[1:2] in (["morning"], ["afternoon"], ["evening"]):
         suffix = following[1]
+    if suffix not in MORNING and suffix not in EVENING:
+        suffix = _daypart(tokens)
     if hour <= 12:
         if suffix in MORNING:
             hour = 0 if hour == 12 else hour
@@ -458,6 +461,13 @@ def _finish_time(tokens: list[str], start: int, end: int, hour: int, minutes: in
     if hour > 23 or minutes > 59:
         return Span(start, end, None)
     return Span(start, end, f"{hour:02d}:{minutes:02d}")
+
+
+def _daypart(tokens: list[str]) -> str:
+    """A part of the day said anywhere in the turn ("tonight at eight", "breakfast at nine")."""
+    words = set(tokens)
+    evening, morning = bool(words & (EVENING | {"dinner"})), bool(words & (MORNING | {"breakfast"}))
+    return "pm" if evening and not morning else "am" if morning and not evening else ""
 
 
 # Dates --------------------------------------------------------------------------------------------
