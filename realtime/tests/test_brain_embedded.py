@@ -357,6 +357,32 @@ async def test_a_city_is_taken_after_its_preposition() -> None:
     assert weather.last_call.arguments == {"city": "San Francisco", "date": "2026-03-11"}
 
 
+async def test_from_and_to_tell_an_origin_from_a_destination() -> None:
+    cities = ["New York", "Chicago", "Boston"]
+    shuttle = BrainContext(
+        agent_name="Shuttle",
+        language="en-US",
+        tools=(
+            ToolSpec(
+                "book_shuttle",
+                "Book a shuttle ride between two cities.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "origin": {"type": "string", "enum": cities},
+                        "destination": {"type": "string", "enum": cities},
+                    },
+                    "required": ["origin", "destination"],
+                },
+            ),
+        ),
+    )
+    caller = Caller(shuttle)
+    await caller.say("book a shuttle to boston from new york")
+    assert caller.last_call.arguments == {"origin": "New York", "destination": "Boston"}
+    assert await caller.say("book a shuttle to chicago") == "Which origin would you like: New York, Chicago or Boston?"
+
+
 # Missing arguments --------------------------------------------------------------------------------
 
 

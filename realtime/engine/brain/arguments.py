@@ -75,6 +75,7 @@ class Parameter:
     label: str  # how the property is named in a question: "party size"
     hints: frozenset[str]  # stems next to which its value is said
     enum_forms: tuple[tuple[tuple[str, ...], Any], ...] = ()
+    lead_ins: frozenset[str] = frozenset()  # words said just before its value: "from" for an origin
 
     @property
     def options(self) -> list[Any]:
@@ -98,6 +99,11 @@ def _parameter(name: str, schema: dict[str, Any], required: bool) -> Parameter:
     for group in HINT_GROUPS:
         if group & set(name_words + described):
             hints |= {stem(w) for w in group}
+    lead_ins = set()
+    if {"origin", "departure", "source", "from", "pickup"} & set(name_words):
+        lead_ins.add("from")
+    if {"destination", "arrival", "to", "dropoff"} & set(name_words):
+        lead_ins.add("to")
     forms: list[tuple[tuple[str, ...], Any]] = []
     for value in schema.get("enum") or (schema.get("items") or {}).get("enum") or ():
         spoken_words = tuple(split_identifier(str(value)))
@@ -110,7 +116,7 @@ def _parameter(name: str, schema: dict[str, Any], required: bool) -> Parameter:
         if said != spoken_words:
             forms.append((said, value))
     label = " ".join(name_words) or name
-    return Parameter(name, schema, kind, required, label, frozenset(hints), tuple(forms))
+    return Parameter(name, schema, kind, required, label, frozenset(hints), tuple(forms), frozenset(lead_ins))
 
 
 def _type(schema: dict[str, Any]) -> str:
@@ -216,8 +222,9 @@ def valid(parameter: Parameter, value: Any) -> Any:
 class Extraction:
     """One pass over one caller turn: which words each value used."""
 
-    def __init__(self, utterance: Utterance, today: date) -> None:
+    def __init__(self, utterance: Utterance, today: date, parameters: tuple[Parameter, ...] = ()) -> None:
         self.utterance = utterance
+        self.lead_ins = frozenset(word for parameter in parameters for word in parameter.lead_ins)
         self.today = today
         self.used: set[int] = set()
         self.found: dict[str, Any] = {}
@@ -238,7 +245,7 @@ class Extraction:
             if value is None:
                 continue
             score = self.closeness(parameter, span)
-            if best is None or score > best[0]:
+            if score >= 0 and (best is None or score > best[0]):
                 best = (score, span.start, span, value)
         if best is None:
             return None
@@ -246,7 +253,15 @@ class Extraction:
         return best[3]
 
     def closeness(self, parameter: Parameter, span: Span) -> float:
+        """How near the value is to the property's words: 2 for a word right after it ("four
+        people"), 1.5 right before ("party of four"), less further away; -1 when another property's
+        lead-in word comes right before it ("to chicago" is not the origin)."""
         tokens = self.utterance.tokens
+        previous = tokens[span.start - 1] if span.start > 0 else ""
+        if previous in parameter.lead_ins:
+            return 2.0
+        if previous in self.lead_ins:
+            return -1.0
         score = 0.0
         for offset in (1, 2):
             after = span.end + offset - 1
@@ -266,7 +281,7 @@ def extract(
 ) -> dict[str, Any]:
     """The values said in this turn. `focus` names the property the caller was just asked for;
     `fill_text` lets the only required free-text property take the whole turn."""
-    run = Extraction(utterance, today)
+    run = Extraction(utterance, today, parameters)
     ordered = sorted(parameters, key=lambda p: (ORDER.index(p.kind) if p.kind in ORDER else 99, p.name != focus))
     unplaced: list[Parameter] = []
     for parameter in ordered:
@@ -384,15 +399,18 @@ def _datetime(run: Extraction, parameter: Parameter, *, focused: bool) -> Any:
 def _enum(run: Extraction, parameter: Parameter, *, focused: bool) -> Any:
     tokens = run.utterance.tokens
     stems = [stem(t) for t in tokens]
-    best: tuple[int, int, Span, Any] | None = None
+    best: tuple[tuple[float, int, int], Span] | None = None
     for words, value in parameter.enum_forms:
         size = len(words)
         wanted = [stem(w) for w in words]
         for start in range(len(tokens) - size + 1):
             if stems[start : start + size] == wanted:
                 span = Span(start, start + size, value)
-                if run.free(span) and (best is None or (size, -start) > (best[0], -best[1])):
-                    best = (size, start, span, value)
+                # Next to the property's words first ("from chicago" for the origin), then the
+                # longest value ("new york" over "york"), then the first said.
+                rank = (run.closeness(parameter, span), size, -start)
+                if run.free(span) and rank[0] >= 0 and (best is None or rank > best[0]):
+                    best = (rank, span)
     if best is None and focused:
         # A part of a multi-word value ("york" for "New York") when it names one value only.
         partial = {
@@ -405,8 +423,8 @@ def _enum(run: Extraction, parameter: Parameter, *, focused: bool) -> Any:
         return None
     if best is None:
         return None
-    run.claim(best[2])
-    return valid(parameter, best[3])
+    run.claim(best[1])
+    return valid(parameter, best[1].value)
 
 
 def _boolean(utterance: Utterance, parameter: Parameter, *, focused: bool) -> bool | None:
@@ -465,13 +483,10 @@ def _plain_words(run: Extraction, start: int, *, limit: int) -> list[str]:
 
 def _location(run: Extraction, parameter: Parameter, *, focused: bool) -> Any:
     tokens = run.utterance.tokens
-    own = set(split_identifier(parameter.name))
-    preferred = (
-        ("from",) if own & {"origin", "from", "departure", "source"} else ("to",) if own & {"destination", "to"} else ()
-    )
+    preferred = parameter.lead_ins
     candidates: list[tuple[int, int, list[str]]] = []
     for index, token in enumerate(tokens):
-        if token not in PLACE_PREPOSITIONS:
+        if token not in PLACE_PREPOSITIONS or (token in run.lead_ins and token not in preferred):
             continue
         start = index + 1
         while start < len(tokens) and tokens[start] in ("the", "city", "of", "town"):
