@@ -121,6 +121,9 @@ class Call:
                     (self.answered if self.heard_us else self.greeted).set()
             elif kind in ("tool.started", "tool.finished"):
                 print(f"[{kind} {message['name']}]")
+            elif kind == "transfer":
+                # The agent hands the caller to a human at this number; the server closes the socket next.
+                print(f"[transfer to {message['phoneNumber']}]")
             elif kind == "error":
                 print(f"[error {message['code']}: {message['message']}]")
         print(f"socket closed: {self.ws.close_code}")
@@ -163,7 +166,8 @@ async def talk(websocket_url: str, speech: bytes, wait_seconds: float) -> bytes:
             if not call.started.is_set():
                 sys.exit("The session did not start (see the error above)")
             await call.microphone(speech, wait_seconds)
-            await ws.send_str(json.dumps({"type": "stop"}))
+            if not ws.closed:  # the server may have ended the call itself (a transfer, an error)
+                await ws.send_str(json.dumps({"type": "stop"}))
             await asyncio.wait_for(reader, timeout=15)  # the server closes with 1000 after `stop`
         finally:
             reader.cancel()
