@@ -1,23 +1,27 @@
 """Tool arguments from the caller's words, property by property of the tool's JSON Schema.
 
-Each property gets a kind from its schema and words: `enum` (a listed value said, multi-word and
-case-insensitive), `boolean`, `integer`/`number`, `date` (format date, or "date"/"day" in its name),
-`time` (format time, or "time"/"hour" in its name), `datetime`, `email`, `phone`, `digits`
-(identifier-like strings: number, id, code, zip, reference... in the name or description, or a digit
-pattern), `name` (a person's name), `location` (city, address, destination...), `text` (anything
-else), `list` (an array of enum values).
+Each property gets a kind from its schema, then its name's words, then its description's first
+words: `enum` (a listed value said: multi-word, case-insensitive, "next day" for NEXT_DAY, "model
+three" for "Model 3"), `boolean`, `integer`/`number`, `date` (format date; "date"/"day"), `time`
+(format time; "time"/"hour"), `datetime`, `email`, `phone`, `digits` (identifiers: "number", "id",
+"code", "zip", "reference"... or a digits-only pattern; a pattern's literal prefix is added, "INV-"),
+`name` (a person's name), `address`, `location` (city, destination...), `text` (anything else),
+`list` (an array of enum values).
 
 Kinds are filled in a fixed order (e-mail, dates, times, digit strings, enums, numbers, booleans,
 names, places, free text) and each value claims its words, so that "a table for four at seven
-thirty tomorrow" gives the time 19:30, the date of tomorrow and 4 for the party size. When several
-values of one kind are said, the one next to the property's own words wins ("four people": the
-number before "people" goes to `party_size`). Every value is checked against the property's
-`type`, `enum`, `format`, `minimum`/`maximum`, `minLength`/`maxLength` and `pattern`.
+thirty tomorrow" gives the time 19:30, tomorrow's date and 4 for the party size. When several values
+fit, the one next to the property's own words wins ("four people": the number before "people" goes
+to `party_size`; "from chicago" to an origin, "to boston" to a destination); numbers said without
+such words go to the number properties left, required ones first. Every value is checked against
+the property's `type`, `enum`, `format`, `minimum`/`maximum`, `minLength`/`maxLength` and `pattern`.
 
-Free text: a required free-text property (the only one of its tool) takes the whole turn (leading
-filler words removed) when the tool is chosen; an optional one is filled only when asked for. When
-the brain has asked for one property (the focus), the answer is read more loosely: a lone hour is a
-time, a lone ordinal a day, the whole turn a name, place or text.
+Free text: when the tool is chosen, a required free-text property named like a message (query,
+question, message, summary, notes...; the only one of its tool) takes the whole turn, leading filler
+words removed; other free-text properties wait to be asked. When the brain has asked for one
+property (the focus), the reply is read more loosely: a lone hour is a time, a lone ordinal a day,
+a part of a multi-word enum value that names one value only is that value, and the whole reply is a
+name, place, address or text.
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ class EmbeddedBrain:
     # Results --------------------------------------------------------------------------------------
 
     def _speak_result(self, context: BrainContext, turn: Turn, language: str) -> list[BrainOutput]:
-        name = turn.name or self._called_name(turn.tool_call_id)
+        name = turn.name or self._called.get(turn.tool_call_id, "")
         if name == "transfer_call":
             return [] if not _is_error(turn.text) else [TextPiece(phrase("transfer_failed", language))]
         if name == "search_knowledge":
@@ -123,7 +123,7 @@ class EmbeddedBrain:
             result = json.loads(text)
         except ValueError:
             result = {}
-        if not isinstance(result, dict) or "error" in result:
+        if not isinstance(result, dict) or result.get("error"):
             return phrase("tool_error", language)
         passages = [p for p in result.get("passages") or () if isinstance(p, dict) and str(p.get("text", "")).strip()]
         best = max(passages, key=lambda p: _score(p), default=None)
@@ -166,7 +166,7 @@ class EmbeddedBrain:
             self._choice = Choice(tuple(tool.name for tool in match.ambiguous), utterance.text)
             return [TextPiece(replies.which_tool(match.ambiguous, language))]
         if asks_capabilities(utterance):
-            introduce = bool(utterance.words & {"who", "you"}) and "do" not in utterance.words
+            introduce = "who" in utterance.words or utterance.has_phrase(("what", "are", "you"))
             return [TextPiece(replies.describe(context, language, introduce=introduce))]
         if context.tool("search_knowledge") and content_stems(utterance.tokens):
             return [self._call("search_knowledge", {"query": utterance.text})]
@@ -260,9 +260,6 @@ class EmbeddedBrain:
 
     # Helpers --------------------------------------------------------------------------------------
 
-    def _called_name(self, call_id: str) -> str:
-        return self._called.get(call_id, "")
-
     def _call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
         self._calls += 1
         self._pending = None
@@ -288,7 +285,7 @@ def _is_error(text: str) -> bool:
         result = json.loads(text)
     except ValueError:
         return True
-    return isinstance(result, dict) and "error" in result
+    return isinstance(result, dict) and bool(result.get("error"))
 
 
 def _score(passage: dict[str, Any]) -> float:

@@ -175,7 +175,7 @@ def speak_result(result_text: str, language: str) -> str:
         result = json.loads(result_text) if result_text.strip() else {}
     except ValueError:
         return trim(plain_text(result_text), RESULT_WORDS) or phrase("done", language)
-    if isinstance(result, dict) and "error" in result:
+    if isinstance(result, dict) and result.get("error"):
         return phrase("tool_error", language)
     spoken = _spoken_value(result, language)
     return spoken or phrase("done", language)
