@@ -222,6 +222,9 @@ async def test_it_asks_which_tool_when_two_match_equally_and_follows_the_answer(
     assert answer == "Would you like to check the balance of a savings account or check the limit of a credit account?"
     await caller.say("the balance please")
     assert [call.name for call in caller.calls] == ["check_balance"]
+    await caller.say("check my account")
+    await caller.say("the second one")
+    assert [call.name for call in caller.calls] == ["check_balance", "check_limit"]
 
 
 async def test_a_custom_transfer_tool_keeps_its_word() -> None:

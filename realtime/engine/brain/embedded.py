@@ -247,7 +247,7 @@ class EmbeddedBrain:
             return [TextPiece(phrase("cancelled", language))]
         named = None
         for word, position in (("first", 0), ("second", 1), ("third", 2), ("last", -1), ("latter", -1)):
-            if word in utterance.words and abs(position) <= len(choice.tools):
+            if word in utterance.words and -len(choice.tools) <= position < len(choice.tools):
                 named = choice.tools[position]
                 break
         if named is None:
