@@ -386,6 +386,22 @@ async def test_from_and_to_tell_an_origin_from_a_destination() -> None:
     assert await caller.say("book a shuttle to chicago") == "Which origin would you like: New York, Chicago or Boston?"
 
 
+async def test_new_values_after_a_lookup_ask_the_same_tool_again() -> None:
+    weather = Caller(WEATHER_LINE, {"get_forecast": {"forecast": "sunny"}})
+    await weather.say("what's the weather forecast in paris")
+    assert await weather.say("what about tomorrow") == "Forecast: sunny."
+    assert weather.last_call.arguments == {"city": "Paris", "date": "2026-03-11"}
+    await weather.say("and in rome")
+    assert weather.last_call.arguments == {"city": "Rome", "date": "2026-03-11"}
+    await weather.say("do you have anything for kids")
+    assert len(weather.calls) == 3
+
+    restaurant = Caller(RESTAURANT)
+    await restaurant.say("book a table for two tomorrow at eight pm")
+    await restaurant.say("what about friday")
+    assert len(restaurant.calls) == 1  # a booking is never repeated on its own
+
+
 # Missing arguments --------------------------------------------------------------------------------
 
 

@@ -16,14 +16,17 @@ configuration (replies.py). Each caller turn is handled by the first rule that a
 6. only greetings, thanks, goodbyes or "yes" -> a short polite answer;
 7. a custom tool whose words clearly match -> called with the arguments said, or the first missing
    required argument asked for (one at a time);
-8. "what can you do", "who are you" -> the self-description;
-9. `search_knowledge` offered -> called with the turn as query; the best passage is spoken when its
-   score reaches `KNOWLEDGE_MIN_SCORE`, else "Sorry, I don't know that" and what the agent can do;
-10. otherwise what the agent can do, from its tools and instructions.
+8. new values for the last lookup ("what about tomorrow?" after a forecast) -> that tool again with
+   them, for tools named for reading (get, check, find...) only;
+9. "what can you do", "who are you" -> the self-description;
+10. `search_knowledge` offered -> called with the turn as query; the best passage is spoken when its
+    score reaches `KNOWLEDGE_MIN_SCORE`, else "Sorry, I don't know that" and what the agent can do;
+11. otherwise what the agent can do, from its tools and instructions.
 
 A trailing tool turn in the history is a result to speak (replies.speak_result); a transfer result is
 left to the session shell, which speaks the handoff. State kept between turns: the pending call
-(tool, arguments found, property asked) and the two tools offered in a "which one" question.
+(tool, arguments found, property asked), the tools offered in a "which one" question and the last
+custom call (for follow-ups).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from realtime.engine.brain.base import BrainContext, BrainOutput, TextPiece, Too
 from realtime.engine.brain.replies import phrase
 from realtime.engine.brain.spoken import Utterance
 from realtime.engine.brain.understanding import (
+    NATIVE_TOOLS,
     ToolIndex,
     asks_capabilities,
     asks_repeat,
@@ -47,6 +51,7 @@ from realtime.engine.brain.understanding import (
     is_cancel,
     is_question,
     is_unintelligible,
+    reads,
     social_kind,
     wants_person,
 )
@@ -54,6 +59,11 @@ from realtime.engine.brain.understanding import (
 # Knowledge scores are cosine similarity + 0.25 x keyword score (all-MiniLM-L6-v2): relevant passages
 # score above about 0.45, unrelated ones below about 0.3.
 KNOWLEDGE_MIN_SCORE = 0.4
+# Values that change a lookup on a follow-up turn ("what about tomorrow?", "in celsius?"); places and
+# amounts only after "what about", "how about", "and", "in"... ("what about in london?").
+FOLLOW_UP_KINDS = frozenset("enum list date time datetime digits email phone".split())
+CUED_FOLLOW_UP_KINDS = frozenset("location integer number".split())
+FOLLOW_UP_CUES = (["what", "about"], ["how", "about"], ["and", "in"], ["and", "for"], ["what", "if"])
 MAX_REASKS = 1  # an unanswerable reply to a question is met with the question once more, then dropped
 
 
@@ -91,6 +101,7 @@ class EmbeddedBrain:
         self._choice: Choice | None = None
         self._catalog: _Catalog | None = None
         self._called: dict[str, str] = {}  # call id -> tool name, for a tool turn that lacks the name
+        self._last: tuple[str, dict[str, Any]] | None = None  # the last custom call, for follow-ups
 
     async def respond(self, context: BrainContext, history: Sequence[Turn]) -> AsyncIterator[BrainOutput]:
         for output in self.answer(context, history):
@@ -165,6 +176,9 @@ class EmbeddedBrain:
         if match.ambiguous:
             self._choice = Choice(tuple(tool.name for tool in match.ambiguous), utterance.text)
             return [TextPiece(replies.which_tool(match.ambiguous, language))]
+        follow_up = self._follow_up(context, catalog, utterance, language)
+        if follow_up:
+            return follow_up
         if asks_capabilities(utterance):
             introduce = "who" in utterance.words or utterance.has_phrase(("what", "are", "you"))
             return [TextPiece(replies.describe(context, language, introduce=introduce))]
@@ -237,6 +251,27 @@ class EmbeddedBrain:
         pending.arguments = {**found, **pending.arguments}
         return [TextPiece(f"{phrase('reask', language)} {replies.question(asked, language)}")]
 
+    def _follow_up(
+        self, context: BrainContext, catalog: _Catalog, utterance: Utterance, language: str
+    ) -> list[BrainOutput]:
+        """ "What about tomorrow?" after a forecast: the last lookup again with the new values said.
+        Only for tools named for reading (get, check, find...), never for one that changes things."""
+        if self._last is None:
+            return []
+        name, previous = self._last
+        tool = context.tool(name)
+        if tool is None or not reads(tool.name):
+            return []
+        parameters = self._parameters(catalog, tool)
+        kinds = {p.name: p.kind for p in parameters}
+        found = extract(parameters, utterance, self._today())
+        cued = utterance.tokens[:1] in (["and"], ["in"], ["for"], ["at"]) or utterance.tokens[:2] in FOLLOW_UP_CUES
+        allowed = FOLLOW_UP_KINDS | (CUED_FOLLOW_UP_KINDS if cued else frozenset())
+        changed = {k: v for k, v in found.items() if kinds[k] in allowed and previous.get(k) != v}
+        if not changed:
+            return []
+        return self._ask_or_call(tool, parameters, {**previous, **changed}, language)
+
     def _continue_choice(
         self, context: BrainContext, catalog: _Catalog, utterance: Utterance, language: str
     ) -> list[BrainOutput] | None:
@@ -264,6 +299,8 @@ class EmbeddedBrain:
         self._calls += 1
         self._pending = None
         call = ToolCall(id=f"call_{self._calls}", name=name, arguments=arguments)
+        if name not in NATIVE_TOOLS:
+            self._last = (name, arguments)
         self._called[call.id] = name
         return call
 

@@ -159,6 +159,17 @@ def _without(utterance: Utterance, phrases: Iterable[str]) -> list[str]:
     return [token for token in tokens if token not in STOP_WORDS and token not in FILLERS]
 
 
+READ_WORDS = frozenset(
+    "get check find search look lookup list show track fetch retrieve query quote estimate calculate view read".split()
+)
+
+
+def reads(tool_name: str) -> bool:
+    """A tool named for reading ("get_forecast", "checkOrderStatus"), safe to ask again."""
+    words = split_identifier(tool_name)
+    return bool(words) and words[0] in READ_WORDS
+
+
 def is_unintelligible(utterance: Utterance) -> bool:
     return not any(token not in FILLERS for token in utterance.tokens)
 
