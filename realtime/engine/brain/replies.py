@@ -44,6 +44,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "intro": "I'm {name}.",
         "which_tool": "Would you like to {options}?",
         "ask_value": "What is the {label}?",
+        "ask_plural": "What are the {label}?",
         "ask_your": "What is {label}?",
         "ask_date": "Which date would you like?",
         "ask_time": "What time would you like?",
@@ -78,6 +79,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "intro": "Soy {name}.",
         "which_tool": "¿Quiere {options}?",
         "ask_value": "¿Me puede decir {label}?",
+        "ask_plural": "¿Me puede decir {label}?",
         "ask_your": "¿Me puede decir {label}?",
         "ask_date": "¿Para qué fecha?",
         "ask_time": "¿A qué hora?",
@@ -112,6 +114,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "intro": "Sono {name}.",
         "which_tool": "Vuole {options}?",
         "ask_value": "Mi può dire {label}?",
+        "ask_plural": "Mi può dire {label}?",
         "ask_your": "Mi può dire {label}?",
         "ask_date": "Per quale data?",
         "ask_time": "A che ora?",
@@ -310,7 +313,9 @@ def question(parameter: Parameter, language: str) -> str:
     if 1 < len(options) <= 4:
         label = label.removeprefix("your ")
         return phrase("ask_choice", language).format(label=label, options=join(options, language, "or"))
-    key = "ask_your" if label.startswith("your ") else "ask_value"
+    last = label.split()[-1] if label.split() else ""
+    plural = last.endswith("s") and not last.endswith(("ss", "us", "is")) and " of " not in label
+    key = "ask_your" if label.startswith("your ") else "ask_plural" if plural else "ask_value"
     return phrase(key, language).format(label=label)
 
 
