@@ -16,7 +16,15 @@ Starts --servers Daphne processes (default: one per CPU core, the deployment uni
 PostgreSQL database named by DATABASE_URL with `_voicebench` appended), unless --no-server is given
 with an already configured --url and --api-key.
 
-Usage: .venv/bin/python bench/voice_latency.py [--sessions 1,5,10,20] [--rounds 1]
+Scenario `tool` (--scenario tool): the agent is a webhook agent with one custom tool delivered to a
+webhook receiver in this process; every caller asks for the opening hours, the agent calls the tool
+and speaks its result. Besides the figures above it reports the service's own time around each tool
+call: the dispatcher's duration of the call (its agent-log line "tool call", durationMs) minus the
+time the webhook itself took (from its request's arrival at the receiver to its answer), i.e.
+argument validation, serializing and signing, the outbound guard, the HTTP client and connection on
+loopback, parsing and checking the reply, and queueing the record.
+
+Usage: .venv/bin/python bench/voice_latency.py [--sessions 1,5,10,20] [--rounds 1] [--scenario talk|tool]
 """
 
 from __future__ import annotations
@@ -55,6 +63,65 @@ AGENT = {
     "greeting": "Hello, this is Ava from Acme. How can I help?",
 }
 SECRET = "voice-latency-bench-secret"
+# Sentences the offline recognizer gets right with this agent's language model, so that every
+# session makes its tool call (the bench measures the call, not recognition).
+TOOL_SENTENCES = ("When are you open on Saturday?", "What are your opening hours?")
+TOOL = {
+    "name": "get_opening_hours",
+    "description": "Tell the caller the opening hours of the restaurant on a given day.",
+    "parameter_schema": {
+        "type": "object",
+        "properties": {"day": {"type": "string", "description": "The day of the week"}},
+    },
+}
+
+
+class WebhookReceiver:
+    """The agent's serverUrl: answers every tool call at once and records when each request arrived
+    and when it was answered (time.monotonic, the clock the clients' event loops use)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        from realtime.tests.support import free_port
+
+        self.port = free_port()
+        self.spans: dict[str, tuple[float, float]] = {}  # call id -> (arrived, answered)
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="bench-webhook", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def start(self) -> WebhookReceiver:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def _serve(self) -> None:
+        from aiohttp import web
+
+        async def hook(request: web.Request) -> web.Response:
+            body = await request.json()
+            arrived = time.monotonic()
+            call = body["message"]["toolCall"]
+            reply = web.json_response(
+                {"message": f"Order {call['arguments'].get('order_number', '')} shipped yesterday."}
+            )
+            self.spans[call["id"]] = (arrived, time.monotonic())
+            return reply
+
+        async def run() -> None:
+            app = web.Application()
+            app.router.add_post("/hook", hook)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", self.port).start()
+            self._ready.set()
+            await asyncio.Event().wait()
+
+        asyncio.run(run())
 
 
 def bench_env() -> dict[str, str]:
@@ -76,8 +143,9 @@ def bench_env() -> dict[str, str]:
     return env
 
 
-def seed(env: dict[str, str]) -> tuple[str, str]:
-    """Migrate the bench database and create an organization with one active agent."""
+def seed(env: dict[str, str], webhook_url: str | None = None) -> tuple[str, str]:
+    """Migrate the bench database and create an organization with one active agent (with
+    `webhook_url`: a webhook agent with one custom tool delivered there)."""
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
     import django
@@ -87,7 +155,7 @@ def seed(env: dict[str, str]) -> tuple[str, str]:
     from django.utils import timezone
 
     from accounts.services import organization_create
-    from agents.models import Agent
+    from agents.models import Agent, AgentTool
 
     call_command("migrate", verbosity=0)
     organization, issued = organization_create(name="Voice bench", plan_code="agency")
@@ -95,13 +163,17 @@ def seed(env: dict[str, str]) -> tuple[str, str]:
         organization=organization,
         name=AGENT["name"],
         status="active",
-        agent_type="static",
+        agent_type="webhook" if webhook_url else "static",
+        server_url=webhook_url,
+        server_secret="bench-signing-secret" if webhook_url else None,
         identity=AGENT["identity"],
         instructions=AGENT["instructions"],
         greeting_type="static",
         static_greeting=AGENT["greeting"],
         updated_at=timezone.now(),
     )
+    if webhook_url:
+        AgentTool.objects.create(agent=agent, **TOOL)
     return str(agent.pk), issued.raw_key
 
 
@@ -125,6 +197,7 @@ class Result:
     startup: float | None = None
     failure: str = ""
     gaps: list[float] = field(default_factory=list)
+    call_id: str = ""
 
 
 class Player:
@@ -169,7 +242,8 @@ async def one_session(
     client = VoiceClient(response.json()["websocketUrl"], on_message=on_message, chunk_ms=chunk_ms)
     try:
         async with client:
-            await client.wait_for(is_type("session.started"), timeout=120)
+            started = await client.wait_for(is_type("session.started"), timeout=120)
+            result.call_id = client.messages[started].message["callId"]
             result.startup = loop.time() - asked
             mic_off = asyncio.Event()
             silence_20ms = b"\x00\x00" * 320
@@ -236,6 +310,7 @@ async def run_round(
     pids: list[int],
     chunk_ms: int = 20,
     stagger_ms: int = 0,
+    sentences: tuple[str, ...] = SENTENCES,
 ) -> tuple[list[Result], float, float]:
     """N overlapping sessions, spread round-robin over the servers (one Daphne process per core is the
     deployment unit: a session lives on the process that holds its socket). Session i starts
@@ -245,7 +320,7 @@ async def run_round(
     try:
         cpu_before = cpu_seconds(pids) if pids else 0.0
         wall = time.monotonic()
-        picks = [SENTENCES[i % len(SENTENCES)] for i in range(n)]
+        picks = [sentences[i % len(sentences)] for i in range(n)]
         results = await asyncio.gather(
             *(
                 one_session(clients[i % len(clients)], agent_id, speech[s], s, chunk_ms, i * stagger_ms / 1000)
@@ -258,6 +333,31 @@ async def run_round(
         for client in clients:
             await client.aclose()
     return results, wall, cpu
+
+
+def tool_overheads(receiver: WebhookReceiver, call_ids: list[str]) -> list[float]:
+    """The service's own time (ms) around each webhook tool call of the given calls: the dispatcher's
+    duration (agent log "tool call" line) minus the webhook's own time at the receiver."""
+    from calls.logging import flush_agent_logs
+    from calls.models import AgentLog
+
+    flush_agent_logs()
+    time.sleep(2 * float(os.environ.get("AGENT_LOG_FLUSH_SECONDS", "1.0")))  # the servers' log writers
+    sessions = {
+        entry.content.get("callId"): entry.session_id
+        for entry in AgentLog.objects.filter(content__message="session started")
+    }
+    durations = {
+        entry.session_id: float(entry.content["durationMs"])
+        for entry in AgentLog.objects.filter(content__message="tool call", content__status="success")
+    }
+    overheads = []
+    for call_id in call_ids:
+        session_id = sessions.get(call_id)
+        if session_id in durations and call_id in receiver.spans:
+            arrived, answered = receiver.spans[call_id]
+            overheads.append(durations[session_id] - (answered - arrived) * 1000)
+    return overheads
 
 
 def main() -> None:
@@ -276,7 +376,11 @@ def main() -> None:
     parser.add_argument("--url", default="", help="with --no-server: base URL(s), comma-separated")
     parser.add_argument("--api-key", default="")
     parser.add_argument("--agent", default="")
+    parser.add_argument("--scenario", choices=("talk", "tool"), default="talk", help="talk, or a webhook tool call")
     args = parser.parse_args()
+    tool_scenario = args.scenario == "tool"
+    sentences = TOOL_SENTENCES if tool_scenario else SENTENCES
+    receiver = WebhookReceiver().start() if tool_scenario else None
 
     from realtime.tests.support import DaphneServer, free_port, to_16k
 
@@ -285,7 +389,9 @@ def main() -> None:
         base_urls, api_key, agent_id, pids = args.url.split(","), args.api_key, args.agent, []
     else:
         env = bench_env()
-        agent_id, api_key = seed(env)
+        if receiver is not None:
+            env["OUTBOUND_ALLOWED_NETWORKS"] = "127.0.0.0/8"
+        agent_id, api_key = seed(env, receiver.url if receiver else None)
         for index in range(args.servers):
             port = free_port()
             server_env = {**env, "REALTIME_WS_URL": f"ws://127.0.0.1:{port}"}
@@ -302,7 +408,7 @@ def main() -> None:
 
         from realtime.engine.speech.tts import synthesize
 
-        speech = {s: to_16k(synthesize(s, language="en-US", voice_name="eve")) for s in SENTENCES}
+        speech = {s: to_16k(synthesize(s, language="en-US", voice_name="eve")) for s in sentences}
         print(
             f"servers: {len(base_urls)}; input chunks: {args.chunk_ms} ms; voice engine: {settings.VOICE_ENGINE}; end-of-turn silence window: {settings.VAD_END_SILENCE_MS} ms; session starts staggered by {args.stagger_ms} ms; recognition workers per server: {settings.ASR_WORKERS}"
         )
@@ -311,14 +417,15 @@ def main() -> None:
             f"{'start p50 ms':>12} {'CPU s/session':>13} {'CPU %/session':>13} {'WER':>5}"
         )
         asyncio.run(
-            run_round(base_urls, api_key, agent_id, len(base_urls), speech, pids)
+            run_round(base_urls, api_key, agent_id, len(base_urls), speech, pids, sentences=sentences)
         )  # warm-up (first-agent LM build)
+        measured_calls: list[str] = []
         for n in [int(x) for x in args.sessions.split(",") if x.strip()]:
             latencies, starts, underruns, failed, errors, words, cpu_total, wall_total = [], [], 0, 0, 0, 0, 0.0, 0.0
             failures: list[str] = []
             for _ in range(args.rounds):
                 results, wall, cpu = asyncio.run(
-                    run_round(base_urls, api_key, agent_id, n, speech, pids, args.chunk_ms, args.stagger_ms)
+                    run_round(base_urls, api_key, agent_id, n, speech, pids, args.chunk_ms, args.stagger_ms, sentences)
                 )
                 cpu_total += cpu
                 wall_total += wall
@@ -333,6 +440,7 @@ def main() -> None:
                     underruns += r.underruns
                     errors += r.errors
                     words += r.words
+                    measured_calls += [r.call_id] if r.call_id else []
             sessions = n * args.rounds
             print(
                 f"{n:>3} {statistics.median(latencies) if latencies else float('nan'):>7.0f} "
@@ -345,6 +453,14 @@ def main() -> None:
             )
             for failure in failures[:3]:
                 print(f"    failed session: {failure}")
+        if receiver is not None:
+            overheads = tool_overheads(receiver, measured_calls)
+            print(
+                f"webhook tool calls: {len(overheads)} of {len(measured_calls)} sessions; the service's own time "
+                f"around each call p50 {statistics.median(overheads) if overheads else float('nan'):.2f} ms, p95 "
+                f"{percentile(overheads, 0.95) if overheads else float('nan'):.2f} ms, max "
+                f"{max(overheads) if overheads else float('nan'):.2f} ms"
+            )
     finally:
         for server in servers:
             server.stop()

@@ -232,7 +232,8 @@ class ToolDispatcher:
         transfer_to: str | None = None,
     ) -> ToolOutcome:
         text = json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
-        duration_ms = round((time.perf_counter() - started) * 1000)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        duration_ms = round(elapsed_ms)
         request = call.arguments if isinstance(call.arguments, dict) else {}
         self.recorder.tool_invocation(
             tool_name=call.name[:128],
@@ -246,7 +247,7 @@ class ToolDispatcher:
             "tool": call.name[:64],
             "kind": offered.adapter.kind if offered else "unknown",
             "status": str(status),
-            "durationMs": duration_ms,
+            "durationMs": round(elapsed_ms, 2),
         }
         if reason:
             fields["reason"] = reason[:300]
