@@ -14,6 +14,8 @@ from accounts.models import ApiKey, Organization
 from accounts.selectors import apikey_find_active
 
 _KEY_SHAPE = re.compile(r"^[A-Za-z0-9_\-]{16,128}$")
+# RFC 6750 b64token: what a well-formed Bearer credential looks like, whether or not it is one of our keys.
+_BEARER_TOKEN = re.compile(r"^[A-Za-z0-9\-._~+/]+=*$")
 # Writing last_used_at on every request would turn each read into a write; a minute is precise enough.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -35,11 +37,13 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.NotAuthenticated("Missing API key: send Authorization: Bearer <API key>")
         scheme, _, raw_key = header.partition(" ")
         raw_key = raw_key.strip()
-        if scheme.lower() != "bearer" or not _KEY_SHAPE.match(raw_key):
+        if scheme.lower() != "bearer" or not _BEARER_TOKEN.match(raw_key):
             raise exceptions.AuthenticationFailed("Malformed Authorization header: expected Bearer <API key>")
-        key = apikey_find_active(raw_key=raw_key)
+        # A well-formed credential that is not an active key (unknown, revoked, or not even shaped like
+        # one of ours) is simply invalid.
+        key = apikey_find_active(raw_key=raw_key) if _KEY_SHAPE.match(raw_key) else None
         if key is None:
-            raise exceptions.AuthenticationFailed("Invalid or revoked API key")
+            raise exceptions.AuthenticationFailed("Invalid API key")
         now = timezone.now()
         if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
             ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)

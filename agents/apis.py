@@ -6,38 +6,57 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agents import schema as _schema  # noqa: F401 - registers the OpenAPI description of agent bodies
 from agents import selectors, services
 from agents.serializers import (
     AgentIdSerializer,
     AgentListItemSerializer,
     AgentPatchSerializer,
+    AgentUpdatedSerializer,
     AgentWriteSerializer,
 )
 from voiceagent.api import PublicApiView
-from voiceagent.fields import parse
+from voiceagent.fields import iso, parse
 
-ERRORS = {
-    400: OpenApiResponse(description="Invalid body or agent ID; `issues` lists the fields"),
-    401: OpenApiResponse(description="Missing, malformed or invalid API key"),
-}
+TAGS = ["Agents"]
+RULES = (
+    "\n\nRules checked on the resulting agent: `name` is required; promptType `static` (the default) needs "
+    "non-blank `instructions`; promptType `dynamic` needs agentType `webhook` and a `serverUrl`; greetingType "
+    "`static` needs a non-blank `staticGreeting` and greetingType `dynamic` needs promptType `dynamic`; only "
+    "webhook agents have a `serverUrl`. Send `phoneNumberAssignments` or the legacy `phoneNumberIds`, not both."
+)
+FEATURE_NOT_AVAILABLE = OpenApiResponse(
+    description="FEATURE_NOT_AVAILABLE: a new non-`none` ambientSound on a plan without ambient sounds"
+)
+PHONE_CONFLICTS = "PHONE_NUMBER_NOT_CLAIMED or PHONE_NUMBER_LIMIT_EXCEEDED (at most 25 numbers per agent)"
 
 
 class AgentListCreateApi(PublicApiView):
-    @extend_schema(operation_id="listAgents", responses={200: AgentListItemSerializer(many=True), **ERRORS})
+    @extend_schema(
+        operation_id="listAgents",
+        tags=TAGS,
+        summary="List agents",
+        description="Every agent of the organization, oldest first, with its settings and today's figures "
+        "(`callsToday`, `successRate`). Use an agent's `updatedAt` as `expectedUpdatedAt` when you PATCH it.",
+        responses={200: AgentListItemSerializer(many=True)},
+    )
     def get(self, request: Request) -> Response:
         return Response(selectors.agent_list(organization=self.organization))
 
     @extend_schema(
         operation_id="createAgent",
+        tags=TAGS,
+        summary="Create an agent",
+        description="Creates an agent and answers its `id`. A new agent is always a `draft`, whatever `status` "
+        "says; omitted fields take their defaults (agentType `webhook`, language `en-US`, voiceName `eve`, "
+        "promptType `static`, greetingType `none`, ambientSoundVolume 0.25, ...)." + RULES,
         request=AgentWriteSerializer,
         responses={
             200: AgentIdSerializer,
-            403: OpenApiResponse(description="FEATURE_NOT_AVAILABLE (ambient sound on this plan)"),
-            404: OpenApiResponse(description="PHONE_NUMBER_NOT_FOUND"),
-            409: OpenApiResponse(description="PHONE_NUMBER_NOT_CLAIMED or PHONE_NUMBER_LIMIT_EXCEEDED"),
-            **ERRORS,
+            403: FEATURE_NOT_AVAILABLE,
+            404: OpenApiResponse(description="PHONE_NUMBER_NOT_FOUND: an assigned number is not the organization's"),
+            409: OpenApiResponse(description=PHONE_CONFLICTS),
         },
-        description="Creates an agent. A new agent is always a draft, whatever `status` says.",
     )
     def post(self, request: Request) -> Response:
         data = parse(AgentWriteSerializer, request.data)
@@ -47,36 +66,67 @@ class AgentListCreateApi(PublicApiView):
 
 class AgentDetailApi(PublicApiView):
     @extend_schema(
+        operation_id="getAgent",
+        tags=TAGS,
+        summary="Get an agent",
+        description="One agent, exactly as it appears in the agent list.",
+        responses={200: AgentListItemSerializer},
+    )
+    def get(self, request: Request, agent_id: str) -> Response:
+        return Response(selectors.agent_detail(organization=self.organization, agent_id=agent_id))
+
+    @extend_schema(
         operation_id="replaceAgent",
+        tags=TAGS,
+        summary="Replace an agent",
+        description="Replaces the agent's settings: omitted fields take their defaults, as on creation. An "
+        "omitted `status` and omitted phone assignments are kept. Answers the new `updatedAt`. `status` "
+        "`active` counts against the plan's active-agent allowance." + RULES,
         request=AgentWriteSerializer,
         responses={
-            200: AgentIdSerializer,
-            403: OpenApiResponse(description="FEATURE_NOT_AVAILABLE"),
+            200: AgentUpdatedSerializer,
+            403: FEATURE_NOT_AVAILABLE,
             404: OpenApiResponse(description="Agent not found, or PHONE_NUMBER_NOT_FOUND"),
-            409: OpenApiResponse(description="AGENT_LIMIT_EXCEEDED (with maxAgents), PHONE_NUMBER_NOT_CLAIMED, ..."),
-            **ERRORS,
+            409: OpenApiResponse(description="AGENT_LIMIT_EXCEEDED (with `maxAgents`), " + PHONE_CONFLICTS),
         },
-        description="Replaces the agent. Omitted fields take their defaults; omitted `status` and phone "
-        "assignments are kept.",
     )
     def put(self, request: Request, agent_id: str) -> Response:
         data = parse(AgentWriteSerializer, request.data)
         agent = services.agent_replace(organization=self.organization, agent_id=agent_id, data=data)
-        return Response({"id": str(agent.id)})
+        return Response({"id": str(agent.id), "updatedAt": iso(agent.updated_at)})
 
     @extend_schema(
         operation_id="updateAgent",
+        tags=TAGS,
+        summary="Update an agent",
+        description="Changes the given fields and keeps every other one. `expectedUpdatedAt` must be the "
+        "agent's current `updatedAt` (from the list, GET, or the previous PUT or PATCH): if the agent changed "
+        "since, the answer is 409 with the current `updatedAt`. Answers the new `updatedAt`, so PATCHes can be "
+        "chained." + RULES,
         request=AgentPatchSerializer,
         responses={
-            200: AgentIdSerializer,
-            403: OpenApiResponse(description="FEATURE_NOT_AVAILABLE"),
+            200: AgentUpdatedSerializer,
+            403: FEATURE_NOT_AVAILABLE,
             404: OpenApiResponse(description="Agent not found, or PHONE_NUMBER_NOT_FOUND"),
-            409: OpenApiResponse(description="Stale expectedUpdatedAt, AGENT_LIMIT_EXCEEDED, ..."),
-            **ERRORS,
+            409: OpenApiResponse(
+                description="Stale `expectedUpdatedAt`, AGENT_LIMIT_EXCEEDED (with `maxAgents`), " + PHONE_CONFLICTS
+            ),
         },
-        description="Updates the given fields; `expectedUpdatedAt` (the agent's current `updatedAt`) is required.",
     )
     def patch(self, request: Request, agent_id: str) -> Response:
         data = parse(AgentPatchSerializer, request.data)
         agent = services.agent_patch(organization=self.organization, agent_id=agent_id, data=data)
-        return Response({"id": str(agent.id)})
+        return Response({"id": str(agent.id), "updatedAt": iso(agent.updated_at)})
+
+    @extend_schema(
+        operation_id="deleteAgent",
+        tags=TAGS,
+        summary="Delete an agent",
+        description="Deletes the agent with its custom tools, MCP tool selections, knowledge documents and "
+        "runtime logs. Its phone numbers are unassigned and stay claimed by the organization; its calls stay in "
+        "the call history with `agentId` null.",
+        responses={200: AgentIdSerializer},
+    )
+    def delete(self, request: Request, agent_id: str) -> Response:
+        deleted = services.agent_delete(organization=self.organization, agent_id=agent_id)
+        return Response({"id": str(deleted)})

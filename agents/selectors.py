@@ -29,17 +29,19 @@ def agent_get(*, organization: Organization, agent_id: str, for_update: bool = F
     return agent
 
 
-def agent_list(*, organization: Organization) -> list[dict[str, Any]]:
-    """Every agent of the organization as list items, in one SQL query whatever the number of agents:
-    the counts and the first phone number are correlated subqueries, not per-agent queries."""
+def _agent_items(*, organization: Organization, agent_id: Any = None) -> list[dict[str, Any]]:
+    """The organization's agents (or the one with `agent_id`) as list items, in one SQL query whatever
+    the number of agents: the counts and the first phone number are correlated subqueries."""
     first_number = (
         PhoneNumber.objects.filter(assigned_agent=OuterRef("pk"))
         .order_by("assigned_at", "phone_number")
         .values("phone_number")[:1]
     )
+    agents = Agent.objects.filter(organization=organization)
+    if agent_id is not None:
+        agents = agents.filter(pk=agent_id)
     rows = (
-        Agent.objects.filter(organization=organization)
-        .annotate(
+        agents.annotate(
             first_phone_number=Subquery(first_number),
             tool_count=tool_count_subquery(),
             knowledge_document_count=document_count_subquery(),
@@ -53,6 +55,19 @@ def agent_list(*, organization: Organization) -> list[dict[str, Any]]:
     )
     # Plain rows, not model instances: the list is the hot read of the dashboard and of integrations.
     return [agent_item(row) for row in rows]
+
+
+def agent_list(*, organization: Organization) -> list[dict[str, Any]]:
+    """Every agent of the organization as list items."""
+    return _agent_items(organization=organization)
+
+
+def agent_detail(*, organization: Organization, agent_id: str) -> dict[str, Any]:
+    """One agent as its list item; a non-UUID id is a 400, another organization's agent a 404."""
+    items = _agent_items(organization=organization, agent_id=parse_uuid(agent_id, "agent"))
+    if not items:
+        raise ApiError.not_found("Agent not found")
+    return items[0]
 
 
 LIST_COLUMNS = (

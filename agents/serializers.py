@@ -36,9 +36,9 @@ class PhoneAssignmentSerializer(serializers.Serializer):
 
 
 class AgentWriteSerializer(serializers.Serializer):
-    """Every agent field of the contract; all optional here, the services decide what is required."""
+    """Every agent field of the contract (POST and PUT). Rules across fields are the services'."""
 
-    name = StrictCharField(max_length=200, required=False, allow_blank=False, trim_whitespace=True)
+    name = StrictCharField(max_length=200, allow_blank=False, trim_whitespace=True)
     agentType = StrictChoiceField(AgentType.choices, source="agent_type", required=False)
     language = StrictCharField(max_length=16, required=False)
     aiIdentityDisclosureTemplateId = StrictChoiceField(
@@ -82,6 +82,9 @@ class AgentWriteSerializer(serializers.Serializer):
 
 
 class AgentPatchSerializer(AgentWriteSerializer):
+    """PATCH: any agent field, and the optimistic-concurrency stamp."""
+
+    name = StrictCharField(max_length=200, required=False, allow_blank=False, trim_whitespace=True)
     expectedUpdatedAt = serializers.DateTimeField(source="expected_updated_at", required=True)
 
     def to_internal_value(self, data: Any) -> Any:
@@ -93,6 +96,11 @@ class AgentPatchSerializer(AgentWriteSerializer):
 
 class AgentIdSerializer(serializers.Serializer):
     id = serializers.UUIDField()
+
+
+class AgentUpdatedSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    updatedAt = serializers.DateTimeField(help_text="The agent's new updatedAt: the next PATCH's expectedUpdatedAt.")
 
 
 class AgentListItemSerializer(serializers.Serializer):

@@ -6,6 +6,7 @@ row lock, and applies phone assignments in the same transaction: all or nothing.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -227,3 +228,17 @@ def agent_patch(*, organization: Organization, agent_id: str, data: dict[str, An
             status=data.get("status", agent.status),
             assignments=_assignments(data),
         )
+
+
+def agent_delete(*, organization: Organization, agent_id: str) -> uuid.UUID:
+    """DELETE: the agent goes with its custom tools, MCP tool selections, knowledge documents (with their
+    chunks) and runtime logs; its phone numbers are unassigned and stay claimed by the organization; its
+    calls stay in the history with no agent. All or nothing."""
+    with transaction.atomic():
+        agent = agent_get(organization=organization, agent_id=agent_id, for_update=True)
+        pk = agent.pk
+        # The telephony rule for unassigning (handoff number and assignment time cleared too).
+        phone_numbers_replace(organization=organization, agent=agent, assignments=[])
+        # Tools, selections, documents, chunks, the knowledge index and logs cascade; Call.agent is SET_NULL.
+        agent.delete()
+    return pk

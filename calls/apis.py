@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -22,21 +21,18 @@ from calls.serializers import (
 from voiceagent.api import PublicApiView
 from voiceagent.fields import parse
 
-ERRORS = {
-    400: OpenApiResponse(description="Invalid query parameter or ID; `issues` lists the problems"),
-    401: OpenApiResponse(description="Missing, malformed or invalid API key"),
-}
+BAD_QUERY = OpenApiResponse(description="Invalid query parameter or ID; `issues` lists the problems")
 
 
 class CallListApi(PublicApiView):
     @extend_schema(
         operation_id="listCalls",
-        parameters=[
-            OpenApiParameter("agentId", OpenApiTypes.UUID, description="Only calls of this agent"),
-            OpenApiParameter("limit", OpenApiTypes.INT, description="1 to 100, default 25"),
-        ],
-        responses={200: CallSummarySchema(many=True), **ERRORS},
-        description="Calls of the organization, newest first. Unknown query parameters are ignored.",
+        tags=["Calls"],
+        summary="List calls",
+        parameters=[CallListQuery],
+        responses={200: CallSummarySchema(many=True), 400: BAD_QUERY},
+        description="The organization's calls, newest first, with duration and billing figures. Calls of a "
+        "deleted agent stay, with `agentId` null. Unknown query parameters are ignored.",
     )
     def get(self, request: Request) -> Response:
         query = parse(CallListQuery, request.query_params.dict())
@@ -47,7 +43,11 @@ class CallListApi(PublicApiView):
 class CallDetailApi(PublicApiView):
     @extend_schema(
         operation_id="getCall",
-        responses={200: CallDetailSchema, 404: OpenApiResponse(description="Call not found"), **ERRORS},
+        tags=["Calls"],
+        summary="Get a call",
+        description="One call with its summary, transcript messages, tool invocations and model usage. "
+        "Transcripts hold what callers said and may contain personal data.",
+        responses={200: CallDetailSchema, 404: OpenApiResponse(description="Call not found")},
     )
     def get(self, request: Request, call_id: str) -> Response:
         call = selectors.call_get(organization=self.organization, call_id=call_id)
@@ -57,14 +57,12 @@ class CallDetailApi(PublicApiView):
 class AgentLogListApi(PublicApiView):
     @extend_schema(
         operation_id="listAgentLogs",
-        parameters=[
-            OpenApiParameter("limit", OpenApiTypes.INT, description="1 to 100, default 25"),
-            OpenApiParameter("offset", OpenApiTypes.INT, description="Entries to skip, default 0"),
-            OpenApiParameter("severity", OpenApiTypes.STR, enum=["debug", "info", "warn", "error"]),
-            OpenApiParameter("sessionId", OpenApiTypes.STR, description="6-character session id"),
-        ],
-        responses={200: AgentLogPageSchema, 404: OpenApiResponse(description="Agent not found"), **ERRORS},
-        description="The agent's runtime logs of the last 24 hours, newest first.",
+        tags=["Logs"],
+        summary="List an agent's runtime logs",
+        parameters=[AgentLogQuery],
+        responses={200: AgentLogPageSchema, 400: BAD_QUERY, 404: OpenApiResponse(description="Agent not found")},
+        description="The agent's runtime logs of the last 24 hours, newest first, a page at a time "
+        "(`pagination` says whether there are more). Unknown query parameters are ignored.",
     )
     def get(self, request: Request, agent_id: str) -> Response:
         agent = agent_get(organization=self.organization, agent_id=agent_id)

@@ -6,22 +6,40 @@ from typing import Any
 
 from rest_framework import serializers
 
-from calls.models import AgentLog, Call, Severity
+from calls.models import (
+    AgentLog,
+    Call,
+    CallChannel,
+    CallStatus,
+    MessageRole,
+    Severity,
+    ToolInvocationStatus,
+    UsageClassification,
+)
 from calls.selectors import CALL_SUMMARY_COLUMNS
 from voiceagent.fields import iso
 
 
 class CallListQuery(serializers.Serializer):
-    agentId = serializers.UUIDField(required=False)
-    limit = serializers.IntegerField(required=False, default=25, min_value=1, max_value=100)
+    agentId = serializers.UUIDField(required=False, help_text="Only calls of this agent.")
+    limit = serializers.IntegerField(
+        required=False, default=25, min_value=1, max_value=100, help_text="How many calls, 1 to 100."
+    )
 
 
 class AgentLogQuery(serializers.Serializer):
-    limit = serializers.IntegerField(required=False, default=25, min_value=1, max_value=100)
-    offset = serializers.IntegerField(required=False, default=0, min_value=0, max_value=1_000_000)
-    severity = serializers.ChoiceField(required=False, choices=Severity.values)
+    limit = serializers.IntegerField(
+        required=False, default=25, min_value=1, max_value=100, help_text="How many entries, 1 to 100."
+    )
+    offset = serializers.IntegerField(
+        required=False, default=0, min_value=0, max_value=1_000_000, help_text="How many entries to skip."
+    )
+    severity = serializers.ChoiceField(required=False, choices=Severity.choices, help_text="Only this severity.")
     sessionId = serializers.RegexField(
-        r"^[A-Za-z0-9]{6}$", required=False, error_messages={"invalid": "Must be a 6-character session id."}
+        r"^[A-Za-z0-9]{6}$",
+        required=False,
+        error_messages={"invalid": "Must be a 6-character session id."},
+        help_text="Only entries of this session (6 characters).",
     )
 
 
@@ -106,10 +124,10 @@ class CallSummarySchema(serializers.Serializer):
     id = serializers.UUIDField()
     agentId = serializers.UUIDField(allow_null=True)
     agentName = serializers.CharField()
-    channel = serializers.ChoiceField(choices=["web", "phone"])
+    channel = serializers.ChoiceField(choices=CallChannel.choices)
     fromNumber = serializers.CharField()
     toNumber = serializers.CharField()
-    status = serializers.ChoiceField(choices=["active", "completed", "failed"])
+    status = serializers.ChoiceField(choices=CallStatus.choices)
     durationSeconds = serializers.IntegerField()
     startedAt = serializers.DateTimeField()
     endedAt = serializers.DateTimeField(allow_null=True)
@@ -117,14 +135,12 @@ class CallSummarySchema(serializers.Serializer):
     billableMinutes = serializers.FloatField()
     includedMinutes = serializers.FloatField()
     overageMinutes = serializers.FloatField()
-    usageClassification = serializers.ChoiceField(
-        choices=["included", "overage", "split", "trial", "unallocated"], allow_null=True
-    )
+    usageClassification = serializers.ChoiceField(choices=UsageClassification.choices, allow_null=True)
 
 
 class CallMessageSchema(serializers.Serializer):
     id = serializers.UUIDField()
-    role = serializers.ChoiceField(choices=["user", "assistant", "system", "tool"])
+    role = serializers.ChoiceField(choices=MessageRole.choices)
     content = serializers.CharField()
     occurredAt = serializers.DateTimeField()
 
@@ -135,7 +151,7 @@ class ToolInvocationSchema(serializers.Serializer):
     toolName = serializers.CharField()
     request = serializers.JSONField()
     response = serializers.CharField()
-    status = serializers.ChoiceField(choices=["success", "error", "timeout"])
+    status = serializers.ChoiceField(choices=ToolInvocationStatus.choices)
     durationMs = serializers.IntegerField()
     createdAt = serializers.DateTimeField()
 
@@ -164,7 +180,7 @@ class AgentLogSchema(serializers.Serializer):
     agentId = serializers.UUIDField()
     sessionId = serializers.CharField()
     timestamp = serializers.DateTimeField()
-    severity = serializers.ChoiceField(choices=["debug", "info", "warn", "error"])
+    severity = serializers.ChoiceField(choices=Severity.choices)
     content = serializers.JSONField()
 
 

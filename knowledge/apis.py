@@ -5,56 +5,74 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from knowledge import schema as _schema  # noqa: F401 - registers the OpenAPI description of uploads
 from knowledge import selectors, services
 from knowledge.serializers import (
+    DocumentContentSerializer,
     DocumentCreatedSerializer,
     DocumentCreateSerializer,
     DocumentDeletedSerializer,
+    DocumentFileSerializer,
     DocumentListItemSerializer,
 )
-from voiceagent.api import PublicApiView
+from voiceagent.api import JsonParser, PublicApiView, content_length
 from voiceagent.errors import ApiError
 from voiceagent.fields import parse
 
-ERRORS = {
-    400: OpenApiResponse(description="Invalid body or ID; `issues` lists the fields"),
-    401: OpenApiResponse(description="Missing, malformed or invalid API key"),
-    404: OpenApiResponse(description="Agent or document not found (or another organization's)"),
-}
+TAGS = ["Knowledge"]
+NOT_FOUND = OpenApiResponse(description="Agent or document not found (or another organization's)")
 # Room for multipart boundaries and headers, the name and description fields, and JSON quoting.
 REQUEST_OVERHEAD_BYTES = 1024 * 1024
 
 
 class KnowledgeListCreateApi(PublicApiView):
-    parser_classes = [JSONParser, MultiPartParser]
+    parser_classes = [JsonParser, MultiPartParser]
+
+    def max_body_bytes(self) -> int | None:
+        return None  # the upload has its own limit, answered with `maxBytes` (below)
 
     @extend_schema(
-        operation_id="listKnowledgeDocuments", responses={200: DocumentListItemSerializer(many=True), **ERRORS}
+        operation_id="listKnowledgeDocuments",
+        tags=TAGS,
+        summary="List an agent's knowledge documents",
+        description="The agent's documents, oldest first, with their indexing status: `processing` until "
+        "the text is chunked and embedded, then `ready` (with `chunkCount`) or `failed` (with `error`).",
+        responses={200: DocumentListItemSerializer(many=True), 404: NOT_FOUND},
     )
     def get(self, request: Request, agent_id: str) -> Response:
         return Response(selectors.document_list(organization=self.organization, agent_id=agent_id))
 
     @extend_schema(
         operation_id="createKnowledgeDocument",
-        request={"application/json": DocumentCreateSerializer, "multipart/form-data": DocumentCreateSerializer},
+        tags=TAGS,
+        summary="Add a knowledge document",
+        request={
+            "application/json": DocumentContentSerializer,
+            "multipart/form-data": DocumentFileSerializer,
+        },
         responses={
             200: DocumentCreatedSerializer,
-            413: OpenApiResponse(description="Larger than the maximum upload size (KNOWLEDGE_MAX_UPLOAD_BYTES)"),
-            **ERRORS,
+            400: OpenApiResponse(
+                description="Invalid body or agent ID (`issues` names the fields), or no text to index: neither "
+                "or both of content and file, another file type, text that is not UTF-8 or holds control "
+                "characters, a PDF that cannot be read or has no extractable text, an empty document"
+            ),
+            404: NOT_FOUND,
+            413: OpenApiResponse(
+                description="Larger than the maximum upload size (KNOWLEDGE_MAX_UPLOAD_BYTES); `maxBytes` gives it"
+            ),
         },
-        description="Adds a document: JSON `content` (text or Markdown) or a multipart `file` (.txt, .md, .pdf). "
-        "It is `processing` until its chunks are embedded, then `ready` or `failed`.",
+        description="Adds a document to the agent's knowledge: JSON with `content` (text or Markdown), or "
+        "multipart/form-data with a `file` (.txt, .md or .markdown in UTF-8, or .pdf). Answers at once; the "
+        "document is `processing` until its chunks are embedded, then `ready` or `failed`. Omitted `name` and "
+        "`description` are suggested from the text.",
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        if length > settings.KNOWLEDGE_MAX_UPLOAD_BYTES + REQUEST_OVERHEAD_BYTES:
+        if content_length(request) > settings.KNOWLEDGE_MAX_UPLOAD_BYTES + REQUEST_OVERHEAD_BYTES:
             raise services.too_large()
         try:
             body = request.data
@@ -75,7 +93,13 @@ class KnowledgeListCreateApi(PublicApiView):
 
 
 class KnowledgeDetailApi(PublicApiView):
-    @extend_schema(operation_id="deleteKnowledgeDocument", responses={200: DocumentDeletedSerializer, **ERRORS})
+    @extend_schema(
+        operation_id="deleteKnowledgeDocument",
+        tags=TAGS,
+        summary="Delete a knowledge document",
+        description="Deletes the document and its chunks: searches no longer find its text.",
+        responses={200: DocumentDeletedSerializer, 404: NOT_FOUND},
+    )
     def delete(self, request: Request, agent_id: str, document_id: str) -> Response:
         pk = services.document_delete(organization=self.organization, agent_id=agent_id, document_id=document_id)
         return Response({"id": str(pk)})

@@ -17,6 +17,37 @@ class DocumentCreateSerializer(serializers.Serializer):
     description = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=1000)
 
 
+# OpenAPI descriptions of the two request forms (parsing uses DocumentCreateSerializer for both).
+class DocumentContentSerializer(serializers.Serializer):
+    """JSON mode: the document's text or Markdown in `content`."""
+
+    content = StrictCharField(
+        allow_blank=True, trim_whitespace=False, help_text="Text or Markdown, with at least one visible character."
+    )
+    name = StrictCharField(
+        required=False, allow_blank=False, max_length=200, help_text="Suggested from the content when omitted."
+    )
+    description = StrictCharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=1000,
+        help_text="Suggested from the content when omitted; null stays null.",
+    )
+
+
+class DocumentFileSerializer(serializers.Serializer):
+    """Multipart mode: a .txt or .md file (UTF-8) or a .pdf with extractable text in `file`."""
+
+    file = serializers.FileField(help_text="A .txt, .md, .markdown or .pdf file.")
+    name = StrictCharField(
+        required=False, allow_blank=False, max_length=200, help_text="Suggested from the text when omitted."
+    )
+    description = StrictCharField(
+        required=False, allow_blank=True, max_length=1000, help_text="Suggested from the text when omitted."
+    )
+
+
 class DocumentCreatedSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()

@@ -2,42 +2,58 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from realtime.services import PROTOCOL, realtime_session_create
+from realtime.services import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, PROTOCOL, realtime_session_create
 from voiceagent.api import PublicApiView
 from voiceagent.fields import iso
 
-_AUDIO = inline_serializer(
-    "RealtimeAudioFormat", {"encoding": serializers.CharField(), "sampleRate": serializers.IntegerField()}
-)
-RealtimeSessionSchema = inline_serializer(
-    "RealtimeSession",
-    {
-        "token": serializers.CharField(),
-        "expiresAt": serializers.DateTimeField(),
-        "websocketUrl": serializers.CharField(),
-        "protocol": inline_serializer("RealtimeProtocol", {"inputAudio": _AUDIO, "outputAudio": _AUDIO}),
-    },
-)
+
+# OpenAPI descriptions of the response (one class per shape: a serializer field instance cannot be shared
+# by two parents, which is how the protocol once lost its inputAudio).
+class RealtimeInputAudioSerializer(serializers.Serializer):
+    encoding = serializers.ChoiceField(["pcm16"], help_text="Mono 16-bit little-endian PCM, base64 in messages.")
+    sampleRate = serializers.ChoiceField([INPUT_SAMPLE_RATE], help_text="Samples per second the client sends.")
+
+
+class RealtimeOutputAudioSerializer(serializers.Serializer):
+    encoding = serializers.ChoiceField(["pcm16"], help_text="Mono 16-bit little-endian PCM, base64 in messages.")
+    sampleRate = serializers.ChoiceField([OUTPUT_SAMPLE_RATE], help_text="Samples per second the server sends.")
+
+
+class RealtimeProtocolSerializer(serializers.Serializer):
+    inputAudio = RealtimeInputAudioSerializer(help_text="Audio the client sends in `input_audio` messages.")
+    outputAudio = RealtimeOutputAudioSerializer(help_text="Audio the server sends in `output_audio` messages.")
+
+
+class RealtimeSessionSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Single-use session token, valid 60 seconds for connecting.")
+    expiresAt = serializers.DateTimeField(help_text="When the token stops being accepted for a new connection.")
+    websocketUrl = serializers.CharField(help_text="The agent's WebSocket address, with the token as `token`.")
+    protocol = RealtimeProtocolSerializer()
 
 
 class RealtimeSessionCreateApi(PublicApiView):
     @extend_schema(
         operation_id="createRealtimeSession",
+        tags=["Realtime"],
+        summary="Start a realtime voice session",
+        description="Issues a short-lived token for one browser or app voice session with an active agent. "
+        "Call it from your backend with the API key, hand `websocketUrl` to the client, and let the client "
+        "connect within 60 seconds; the client never sees the API key. No request body.",
         request=None,
         responses={
-            200: RealtimeSessionSchema,
-            400: OpenApiResponse(description="Invalid agent ID"),
-            401: OpenApiResponse(description="Missing, malformed or invalid API key"),
+            200: RealtimeSessionSerializer,
             404: OpenApiResponse(description="Agent not found"),
             409: OpenApiResponse(description="The agent is not active"),
-            500: OpenApiResponse(description="REALTIME_WS_URL or REALTIME_TOKEN_SECRET is not configured"),
+            500: OpenApiResponse(
+                description="Realtime sessions are not configured on this server "
+                "(REALTIME_WS_URL or REALTIME_TOKEN_SECRET)"
+            ),
         },
-        description="A session token valid 60 seconds for opening the agent's WebSocket once. No body.",
     )
     def post(self, request: Request, agent_id: str) -> Response:
         session = realtime_session_create(organization=self.organization, agent_id=agent_id)

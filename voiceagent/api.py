@@ -4,17 +4,50 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from rest_framework import parsers
+from rest_framework.exceptions import ParseError
 from rest_framework.views import APIView
 
 from accounts.models import Organization
+from voiceagent.errors import ApiError
+
+
+class JsonParser(parsers.JSONParser):
+    """DRF's JSON parser, with a too deeply nested document a 400 like any other malformed body
+    (the standard library raises RecursionError for it, which DRF does not catch)."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - nested too deeply") from None
 
 
 class PublicApiView(APIView):
-    """Base of every /public/v1 view: Bearer API-key auth, JSON errors, the caller's organization."""
+    """Base of every /public/v1 view: Bearer API-key auth, JSON bodies only, JSON errors, and the
+    caller's organization."""
+
+    parser_classes = [JsonParser]
 
     @property
     def organization(self) -> Organization:
         return self.request.user.organization
 
-    def get_exception_handler_context(self) -> dict[str, Any]:
-        return super().get_exception_handler_context()
+    def max_body_bytes(self) -> int | None:
+        """Largest body this view reads. DRF reads JSON bodies without Django's DATA_UPLOAD_MAX_MEMORY_SIZE
+        check, so it is applied here, from Content-Length, before anything is read."""
+        return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+    def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        limit = self.max_body_bytes()
+        if limit is not None and content_length(request) > limit:
+            raise ApiError("The request body is too large.", status_code=413, extra={"maxBytes": limit})
+
+
+def content_length(request: Any) -> int:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0

@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.http import Http404, JsonResponse
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent
+from django.http import Http404, JsonResponse, UnreadablePostError
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import status
 from rest_framework.response import Response
@@ -96,30 +97,63 @@ def validation_error(detail: Any) -> ApiError:
     return ApiError.invalid(summary, issues)
 
 
-def _as_api_error(exc: Exception) -> ApiError | None:
+def _as_api_error(exc: Exception, context: dict[str, Any] | None = None) -> ApiError | None:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, drf_exceptions.ValidationError):
         return validation_error(exc.detail)
     if isinstance(exc, drf_exceptions.ParseError):
         return ApiError.invalid(f"Malformed request body: {exc.detail}")
+    if isinstance(exc, drf_exceptions.UnsupportedMediaType):
+        return _unsupported_media_type(exc, context)
     if isinstance(exc, (drf_exceptions.NotAuthenticated, drf_exceptions.AuthenticationFailed)):
         return ApiError(str(exc.detail), status_code=401)
     if isinstance(exc, (Http404, drf_exceptions.NotFound)):
         return ApiError.not_found("Not found")
     if isinstance(exc, drf_exceptions.APIException):
         return ApiError(str(exc.detail), status_code=exc.status_code)
+    # What Django refuses by itself while reading the request: the caller's fault, never a 500.
+    if isinstance(exc, RequestDataTooBig):
+        return ApiError("The request body is too large.", status_code=413)
+    if isinstance(exc, TooManyFieldsSent):
+        return ApiError.invalid("Too many fields or query parameters in the request.")
+    if isinstance(exc, SuspiciousOperation):
+        return ApiError.invalid("The request was refused as malformed.")
+    if isinstance(exc, UnreadablePostError):
+        return ApiError.invalid("The request body could not be read.")
+    if isinstance(exc, PermissionDenied):
+        return ApiError.forbidden("Permission denied")
     return None
 
 
+def _unsupported_media_type(exc: drf_exceptions.UnsupportedMediaType, context: dict[str, Any] | None) -> ApiError:
+    request = (context or {}).get("request")
+    parsers = getattr(request, "parsers", None) or []
+    accepted = " or ".join(parser.media_type for parser in parsers) or "application/json"
+    sent = getattr(request, "content_type", "") or "none"
+    return ApiError(f"Unsupported Content-Type {sent.split(';')[0]!r}: send {accepted}.", status_code=415)
+
+
+def _log_server_side(error: ApiError, request: Any) -> None:
+    """An ApiError of 5xx is a condition the operator must fix (REALTIME_WS_URL unset, ...), not a bug:
+    one WARNING line says which, instead of the traceback and "Internal Server Error" of a crash."""
+    method = getattr(request, "method", "?")
+    path = getattr(request, "path", "?")
+    logger.warning("%s %s answered %s (server configuration): %s", method, path, error.status_code, error.message)
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    error = _as_api_error(exc)
+    error = _as_api_error(exc, context)
     if error is None:
         return None  # unexpected: JsonErrorMiddleware logs it and answers a JSON 500
     headers = {}
     if error.status_code == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="api"'
-    return Response(error.body(), status=error.status_code, headers=headers)
+    response = Response(error.body(), status=error.status_code, headers=headers)
+    if error.status_code >= 500:
+        _log_server_side(error, context.get("request"))
+        response._has_been_logged = True  # Django's request logger would log it again as an error
+    return response
 
 
 class JsonErrorMiddleware:
@@ -144,6 +178,10 @@ class JsonErrorMiddleware:
             return None
         error = _as_api_error(exception)
         if error is not None:
-            return JsonResponse(error.body(), status=error.status_code)
+            response = JsonResponse(error.body(), status=error.status_code)
+            if error.status_code >= 500:
+                _log_server_side(error, request)
+                response._has_been_logged = True
+            return response
         logger.exception("unhandled error on %s %s", request.method, request.path)
         return JsonResponse({"error": "Internal server error"}, status=500)

@@ -146,11 +146,8 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
-        "rest_framework.parsers.MultiPartParser",
-        "rest_framework.parsers.FormParser",
-    ],
+    # JSON only: any other Content-Type is a 415. The knowledge upload adds multipart on its own view.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "voiceagent.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
@@ -158,15 +155,43 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Voice Agent Service API",
-    "DESCRIPTION": "Public REST API of the voice agent service. Authenticate with `Authorization: Bearer <API key>`.",
+    "DESCRIPTION": "Public REST API of the voice agent service. Authenticate with `Authorization: Bearer <API key>`. "
+    "Request bodies are JSON (`Content-Type: application/json`) except the knowledge upload, which also "
+    'accepts multipart/form-data. Every error answers `{"error": "<message>"}`, with `code`, `issues` and '
+    "other fields where the operation documents them.",
     "VERSION": "1.0.0",
+    # 3.1: request bodies are described with full JSON Schema (propertyNames, if/then, const), so that the rules
+    # the server checks before looking at stored data are all in the schema.
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/public/v1",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "AgentStatusEnum": "agents.models.AgentStatus",
         "PhoneNumberStatusEnum": "telephony.models.PhoneNumberStatus",
+        "CallStatusEnum": "calls.models.CallStatus",
+        "DocumentStatusEnum": "knowledge.models.DocumentStatus",
+        "DocumentTypeEnum": "knowledge.models.DocumentType",
+        "ToolInvocationStatusEnum": "calls.models.ToolInvocationStatus",
+        "McpServerStatusEnum": "agents.models.McpServerStatus",
+        "McpAuthTypeEnum": "agents.models.McpAuthType",
+        "CallChannelEnum": "calls.models.CallChannel",
+        "MessageRoleEnum": "calls.models.MessageRole",
     },
+    "TAGS": [
+        {"name": "Agents", "description": "Voice agents: prompt, voice, greeting, sounds and phone routing."},
+        {"name": "Tools", "description": "Custom tools of an agent, called through its serverUrl or their toolUrl."},
+        {"name": "MCP", "description": "Connected tool servers and each agent's selection of their tools."},
+        {"name": "Knowledge", "description": "Documents an agent searches with search_knowledge."},
+        {"name": "Phone numbers", "description": "The organization's numbers and their assignment to agents."},
+        {"name": "Calls", "description": "Call history with transcripts, tool invocations and usage."},
+        {"name": "Logs", "description": "Agents' runtime logs of the last 24 hours."},
+        {"name": "Realtime", "description": "Short-lived tokens for browser and app voice sessions."},
+    ],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "voiceagent.schema.complete_public_api",
+    ],
     # The docs page uses the bundled Swagger UI: nothing is fetched from a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
+from voiceagent import schema as _schema  # noqa: F401 - registers the OpenAPI field descriptions
 from voiceagent.health import healthz, livez
 
 admin.site.site_header = "Voice Agent Service: dashboard"

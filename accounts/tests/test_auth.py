@@ -23,29 +23,45 @@ def test_a_valid_key_reaches_the_api(owner):
     assert owner.client.get("/public/v1/agents").status_code == 200
 
 
-@pytest.mark.parametrize(
-    "header",
-    [None, "", "Bearer", "Bearer ", "Basic abc", "Token va_abcdefghijklmnopqrstuvwxyz", "Bearer short", "Bearer a b c"],
-)
-def test_missing_or_malformed_keys_are_401_json(anonymous, db, header):
-    if header is not None:
-        anonymous.credentials(HTTP_AUTHORIZATION=header)
+def test_a_request_without_a_key_is_401_missing(anonymous, db):
     response = anonymous.get("/public/v1/agents")
     assert response.status_code == 401
     assert response["Content-Type"].startswith("application/json")
-    assert response.json()["error"]
+    assert response["WWW-Authenticate"] == 'Bearer realm="api"'
+    assert response.json()["error"].startswith("Missing API key")
 
 
-def test_unknown_key_is_401(anonymous, db):
-    anonymous.credentials(HTTP_AUTHORIZATION="Bearer va_" + "x" * 43)
+@pytest.mark.parametrize(
+    "header",
+    ["", "Bearer", "Bearer ", "Basic abc", "Token va_abcdefghijklmnopqrstuvwxyz", "Bearer a b c", "Bearer k€y"],
+)
+def test_a_malformed_authorization_header_is_401_malformed(anonymous, db, header):
+    anonymous.credentials(HTTP_AUTHORIZATION=header)
     response = anonymous.get("/public/v1/agents")
     assert response.status_code == 401
-    assert response.json() == {"error": "Invalid or revoked API key"}
+    assert response["Content-Type"].startswith("application/json")
+    error = response.json()["error"]
+    assert error.startswith("Missing API key" if header == "" else "Malformed Authorization header")
+
+
+@pytest.mark.parametrize("key", ["va_nope", "short", "va_" + "x" * 43, "x" * 200, "dG9rZW4="])
+def test_a_well_formed_bearer_header_with_an_unknown_key_is_401_invalid(anonymous, db, key):
+    anonymous.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    response = anonymous.get("/public/v1/agents")
+    assert response.status_code == 401
+    assert response.json() == {"error": "Invalid API key"}
+
+
+def test_the_bearer_scheme_is_case_insensitive(owner, anonymous):
+    anonymous.credentials(HTTP_AUTHORIZATION=f"bearer {owner.api_key}")
+    assert anonymous.get("/public/v1/agents").status_code == 200
 
 
 def test_revoked_key_is_401_while_other_keys_of_the_org_still_work(owner, teammate):
     apikey_revoke(api_key=ApiKey.objects.get(key_hash=hash_api_key(owner.api_key)))
-    assert owner.client.get("/public/v1/agents").status_code == 401
+    response = owner.client.get("/public/v1/agents")
+    assert response.status_code == 401
+    assert response.json() == {"error": "Invalid API key"}
     assert teammate.client.get("/public/v1/agents").status_code == 200
 
 

@@ -7,8 +7,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.selectors import agent_get
+from agents.tools import schema as _schema  # noqa: F401 - registers the OpenAPI description of tool bodies
 from agents.tools import selectors, services
 from agents.tools.serializers import (
+    MAX_SELECTIONS,
     IdSerializer,
     McpSelectionSerializer,
     McpSelectionWriteSerializer,
@@ -19,11 +21,17 @@ from agents.tools.serializers import (
 )
 from voiceagent.api import PublicApiView
 from voiceagent.fields import parse
+from voiceagent.schema import REQUEST_MAX_ITEMS
 
-ERRORS = {
-    400: OpenApiResponse(description="Invalid body or ID, or an operation rule; `issues` lists the fields"),
-    401: OpenApiResponse(description="Missing, malformed or invalid API key"),
-    404: OpenApiResponse(description="Agent (or tool) not found in the caller's organization"),
+TOOLS = ["Tools"]
+MCP = ["MCP"]
+RULE_ERRORS = {
+    400: OpenApiResponse(
+        description="Invalid body or ID (`issues` names the fields), or a rule below is not met: a tool on a "
+        "static agent, a webhook agent without serverUrl, an http agent's tool without toolUrl, a name the "
+        "agent already uses"
+    ),
+    404: OpenApiResponse(description="Agent or tool not found (or another organization's)"),
 }
 RULES = (
     "Rules: no custom tools on static agents; a webhook agent needs a saved serverUrl to create a tool or "
@@ -34,15 +42,24 @@ RULES = (
 
 
 class AgentToolListCreateApi(PublicApiView):
-    @extend_schema(operation_id="listAgentTools", responses={200: ToolSerializer(many=True), **ERRORS})
+    @extend_schema(
+        operation_id="listAgentTools",
+        tags=TOOLS,
+        summary="List an agent's custom tools",
+        description="The agent's custom tools, in creation order. Native tools (search_knowledge, "
+        "transfer_call) are not listed.",
+        responses={200: ToolSerializer(many=True)},
+    )
     def get(self, request: Request, agent_id: str) -> Response:
         agent = agent_get(organization=self.organization, agent_id=agent_id)
         return Response(selectors.tool_list(agent=agent))
 
     @extend_schema(
         operation_id="createAgentTool",
+        tags=TOOLS,
+        summary="Create a custom tool",
         request=ToolWriteSerializer,
-        responses={201: IdSerializer, **ERRORS},
+        responses={201: IdSerializer, **RULE_ERRORS},
         description='Creates a custom tool and answers 201 `{id}`. Defaults: description "", parameterSchema '
         '{"type": "object", "properties": {}}, responseSchema null, timeoutMs 10000, onError return_error, '
         "enabled true, toolUrl null, toolMethod POST, toolHeaders {}. " + RULES,
@@ -56,8 +73,10 @@ class AgentToolListCreateApi(PublicApiView):
 class AgentToolDetailApi(PublicApiView):
     @extend_schema(
         operation_id="replaceAgentTool",
+        tags=TOOLS,
+        summary="Replace a custom tool",
         request=ToolWriteSerializer,
-        responses={200: IdSerializer, **ERRORS},
+        responses={200: IdSerializer, **RULE_ERRORS},
         description="Replaces the tool (omitted optional fields take the creation defaults). " + RULES,
     )
     def put(self, request: Request, agent_id: str, tool_id: str) -> Response:
@@ -65,22 +84,39 @@ class AgentToolDetailApi(PublicApiView):
         tool = services.tool_replace(organization=self.organization, agent_id=agent_id, tool_id=tool_id, data=data)
         return Response({"id": str(tool.id)})
 
-    @extend_schema(operation_id="deleteAgentTool", responses={200: IdSerializer, **ERRORS})
+    @extend_schema(
+        operation_id="deleteAgentTool",
+        tags=TOOLS,
+        summary="Delete a custom tool",
+        description="Deletes the tool; the model no longer sees it in new calls. Past tool invocations stay in "
+        "the call history.",
+        responses={200: IdSerializer},
+    )
     def delete(self, request: Request, agent_id: str, tool_id: str) -> Response:
         deleted = services.tool_delete(organization=self.organization, agent_id=agent_id, tool_id=tool_id)
         return Response({"id": str(deleted)})
 
 
 class AgentMcpToolsApi(PublicApiView):
-    @extend_schema(operation_id="listAgentMcpTools", responses={200: McpSelectionSerializer(many=True), **ERRORS})
+    @extend_schema(
+        operation_id="listAgentMcpTools",
+        tags=MCP,
+        summary="List an agent's MCP tool selections",
+        description="The tools of connected tool servers selected for the agent, with whether each server "
+        "still advertises the tool (`available`) and whether the selection is enabled.",
+        responses={200: McpSelectionSerializer(many=True)},
+    )
     def get(self, request: Request, agent_id: str) -> Response:
         agent = agent_get(organization=self.organization, agent_id=agent_id)
         return Response(selectors.mcp_tool_selection_list(agent=agent))
 
     @extend_schema(
         operation_id="replaceAgentMcpTools",
+        tags=MCP,
+        summary="Replace an agent's MCP tool selections",
         request=McpSelectionWriteSerializer(many=True),
-        responses={200: McpSelectionSerializer(many=True), **ERRORS},
+        extensions={REQUEST_MAX_ITEMS: MAX_SELECTIONS},
+        responses={200: McpSelectionSerializer(many=True)},
         description="Replaces every selection (`[]` clears) and answers the new selections as GET does. "
         "A server of another organization, a server that is not active, a tool the server does not advertise "
         'or a duplicate is a 400 naming the item (for example issues {"2.toolName": [...]}); nothing is changed.',
@@ -94,7 +130,9 @@ class AgentMcpToolsApi(PublicApiView):
 class McpServerListApi(PublicApiView):
     @extend_schema(
         operation_id="listMcpServers",
-        responses={200: McpServerSerializer(many=True), 401: ERRORS[401]},
+        tags=MCP,
+        summary="List connected tool servers",
+        responses={200: McpServerSerializer(many=True)},
         description="The organization's connected tool servers (connected in the dashboard). Credentials and "
         "the server URL are never returned.",
     )

@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 from rest_framework import serializers
 
-from agents.models import HttpMethod, ToolOnError
+from agents.models import HttpMethod, McpAuthType, McpServerStatus, ToolOnError
 from voiceagent.errors import ApiError
 from voiceagent.fields import (
     HeadersField,
@@ -99,8 +99,8 @@ class ToolSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
     description = serializers.CharField()
-    parameterSchema = serializers.JSONField()
-    responseSchema = serializers.JSONField(allow_null=True)
+    parameterSchema = serializers.DictField()
+    responseSchema = serializers.DictField(allow_null=True)
     timeoutMs = serializers.IntegerField()
     onError = serializers.ChoiceField(ToolOnError.choices)
     enabled = serializers.BooleanField()
@@ -140,8 +140,8 @@ class McpServerSerializer(serializers.Serializer):
 
     id = serializers.UUIDField()
     name = serializers.CharField()
-    status = serializers.ChoiceField(["active", "inactive", "error"])
-    authType = serializers.ChoiceField(["none", "bearer", "headers", "oauth_client_credentials"])
+    status = serializers.ChoiceField(McpServerStatus.choices)
+    authType = serializers.ChoiceField(McpAuthType.choices)
     tools = McpToolDefinitionSerializer(many=True)
     lastSyncedAt = serializers.DateTimeField(allow_null=True)
     error = serializers.CharField(allow_null=True)

@@ -1,0 +1,231 @@
+"""Schemathesis against the public API: the seeded world, the configuration and the one adapted check.
+
+Shared by voiceagent/tests/test_schemathesis.py (bounded, in `make test`) and bench/schemathesis_run.py
+(larger). Imports schemathesis, a development dependency: the service itself never imports this module.
+
+What the fuzzer is told beyond the schema:
+- An organization's API key, and objects of that organization whose IDs path parameters draw half of the
+  time (the rest are random UUIDs, which must answer 404), so that reads, writes and deletes reach real
+  objects and their responses are checked against the schema.
+- How to generate the schema's one custom string format, `e164` (valid phone numbers).
+- positive_data_acceptance (a request valid by the schema must not be refused with a 400) is replaced by
+  the same check with two exceptions, both rules no JSON Schema can state: the operations of STATE_RULES,
+  sent to an existing agent, meet rules on its stored state (a tool's toolUrl depends on its agent's type,
+  a selection must name a tool the server advertises, ...), and an uploaded file must hold extractable text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import schemathesis
+from django.utils import timezone
+from hypothesis import strategies as st
+from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+from accounts.models import ApiKey, Organization
+from accounts.services import API_KEY_VISIBLE_CHARS, hash_api_key, organization_create
+from agents.models import Agent, AgentTool, McpServer, McpToolSelection
+from calls import services as calls
+from calls.models import AgentLog, Call
+from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
+from telephony.models import PhoneNumber
+from telephony.services import phone_number_assign
+
+SCHEMA_PATH = "/public/v1/openapi.json"
+# Valid numbers (libphonenumber) of several countries for the `e164` format.
+PHONE_NUMBERS = (
+    "+14155552671",
+    "+14155550123",
+    "+442071838750",
+    "+61293744000",
+    "+33142685300",
+    "+4930901820",
+    "+390612345678",
+    "+34912345678",
+    "+525512345678",
+    "+819012345678",
+)
+API_KEY = "va_schemathesis-fuzzing-key-0123456789abcdef"
+WS_URL = "ws://localhost"
+TOKEN_SECRET = "schemathesis-token-secret-0123456789"  # noqa: S105 - the test world's own
+
+
+def _ids(name: str, count: int) -> list[str]:
+    return [str(uuid.uuid5(uuid.NAMESPACE_URL, f"https://voiceagent.test/fuzz/{name}/{n}")) for n in range(count)]
+
+
+# The seeded objects' IDs (fixed, so that the schema and its configuration can be built before the objects
+# exist), by the path parameter that names them.
+IDS: dict[str, list[str]] = {
+    "agent_id": _ids("agent", 3),
+    "tool_id": _ids("tool", 2),
+    "document_id": _ids("document", 1),
+    "call_id": _ids("call", 1),
+    "phone_number_id": _ids("phone-number", 2),
+    "mcp_server_id": _ids("mcp-server", 1),
+}
+
+
+def seed_world() -> Organization:
+    """An organization on the Studio plan with the key API_KEY and objects with the IDs of IDS: an active
+    webhook agent with everything (tool, document, number, call, logs, MCP selection), an http agent with a
+    tool, a static draft agent, and a free claimed number."""
+    organization, _ = organization_create(name="Schemathesis", plan_code="studio")
+    ApiKey.objects.create(
+        organization=organization,
+        name="schemathesis",
+        prefix=API_KEY[:API_KEY_VISIBLE_CHARS],
+        key_hash=hash_api_key(API_KEY),
+    )
+    now = timezone.now()
+    agents = {
+        kind: Agent.objects.create(
+            pk=IDS["agent_id"][index],
+            organization=organization,
+            name=f"Fuzz {kind}",
+            agent_type=kind,
+            status="active" if kind == "webhook" else "draft",
+            instructions="Answer questions about orders.",
+            server_url="https://hooks.example.com/agent" if kind == "webhook" else None,
+            updated_at=now,
+        )
+        for index, kind in enumerate(("webhook", "http", "static"))
+    }
+    main = agents["webhook"]
+    tools = [
+        AgentTool.objects.create(
+            pk=IDS["tool_id"][0], agent=main, name="lookup_order", description="Find an order by number."
+        ),
+        AgentTool.objects.create(
+            pk=IDS["tool_id"][1],
+            agent=agents["http"],
+            name="weather",
+            tool_url="https://api.example.com/weather",
+            tool_method="GET",
+        ),
+    ]
+    KnowledgeDocument.objects.create(
+        pk=IDS["document_id"][0],
+        organization=organization,
+        agent=main,
+        name="Returns policy",
+        description="How to return an order.",
+        type=DocumentType.MARKDOWN,
+        size_bytes=42,
+        status=DocumentStatus.READY,
+        pages=["# Returns\n\nOrders can be returned within 30 days."],
+    )
+    for pk, number in zip(IDS["phone_number_id"], ("+14155550100", "+14155550101"), strict=True):
+        PhoneNumber.objects.create(
+            pk=pk, organization=organization, phone_number=number, friendly_name="Fuzz line", country_code="US"
+        )
+    phone_number_assign(organization=organization, agent=main, phone_number_id=uuid.UUID(IDS["phone_number_id"][0]))
+    server = McpServer.objects.create(
+        pk=IDS["mcp_server_id"][0],
+        organization=organization,
+        name="Orders MCP",
+        url="https://mcp.example.com/mcp",
+        status="active",
+        tools=[{"name": "cancel_order", "description": "Cancel an order.", "inputSchema": {"type": "object"}}],
+        last_synced_at=now,
+    )
+    McpToolSelection.objects.create(agent=main, server=server, tool_name="cancel_order")
+    call = Call.objects.create(
+        pk=IDS["call_id"][0],
+        organization=organization,
+        agent=main,
+        agent_name=main.name,
+        channel="phone",
+        from_number="+14155552671",
+        to_number="+14155550100",
+        started_at=now - timedelta(minutes=3),
+    )
+    calls.append_message(call=call, role="user", content="Where is my order?")
+    calls.record_tool_invocation(
+        call=call,
+        tool_name="lookup_order",
+        request={"order": "42"},
+        response='{"status": "shipped"}',
+        status="success",
+        duration_ms=120,
+        agent_tool_id=tools[0].pk,
+    )
+    calls.record_llm_usage(call=call, provider="embedded", model="rules", input_tokens=12, output_tokens=8)
+    calls.finish_call(call=call, status="completed")
+    for sequence, severity in enumerate(("info", "warn", "error")):
+        AgentLog.objects.create(
+            organization=organization,
+            agent=main,
+            session_id="abc123",
+            timestamp=now - timedelta(minutes=sequence),
+            severity=severity,
+            content={"message": f"{severity} line"},
+            sequence=sequence,
+        )
+    return organization
+
+
+def config(*, max_examples: int, seed: int | None = None, stateful: bool = True) -> Any:
+    """All phases and checks, the seeded organization's key, and the seeded IDs as dictionaries for path
+    parameters (and the few body fields that name an object). Phone numbers come from PHONE_NUMBERS: a
+    pattern cannot say which digits make a valid number."""
+    parameters: dict[str, Any] = {f"path.{name}": {"dictionary": name, "probability": 0.5} for name in IDS}
+    parameters["query.agentId"] = {"dictionary": "agent_id", "probability": 0.5}
+    parameters["body.phoneNumberId"] = {"dictionary": "phone_number_id", "probability": 0.5}
+    parameters["body.[*].mcpServerId"] = {"dictionary": "mcp_server_id", "probability": 0.5}
+    for field in ("handoffPhoneNumber", "phoneNumberAssignments.[*].handoffPhoneNumber"):
+        parameters[f"body.{field}"] = {"dictionary": "e164", "probability": 1.0}
+    data: dict[str, Any] = {
+        "headers": {"Authorization": f"Bearer {API_KEY}"},
+        "dictionaries": {
+            **{name: {"values": values} for name, values in IDS.items()},
+            "e164": {"values": list(PHONE_NUMBERS)},
+        },
+        "parameters": parameters,
+        "generation": {"max-examples": max_examples, "deterministic": seed is None},
+        "phases": {"stateful": {"enabled": stateful}},
+        "checks": {"positive_data_acceptance": {"enabled": False}},
+    }
+    if seed is not None:
+        data["seed"] = seed
+    return schemathesis.Config.from_dict(data)
+
+
+def register_formats() -> None:
+    schemathesis.openapi.format("e164", st.sampled_from(PHONE_NUMBERS))
+
+
+# Operations whose body is checked against the stored state of the object in the path.
+STATE_RULES = {
+    "POST /public/v1/agents/{agent_id}/tools": "the agent's type and serverUrl; tool names unique per agent",
+    "PUT /public/v1/agents/{agent_id}/tools/{tool_id}": "the agent's type and serverUrl; tool names unique",
+    "PUT /public/v1/agents/{agent_id}/mcp-tools": "the organization's servers and the tools they advertise",
+    "PUT /public/v1/agents/{agent_id}": "the agent's custom tools must suit the new agentType and serverUrl",
+    "PATCH /public/v1/agents/{agent_id}": "the rules apply to the stored agent merged with the body",
+}
+
+
+def _agent_exists(case: Any) -> bool:
+    try:
+        pk = uuid.UUID(str((case.path_parameters or {}).get("agent_id")))
+    except ValueError:
+        return False
+    return Agent.objects.filter(pk=pk).exists()
+
+
+def is_exempt(case: Any) -> bool:
+    """Whether a 400 to this schema-valid request may come from a rule no JSON Schema can state."""
+    if (case.media_type or "").startswith("multipart/"):
+        return True  # the uploaded file must hold extractable text
+    return case.operation.label in STATE_RULES and _agent_exists(case)
+
+
+@schemathesis.check
+def positive_data_acceptance_outside_stored_state(ctx: Any, response: Any, case: Any) -> bool | None:
+    """positive_data_acceptance, except where is_exempt() says the schema cannot know the answer."""
+    if is_exempt(case):
+        return None
+    return positive_data_acceptance(ctx, response, case)
