@@ -34,6 +34,7 @@ import asyncio
 import os
 import re
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -77,51 +78,60 @@ TOOL = {
 
 
 class WebhookReceiver:
-    """The agent's serverUrl: answers every tool call at once and records when each request arrived
-    and when it was answered (time.monotonic, the clock the clients' event loops use)."""
+    """The agent's serverUrl, in a process of its own (so that the bench's clients never delay it):
+    answers every tool call at once and records when each request arrived and when it was answered
+    (time.monotonic: one clock for every process of the machine). GET /spans returns them."""
 
     def __init__(self) -> None:
-        import threading
-
         from realtime.tests.support import free_port
 
         self.port = free_port()
-        self.spans: dict[str, tuple[float, float]] = {}  # call id -> (arrived, answered)
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="bench-webhook", daemon=True)
+        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/hook"
 
     def start(self) -> WebhookReceiver:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
+        self.process = subprocess.Popen([sys.executable, __file__, "--serve-webhook", str(self.port)])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{self.port}/spans", timeout=1)
+                return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("the webhook receiver did not start")
 
-    def _serve(self) -> None:
-        from aiohttp import web
+    def spans(self) -> dict[str, tuple[float, float]]:
+        """call id -> (arrived, answered)"""
+        return {k: tuple(v) for k, v in httpx.get(f"http://127.0.0.1:{self.port}/spans", timeout=10).json().items()}
 
-        async def hook(request: web.Request) -> web.Response:
-            body = await request.json()
-            arrived = time.monotonic()
-            call = body["message"]["toolCall"]
-            reply = web.json_response(
-                {"message": f"Order {call['arguments'].get('order_number', '')} shipped yesterday."}
-            )
-            self.spans[call["id"]] = (arrived, time.monotonic())
-            return reply
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
 
-        async def run() -> None:
-            app = web.Application()
-            app.router.add_post("/hook", hook)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            await web.TCPSite(runner, "127.0.0.1", self.port).start()
-            self._ready.set()
-            await asyncio.Event().wait()
 
-        asyncio.run(run())
+def serve_webhook(port: int) -> None:
+    from aiohttp import web
+
+    spans: dict[str, tuple[float, float]] = {}
+
+    async def hook(request: web.Request) -> web.Response:
+        body = await request.json()
+        arrived = time.monotonic()
+        reply = web.json_response({"message": "We are open from nine in the morning to ten at night."})
+        spans[body["message"]["call"]["id"]] = (arrived, time.monotonic())
+        return reply
+
+    async def listing(request: web.Request) -> web.Response:
+        return web.json_response(spans)
+
+    app = web.Application()
+    app.router.add_post("/hook", hook)
+    app.router.add_get("/spans", listing)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 
 
 def bench_env() -> dict[str, str]:
@@ -352,15 +362,19 @@ def tool_overheads(receiver: WebhookReceiver, call_ids: list[str]) -> list[float
         for entry in AgentLog.objects.filter(content__message="tool call", content__status="success")
     }
     overheads = []
+    spans = receiver.spans()
     for call_id in call_ids:
         session_id = sessions.get(call_id)
-        if session_id in durations and call_id in receiver.spans:
-            arrived, answered = receiver.spans[call_id]
+        if session_id in durations and call_id in spans:
+            arrived, answered = spans[call_id]
             overheads.append(durations[session_id] - (answered - arrived) * 1000)
     return overheads
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--serve-webhook"]:
+        serve_webhook(int(sys.argv[2]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", default="1,5,10,20", help="comma-separated numbers of concurrent sessions")
     parser.add_argument("--rounds", type=int, default=1, help="rounds per N (latencies are pooled)")
@@ -464,6 +478,8 @@ def main() -> None:
     finally:
         for server in servers:
             server.stop()
+        if receiver is not None:
+            receiver.stop()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,12 @@
 """ASGI entry point: HTTP to Django, WebSockets to the Channels consumers (Daphne serves both)."""
 
 import os
+import sys
+
+# The event loop carries live audio. A worker thread doing Python work (a database write of the call
+# record, an agent-log batch, a model load) otherwise keeps the GIL for up to 5 ms at a time, and every
+# await of the loop (the next audio frame, a tool call's reply) waits behind it.
+sys.setswitchinterval(0.0005)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
 
