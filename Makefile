@@ -38,6 +38,8 @@ run: setup
 test: setup
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
+	@# The public OpenAPI schema: valid OpenAPI, generated without a single warning.
+	$(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(VENV)/bin/pytest
 
 lint: setup

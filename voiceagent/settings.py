@@ -177,6 +177,7 @@ SPECTACULAR_SETTINGS = {
         "McpAuthTypeEnum": "agents.models.McpAuthType",
         "CallChannelEnum": "calls.models.CallChannel",
         "MessageRoleEnum": "calls.models.MessageRole",
+        "AudioEncodingEnum": ["pcm16"],
     },
     "TAGS": [
         {"name": "Agents", "description": "Voice agents: prompt, voice, greeting, sounds and phone routing."},

@@ -191,6 +191,71 @@ def test_malformed_or_non_object_bodies_are_400(owner, body):
     assert response.json()["error"]
 
 
+JSON_ONLY_WRITES = [
+    ("post", "/public/v1/agents"),
+    ("put", "/public/v1/agents/{agent}"),
+    ("patch", "/public/v1/agents/{agent}"),
+    ("post", "/public/v1/agents/{agent}/tools"),
+    ("put", "/public/v1/agents/{agent}/mcp-tools"),
+    ("post", "/public/v1/agents/{agent}/phone-numbers"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), JSON_ONLY_WRITES)
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("application/x-www-form-urlencoded", "name=Support&instructions=Help"),
+        (
+            "multipart/form-data; boundary=xyz",
+            '--xyz\r\nContent-Disposition: form-data; name="name"\r\n\r\nS\r\n--xyz--\r\n',
+        ),
+        ("text/plain", '{"name": "Support"}'),
+    ],
+)
+def test_json_endpoints_refuse_other_bodies_with_415(owner, method, path, content_type, body):
+    agent_id = create(owner)
+    response = getattr(owner.client, method)(path.format(agent=agent_id), body, content_type=content_type)
+    assert response.status_code == 415
+    assert set(response.json()) == {"error"}
+    assert "application/json" in response.json()["error"]
+    assert Agent.objects.count() == 1
+
+
+def test_a_form_with_more_fields_than_django_reads_is_415_not_500(owner):
+    body = "&".join(f"phoneNumberIds={n}" for n in range(2000))
+    for method in ("post", "put", "patch"):
+        path = "/public/v1/agents" if method == "post" else f"/public/v1/agents/{uuid.uuid4()}"
+        response = getattr(owner.client, method)(path, body, content_type="application/x-www-form-urlencoded")
+        assert response.status_code == 415, method
+
+
+def test_a_body_larger_than_the_limit_is_413_before_it_is_read(owner, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = owner.client.post("/public/v1/agents", {**BASE, "identity": "x" * 2000}, format="json")
+    assert response.status_code == 413
+    assert response.json() == {"error": "The request body is too large.", "maxBytes": 1000}
+    assert not Agent.objects.exists()
+
+
+def test_json_nested_deeper_than_the_parser_goes_is_400(owner):
+    response = owner.client.post("/public/v1/agents", "[" * 100_000, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("Malformed request body")
+
+
+def test_a_body_that_is_not_utf8_is_400(owner):
+    response = owner.client.post("/public/v1/agents", b'{"name": "\xff"}', content_type="application/json")
+    assert response.status_code == 400
+
+
+def test_undocumented_methods_are_405_json(owner):
+    response = owner.client.post(f"/public/v1/agents/{create(owner)}", BASE, format="json")
+    assert response.status_code == 405
+    assert response.json()["error"]
+    assert "DELETE" in response["Allow"]
+
+
 def test_non_uuid_agent_id_is_400_and_unknown_is_404(owner):
     assert put(owner, "not-a-uuid", **BASE).status_code == 400
     assert owner.client.patch("/public/v1/agents/123", {}, format="json").status_code == 400

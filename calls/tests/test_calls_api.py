@@ -100,6 +100,13 @@ def test_unknown_query_parameters_are_ignored(owner, agent):
     assert len(response.json()) == 1
 
 
+def test_more_query_parameters_than_django_reads_is_a_400(owner):
+    query = "&".join(f"p{n}=1" for n in range(1200))
+    response = owner.client.get(f"/public/v1/calls?{query}")
+    assert response.status_code == 400
+    assert set(response.json()) == {"error"}
+
+
 def test_another_organizations_calls_are_invisible(owner, outsider, agent):
     (call,) = _calls(agent, 1)
 

@@ -191,6 +191,22 @@ def test_content_and_file_together_or_content_in_multipart_are_400(owner, make_a
     assert not KnowledgeDocument.objects.exists()
 
 
+def test_a_multipart_form_with_more_fields_than_django_reads_is_a_400(owner, make_agent):
+    agent = make_agent(owner.organization)
+    fields = {f"extra{n}": "x" for n in range(1200)}
+    response = owner.client.post(url(agent), {"file": SimpleUploadedFile("a.txt", b"Some text."), **fields})
+    assert response.status_code == 400
+    assert "Too many fields" in response.json()["error"]
+    assert not KnowledgeDocument.objects.exists()
+
+
+def test_a_form_urlencoded_upload_is_415(owner, make_agent):
+    agent = make_agent(owner.organization)
+    response = owner.client.post(url(agent), "content=Hello", content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 415
+    assert "application/json or multipart/form-data" in response.json()["error"]
+
+
 def test_over_the_maximum_size_is_413(owner, make_agent, settings):
     settings.KNOWLEDGE_MAX_UPLOAD_BYTES = 1000
     agent = make_agent(owner.organization)

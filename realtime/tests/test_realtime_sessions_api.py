@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -59,6 +60,20 @@ def test_it_answers_500_with_a_clear_error_when_not_configured(owner, active_age
     response = owner.client.post(url(active_agent.pk))
     assert response.status_code == 500
     assert missing in response.json()["error"]
+
+
+def test_a_configuration_500_is_logged_as_one_warning_line_not_as_a_crash(
+    owner, active_agent, realtime_settings, caplog
+):
+    realtime_settings.REALTIME_WS_URL = ""
+    with caplog.at_level(logging.INFO):
+        response = owner.client.post(url(active_agent.pk))
+    assert response.status_code == 500
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "voiceagent.errors"]
+    assert len(warnings) == 1
+    assert "REALTIME_WS_URL" in warnings[0].getMessage() and "\n" not in warnings[0].getMessage()
+    assert warnings[0].exc_info is None
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_a_ws_url_that_is_not_a_websocket_address_is_a_configuration_error(owner, active_agent, realtime_settings):
