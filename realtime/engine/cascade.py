@@ -181,9 +181,16 @@ class CascadePipeline:
             for text, take in zip(texts, verdicts, strict=True):
                 if not take:
                     session.recorder.log("debug", "short speech over the agent ignored")
-                elif await session.user_said(text):
-                    response = session.begin_response(turn_ended_at=session.clock.now())
-                    self._respond_task = session.spawn(self._respond(response), "respond")
+                else:
+                    await self.text_turn(text)
+
+    async def text_turn(self, text: str) -> None:
+        """A caller turn as text (recognized speech, or keys pressed on a phone): the brain answers."""
+        assert self.session is not None
+        session = self.session
+        if await session.user_said(text):
+            response = session.begin_response(turn_ended_at=session.clock.now())
+            self._respond_task = session.spawn(self._respond(response), "respond")
 
     async def _respond(self, response: Response) -> None:
         """Ask the brain, speak its sentences as they complete, run its tool calls through the shell

@@ -108,6 +108,7 @@ class VoicePipeline(Protocol):
     def push_audio(self, pcm16_16k: bytes) -> None: ...
     def say(self, response: Response, text: str) -> None: ...
     def end(self, response: Response) -> None: ...
+    async def text_turn(self, text: str) -> None: ...
     def interrupt(self) -> None: ...
     async def aclose(self) -> None: ...
 
@@ -179,6 +180,12 @@ class Session:
         if self.pipeline is not None:
             self.pipeline.push_audio(pcm16_16k)
         return True
+
+    async def caller_text(self, text: str) -> None:
+        """A caller turn that arrives as text rather than speech (for example DTMF keys on a phone
+        call, "pressed 1"): it is taken like a spoken turn."""
+        if self.pipeline is not None and self._started.is_set() and not self._stopping:
+            await self.pipeline.text_turn(text)
 
     async def run(self) -> None:
         """Start the engine, greet, and converse until `stop` (or a failure)."""

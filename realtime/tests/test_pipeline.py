@@ -404,3 +404,14 @@ def test_server_start_preload_warms_the_voice_kit_and_the_knowledge_model(monkey
     voice.preload_in_background().join(timeout=120)
     assert loaded == ["voice"]
     assert embeddings._session is not None
+
+
+async def test_a_caller_turn_given_as_text_is_answered_like_speech(agent):
+    h = Harness(agent)
+    await h.start()
+    await h.feed(silence(2300))
+    await h.conversation.caller_text("pressed 1")
+    await h.feed(silence(1000))
+    assert h.transport.transcripts()[-2:] == [("user", "pressed 1"), ("assistant", "You said: pressed 1.")]
+    call = await h.stop()
+    assert ("user", "pressed 1") in await messages(call)
