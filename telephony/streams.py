@@ -1,0 +1,132 @@
+"""Media-stream tokens: the voice webhook answers a call with a stream URL plus a token parameter
+(Twilio strips query strings from stream URLs, so the token travels as `<Parameter name="token">` and
+arrives in the stream's `start.customParameters`). The token is signed with REALTIME_TOKEN_SECRET
+(the realtime session tokens' secret, under a salt of its own so that neither kind of token passes
+for the other), valid STREAM_TOKEN_TTL_SECONDS to connect, and single-use across every process
+sharing the database (spent ids are rows of realtime.models.UsedSessionToken).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+from django.conf import settings
+from django.core import signing
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from realtime.models import UsedSessionToken
+from realtime.tokens import CLOSE_CONFLICT, CLOSE_INVALID_TOKEN, CLOSE_NOT_CONFIGURED, TokenError
+
+__all__ = [
+    "STREAM_TOKEN_TTL_SECONDS",
+    "StreamGrant",
+    "TokenError",
+    "call_group",
+    "stream_token_issue",
+    "stream_token_redeem",
+]
+
+STREAM_TOKEN_TTL_SECONDS = 60
+_SALT = "telephony.stream-token.v1"
+_PURPOSE = "phone-stream"
+
+
+@dataclass(frozen=True)
+class StreamGrant:
+    """What a redeemed stream token allows: this call, on this number, talking to this agent."""
+
+    organization_id: UUID
+    agent_id: UUID
+    phone_number_id: UUID
+    call_sid: str
+    from_number: str
+    to_number: str
+
+
+def _secret() -> str:
+    secret = settings.REALTIME_TOKEN_SECRET
+    if not secret:
+        raise TokenError(
+            "Phone streams are not configured (REALTIME_TOKEN_SECRET is empty)", close_code=CLOSE_NOT_CONFIGURED
+        )
+    return secret
+
+
+def stream_token_issue(
+    *,
+    organization_id: UUID | str,
+    agent_id: UUID | str,
+    phone_number_id: UUID | str,
+    call_sid: str,
+    from_number: str,
+    to_number: str,
+    now: float | None = None,
+) -> str:
+    """A signed, single-use token for opening the media stream of one call."""
+    issued = time.time() if now is None else now
+    payload = {
+        "p": _PURPOSE,
+        "j": secrets.token_hex(16),
+        "o": str(organization_id),
+        "a": str(agent_id),
+        "n": str(phone_number_id),
+        "c": call_sid,
+        "f": from_number,
+        "t": to_number,
+        "e": round(issued + STREAM_TOKEN_TTL_SECONDS, 3),
+    }
+    return signing.dumps(payload, key=_secret(), salt=_SALT, compress=True)
+
+
+def stream_token_redeem(token: str | None, *, now: float | None = None) -> StreamGrant:
+    """Verify and spend a stream token (once, across processes). TokenError (with a reason and a
+    WebSocket close code) when it is missing, malformed, tampered, expired or already used."""
+    if not token:
+        raise TokenError("Missing stream token", close_code=CLOSE_INVALID_TOKEN)
+    try:
+        payload = signing.loads(token, key=_secret(), salt=_SALT)
+        if payload.get("p") != _PURPOSE:
+            raise ValueError("wrong purpose")
+        token_id = str(payload["j"])
+        expires_at = float(payload["e"])
+        grant = StreamGrant(
+            organization_id=UUID(payload["o"]),
+            agent_id=UUID(payload["a"]),
+            phone_number_id=UUID(payload["n"]),
+            call_sid=str(payload["c"]),
+            from_number=str(payload["f"]),
+            to_number=str(payload["t"]),
+        )
+    except (signing.BadSignature, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TokenError("Invalid stream token", close_code=CLOSE_INVALID_TOKEN) from exc
+    if (time.time() if now is None else now) >= expires_at:
+        raise TokenError("Stream token expired", close_code=CLOSE_INVALID_TOKEN)
+    used_at = timezone.now()
+    try:
+        with transaction.atomic():
+            UsedSessionToken.objects.create(
+                token_id=token_id,
+                organization_id=grant.organization_id,
+                agent_id=grant.agent_id,
+                used_at=used_at,
+                expires_at=datetime.fromtimestamp(expires_at, tz=UTC),
+            )
+    except IntegrityError:
+        raise TokenError("Stream token already used", close_code=CLOSE_CONFLICT) from None
+    UsedSessionToken.objects.filter(expires_at__lt=used_at - timedelta(minutes=5)).delete()
+    return grant
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def call_group(call_sid: str) -> str:
+    """The channel-layer group of a live call: the media-stream consumer holding the call joins it;
+    status callbacks and call control (possibly from another process) send to it."""
+    return "call." + _UNSAFE.sub("_", call_sid)[:80]
