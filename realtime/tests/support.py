@@ -1,8 +1,9 @@
 """Real servers and a scripted voice client, shared by the socket tests and bench/voice_latency.py.
 
 `DaphneServer` runs `daphne voiceagent.asgi:application` as a separate process on a free loopback
-port against a given database; `VoiceClient` speaks the browser protocol over a real WebSocket
-(aiohttp), streaming PCM in 20 ms chunks at real time like a microphone.
+port against a given database (`start_test_server`/`stop_test_server`: on the test database);
+`VoiceClient` speaks the browser protocol over a real WebSocket (aiohttp), streaming PCM in 20 ms
+chunks at real time like a microphone; `record_voice` gives it reproducible eSpeak NG speech.
 """
 
 from __future__ import annotations
@@ -106,11 +107,74 @@ class DaphneServer:
         self.stop()
 
 
+def start_test_server(tmp_path_factory: Any, name: str, env: dict[str, str] | None = None) -> DaphneServer:
+    """A server process on the database of the running tests (pytest), its log in a temporary
+    directory; `env` adds settings (OUTBOUND_ALLOWED_NETWORKS, LLM_PROVIDER...)."""
+    from django.db import connection
+
+    from realtime.tests.conftest import SECRET
+
+    port = free_port()
+    base = {
+        "DATABASE_URL": database_url(connection.settings_dict),
+        "REALTIME_TOKEN_SECRET": SECRET,
+        "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
+        "DATABASE_POOL": "false",
+    }
+    log = tmp_path_factory.mktemp("daphne") / f"{name}.log"
+    return DaphneServer(env={**base, **(env or {})}, port=port, log_path=log).start()
+
+
+def stop_test_server(server: DaphneServer) -> None:
+    """Stop it and, on PostgreSQL, wait until its connections are gone (the test database is dropped
+    at the end of the run)."""
+    from django.db import connection
+
+    server.stop()
+    if connection.vendor != "postgresql":
+        return
+    for _ in range(100):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.05)
+
+
 def to_16k(pcm16_24k: bytes) -> bytes:
     import soxr
 
     samples = np.frombuffer(pcm16_24k, dtype="<i2")
     return soxr.resample(samples, OUT_RATE, IN_RATE).astype("<i2").tobytes()
+
+
+_RECORD = """
+import ctypes, json, pathlib, sys
+import espeakng_loader
+from realtime.engine.speech.tts import synthesize
+voice = sys.argv[3]
+synthesize("ok", language="en-US", voice_name=voice)  # loads the library and the voice
+ctypes.CDLL(espeakng_loader.get_library_path()).espeak_ng_SetRandSeed(ctypes.c_long(7))
+for index, sentence in enumerate(json.loads(sys.argv[1])):
+    pathlib.Path(sys.argv[2], f"{index}.pcm").write_bytes(synthesize(sentence, language="en-US", voice_name=voice))
+"""
+
+
+def record_voice(sentences: tuple[str, ...], folder: Path, voice_name: str = "eve") -> dict[str, bytes]:
+    """A caller's sentences as PCM16 16 kHz, the same recording in every run. eSpeak NG adds random
+    breath noise to every sentence and carries state from one sentence to the next, and offline
+    recognition is sensitive to both (a word heard right in one run is misheard in the next);
+    synthesized in a fresh process from a fixed seed, in a fixed order, a recognition result seen
+    once is seen every time. Adding a sentence at the end keeps the others' recordings."""
+    subprocess.run(
+        [sys.executable, "-c", _RECORD, json.dumps(sentences), str(folder), voice_name],
+        cwd=REPO,
+        check=True,
+        timeout=60,
+    )
+    return {sentence: to_16k((folder / f"{index}.pcm").read_bytes()) for index, sentence in enumerate(sentences)}
 
 
 def rms(pcm16: bytes) -> float:

@@ -13,12 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connection
 
 from calls.models import Call
 from realtime import tokens
-from realtime.tests.conftest import SECRET
-from realtime.tests.support import DaphneServer, VoiceClient, database_url, free_port, is_type, rms, to_16k
+from realtime.tests.support import DaphneServer, VoiceClient, is_type, rms, start_test_server, stop_test_server, to_16k
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -33,44 +31,13 @@ ANSWER = "I take table reservations for the Acme restaurant. What would you like
 SECOND = "Please book it for dinner at seven."
 
 
-def _server_env(port: int) -> dict[str, str]:
-    return {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "REALTIME_TOKEN_SECRET": SECRET,
-        "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
-        "DATABASE_POOL": "false",
-    }
-
-
-def _start_server(tmp_path_factory: Any, name: str) -> DaphneServer:
-    port = free_port()
-    log = tmp_path_factory.mktemp("daphne") / f"{name}.log"
-    return DaphneServer(env=_server_env(port), port=port, log_path=log).start()
-
-
-def _stop_server(server: DaphneServer) -> None:
-    """Stop it and, on PostgreSQL, wait until its connections are gone (the test database is dropped
-    at the end of the run)."""
-    server.stop()
-    if connection.vendor != "postgresql":
-        return
-    for _ in range(100):
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0] == 0:
-                return
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
     with django_db_blocker.unblock():
-        started = _start_server(tmp_path_factory, "a")
+        started = start_test_server(tmp_path_factory, "a")
     yield started
     with django_db_blocker.unblock():
-        _stop_server(started)
+        stop_test_server(started)
 
 
 @pytest.fixture
@@ -138,7 +105,7 @@ async def test_the_socket_refuses_bad_tokens_with_documented_close_codes(server,
 
 
 async def test_a_token_opens_one_socket_only_also_through_a_second_server_process(server, ava, tmp_path_factory):
-    second = await sync_to_async(_start_server)(tmp_path_factory, "b")
+    second = await sync_to_async(start_test_server)(tmp_path_factory, "b")
     try:
         token = issue(ava)
         async with VoiceClient(socket_url(server, ava.pk, token)) as first:
@@ -150,7 +117,7 @@ async def test_a_token_opens_one_socket_only_also_through_a_second_server_proces
             await first.send({"type": "stop"})
             assert await first.wait_closed() == 1000
     finally:
-        await sync_to_async(_stop_server)(second)
+        await sync_to_async(stop_test_server)(second)
 
 
 async def test_bad_messages_get_an_error_and_the_session_goes_on(server, ava):
