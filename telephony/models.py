@@ -4,6 +4,7 @@ from django.db import models
 
 from accounts.models import Organization
 from agents.models import Agent
+from voiceagent.crypto import EncryptedTextField
 
 MAX_NUMBERS_PER_AGENT = 25
 
@@ -26,9 +27,9 @@ class PhoneNumberProvider(models.TextChoices):
 
 
 class SetupStatus(models.TextChoices):
-    PENDING = "pending"
-    READY = "ready"
-    FAILED = "failed"
+    PENDING = "pending"  # the number's voice webhook does not point at this service yet
+    READY = "ready"  # calls to the number reach this service
+    ERROR = "error"  # pointing the number at this service failed: see setup_error
 
 
 class PhoneNumber(models.Model):
@@ -40,6 +41,7 @@ class PhoneNumber(models.Model):
     source = models.CharField(max_length=10, choices=PhoneNumberSource.choices, default=PhoneNumberSource.PURCHASED)
     provider = models.CharField(max_length=16, choices=PhoneNumberProvider.choices, default=PhoneNumberProvider.TWILIO)
     setup_status = models.CharField(max_length=10, choices=SetupStatus.choices, default=SetupStatus.READY)
+    setup_error = models.TextField(blank=True, default="", help_text="Why the last setup failed (setup status error).")
     country_code = models.CharField(max_length=2)
     # The assignment: at most one agent per number (a foreign key), with its own handoff destination.
     assigned_agent = models.ForeignKey(
@@ -55,3 +57,23 @@ class PhoneNumber(models.Model):
 
     def __str__(self) -> str:
         return self.phone_number
+
+
+class TelephonyAccount(models.Model):
+    """An organization's account at its phone provider. The credentials are encrypted at rest, never
+    shown again once saved, never logged and never part of any API."""
+
+    organization = models.OneToOneField(Organization, on_delete=models.CASCADE, related_name="telephony_account")
+    provider = models.CharField(max_length=16, choices=PhoneNumberProvider.choices, default=PhoneNumberProvider.TWILIO)
+    account_sid = models.CharField(max_length=64, unique=True, help_text="Twilio Account SID (AC...)")
+    auth_token = EncryptedTextField(help_text="Signs Twilio's webhooks; also the REST password without an API key.")
+    api_key_sid = models.CharField(max_length=64, blank=True, default="", help_text="Optional API key SID (SK...)")
+    api_key_secret = EncryptedTextField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["organization__name"]
+
+    def __str__(self) -> str:
+        return f"{self.provider} {self.account_sid}"

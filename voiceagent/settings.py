@@ -208,6 +208,30 @@ FIELD_ENCRYPTION_KEYS = env.list("FIELD_ENCRYPTION_KEYS", default=[])
 OUTBOUND_ALLOWED_NETWORKS = env.list("OUTBOUND_ALLOWED_NETWORKS", default=[])
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("BEHIND_TLS_PROXY", default=False) else None
 
+
+# --- telephony ---------------------------------------------------------------------------------
+def _base_url(name: str, default: str) -> str:
+    """An absolute http(s) URL without query or fragment, kept without a trailing slash."""
+    from urllib.parse import urlsplit
+
+    value = env.str(name, default=default).strip().rstrip("/")
+    if value:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise ImproperlyConfigured(
+                f"{name} must be an http(s) URL such as https://voice.example.com, not {value!r}"
+            )
+    return value
+
+
+# The address callers' carriers reach this service at (e.g. https://voice.example.com). Voice webhook
+# signatures are checked against it and media-stream URLs (wss:// for https) are built from it, never
+# from the request's Host. Empty: phone calls are refused.
+PUBLIC_BASE_URL = _base_url("PUBLIC_BASE_URL", "")
+# Twilio's REST API (number configuration, live-call transfer and hang-up); tests point it elsewhere.
+TWILIO_API_BASE_URL = _base_url("TWILIO_API_BASE_URL", "https://api.twilio.com")
+TWILIO_API_TIMEOUT_SECONDS = env.float("TWILIO_API_TIMEOUT_SECONDS", default=10.0)
+
 # --- realtime and providers -------------------------------------------------------------------
 REALTIME_WS_URL = env.str("REALTIME_WS_URL", default="")
 REALTIME_TOKEN_SECRET = env.str("REALTIME_TOKEN_SECRET", default="")
