@@ -60,6 +60,8 @@ class Call(models.Model):
     channel = models.CharField(max_length=8, choices=CallChannel.choices)
     from_number = models.CharField(max_length=64)
     to_number = models.CharField(max_length=64)
+    # The carrier's id of a phone call (Twilio's CallSid): status callbacks and support find it by this.
+    provider_call_id = models.CharField(max_length=64, null=True, blank=True, db_index=True)
     status = models.CharField(max_length=10, choices=CallStatus.choices, default=CallStatus.ACTIVE)
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)

@@ -62,8 +62,16 @@ def _choice(value: str, allowed: type, what: str) -> str:
     return value
 
 
-def start_call(*, agent: Agent, channel: str, from_number: str | None = None, to_number: str | None = None) -> Call:
-    """Open a call (`active`) for the agent, keeping the agent's current name with it."""
+def start_call(
+    *,
+    agent: Agent,
+    channel: str,
+    from_number: str | None = None,
+    to_number: str | None = None,
+    provider_call_id: str | None = None,
+) -> Call:
+    """Open a call (`active`) for the agent, keeping the agent's current name with it (and, for a phone
+    call, the carrier's id of the call: Twilio's CallSid)."""
     _choice(channel, CallChannel, "channel")
     if channel == CallChannel.WEB:
         from_number = from_number or WEB_FROM_PLACEHOLDER
@@ -77,6 +85,7 @@ def start_call(*, agent: Agent, channel: str, from_number: str | None = None, to
         to_number=(to_number or UNKNOWN_NUMBER)[:64],
         status=CallStatus.ACTIVE,
         started_at=timezone.now(),
+        provider_call_id=provider_call_id or None,
     )
     from calls.maintenance import ensure_inprocess_maintenance
 
@@ -255,9 +264,16 @@ def agent_log_purge(*, older_than: timedelta | None = None) -> int:
 
 
 async def astart_call(
-    *, agent: Agent, channel: str, from_number: str | None = None, to_number: str | None = None
+    *,
+    agent: Agent,
+    channel: str,
+    from_number: str | None = None,
+    to_number: str | None = None,
+    provider_call_id: str | None = None,
 ) -> Call:
-    return await sync_to_async(start_call)(agent=agent, channel=channel, from_number=from_number, to_number=to_number)
+    return await sync_to_async(start_call)(
+        agent=agent, channel=channel, from_number=from_number, to_number=to_number, provider_call_id=provider_call_id
+    )
 
 
 async def aappend_message(*, call: Call, role: str, content: str, occurred_at: datetime | None = None) -> CallMessage:

@@ -22,12 +22,19 @@ logger = logging.getLogger(__name__)
 
 class CallRecorder:
     def __init__(
-        self, *, agent: Agent, channel: str, from_number: str | None = None, to_number: str | None = None
+        self,
+        *,
+        agent: Agent,
+        channel: str,
+        from_number: str | None = None,
+        to_number: str | None = None,
+        provider_call_id: str | None = None,
     ) -> None:
         self.agent = agent
         self.channel = channel
         self.from_number = from_number
         self.to_number = to_number
+        self.provider_call_id = provider_call_id
         self.session = LogSession(organization_id=agent.organization_id, agent_id=agent.pk, session_id=new_session_id())
         self.call: Call | None = None
         self._writes: asyncio.Queue[Callable[[], Awaitable[Any]] | None] = asyncio.Queue()
@@ -43,7 +50,11 @@ class CallRecorder:
 
     async def start(self) -> Call:
         self.call = await calls.astart_call(
-            agent=self.agent, channel=self.channel, from_number=self.from_number, to_number=self.to_number
+            agent=self.agent,
+            channel=self.channel,
+            from_number=self.from_number,
+            to_number=self.to_number,
+            provider_call_id=self.provider_call_id,
         )
         self._writer = asyncio.create_task(self._write_loop(), name=f"call-writer-{self.session_id}")
         return self.call

@@ -385,16 +385,18 @@ class Session:
     def transferring(self) -> bool:
         return self._transferring
 
-    async def user_said(self, text: str) -> bool:
+    async def user_said(self, text: str, *, interrupt: bool = True) -> bool:
         """A caller turn: interrupts a running answer, joins the history, the record and the client.
-        False when the turn is not taken (nothing understood, or the call is being transferred)."""
+        False when the turn is not taken (nothing understood, or the call is being transferred).
+        `interrupt=False`: only record it (a speech-to-speech provider's transcript arrives late,
+        often once the provider is already answering that very turn)."""
         text = text.strip()
         if not text:
             self.recorder.log("info", "caller speech not recognised")
             return False
         if self._transferring or self._stopping:
             return False
-        if self.agent_speaking():
+        if interrupt and self.agent_speaking():
             await self.interrupt(self.clock.now())
         self.history.append(Turn(role="user", text=text))
         self.recorder.message("user", text, timezone.now())
@@ -407,13 +409,17 @@ class Session:
         response = self.response
         if response is not None:
             response.cancelled = True
+        # A transport that learns when its listener really played the audio (a phone stream's marks)
+        # says how far behind the playout's estimate the listener is: only what was heard is kept.
+        lag = getattr(self.transport, "playback_lag", None)
+        heard_by = now - lag(now) if lag is not None else now
         if self.pipeline is not None:
             self.pipeline.interrupt()
         if self.playout is not None:
             self.playout.cut()
         await self.transport.clear()
         if response is not None and not response.done:
-            await self._close_response(response, now, tell=True)
+            await self._close_response(response, heard_by, tell=True)
 
     async def run_tool(self, call: ToolCall) -> ToolOutcome:
         """Run one tool call of the brain through the dispatcher, with the background sound and the
@@ -571,11 +577,15 @@ def open_session(
     channel: str,
     from_number: str | None = None,
     to_number: str | None = None,
+    provider_call_id: str | None = None,
     **parts: Any,
 ) -> Session:
     """The one way every consumer starts a conversation: `asyncio.create_task(session.run())` next.
+    `provider_call_id` is the carrier's id of a phone call (Twilio's CallSid), kept on the call record.
     `parts` (pipeline, tools, mixer, clock, run_blocking) replace the configured ones in tests."""
-    recorder = CallRecorder(agent=agent, channel=channel, from_number=from_number, to_number=to_number)
+    recorder = CallRecorder(
+        agent=agent, channel=channel, from_number=from_number, to_number=to_number, provider_call_id=provider_call_id
+    )
     return Session(agent=agent, transport=transport, recorder=recorder, **parts)
 
 
