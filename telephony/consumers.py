@@ -1,0 +1,444 @@
+"""The phone transport: a Twilio bidirectional Media Stream (`<Connect><Stream>`) in front of the engine.
+
+The consumer only translates (shared/reference/protocols.md 1.3-1.4):
+- `connected` is noted; `start` must carry `customParameters.token`, a single-use stream token issued
+  by the voice webhook (telephony.streams). A missing, bad, expired or reused token, or an agent that
+  is gone or not active, closes the socket at once: no session, one log line. Nothing else on the
+  socket is read before a valid `start`, and a socket without one is closed after
+  START_TIMEOUT_SECONDS.
+- `media` (base64 mu-law 8 kHz, inbound track) -> PCM16 16 kHz -> `session.push_audio`.
+- `dtmf`: each key goes to the agent log; keys pressed within DTMF_GAP_SECONDS of each other reach
+  the brain as one caller turn, "pressed 1" or "pressed 1234" (`session.caller_text`).
+- `mark`: the echo of a mark sent after each audio chunk; it tells how far the caller has really
+  heard the agent (`TwilioTransport.playback_lag`, which the session uses on barge-in).
+- `stop` ends the session (completed) and closes the socket.
+Bad messages (not JSON, unknown events, another streamSid, bad base64) are logged and ignored.
+
+The consumer joins `call_group(callSid)` for the life of the call: `call.ended` (Twilio's status
+callback, received by any process) and `call.hangup` (a hang-up asked for elsewhere) end the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import json
+import logging
+import re
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from agents.models import Agent, AgentStatus
+from calls.models import CallChannel, CallStatus
+from realtime.engine.clock import Clock, LoopClock
+from realtime.engine.session import Session, open_session
+from realtime.engine.transport import Ending
+from realtime.selectors import session_agent_get
+from realtime.tokens import TokenError
+from telephony import audio
+from telephony.providers import PhoneProvider, provider_for
+from telephony.streams import StreamGrant, call_group, stream_token_redeem
+from voiceagent.providers import ProviderError
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT_SECONDS = 10.0  # a socket that does not present a valid `start` by then is closed
+DTMF_GAP_SECONDS = 0.8  # keys closer together than this form one turn ("pressed 1234")
+MAX_MESSAGE_CHARS = 64_000  # Twilio's messages are a few hundred characters
+MAX_BAD_MESSAGE_LOGS = 20  # per stream: a broken peer cannot flood the log
+TRANSFER_STOP_WAIT_SECONDS = 3.0  # after a transfer, how long to wait for Twilio's `stop` before closing
+CLOSE_REFUSED = 1008  # policy violation: no valid stream token
+_DIGIT = re.compile(r"^[0-9*#A-D]$")
+# Twilio call statuses that end a call as failed (anything else ends it completed).
+_FAILED_STATUSES = frozenset({"failed"})
+
+
+@dataclass(frozen=True)
+class PhoneCall:
+    """What a redeemed stream token opens: the agent and the organization's provider account."""
+
+    grant: StreamGrant
+    agent: Agent
+    provider: PhoneProvider | None
+
+
+def phone_call_get(grant: StreamGrant) -> PhoneCall | None:
+    """The active agent a stream grant names (None when it is gone or not active), with the phone
+    provider of its organization (None without a telephony account)."""
+    from telephony.models import TelephonyAccount
+
+    agent = session_agent_get(organization_id=grant.organization_id, agent_id=grant.agent_id)
+    if agent is None or agent.status != AgentStatus.ACTIVE:
+        return None
+    account = TelephonyAccount.objects.filter(organization_id=grant.organization_id).first()
+    provider = None
+    if account is not None:
+        try:
+            provider = provider_for(account)
+        except ProviderError:
+            logger.warning("organization %s: unknown phone provider %r", grant.organization_id, account.provider)
+    return PhoneCall(grant=grant, agent=agent, provider=provider)
+
+
+class TwilioMediaStream(AsyncWebsocketConsumer):
+    conversation: Session | None = None
+    transport: TwilioTransport | None = None
+    stream_sid: str | None = None
+    call_sid: str | None = None
+    group: str | None = None
+    _run: asyncio.Task[None] | None = None
+    _closed = False
+    _starting = False
+    _bad_logged = 0
+    _too_fast_logged = False
+
+    async def connect(self) -> None:
+        await self.accept()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._digits: list[str] = []
+        self._dtmf_timer: asyncio.Task[None] | None = None
+        self._upsampler = audio.Upsampler()
+        self._stopped = asyncio.Event()  # Twilio's `stop` arrived
+        self._spawn(self._start_deadline(), "stream-start-deadline")
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self._closed:
+            return
+        if text_data is None:
+            self._bad("binary frame")
+            return
+        if len(text_data) > MAX_MESSAGE_CHARS:
+            self._bad(f"message of {len(text_data)} characters")
+            return
+        try:
+            message = json.loads(text_data)
+        except ValueError:
+            self._bad("not JSON")
+            return
+        event = message.get("event") if isinstance(message, dict) else None
+        if event == "connected":
+            return
+        if event == "start":
+            await self._start(message)
+            return
+        if self.conversation is None:
+            # Nothing is trusted before a valid `start`.
+            self._bad(f"{event!r} before a valid start")
+            return
+        if message.get("streamSid") != self.stream_sid:
+            self._bad(f"{event!r} for another streamSid")
+            return
+        handler = _HANDLERS.get(event)
+        if handler is None:
+            self._bad(f"unknown event {event!r}")
+            return
+        await handler(self, message)
+
+    # --- Twilio's messages -----------------------------------------------------------------------
+
+    async def _start(self, message: dict[str, Any]) -> None:
+        if self.conversation is not None or self._starting:
+            self._bad("a second start")
+            return
+        self._starting = True
+        start = message.get("start")
+        start = start if isinstance(start, dict) else {}
+        parameters = start.get("customParameters")
+        token = parameters.get("token") if isinstance(parameters, dict) else None
+        stream_sid = start.get("streamSid") or message.get("streamSid")
+        call_sid = start.get("callSid")
+        try:
+            grant = await database_sync_to_async(stream_token_redeem)(token if isinstance(token, str) else None)
+        except TokenError as exc:
+            logger.warning("media stream refused (call %s): %s", _short(call_sid), exc.message)
+            await self._close(CLOSE_REFUSED, "invalid stream token")
+            return
+        if not isinstance(stream_sid, str) or not stream_sid or call_sid != grant.call_sid:
+            logger.warning("media stream refused: its callSid is not the call the token was issued for")
+            await self._close(CLOSE_REFUSED, "invalid stream token")
+            return
+        call = await database_sync_to_async(phone_call_get)(grant)
+        if call is None:
+            logger.warning("media stream refused (call %s): the agent is gone or not active", _short(call_sid))
+            await self._close(CLOSE_REFUSED, "agent not available")
+            return
+        self.stream_sid, self.call_sid = stream_sid, grant.call_sid
+        clock = LoopClock()
+        self.transport = TwilioTransport(
+            self, stream_sid=stream_sid, call_sid=grant.call_sid, caller_id=grant.to_number, provider=call.provider
+        )
+        self.transport.clock = clock
+        self.conversation = open_session(
+            agent=call.agent,
+            transport=self.transport,
+            channel=CallChannel.PHONE,
+            from_number=grant.from_number,
+            to_number=grant.to_number,
+            provider_call_id=grant.call_sid,
+            clock=clock,
+        )
+        if self.channel_layer is not None:
+            self.group = call_group(grant.call_sid)
+            await self.channel_layer.group_add(self.group, self.channel_name)
+        self._run = asyncio.create_task(
+            self.conversation.run(), name=f"conversation-{self.conversation.recorder.session_id}"
+        )
+
+    async def _media(self, message: dict[str, Any]) -> None:
+        media = message.get("media")
+        if not isinstance(media, dict):
+            self._bad("media without a media object")
+            return
+        if media.get("track", "inbound") != "inbound":
+            return
+        payload = media.get("payload")
+        try:
+            ulaw = base64.b64decode(payload, validate=True) if isinstance(payload, str) else None
+        except (binascii.Error, ValueError):
+            ulaw = None
+        if ulaw is None:
+            self._bad("media payload is not base64")
+            return
+        assert self.conversation is not None
+        if not self.conversation.push_audio(audio.phone_to_engine(ulaw, self._upsampler)):
+            if not self._too_fast_logged:
+                self._too_fast_logged = True
+                logger.warning("call %s: caller audio arrives faster than real time; dropped", _short(self.call_sid))
+
+    async def _dtmf(self, message: dict[str, Any]) -> None:
+        dtmf = message.get("dtmf")
+        digit = dtmf.get("digit") if isinstance(dtmf, dict) else None
+        if not isinstance(digit, str) or not _DIGIT.match(digit):
+            self._bad("dtmf without a key")
+            return
+        assert self.conversation is not None
+        self.conversation.recorder.log("info", "caller pressed a key", digit=digit)
+        self._digits.append(digit)
+        if self._dtmf_timer is not None:
+            self._dtmf_timer.cancel()
+        self._dtmf_timer = self._spawn(self._keys_turn(), "dtmf")
+
+    async def _keys_turn(self) -> None:
+        await asyncio.sleep(DTMF_GAP_SECONDS)
+        keys, self._digits = "".join(self._digits), []
+        if keys and self.conversation is not None:
+            await self.conversation.caller_text(f"pressed {keys}")
+
+    async def _mark(self, message: dict[str, Any]) -> None:
+        mark = message.get("mark")
+        name = mark.get("name") if isinstance(mark, dict) else None
+        if not isinstance(name, str):
+            self._bad("mark without a name")
+            return
+        assert self.transport is not None
+        self.transport.mark_played(name)
+
+    async def _stop(self, message: dict[str, Any]) -> None:
+        self._stopped.set()
+        await self._end(CallStatus.COMPLETED)
+
+    # --- the channel layer (possibly from another process) -----------------------------------
+
+    async def call_ended(self, event: dict[str, Any]) -> None:
+        """Twilio's status callback says the call is over (the caller hung up, or it failed)."""
+        status = CallStatus.FAILED if event.get("status") in _FAILED_STATUSES else CallStatus.COMPLETED
+        logger.info("call %s ended (%s)", _short(self.call_sid), event.get("status"))
+        await self._end(status)
+
+    async def call_hangup(self, event: dict[str, Any]) -> None:
+        """A hang-up asked for elsewhere (an operator, another part of the service)."""
+        logger.info("call %s: hang-up requested", _short(self.call_sid))
+        await self._end(CallStatus.COMPLETED)
+
+    # --- endings ----------------------------------------------------------------------------
+
+    async def _end(self, status: str) -> None:
+        if self.conversation is not None:
+            await self.conversation.stop(status)
+        await self._close(1000, "call ended")
+
+    async def disconnect(self, code: int) -> None:
+        self._closed = True
+        if self.group is not None and self.channel_layer is not None:
+            with contextlib.suppress(Exception):
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.conversation is not None:
+            await self.conversation.stop(CallStatus.COMPLETED)
+        if self._run is not None:
+            await asyncio.gather(self._run, return_exceptions=True)
+        tasks = [task for task in getattr(self, "_tasks", ()) if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _start_deadline(self) -> None:
+        await asyncio.sleep(START_TIMEOUT_SECONDS)
+        if self.conversation is None and not self._closed:
+            logger.warning("media stream closed: no valid start within %s s", START_TIMEOUT_SECONDS)
+            await self._close(CLOSE_REFUSED, "no start")
+
+    async def wait_stopped(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopped.wait(), timeout)
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _spawn(self, coroutine: Any, name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _bad(self, what: str) -> None:
+        self._bad_logged += 1
+        if self._bad_logged <= MAX_BAD_MESSAGE_LOGS:
+            logger.warning("media stream (call %s): ignored a bad message: %s", _short(self.call_sid), what)
+
+    async def send_json(self, message: dict[str, Any]) -> None:
+        if self._closed:
+            return
+        try:
+            await self.send(text_data=json.dumps(message, separators=(",", ":")))
+        except Exception:  # the socket went away under us; disconnect() ends the conversation
+            logger.debug("send on a closed socket", exc_info=True)
+
+    async def _close(self, code: int, reason: str = "") -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.close(code=code, reason=reason)
+
+
+_HANDLERS = {
+    "media": TwilioMediaStream._media,
+    "dtmf": TwilioMediaStream._dtmf,
+    "mark": TwilioMediaStream._mark,
+    "stop": TwilioMediaStream._stop,
+}
+
+
+def _short(call_sid: str | None) -> str:
+    """Call SIDs in process logs are shortened (enough to find the call, not to act on it)."""
+    return f"{call_sid[:10]}…" if isinstance(call_sid, str) and call_sid else "?"
+
+
+@dataclass
+class _Mark:
+    name: str
+    plays_by: float  # when the session's playout expects the audio before it to have played
+
+
+class TwilioTransport:
+    """The engine's Transport over a Twilio media stream.
+
+    Agent audio is downsampled to 8 kHz, mu-law encoded and sent as 20 ms `media` frames, followed by a
+    `mark` per chunk. The session's playout assumes that the caller hears a chunk as soon as it is
+    sent (after the queue ahead of it); Twilio echoes each mark when the audio before it has played,
+    so the lateness of the echoes (the network and Twilio's own buffer) is measured, and on barge-in
+    `playback_lag(now)` tells the session how far behind its estimate the caller really is.
+    """
+
+    def __init__(
+        self,
+        consumer: TwilioMediaStream,
+        *,
+        stream_sid: str,
+        call_sid: str,
+        caller_id: str,
+        provider: PhoneProvider | None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.consumer = consumer
+        self.stream_sid = stream_sid
+        self.call_sid = call_sid
+        self.caller_id = caller_id
+        self.provider = provider
+        self.clock: Clock = clock or LoopClock()
+        self.encoder = audio.PhoneEncoder()
+        self._marks: deque[_Mark] = deque()  # sent, not yet echoed, oldest first
+        self._dropped: set[str] = set()  # sent before a clear: their echoes say nothing about playback
+        self._sequence = 0
+        self._expected_end: float | None = None  # when the session expects what was sent to have played
+        self.lag = 0.0  # the latest measured lateness of an echo
+        self.marks_echoed = 0
+
+    async def started(self, call_id: str) -> None:
+        logger.debug("call %s: session started (call record %s)", _short(self.call_sid), call_id)
+
+    async def send_audio(self, pcm16_24k: bytes) -> None:
+        frames = self.encoder.encode(pcm16_24k)
+        if not frames:
+            return
+        now = self.clock.now()
+        start = now if self._expected_end is None or self._expected_end < now else self._expected_end
+        self._expected_end = start + len(frames) * audio.FRAME_MS / 1000
+        for frame in frames:
+            await self.consumer.send_json(
+                {"event": "media", "streamSid": self.stream_sid, "media": {"payload": base64.b64encode(frame).decode()}}
+            )
+        self._sequence += 1
+        mark = _Mark(name=f"a{self._sequence}", plays_by=self._expected_end)
+        self._marks.append(mark)
+        await self.consumer.send_json({"event": "mark", "streamSid": self.stream_sid, "mark": {"name": mark.name}})
+
+    def mark_played(self, name: str) -> None:
+        """Twilio's echo of mark `name`: the audio before it has played (or was cleared)."""
+        if name in self._dropped:
+            self._dropped.discard(name)
+            return
+        now = self.clock.now()
+        while self._marks:
+            mark = self._marks.popleft()
+            if mark.name == name:
+                self.lag = max(0.0, now - mark.plays_by)
+                self.marks_echoed += 1
+                return
+        logger.debug("call %s: echo of an unknown mark %r", _short(self.call_sid), name)
+
+    def playback_lag(self, now: float) -> float:
+        """How many seconds the caller's playback is behind the session's estimate: the latest echo's
+        lateness, or more when an expected echo is overdue (an echo takes the return trip of the
+        network too, so this errs by half a round trip towards "heard less")."""
+        lag = self.lag
+        if self._marks and self._marks[0].plays_by < now:
+            lag = max(lag, now - self._marks[0].plays_by)
+        return lag
+
+    async def clear(self) -> None:
+        await self.consumer.send_json({"event": "clear", "streamSid": self.stream_sid})
+        self.encoder.reset()
+        self._dropped.update(mark.name for mark in self._marks)
+        self._marks.clear()
+        self._expected_end = None
+
+    async def send_transcript(self, role: str, text: str) -> None:
+        logger.debug("call %s: %s turn of %d words", _short(self.call_sid), role, len(text.split()))
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        logger.debug("call %s: %s", _short(self.call_sid), event.get("type"))
+
+    async def transfer(self, destination: str) -> None:
+        """Twilio replaces the call's instructions with a `<Dial>` to `destination` (caller id: the
+        number that was called) and stops this stream."""
+        if self.provider is None:
+            raise ProviderError("The organization has no telephony account to transfer the call with", permanent=True)
+        await self.provider.transfer(call_sid=self.call_sid, destination=destination, caller_id=self.caller_id)
+
+    async def hang_up(self, ending: Ending, message: str = "") -> None:
+        if ending == Ending.TRANSFERRED:
+            # The stream ends with Twilio's `stop` once the <Dial> has taken over; closing before that
+            # could let Twilio move on to the rest of the call's instructions.
+            await self.consumer.wait_stopped(TRANSFER_STOP_WAIT_SECONDS)
+        if ending == Ending.FAILED and self.provider is not None:
+            # Closing the stream alone would leave the caller in silence until they hang up.
+            try:
+                await self.provider.hang_up(call_sid=self.call_sid)
+            except ProviderError as exc:
+                logger.warning("call %s: hang-up after a failure did not go through: %s", _short(self.call_sid), exc)
+        await self.consumer._close(1000, ending.value)

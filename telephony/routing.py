@@ -1,0 +1,9 @@
+"""WebSocket routes of the telephony app (included by voiceagent/routing.py into the ASGI app)."""
+
+from django.urls import path
+
+from telephony.consumers import TwilioMediaStream
+
+websocket_urlpatterns: list = [
+    path("telephony/twilio/stream", TwilioMediaStream.as_asgi()),
+]
