@@ -1,3 +1,11 @@
-from django.urls import URLPattern
+"""The carriers' webhooks, at the root (outside /public/v1: they are signed by the carrier, not
+authenticated with an API key). The paths are telephony.services.VOICE_PATH and STATUS_PATH."""
 
-urlpatterns: list[URLPattern] = []
+from django.urls import path
+
+from telephony import webhooks
+
+urlpatterns = [
+    path("telephony/twilio/voice", webhooks.twilio_voice, name="twilio-voice"),
+    path("telephony/twilio/status", webhooks.twilio_status, name="twilio-status"),
+]

@@ -231,6 +231,9 @@ PUBLIC_BASE_URL = _base_url("PUBLIC_BASE_URL", "")
 # Twilio's REST API (number configuration, live-call transfer and hang-up); tests point it elsewhere.
 TWILIO_API_BASE_URL = _base_url("TWILIO_API_BASE_URL", "https://api.twilio.com")
 TWILIO_API_TIMEOUT_SECONDS = env.float("TWILIO_API_TIMEOUT_SECONDS", default=10.0)
+# A call the carrier reports ended is left this long to the process holding its media stream; still
+# open after that (the process died), the status callback finishes the call record itself.
+TELEPHONY_CALL_END_GRACE_SECONDS = env.float("TELEPHONY_CALL_END_GRACE_SECONDS", default=3.0)
 
 # --- realtime and providers -------------------------------------------------------------------
 REALTIME_WS_URL = env.str("REALTIME_WS_URL", default="")
@@ -259,6 +262,36 @@ LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=15.0)
 # A cap on the tokens of one answer (0: none); spoken answers are short.
 LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=300)
 LLM_TEMPERATURE = env.float("LLM_TEMPERATURE", default=None)  # unset: the server's default
+# VOICE_ENGINE=realtime: a speech-to-speech server speaking the OpenAI Realtime WebSocket protocol
+# (OpenAI, Azure OpenAI, xAI, compatible self-hosted servers); the operator's own configuration.
+REALTIME_PROVIDER_URL = env.str("REALTIME_PROVIDER_URL", default="")  # e.g. wss://api.openai.com/v1/realtime
+REALTIME_PROVIDER_API_KEY = env.str("REALTIME_PROVIDER_API_KEY", default="")  # empty for servers that need none
+REALTIME_PROVIDER_MODEL = env.str("REALTIME_PROVIDER_MODEL", default="")  # sent as ?model=, e.g. gpt-realtime
+# Where the server puts voice and turn detection: openai (under session.audio), xai (session top
+# level); auto: xai for api.x.ai, openai otherwise.
+REALTIME_PROVIDER_DIALECT = _choice("REALTIME_PROVIDER_DIALECT", "auto", ("auto", "openai", "xai"))
+# Agent voice -> provider voice, "eve=marin,rex=cedar"; voices not listed keep the built-in mapping
+# (openai: eve=marin ara=coral rex=cedar sal=alloy leo=ash; xai: the same names as ours).
+REALTIME_PROVIDER_VOICES = env.dict("REALTIME_PROVIDER_VOICES", default={})
+# The model that transcribes the caller for the call record (openai dialect; empty: none asked for).
+REALTIME_PROVIDER_TRANSCRIPTION_MODEL = env.str("REALTIME_PROVIDER_TRANSCRIPTION_MODEL", default="gpt-4o-mini-transcribe")
+# The cascade's speech: embedded (PocketSphinx, eSpeak NG) or openai (any OpenAI-compatible audio API:
+# OpenAI, faster-whisper-server/Speaches, Kokoro-FastAPI, LocalAI, vLLM). Keys are empty for local servers.
+ASR_PROVIDER = _choice("ASR_PROVIDER", "embedded", ("embedded", "openai"))
+ASR_BASE_URL = env.str("ASR_BASE_URL", default="https://api.openai.com/v1")  # POST {it}/audio/transcriptions
+ASR_API_KEY = env.str("ASR_API_KEY", default="")
+ASR_MODEL = env.str("ASR_MODEL", default="")  # required with openai (e.g. whisper-1, Systran/faster-whisper-small)
+ASR_TIMEOUT_SECONDS = env.float("ASR_TIMEOUT_SECONDS", default=10.0)  # one caller turn's transcription
+ASR_PROMPT_CHARS = env.int("ASR_PROMPT_CHARS", default=400)  # the agent's words sent as `prompt`; 0: none
+TTS_PROVIDER = _choice("TTS_PROVIDER", "embedded", ("embedded", "openai"))
+TTS_BASE_URL = env.str("TTS_BASE_URL", default="https://api.openai.com/v1")  # POST {it}/audio/speech
+TTS_API_KEY = env.str("TTS_API_KEY", default="")
+TTS_MODEL = env.str("TTS_MODEL", default="")  # required with openai (e.g. tts-1, gpt-4o-mini-tts, kokoro)
+TTS_TIMEOUT_SECONDS = env.float("TTS_TIMEOUT_SECONDS", default=10.0)  # one sentence, streamed audio included
+TTS_SAMPLE_RATE = env.int("TTS_SAMPLE_RATE", default=24000)  # of the server's raw PCM (OpenAI: 24000)
+# Agent voices -> the server's voices, e.g. "eve=af_bella,ara=af_nova" ("*=voice" for the names not
+# listed); unset names keep the OpenAI defaults eve=alloy, ara=nova, rex=onyx, sal=echo, leo=fable.
+TTS_VOICE_MAP = env.str("TTS_VOICE_MAP", default="")
 
 # --- calls: history, billing, agent runtime logs (calls/) -------------------------------------
 # An active call with no message, tool call or model turn for this long is closed as failed.

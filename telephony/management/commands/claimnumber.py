@@ -1,6 +1,6 @@
 from typing import Any
 
-from telephony.models import PhoneNumberStatus
+from telephony.models import PhoneNumberStatus, SetupStatus
 from telephony.services import phone_number_claim
 from voiceagent.commands import JsonCommand, organization_from_option
 
@@ -14,6 +14,13 @@ class Command(JsonCommand):
         parser.add_argument("--country", default=None, help="Two-letter code; default: from the number")
         parser.add_argument("--status", default=PhoneNumberStatus.CLAIMED, choices=PhoneNumberStatus.values)
         parser.add_argument("--friendly-name", default="")
+        parser.add_argument(
+            "--setup-status",
+            default=SetupStatus.READY,
+            choices=[SetupStatus.READY, SetupStatus.PENDING],
+            help="ready (default): the number's voice webhook already points at this service (set by hand); "
+            "pending: point it with the dashboard action 'Point at this service'",
+        )
 
     def run(self, **options: Any) -> dict[str, Any]:
         number = phone_number_claim(
@@ -22,5 +29,6 @@ class Command(JsonCommand):
             country=options["country"],
             status=options["status"],
             friendly_name=options["friendly_name"],
+            setup_status=options["setup_status"],
         )
         return {"id": str(number.id)}

@@ -1,0 +1,32 @@
+from typing import Any
+
+from telephony.models import PhoneNumberProvider
+from telephony.services import telephony_account_set
+from voiceagent.commands import JsonCommand, organization_from_option
+
+
+class Command(JsonCommand):
+    help = (
+        "Set an organization's telephony account (one per organization; credentials are encrypted and never "
+        'printed). Prints {"organizationId": ..., "provider": ...}.'
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--org", required=True)
+        parser.add_argument("--provider", default=PhoneNumberProvider.TWILIO, choices=PhoneNumberProvider.values)
+        parser.add_argument("--account-sid", required=True, help="Twilio Account SID (AC...)")
+        parser.add_argument("--auth-token", default=None, help="Twilio Auth Token; required for a new account")
+        parser.add_argument("--api-key-sid", default="", help="Optional API key SID (SK...) for REST calls")
+        parser.add_argument("--api-key-secret", default=None)
+
+    def run(self, **options: Any) -> dict[str, Any]:
+        organization = organization_from_option(options["org"])
+        account = telephony_account_set(
+            organization=organization,
+            provider=options["provider"],
+            account_sid=options["account_sid"],
+            auth_token=options["auth_token"],
+            api_key_sid=options["api_key_sid"],
+            api_key_secret=options["api_key_secret"],
+        )
+        return {"organizationId": str(organization.pk), "provider": account.provider}
