@@ -41,6 +41,7 @@ test: setup
 	@# The public OpenAPI schema: valid OpenAPI, generated without a single warning.
 	$(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(VENV)/bin/pytest
+	node --test realtime/tests/js/
 
 lint: setup
 	$(VENV)/bin/ruff check .
