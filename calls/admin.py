@@ -6,18 +6,24 @@ from __future__ import annotations
 
 import csv
 import re
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from calls.models import AgentLog, Call, CallMessage, LlmUsage, ToolInvocation
-from calls.selectors import usage_by_organization
+from agents.models import Agent
+from calls.dashboard import call_record, usage_chart_svg
+from calls.models import AgentLog, Call
+from calls.selectors import daily_minutes, usage_by_organization
 from voiceagent.fields import iso
+
+USAGE_CHART_DAYS = 30
 
 TRANSCRIPT_PERMISSION = "calls.view_callmessage"
 
@@ -66,51 +72,40 @@ def calls_csv_rows(queryset: QuerySet) -> Iterator[str]:
         yield writer.writerow([_csv_cell(getattr(call, attr)) for _, attr in CSV_COLUMNS])
 
 
-class _ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-    show_change_link = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class CallMessageInline(_ReadOnlyInline):
-    model = CallMessage
-    fields = ("occurred_at", "role", "content")
-    readonly_fields = fields
-
-
-class ToolInvocationInline(_ReadOnlyInline):
-    model = ToolInvocation
-    fields = ("created_at", "tool_name", "agent_tool_id", "status", "duration_ms", "request", "response")
-    readonly_fields = fields
-
-
-class LlmUsageInline(_ReadOnlyInline):
-    model = LlmUsage
-    fields = (
-        "created_at",
-        "provider",
-        "model",
-        "input_tokens",
-        "output_tokens",
-        "input_audio_seconds",
-        "output_audio_seconds",
-    )
-    readonly_fields = fields
-
-
 def can_view_transcripts(request: HttpRequest) -> bool:
     user = request.user
     return bool(user.is_active and user.is_staff and user.has_perm(TRANSCRIPT_PERMISSION))
 
 
+class AgentFilter(admin.SimpleListFilter):
+    """Agents that have calls, named with their organization (names repeat across organizations); only the
+    chosen organization's agents once the list is narrowed to one."""
+
+    title = "agent"
+    parameter_name = "agent"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        agents = Agent.objects.filter(pk__in=Call.objects.order_by().values("agent_id")).select_related("organization")
+        organization = request.GET.get("organization__id__exact")
+        if organization:
+            agents = agents.filter(organization_id=organization)
+        return [
+            (str(agent.pk), f"{agent.name} ({agent.organization.name})")
+            for agent in agents.order_by("organization__name", "name", "pk")
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if not self.value():
+            return queryset
+        try:
+            return queryset.filter(agent_id=uuid.UUID(self.value()))
+        except ValueError:  # a mistyped id in the address narrows to nothing
+            return queryset.none()
+
+
 @admin.register(Call)
 class CallAdmin(admin.ModelAdmin):
+    change_form_template = "admin/calls/call/change_form.html"
     list_display = (
         "started_at",
         "organization",
@@ -123,13 +118,21 @@ class CallAdmin(admin.ModelAdmin):
         "overage_minutes_display",
         "usage_classification",
     )
-    list_filter = ("status", "channel", "usage_classification", "organization__plan")
+    list_filter = (
+        AgentFilter,
+        "status",
+        "channel",
+        "usage_classification",
+        ("organization", admin.RelatedOnlyFieldListFilter),
+        "organization__plan",
+        ("started_at", admin.DateFieldListFilter),
+    )
     search_fields = ("=id", "agent_name", "organization__name", "=organization__id", "from_number", "to_number")
     date_hierarchy = "started_at"
     list_select_related = ("organization",)
     show_full_result_count = False
     actions = ["export_csv"]
-    base_fields = (
+    call_fields = (
         "id",
         "organization",
         "agent",
@@ -142,25 +145,49 @@ class CallAdmin(admin.ModelAdmin):
         "ended_at",
         "duration_seconds",
         "tool_invocation_count",
-        "billable_seconds",
-        "included_seconds",
-        "overage_seconds",
+    )
+    billing_fields = (
         "usage_classification",
+        "billable_minutes_display",
+        "included_minutes_display",
+        "overage_minutes_display",
         "billing_period_start",
     )
+    base_fields = (*call_fields, *billing_fields)
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        # The summary is an extract of the transcript: same restriction as the transcript.
-        return (*self.base_fields, "summary") if can_view_transcripts(request) else self.base_fields
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        fieldsets = [
+            (None, {"fields": self.call_fields}),
+            (
+                "Billing",
+                {
+                    "fields": self.billing_fields,
+                    "description": "Minutes are billed in 10-second intervals: included from the plan's allowance "
+                    "of the billing period, overage beyond it (trial calls keep the split but are classed trial).",
+                },
+            ),
+        ]
+        if can_view_transcripts(request):
+            # The summary is an extract of the transcript: same restriction as the transcript.
+            fieldsets.append(("Summary", {"fields": ("summary",)}))
+        return fieldsets
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return self.get_fields(request, obj)
+        return (*self.base_fields, "summary")
 
-    def get_inlines(self, request: HttpRequest, obj: Any = None) -> Any:
-        # Tool requests and responses carry what the caller said, so they go with the transcript.
-        if can_view_transcripts(request):
-            return [CallMessageInline, ToolInvocationInline, LlmUsageInline]
-        return [LlmUsageInline]
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).select_related("organization", "agent")
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        call = self.get_object(request, unquote(object_id))
+        if call is not None and self.has_view_permission(request, call):
+            extra_context = {
+                **(extra_context or {}),
+                "record": call_record(call, with_transcript=can_view_transcripts(request)),
+            }
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -193,11 +220,18 @@ class CallAdmin(admin.ModelAdmin):
     def usage_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):
             return HttpResponse(status=403)
+        usage = usage_by_organization()
+        days = daily_minutes(organization_ids=[row["organization"].pk for row in usage], days=USAGE_CHART_DAYS)
+        for row in usage:
+            row["chart"] = usage_chart_svg(
+                days[row["organization"].pk], organization_id=row["organization"].pk, width=180, height=36, labels=False
+            )
         context = {
             **self.admin_site.each_context(request),
             "title": "Usage this period",
             "opts": self.model._meta,
-            "usage": usage_by_organization(),
+            "usage": usage,
+            "chart_days": USAGE_CHART_DAYS,
         }
         return TemplateResponse(request, "admin/calls/usage.html", context)
 

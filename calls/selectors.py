@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db.models import Count, Expression, FloatField, IntegerField, OuterRef, Q, Subquery, Sum, Value
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
 from accounts.models import Organization
@@ -149,3 +149,49 @@ def usage_by_organization(*, at: Any = None) -> list[dict[str, Any]]:
             }
         )
     return usage
+
+
+def call_session_log(*, call: Call) -> list[AgentLog]:
+    """The agent log lines of the session that carried the call, oldest first (empty once purged, or when
+    the agent was deleted). The session is the one whose "session started" or "session ended" line names
+    the call; only lines between the call's start and end (a minute either side) are read."""
+    if call.agent_id is None:
+        return []
+    window_end = (call.ended_at or timezone.now()) + timedelta(minutes=1)
+    lines = AgentLog.objects.filter(
+        agent_id=call.agent_id, timestamp__gte=call.started_at - timedelta(minutes=1), timestamp__lte=window_end
+    )
+    session_id = lines.filter(content__callId=str(call.pk)).values_list("session_id", flat=True).first()
+    if session_id is None:
+        return []
+    return list(lines.filter(session_id=session_id).order_by("timestamp", "sequence"))
+
+
+def daily_minutes(*, organization_ids: Any = None, days: int = 30, at: Any = None) -> dict[Any, list[dict[str, Any]]]:
+    """Per organization, the included and overage seconds of its calls by the day they started (in the
+    server's TIME_ZONE), for the `days` days ending today: every day listed, zeros included (one query).
+    A call counts on the day it started even when it was billed after midnight."""
+    today = timezone.localdate(at or timezone.now())
+    first = today - timedelta(days=days - 1)
+    calls = Call.objects.filter(started_at__date__gte=first, started_at__date__lte=today)
+    if organization_ids is not None:
+        calls = calls.filter(organization_id__in=list(organization_ids))
+    rows = (
+        calls.order_by()
+        .annotate(day=TruncDate("started_at"))
+        .values("organization_id", "day")
+        .annotate(included=Coalesce(Sum("included_seconds"), 0), overage=Coalesce(Sum("overage_seconds"), 0))
+    )
+    found = {(row["organization_id"], row["day"]): row for row in rows}
+    wanted = list(organization_ids) if organization_ids is not None else sorted({key[0] for key in found}, key=str)
+    result: dict[Any, list[dict[str, Any]]] = {}
+    for organization_id in wanted:
+        result[organization_id] = [
+            {
+                "day": day,
+                "included_seconds": found.get((organization_id, day), {}).get("included", 0),
+                "overage_seconds": found.get((organization_id, day), {}).get("overage", 0),
+            }
+            for day in (first + timedelta(days=n) for n in range(days))
+        ]
+    return result

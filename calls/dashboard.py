@@ -1,0 +1,241 @@
+"""What the dashboard's call and usage pages show, prepared for their templates: the call record (the
+conversation with times relative to the call's start, tool invocations with pretty-printed request and
+response, model usage and billing, the turn timeline) and the usage chart (minutes per day, included
+versus overage, as stacked bars in a server-side SVG).
+
+The SVGs are built with `format_html` only (every text and attribute escaped) and are deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+from urllib.parse import urlencode
+
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from calls.models import Call
+from calls.selectors import call_session_log
+from calls.timeline import build_timeline, clock, timeline_svg
+
+MAX_SHOWN_CHARS = 20_000  # a tool response can be a whole web page; the page stays readable
+
+
+@dataclass(frozen=True)
+class Bubble:
+    role: str
+    side: str  # "caller", "agent" or "note" (system and tool messages)
+    at: str  # "+0:07.4" from the call's start
+    content: str
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    name: str
+    status: str
+    at: str
+    duration_ms: int
+    request: str
+    response: str
+    truncated: bool
+
+
+def _relative(call: Call, at: Any) -> str:
+    return "+" + clock(max(0.0, (at - call.started_at).total_seconds()), tenths=True)
+
+
+def _pretty(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def conversation(call: Call) -> list[Bubble]:
+    side = {"user": "caller", "assistant": "agent"}
+    return [
+        Bubble(message.role, side.get(message.role, "note"), _relative(call, message.occurred_at), message.content)
+        for message in call.messages.all()
+    ]
+
+
+def tool_entries(call: Call) -> list[ToolEntry]:
+    entries = []
+    for invocation in call.tool_invocations.all():
+        response = _pretty(invocation.response) if invocation.response else ""
+        entries.append(
+            ToolEntry(
+                name=invocation.tool_name,
+                status=invocation.status,
+                at=_relative(call, invocation.created_at),
+                duration_ms=invocation.duration_ms,
+                request=_pretty(invocation.request)[:MAX_SHOWN_CHARS],
+                response=response[:MAX_SHOWN_CHARS],
+                truncated=len(response) > MAX_SHOWN_CHARS,
+            )
+        )
+    return entries
+
+
+def usage_totals(call: Call) -> dict[str, Any]:
+    rows = list(call.llm_usage.all())
+    return {
+        "rows": rows,
+        "input_tokens": sum(r.input_tokens for r in rows),
+        "output_tokens": sum(r.output_tokens for r in rows),
+        "input_audio_seconds": sum(r.input_audio_seconds for r in rows),
+        "output_audio_seconds": sum(r.output_audio_seconds for r in rows),
+    }
+
+
+def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
+    """The template context of the call page. Without the transcript permission neither the messages nor
+    the tool requests and responses are read; the timeline has no message text and is always shown."""
+    log_lines = call_session_log(call=call)
+    messages = list(call.messages.all())
+    tools = list(call.tool_invocations.all())
+    timeline = build_timeline(
+        started_at=call.started_at, ended_at=call.ended_at, messages=messages, tools=tools, log_lines=log_lines
+    )
+    return {
+        "with_transcript": with_transcript,
+        "conversation": conversation(call) if with_transcript else [],
+        "tool_entries": tool_entries(call) if with_transcript else [],
+        "timeline": timeline,
+        "timeline_svg": timeline_svg(timeline),
+        "timeline_from_log": bool(log_lines),
+        "usage": usage_totals(call),
+    }
+
+
+# --- the usage chart ---------------------------------------------------------------------------
+
+CHART_COLOURS = {"included": "#2f6fb3", "overage": "#d98c1f"}
+NICE_MAXIMA = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 3000, 6000, 12000, 30000, 60000)
+
+
+def _chart_max(minutes: float) -> float:
+    return next((m for m in NICE_MAXIMA if m >= minutes), minutes)
+
+
+def _minutes(seconds: int) -> str:
+    return f"{seconds / 60:.1f}".removesuffix(".0")
+
+
+def _calls_on(organization_id: Any, day: date) -> str:
+    query = urlencode(
+        {
+            "organization__id__exact": str(organization_id),
+            "started_at__year": day.year,
+            "started_at__month": day.month,
+            "started_at__day": day.day,
+        }
+    )
+    return f"{reverse('admin:calls_call_changelist')}?{query}"
+
+
+def usage_chart_svg(
+    days: list[dict[str, Any]], *, organization_id: Any, width: int = 720, height: int = 200, labels: bool = True
+) -> SafeString:
+    """Stacked bars, one day each (included at the bottom, overage on top), each linking to that day's
+    calls of the organization. Zero days have no bar. `labels=False` draws a compact chart for tables."""
+    left, bottom, top = (40, 34, 14) if labels else (2, 2, 2)
+    plot_w, plot_h = width - left - 6, height - top - bottom
+    slot = plot_w / max(1, len(days))
+    peak = _chart_max(max((d["included_seconds"] + d["overage_seconds"]) / 60 for d in days) if days else 0) or 1
+    scale = plot_h / peak
+    base = top + plot_h
+    total_in = sum(d["included_seconds"] for d in days)
+    total_over = sum(d["overage_seconds"] for d in days)
+    parts: list[SafeString] = [
+        format_html(
+            '<svg class="usage-chart" xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" '
+            'viewBox="0 0 {} {}" role="img" font-family="sans-serif" font-size="10">'
+            "<title>Minutes per day, last {} days: {} included, {} overage</title>",
+            width,
+            height,
+            width,
+            height,
+            len(days),
+            _minutes(total_in),
+            _minutes(total_over),
+        )
+    ]
+    if labels:
+        for fraction in (0, 0.5, 1):
+            y = f"{base - plot_h * fraction:.1f}"
+            parts.append(
+                format_html(
+                    '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#ddd"/>'
+                    '<text x="{}" y="{}" fill="#555" text-anchor="end">{}</text>',
+                    left,
+                    y,
+                    left + plot_w,
+                    y,
+                    left - 4,
+                    y,
+                    _minutes(round(peak * fraction * 60)),
+                )
+            )
+        parts.append(
+            format_html(
+                '<text x="{}" y="{}" fill="#555">{}</text>',
+                left,
+                height - 4,
+                "Minutes per day by the day calls started (UTC); blue: included, orange: overage.",
+            )
+        )
+    for number, day in enumerate(days):
+        x = left + number * slot + slot * 0.15
+        bar_w = f"{slot * 0.7:.1f}"
+        included, overage = day["included_seconds"], day["overage_seconds"]
+        if labels and (number % 5 == 0 or number == len(days) - 1):
+            parts.append(
+                format_html(
+                    '<text x="{}" y="{}" fill="#555" text-anchor="middle">{}</text>',
+                    f"{x + slot * 0.35:.1f}",
+                    base + 12,
+                    day["day"].strftime("%b %d"),
+                )
+            )
+        if included + overage == 0:
+            continue
+        bars: list[SafeString] = []
+        y = base
+        for kind, seconds in (("included", included), ("overage", overage)):
+            if seconds == 0:
+                continue
+            h = seconds / 60 * scale
+            y -= h
+            bars.append(
+                format_html(
+                    '<rect class="usage-{}" data-day="{}" x="{}" y="{}" width="{}" height="{}" fill="{}"/>',
+                    kind,
+                    day["day"].isoformat(),
+                    f"{x:.1f}",
+                    f"{y:.1f}",
+                    bar_w,
+                    f"{max(h, 1.0):.1f}",
+                    CHART_COLOURS[kind],
+                )
+            )
+        parts.append(
+            format_html(
+                '<a href="{}"><title>{}: {} included + {} overage minutes</title>{}</a>',
+                _calls_on(organization_id, day["day"]),
+                day["day"].isoformat(),
+                _minutes(included),
+                _minutes(overage),
+                mark_safe("".join(bars)),  # noqa: S308 - built by format_html above
+            )
+        )
+    parts.append(format_html('<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#999"/>', left, base, left + plot_w, base))
+    parts.append(mark_safe("</svg>"))
+    # Every part is a SafeString built by format_html, which escaped its arguments.
+    return mark_safe("".join(parts))  # noqa: S308
