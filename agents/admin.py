@@ -5,7 +5,9 @@ tools pages: without it they are not registered."""
 from django.contrib import admin
 
 import agents.tools.admin  # noqa: F401 - registers the MCP server, custom tool and tool selection pages
-from agents.models import Agent
+from agents.disclosure import disclosure_for
+from agents.models import Agent, AmbientSound
+from agents.services import ambient_sound_playable
 
 
 @admin.register(Agent)
@@ -13,7 +15,7 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ("name", "organization", "status", "agent_type", "language", "voice_name", "updated_at")
     list_filter = ("status", "agent_type", "language", "prompt_type", "ambient_sound", "organization__plan")
     search_fields = ("name", "id", "organization__name", "organization__id")
-    readonly_fields = ("id", "created_at", "updated_at")
+    readonly_fields = ("id", "created_at", "updated_at", "ambient_sound_now", "disclosure_spoken")
     exclude = ("server_secret",)
     list_select_related = ("organization",)
 
@@ -22,3 +24,21 @@ class AgentAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False  # read-only in the dashboard: edits go through the API's rules
+
+    @admin.display(description="Ambient sound now")
+    def ambient_sound_now(self, obj: Agent) -> str:
+        """What a call hears with the current plan (a downgrade keeps the selection saved but silent)."""
+        if obj.ambient_sound == AmbientSound.NONE:
+            return "none"
+        if not ambient_sound_playable(obj):
+            return f"{obj.ambient_sound} saved but not played: the plan ({obj.organization.plan.name}) has no ambient sounds"
+        ducking = "ducked" if obj.ambient_sound_ducking else "not ducked"
+        return f"{obj.ambient_sound} at {round(obj.ambient_sound_volume * 100)} %, {ducking}"
+
+    @admin.display(description="AI-identity disclosure spoken")
+    def disclosure_spoken(self, obj: Agent) -> str:
+        disclosure = disclosure_for(
+            template_id=obj.ai_identity_disclosure_template_id, language=obj.language, agent_name=obj.name
+        )
+        fallback = "" if disclosure.language == obj.language else f"; no {obj.language} templates, English is spoken"
+        return f"\u201c{disclosure.text}\u201d (version {disclosure.version}{fallback})"
