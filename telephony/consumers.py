@@ -40,7 +40,7 @@ from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.session import Session, open_session
 from realtime.engine.transport import Ending
 from realtime.selectors import session_agent_get
-from realtime.tokens import TokenError
+from realtime.tokens import CLOSE_CONFLICT, CLOSE_INVALID_TOKEN, TokenError
 from telephony import audio
 from telephony.providers import PhoneProvider, provider_for
 from telephony.streams import StreamGrant, call_group, stream_token_redeem
@@ -53,7 +53,10 @@ DTMF_GAP_SECONDS = 0.8  # keys closer together than this form one turn ("pressed
 MAX_MESSAGE_CHARS = 64_000  # Twilio's messages are a few hundred characters
 MAX_BAD_MESSAGE_LOGS = 20  # per stream: a broken peer cannot flood the log
 TRANSFER_STOP_WAIT_SECONDS = 3.0  # after a transfer, how long to wait for Twilio's `stop` before closing
-CLOSE_REFUSED = 1008  # policy violation: no valid stream token
+# Close codes (Twilio ignores them; they are for logs and tests): a refused stream token keeps the
+# token's own code (realtime.tokens: 4401 invalid or expired, 4409 already used).
+CLOSE_AGENT_UNAVAILABLE = CLOSE_CONFLICT
+CLOSE_NO_START = 4408
 _DIGIT = re.compile(r"^[0-9*#A-D]$")
 # Twilio call statuses that end a call as failed (anything else ends it completed).
 _FAILED_STATUSES = frozenset({"failed"})
@@ -157,16 +160,16 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
             grant = await database_sync_to_async(stream_token_redeem)(token if isinstance(token, str) else None)
         except TokenError as exc:
             logger.warning("media stream refused (call %s): %s", _short(call_sid), exc.message)
-            await self._close(CLOSE_REFUSED, "invalid stream token")
+            await self._close(exc.close_code, "invalid stream token")
             return
         if not isinstance(stream_sid, str) or not stream_sid or call_sid != grant.call_sid:
             logger.warning("media stream refused: its callSid is not the call the token was issued for")
-            await self._close(CLOSE_REFUSED, "invalid stream token")
+            await self._close(CLOSE_INVALID_TOKEN, "invalid stream token")
             return
         call = await database_sync_to_async(phone_call_get)(grant)
         if call is None:
             logger.warning("media stream refused (call %s): the agent is gone or not active", _short(call_sid))
-            await self._close(CLOSE_REFUSED, "agent not available")
+            await self._close(CLOSE_AGENT_UNAVAILABLE, "agent not available")
             return
         self.stream_sid, self.call_sid = stream_sid, grant.call_sid
         clock = LoopClock()
@@ -281,7 +284,7 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
         await asyncio.sleep(START_TIMEOUT_SECONDS)
         if self.conversation is None and not self._closed:
             logger.warning("media stream closed: no valid start within %s s", START_TIMEOUT_SECONDS)
-            await self._close(CLOSE_REFUSED, "no start")
+            await self._close(CLOSE_NO_START, "no start")
 
     async def wait_stopped(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -312,7 +315,10 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
         if self._closed:
             return
         self._closed = True
-        await self.close(code=code, reason=reason)
+        try:
+            await self.close(code=code, reason=reason)
+        except Exception:  # the socket is already gone
+            logger.debug("close on a closed socket", exc_info=True)
 
 
 _HANDLERS = {

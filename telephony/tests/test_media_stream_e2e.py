@@ -1,0 +1,394 @@
+"""Phone calls end to end over real Daphne processes: Twilio's side of the Media Stream played by a
+script (telephony/tests/twilio_client.py) with eSpeak NG speech as mu-law, the real offline engine,
+a loopback stand-in for Twilio's REST API (TWILIO_API_BASE_URL), signed webhooks, and the call
+record in the database."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+from xml.etree import ElementTree
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from twilio.request_validator import RequestValidator
+
+from calls.models import Call
+from realtime.tests.conftest import SECRET
+from realtime.tests.loopback import LoopbackReceiver, Reply
+from realtime.tests.support import (
+    DaphneServer,
+    database_url,
+    free_port,
+    record_voice,
+    rms,
+    stop_test_server,
+)
+from telephony import audio
+from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
+from telephony.streams import stream_token_issue
+from telephony.tests.twilio_client import TwilioStream, from_phone, is_event, to_phone
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
+
+GREETING = "Hello, this is Ava from Acme. How can I help you today?"
+INSTRUCTIONS = "You take table reservations for the Acme restaurant."
+SENTENCE = "I would like to book a table for four people tomorrow evening."
+SECOND = "Please book it for dinner at seven."
+OPERATOR = "Transfer me to an operator please."
+NUMBER = "+14155550100"
+CALLER = "+14155550199"
+HANDOFF = "+14155550142"
+ACCOUNT_SID = "AC" + "3" * 32
+AUTH_TOKEN = "f" * 32
+
+
+def start_server(tmp_path_factory: Any, name: str, twilio_api: str) -> DaphneServer:
+    """A server process on the tests' database, reachable at PUBLIC_BASE_URL, with Twilio's REST API
+    at the loopback stand-in."""
+    from django.db import connection
+
+    port = free_port()
+    env = {
+        "DATABASE_URL": database_url(connection.settings_dict),
+        "REALTIME_TOKEN_SECRET": SECRET,
+        "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
+        "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "TWILIO_API_BASE_URL": twilio_api,
+        "TELEPHONY_CALL_END_GRACE_SECONDS": "10",
+        "DATABASE_POOL": "false",
+    }
+    log = tmp_path_factory.mktemp("daphne") / f"{name}.log"
+    return DaphneServer(env=env, port=port, log_path=log).start()
+
+
+@pytest.fixture(scope="module")
+def twilio_api() -> Iterator[LoopbackReceiver]:
+    receiver = LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32, "status": "in-progress"}))
+    with receiver.in_thread() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any) -> Iterator[Any]:
+    with django_db_blocker.unblock():
+        started = start_server(tmp_path_factory, "a", twilio_api.base)
+    yield started
+    with django_db_blocker.unblock():
+        stop_test_server(started)
+
+
+@pytest.fixture(scope="module")
+def voice(tmp_path_factory: Any) -> dict[str, bytes]:
+    """The caller's sentences as a phone line carries them (mu-law 8 kHz)."""
+    recorded = record_voice((SENTENCE, SECOND, OPERATOR), tmp_path_factory.mktemp("voice"))
+    return {text: to_phone(pcm) for text, pcm in recorded.items()}
+
+
+@pytest.fixture
+def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
+    agent = make_agent(
+        owner.organization,
+        name="Ava",
+        status="active",
+        identity="Ava, the reservation assistant of Acme",
+        instructions=INSTRUCTIONS,
+        greeting_type="static",
+        static_greeting=GREETING,
+    )
+    telephony_account_set(organization=owner.organization, account_sid=ACCOUNT_SID, auth_token=AUTH_TOKEN)
+    number = phone_number_claim(organization=owner.organization, number=NUMBER)
+    phone_number_assign(
+        organization=owner.organization, agent=agent, phone_number_id=number.pk, handoff_phone_number=HANDOFF
+    )
+    agent.number_id = number.pk
+    return agent
+
+
+def token_for(agent: Any, call_sid: str, **kwargs: Any) -> str:
+    return stream_token_issue(
+        organization_id=agent.organization_id,
+        agent_id=agent.pk,
+        phone_number_id=agent.number_id,
+        call_sid=call_sid,
+        from_number=CALLER,
+        to_number=NUMBER,
+        **kwargs,
+    )
+
+
+def stream_url(server: DaphneServer) -> str:
+    return f"{server.ws_url}/telephony/twilio/stream"
+
+
+def signed_post(server: DaphneServer, path: str, params: dict[str, str]) -> tuple[int, str]:
+    """A webhook as Twilio sends it: form-encoded, signed over PUBLIC_BASE_URL + path."""
+    url = server.http_url + path
+    signature = RequestValidator(AUTH_TOKEN).compute_signature(url, params)
+    request = urllib.request.Request(
+        url, data=urllib.parse.urlencode(params).encode(), headers={"X-Twilio-Signature": signature}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status, response.read().decode()
+
+
+def call_params(call_sid: str, **extra: str) -> dict[str, str]:
+    return {
+        "CallSid": call_sid,
+        "AccountSid": ACCOUNT_SID,
+        "From": CALLER,
+        "To": NUMBER,
+        "Direction": "inbound",
+        "ApiVersion": "2010-04-01",
+        **extra,
+    }
+
+
+async def wait_call(call_sid: str, *, status: str | None = None, timeout: float = 20) -> Call:
+    """The call record of `call_sid` (once it exists, or has left `active` when status is given)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        call = await sync_to_async(Call.objects.filter(provider_call_id=call_sid).first)()
+        if call is not None and (status is None or call.status == status):
+            return call
+        if time.monotonic() > deadline:
+            raise AssertionError(f"call {call_sid}: {call and call.status}")
+        await asyncio.sleep(0.05)
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z']+", text.lower()))
+
+
+async def transcript(call: Call) -> list[tuple[str, str]]:
+    return await sync_to_async(
+        lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content"))
+    )()
+
+
+async def greeted(twilio: TwilioStream) -> int:
+    """Stream silence (a phone line always carries audio) until the greeting has played; returns the
+    index of the first message after it."""
+    done = asyncio.Event()
+    line = asyncio.create_task(twilio.stream(bytes([audio.SILENCE_BYTE]) * 8000 * 40, stop_when=done.is_set))
+    loop = asyncio.get_running_loop()
+    await twilio.wait_for(is_event("media"), timeout=60)
+    # The greeting has played when media stops arriving and every mark is echoed.
+    while True:
+        last = max(item.at for item in twilio.messages if item.message["event"] == "media")
+        marks = [item for item in twilio.messages if item.message["event"] == "mark"]
+        if loop.time() - last > 1.0 and len(twilio.echoed) == len(marks):
+            break
+        await asyncio.sleep(0.1)
+    done.set()
+    await line
+    return len(twilio.messages)
+
+
+def recognize(pcm16_16k: bytes) -> str:
+    from realtime.engine.speech.asr import Recognizer
+
+    recognizer = Recognizer(None)
+    recognizer.start()
+    for offset in range(0, len(pcm16_16k), 640):
+        recognizer.feed(pcm16_16k[offset : offset + 640])
+    return recognizer.finish()
+
+
+# --- tokens ------------------------------------------------------------------------------------
+
+
+async def refused(server: DaphneServer, token: str | None, call_sid: str, **kwargs: Any) -> int | None:
+    """The stream is closed at once, nothing is sent to it; returns the close code."""
+    async with TwilioStream(stream_url(server), token, call_sid=call_sid, **kwargs) as twilio:
+        await twilio.start()
+        await twilio.send_media(bytes(160))
+        code = await twilio.wait_closed(timeout=5)
+        assert not twilio.messages
+        return code
+
+
+async def test_the_stream_refuses_missing_bad_expired_and_reused_tokens(server, ava):
+    call_sid = "CA" + "1" * 32
+    assert await refused(server, None, call_sid, parameters={}) == 4401
+    assert await refused(server, "not-a-token", call_sid) == 4401
+    assert await refused(server, await sync_to_async(token_for)(ava, call_sid, now=time.time() - 61), call_sid) == 4401
+    good = await sync_to_async(token_for)(ava, call_sid)
+    forged = good[:-3] + ("xyz" if not good.endswith("xyz") else "abc")
+    assert await refused(server, forged, call_sid) == 4401
+    # A token is for one call: another callSid presenting it is refused (and spends it).
+    assert await refused(server, await sync_to_async(token_for)(ava, call_sid), "CA" + "2" * 32) == 4401
+    assert not await sync_to_async(Call.objects.exists)()
+
+    async with TwilioStream(stream_url(server), good, call_sid=call_sid) as twilio:
+        await twilio.start()
+        await twilio.wait_for(is_event("media"), timeout=60)
+        assert await refused(server, good, call_sid) == 4409  # reused while the first stream is live
+        await twilio.stop()
+        await twilio.wait_closed()
+    call = await wait_call(call_sid, status="completed")
+    assert await sync_to_async(Call.objects.count)() == 1 and call.channel == "phone"
+
+
+async def test_a_socket_without_a_start_is_closed_and_messages_before_it_are_ignored(server, ava):
+    async with TwilioStream(stream_url(server), None) as twilio:
+        await twilio.send({"event": "connected", "protocol": "Call", "version": "1.0.0"})
+        await twilio.send_media(bytes(160))
+        await twilio.send_raw("not json")
+        await twilio.send_raw(b"\x00\x01")
+        code = await twilio.wait_closed(timeout=30)
+        assert code == 4408 and not twilio.messages
+    assert not await sync_to_async(Call.objects.exists)()
+
+
+# --- a call -----------------------------------------------------------------------------------
+
+
+async def test_a_phone_call_end_to_end(server, ava, voice):
+    call_sid = "CA" + "a" * 32
+    token = await sync_to_async(token_for)(ava, call_sid)
+    async with TwilioStream(stream_url(server), token, call_sid=call_sid) as twilio:
+        await twilio.start()
+        after_greeting = await greeted(twilio)
+        call = await wait_call(call_sid)
+        assert (call.channel, call.from_number, call.to_number, call.status) == ("phone", CALLER, NUMBER, "active")
+
+        # The greeting: 20 ms mu-law frames on this stream, a mark after each chunk, all echoed.
+        sent = [item.message for item in twilio.messages[:after_greeting]]
+        media = [m for m in sent if m["event"] == "media"]
+        assert {m["streamSid"] for m in sent} == {twilio.stream_sid}
+        assert {len(base64.b64decode(m["media"]["payload"])) for m in media} == {160}
+        marks = [m["mark"]["name"] for m in sent if m["event"] == "mark"]
+        assert marks and len(set(marks)) == len(marks) and twilio.echoed == marks
+        greeting = from_phone(twilio.audio(0, after_greeting))
+        seconds = len(greeting) / 32000
+        assert 3 < seconds < 15 and rms(greeting) > 300
+        heard = recognize(greeting)
+        assert len(words(heard) & words("Hello this is Ava from Acme How can I help you today")) >= 3, heard
+
+        # Bad messages are ignored and the call goes on.
+        for raw in ("not json", json.dumps({"event": "dance", "streamSid": twilio.stream_sid}), b"\x00"):
+            await twilio.send_raw(raw)
+        await twilio.send({"event": "media", "streamSid": twilio.stream_sid, "media": {"payload": "%%%"}})
+        await twilio.send({"event": "media", "streamSid": "MZother", "media": {"payload": "AAAA"}})
+
+        # The caller speaks; while the answer plays the caller speaks again: Twilio is told to clear.
+        await twilio.stream(voice[SENTENCE] + bytes([audio.SILENCE_BYTE]) * 8000)
+        answer = await twilio.wait_for(is_event("media"), after=after_greeting + 1, timeout=30)
+        barge_in = asyncio.create_task(twilio.stream(voice[SECOND] + bytes([audio.SILENCE_BYTE]) * 12000))
+        cleared = await twilio.wait_for(is_event("clear"), after=answer, timeout=30)
+        assert twilio.messages[cleared].message == {"event": "clear", "streamSid": twilio.stream_sid}
+        await barge_in
+
+        # A key pressed: the brain answers the turn "pressed 1".
+        before = len(twilio.messages)
+        await twilio.dtmf("1")
+        line = asyncio.create_task(twilio.silence(4))
+        await twilio.wait_for(is_event("media"), after=before, timeout=30)
+        await line
+        await twilio.stop()
+        assert await twilio.wait_closed() == 1000
+
+    call = await wait_call(call_sid, status="completed")
+    assert call.ended_at is not None and call.channel == "phone"
+    rows = await transcript(call)
+    assert rows[0][0] == "assistant" and rows[0][1].endswith(GREETING)
+    assert ("user", "pressed 1") in rows
+    users = [text for role, text in rows if role == "user"]
+    assert len(users) == 3 and words(users[0]) & words(SENTENCE) and users[2] == "pressed 1"
+    # The answer cut by the barge-in keeps only what was heard: a part of it.
+    cut = rows[rows.index(("user", users[0])) + 1]
+    assert cut[0] == "assistant" and cut[1]
+
+
+async def test_a_transfer_goes_through_twilios_rest_api(server, ava, voice, twilio_api):
+    call_sid = "CA" + "b" * 32
+    twilio_api.requests.clear()
+    token = await sync_to_async(token_for)(ava, call_sid)
+    async with TwilioStream(stream_url(server), token, call_sid=call_sid) as twilio:
+        await twilio.start()
+        await greeted(twilio)
+        line = asyncio.create_task(twilio.stream(voice[OPERATOR] + bytes([audio.SILENCE_BYTE]) * 8000 * 20))
+        for _ in range(400):
+            if twilio_api.requests:
+                break
+            await asyncio.sleep(0.05)
+        assert twilio_api.requests, "no transfer reached the REST API"
+        await twilio.stop()  # Twilio ends the stream when the call's TwiML is replaced
+        await twilio.wait_closed()
+        line.cancel()
+        await asyncio.gather(line, return_exceptions=True)
+    request = twilio_api.requests[0]
+    assert request.method == "POST" and request.path == f"/2010-04-01/Accounts/{ACCOUNT_SID}/Calls/{call_sid}.json"
+    assert (
+        request.headers["authorization"] == "Basic " + base64.b64encode(f"{ACCOUNT_SID}:{AUTH_TOKEN}".encode()).decode()
+    )
+    twiml = urllib.parse.parse_qs(request.body.decode())["Twiml"][0]
+    dial = ElementTree.fromstring(twiml)  # noqa: S314 - the service's own TwiML.find("Dial")
+    assert dial is not None and dial.get("callerId") == NUMBER and dial.findtext("Number") == HANDOFF
+    call = await wait_call(call_sid, status="completed")
+    rows = await transcript(call)
+    assert ("system", f"Call transferred to {HANDOFF}") in rows
+
+
+async def test_a_status_callback_ends_the_call(server, ava):
+    call_sid = "CA" + "c" * 32
+    token = await sync_to_async(token_for)(ava, call_sid)
+    async with TwilioStream(stream_url(server), token, call_sid=call_sid) as twilio:
+        await twilio.start()
+        await twilio.wait_for(is_event("media"), timeout=60)
+        line = asyncio.create_task(twilio.silence(20))
+        status, _ = await sync_to_async(signed_post)(
+            server, "/telephony/twilio/status", call_params(call_sid, CallStatus="completed", CallDuration="3")
+        )
+        assert status == 204
+        assert await twilio.wait_closed(timeout=10) == 1000
+        line.cancel()
+        await asyncio.gather(line, return_exceptions=True)
+    call = await wait_call(call_sid, status="completed", timeout=5)
+    assert call.ended_at is not None
+
+
+# --- two processes, one service ---------------------------------------------------------------
+
+
+async def test_two_processes_share_stream_tokens_and_call_control(server, ava, tmp_path_factory, twilio_api):
+    """A token minted by the voice webhook of one process opens a stream on the other, once. With
+    Redis, a status callback received by one process ends the call held by the other; on the
+    in-memory channel layer (no Redis) each process only reaches its own calls, so the callback goes
+    to the process holding the call."""
+    second = await sync_to_async(start_server)(tmp_path_factory, "b", twilio_api.base)
+    try:
+        call_sid = "CA" + "d" * 32
+        status, twiml = await sync_to_async(signed_post)(server, "/telephony/twilio/voice", call_params(call_sid))
+        assert status == 200
+        stream = ElementTree.fromstring(twiml)  # noqa: S314 - the service's own TwiML.find("Connect/Stream")
+        assert stream is not None and stream.get("url") == f"{server.ws_url}/telephony/twilio/stream"
+        token = {p.get("name"): p.get("value") for p in stream.findall("Parameter")}["token"]
+
+        async with TwilioStream(stream_url(second), token, call_sid=call_sid) as twilio:
+            await twilio.start()
+            await twilio.wait_for(is_event("media"), timeout=60)
+            assert await refused(server, token, call_sid) == 4409  # spent: refused by either process
+            assert await refused(second, token, call_sid) == 4409
+            line = asyncio.create_task(twilio.silence(20))
+            callback_to = server if settings.REDIS_URL else second
+            status, _ = await sync_to_async(signed_post)(
+                callback_to, "/telephony/twilio/status", call_params(call_sid, CallStatus="completed")
+            )
+            assert status == 204
+            assert await twilio.wait_closed(timeout=8) == 1000
+            line.cancel()
+            await asyncio.gather(line, return_exceptions=True)
+        call = await wait_call(call_sid, status="completed", timeout=5)
+        assert call.provider_call_id == call_sid and call.from_number == CALLER and call.to_number == NUMBER
+    finally:
+        await sync_to_async(stop_test_server)(second)

@@ -1,0 +1,299 @@
+"""Twilio's side of a bidirectional Media Stream, scripted after Twilio's documented messages
+(shared/reference/protocols.md 1.3-1.4), over a real WebSocket (aiohttp). Used by the telephony tests
+and bench/voice_latency.py (`--scenario phone`).
+
+`TwilioStream` sends `connected`, `start` (with the stream token as a custom parameter), caller audio
+as 20 ms mu-law `media` frames at real time, `dtmf` and `stop`; and plays the agent's `media` like
+Twilio does: a playback buffer that plays 20 ms per frame in real time, a `mark` echoed once the
+audio before it has played, and `clear` dropping what is buffered (echoing the marks it drops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from telephony import audio
+
+FRAME_SECONDS = 0.02
+
+
+def to_phone(pcm16_16k: bytes) -> bytes:
+    """Caller speech (PCM16 16 kHz) as a phone line carries it: mu-law 8 kHz."""
+    import soxr
+
+    samples = soxr.resample(np.frombuffer(pcm16_16k, dtype="<i2"), 16000, 8000)
+    return audio.ulaw_encode(np.asarray(samples, dtype="<i2"))
+
+
+def from_phone(ulaw: bytes, rate: int = 16000) -> bytes:
+    """The agent's mu-law 8 kHz back to PCM16 at `rate` (for recognition and levels)."""
+    import soxr
+
+    samples = audio.ulaw_decode(ulaw)
+    if rate == 8000:
+        return samples.tobytes()
+    return np.asarray(soxr.resample(samples, 8000, rate), dtype="<i2").tobytes()
+
+
+def sid(prefix: str) -> str:
+    return prefix + secrets.token_hex(16)
+
+
+@dataclass
+class Event:
+    at: float  # loop time of arrival
+    message: dict[str, Any]
+
+
+@dataclass
+class TwilioStream:
+    url: str
+    token: str | None
+    call_sid: str = field(default_factory=lambda: sid("CA"))
+    stream_sid: str = field(default_factory=lambda: sid("MZ"))
+    account_sid: str = field(default_factory=lambda: sid("AC"))
+    parameters: dict[str, str] | None = None  # customParameters; default {"token": token}
+    messages: list[Event] = field(default_factory=list)  # everything the server sent
+    echoed: list[str] = field(default_factory=list)  # marks echoed back, in order
+    played: bytearray = field(default_factory=bytearray)  # agent mu-law that was played (not cleared)
+    on_message: Callable[[Event], None] | None = None
+    close_code: int | None = None
+
+    def __post_init__(self) -> None:
+        self._sequence = 0
+        self._chunk = 0
+        self._session: aiohttp.ClientSession | None = None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._arrived = asyncio.Event()
+        self._buffer_end = 0.0  # loop time at which the buffered agent audio has played out
+        self._pending: list[tuple[asyncio.TimerHandle, str | None, bytes]] = []  # scheduled plays/echoes
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._started_at = 0.0
+
+    async def __aenter__(self) -> TwilioStream:
+        self._session = aiohttp.ClientSession()
+        self._ws = await self._session.ws_connect(self.url, max_msg_size=0, heartbeat=None)
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for handle, _, _ in self._pending:
+            handle.cancel()
+        if self._ws is not None and not self._ws.closed:
+            await self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+
+    # --- Twilio -> server ------------------------------------------------------------------------
+
+    def _next(self) -> str:
+        self._sequence += 1
+        return str(self._sequence)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self._ws is not None
+        if not self._ws.closed:
+            await self._ws.send_str(json.dumps(message))
+
+    async def send_raw(self, data: str | bytes) -> None:
+        assert self._ws is not None
+        await (self._ws.send_bytes(data) if isinstance(data, bytes) else self._ws.send_str(data))
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._started_at = loop.time()
+        parameters = self.parameters if self.parameters is not None else {"token": self.token or ""}
+        await self.send({"event": "connected", "protocol": "Call", "version": "1.0.0"})
+        await self.send(
+            {
+                "event": "start",
+                "sequenceNumber": self._next(),
+                "streamSid": self.stream_sid,
+                "start": {
+                    "streamSid": self.stream_sid,
+                    "accountSid": self.account_sid,
+                    "callSid": self.call_sid,
+                    "tracks": ["inbound"],
+                    "customParameters": parameters,
+                    "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
+                },
+            }
+        )
+
+    async def send_media(self, ulaw: bytes) -> None:
+        self._chunk += 1
+        elapsed = round((asyncio.get_running_loop().time() - self._started_at) * 1000)
+        await self.send(
+            {
+                "event": "media",
+                "sequenceNumber": self._next(),
+                "streamSid": self.stream_sid,
+                "media": {
+                    "track": "inbound",
+                    "chunk": str(self._chunk),
+                    "timestamp": str(elapsed),
+                    "payload": base64.b64encode(ulaw).decode("ascii"),
+                },
+            }
+        )
+
+    async def stream(self, ulaw: bytes, *, stop_when: Callable[[], bool] | None = None) -> float:
+        """Caller audio in 20 ms frames at real time, like a phone line; returns the loop time at
+        which the last frame's audio ends."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for index, offset in enumerate(range(0, len(ulaw), audio.FRAME_BYTES)):
+            if stop_when is not None and stop_when():
+                return loop.time()
+            delay = start + index * FRAME_SECONDS - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await self.send_media(ulaw[offset : offset + audio.FRAME_BYTES])
+        end = start + len(ulaw) / 8000
+        await asyncio.sleep(max(0.0, end - loop.time()))
+        return end
+
+    async def silence(self, seconds: float) -> None:
+        await self.stream(bytes([audio.SILENCE_BYTE]) * int(8000 * seconds))
+
+    async def dtmf(self, digit: str) -> None:
+        await self.send(
+            {
+                "event": "dtmf",
+                "streamSid": self.stream_sid,
+                "sequenceNumber": self._next(),
+                "dtmf": {"track": "inbound_track", "digit": digit},
+            }
+        )
+
+    async def stop(self) -> None:
+        await self.send(
+            {
+                "event": "stop",
+                "sequenceNumber": self._next(),
+                "streamSid": self.stream_sid,
+                "stop": {"accountSid": self.account_sid, "callSid": self.call_sid},
+            }
+        )
+
+    # --- server -> Twilio: a playback buffer like Twilio's -----------------------------------
+
+    async def _read(self) -> None:
+        assert self._ws is not None
+        loop = asyncio.get_running_loop()
+        async for raw in self._ws:
+            if raw.type != aiohttp.WSMsgType.TEXT:
+                continue
+            item = Event(at=loop.time(), message=json.loads(raw.data))
+            self.messages.append(item)
+            self._play(item.message, loop)
+            if self.on_message is not None:
+                self.on_message(item)
+            self._arrived.set()
+        self.close_code = self._ws.close_code
+        self._arrived.set()
+
+    def _play(self, message: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
+        event = message.get("event")
+        now = loop.time()
+        if event == "media":
+            frame = base64.b64decode(message["media"]["payload"])
+            starts = max(now, self._buffer_end)
+            self._buffer_end = starts + len(frame) / 8000
+            self._schedule(loop, self._buffer_end, None, frame)
+        elif event == "mark":
+            self._schedule(loop, max(now, self._buffer_end), message["mark"]["name"], b"")
+        elif event == "clear":
+            pending, self._pending = self._pending, []
+            for handle, name, _ in pending:
+                handle.cancel()
+                if name is not None:
+                    self._echo(name)  # Twilio returns the marks a clear discards
+            self._buffer_end = now
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop, at: float, name: str | None, frame: bytes) -> None:
+        entry: list[Any] = []
+
+        def due() -> None:
+            with contextlib.suppress(ValueError):
+                self._pending.remove(entry[0])
+            if name is None:
+                self.played.extend(frame)
+            else:
+                self._echo(name)
+
+        handle = loop.call_at(at, due)
+        entry.append((handle, name, frame))
+        self._pending.append(entry[0])
+
+    def _echo(self, name: str) -> None:
+        self.echoed.append(name)
+        message = {
+            "event": "mark",
+            "sequenceNumber": self._next(),
+            "streamSid": self.stream_sid,
+            "mark": {"name": name},
+        }
+        task = asyncio.get_running_loop().create_task(self.send(message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._reader is not None and self._reader.done()
+
+    async def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], *, after: int = 0, timeout: float = 30
+    ) -> int:
+        """Index of the first message from `after` on that matches; TimeoutError otherwise."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            for index in range(after, len(self.messages)):
+                if predicate(self.messages[index].message):
+                    return index
+            if self.closed:
+                raise ConnectionError(f"socket closed ({self.close_code}) while waiting")
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError("no matching message")
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+
+    async def wait_closed(self, timeout: float = 30) -> int | None:
+        assert self._reader is not None
+        await asyncio.wait_for(asyncio.shield(self._reader), timeout)
+        return self.close_code
+
+    def audio(self, start: int = 0, end: int | None = None) -> bytes:
+        """The agent's mu-law received in messages[start:end]."""
+        return b"".join(
+            base64.b64decode(item.message["media"]["payload"])
+            for item in self.messages[start:end]
+            if item.message.get("event") == "media"
+        )
+
+
+def is_event(kind: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda message: message.get("event") == kind
