@@ -293,6 +293,13 @@ TTS_SAMPLE_RATE = env.int("TTS_SAMPLE_RATE", default=24000)  # of the server's r
 # listed); unset names keep the OpenAI defaults eve=alloy, ara=nova, rex=onyx, sal=echo, leo=fable.
 TTS_VOICE_MAP = env.str("TTS_VOICE_MAP", default="")
 
+# The browser demo at /demo/ (realtime/demo.py) opens voice sessions for the demo organization's agents
+# without an API key. On by default only for development: with DEBUG, or on the embedded default (no
+# DATABASE_URL, as `make run` serves). DEMO_ORGANIZATION_ID empty: the organization `manage.py
+# bootstrapdemo` recorded in var/demo.json.
+DEMO_PAGES = env.bool("DEMO_PAGES", default=DEBUG or not env.str("DATABASE_URL", default=""))
+DEMO_ORGANIZATION_ID = env.str("DEMO_ORGANIZATION_ID", default="")
+
 # --- calls: history, billing, agent runtime logs (calls/) -------------------------------------
 # An active call with no message, tool call or model turn for this long is closed as failed.
 CALLS_STALE_AFTER_SECONDS = env.int("CALLS_STALE_AFTER_SECONDS", default=3600)

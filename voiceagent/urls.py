@@ -19,6 +19,8 @@ public_v1 = [
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("livez", livez, name="livez"),
+    # The agent page's "Talk to this agent" panel (agents/talk_admin.py), under the admin's prefix.
+    path("admin/", include("agents.talk_admin")),
     path("admin/", admin.site.urls),
     path("public/v1/", include(public_v1)),
     path(
@@ -32,5 +34,6 @@ urlpatterns = [
         name="docs",
     ),
     path("", include("telephony.webhook_urls")),
+    path("", include("realtime.demo")),  # /demo/: only while DEMO_PAGES is on
     path("", include("voiceagent.landing")),
 ]

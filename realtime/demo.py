@@ -1,0 +1,72 @@
+"""The browser demo at /demo/: the demo organization's agents, and a voice session with one of them
+through the browser client (/static/voice-client/v1/). The page never holds an API key: its own
+endpoint here opens the session server-side, as a customer's backend does with its key
+(docs/examples/session_backend.py), and hands the page only the `websocketUrl`.
+
+Served only while `DEMO_PAGES` is on (development: DEBUG, or the embedded default without
+DATABASE_URL); anyone who reaches the page can talk to the demo organization's active agents."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import path
+from django.views.decorators.http import require_POST, require_safe
+
+from accounts.models import Organization
+from accounts.selectors import organization_get
+from agents.models import Agent
+from realtime.services import realtime_session_create
+from voiceagent.errors import ApiError
+
+
+def demo_organization_get() -> Organization | None:
+    """The organization the demo talks as: DEMO_ORGANIZATION_ID, else the one `manage.py bootstrapdemo`
+    recorded in var/demo.json; None when neither names an existing organization."""
+    organization_id = settings.DEMO_ORGANIZATION_ID
+    if not organization_id:
+        try:
+            organization_id = json.loads((settings.VAR_DIR / "demo.json").read_text())["organizationId"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+    try:
+        uuid.UUID(str(organization_id))
+    except ValueError:
+        return None
+    return organization_get(organization_id=str(organization_id))
+
+
+def _demo_organization() -> Organization | None:
+    if not settings.DEMO_PAGES:
+        raise Http404("Demo pages are turned off (DEMO_PAGES)")
+    return demo_organization_get()
+
+
+@require_safe
+def demo_page(request: HttpRequest) -> HttpResponse:
+    organization = _demo_organization()
+    agents = list(Agent.objects.filter(organization=organization).order_by("name", "id")) if organization else []
+    return render(request, "realtime/demo.html", {"organization": organization, "agents": agents})
+
+
+@require_POST
+def demo_session(request: HttpRequest, agent_id: uuid.UUID) -> JsonResponse:
+    """Opens a realtime session for one of the demo organization's agents; answers only its websocketUrl."""
+    organization = _demo_organization()
+    if organization is None:
+        return JsonResponse({"error": "No demo organization: run manage.py bootstrapdemo"}, status=404)
+    try:
+        session = realtime_session_create(organization=organization, agent_id=str(agent_id))
+    except ApiError as error:
+        return JsonResponse(error.body(), status=error.status_code)
+    return JsonResponse({"websocketUrl": session.websocket_url})
+
+
+urlpatterns = [
+    path("demo/", demo_page, name="demo"),
+    path("demo/agents/<uuid:agent_id>/session", demo_session, name="demo-session"),
+]
