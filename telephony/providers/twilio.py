@@ -11,6 +11,8 @@ else the Account SID and Auth Token. Webhook signatures are always checked with 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,7 +21,7 @@ import aiohttp
 import requests
 from django.conf import settings
 from django.http import HttpRequest
-from twilio.base.exceptions import TwilioException, TwilioRestException
+from twilio.base.exceptions import TwilioException, TwilioRestException, TwilioServiceException
 from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.http.http_client import TwilioHttpClient
 from twilio.request_validator import RequestValidator
@@ -30,20 +32,42 @@ from telephony.providers.base import PhoneProvider
 from voiceagent.providers import ProviderError
 
 _PATH = re.compile(r"/\S*")
+# The package logs every request and response at INFO (a dozen lines each, with the account's URLs):
+# only its warnings reach the service's log.
+_HTTP_LOG = logging.getLogger("telephony.providers.twilio.http")
+_HTTP_LOG.setLevel(logging.WARNING)
+
+
+def _answer_of(exc: Exception) -> tuple[int, int | None, str] | None:
+    """(HTTP status, Twilio error code, message) of an error answer from Twilio, None for no answer."""
+    if isinstance(exc, TwilioRestException):
+        return exc.status, exc.code, str(exc.msg or "")
+    if isinstance(exc, TwilioServiceException):
+        return exc.status, exc.code, str(exc.detail or exc.title or "")
+    response = exc.args[1] if isinstance(exc, TwilioException) and len(exc.args) > 1 else None
+    if response is not None and hasattr(response, "status_code"):  # a list page refused
+        try:
+            payload = json.loads(response.text)
+        except (TypeError, ValueError):
+            payload = {}
+        payload = payload if isinstance(payload, dict) else {}
+        return int(response.status_code), payload.get("code"), str(payload.get("message") or "")
+    return None
 
 
 def _rest_error(exc: Exception, action: str) -> ProviderError:
-    """A ProviderError safe to show an operator: Twilio's code and message, without URL paths
+    """A ProviderError safe to show an operator: Twilio's status, code and message, without URL paths
     (they name the account) and without credentials (never part of Twilio's answers)."""
-    if isinstance(exc, TwilioRestException):
-        detail = _PATH.sub("", str(exc.msg or "")).strip().rstrip(":").strip()
-        code = f", error {exc.code}" if exc.code else ""
-        message = f"Twilio refused to {action} (HTTP {exc.status}{code})"
+    answer = _answer_of(exc)
+    if answer is not None:
+        status, code, detail = answer
+        detail = _PATH.sub("", detail).strip().rstrip(":.").strip()
+        message = f"Twilio refused to {action} (HTTP {status}" + (f", error {code})" if code else ")")
         if detail:
             message += f": {detail[:200]}"
-        if exc.status == 401:
+        if status == 401:
             message += ". Check the account's credentials."
-        return ProviderError(message, permanent=400 <= exc.status < 500 and exc.status not in (408, 429))
+        return ProviderError(message, permanent=400 <= status < 500 and status not in (408, 429))
     if isinstance(exc, (asyncio.TimeoutError, requests.Timeout)):
         return ProviderError(f"Twilio did not answer in time ({action})")
     return ProviderError(f"Could not reach Twilio to {action} ({type(exc).__name__})")
@@ -89,7 +113,7 @@ class TwilioProvider(PhoneProvider):
         return client
 
     async def _run(self, action: str, operation: Callable[[Client], Awaitable[Any]]) -> None:
-        http = AsyncTwilioHttpClient(timeout=settings.TWILIO_API_TIMEOUT_SECONDS)
+        http = AsyncTwilioHttpClient(timeout=settings.TWILIO_API_TIMEOUT_SECONDS, logger=_HTTP_LOG)
         try:
             await asyncio.wait_for(operation(self._client(http)), settings.TWILIO_API_TIMEOUT_SECONDS + 1)
         except _TRANSPORT_ERRORS as exc:
@@ -114,7 +138,7 @@ class TwilioProvider(PhoneProvider):
         await self._run("hang up the call", lambda client: client.calls(call_sid).update_async(status="completed"))
 
     def configure_number(self, *, phone_number: str, voice_url: str, status_callback_url: str) -> None:
-        client = self._client(TwilioHttpClient(timeout=settings.TWILIO_API_TIMEOUT_SECONDS))
+        client = self._client(TwilioHttpClient(timeout=settings.TWILIO_API_TIMEOUT_SECONDS, logger=_HTTP_LOG))
         try:
             found = client.incoming_phone_numbers.list(phone_number=phone_number, limit=1)
         except _TRANSPORT_ERRORS as exc:
