@@ -161,6 +161,7 @@ class Session:
         self._stopping = False
         self._transferring = False
         self._failure: asyncio.Task[None] | None = None
+        self._ending: asyncio.Task[None] | None = None
 
     # --- transport side ------------------------------------------------------------------------
 
@@ -474,6 +475,14 @@ class Session:
         if response.turn_ended_at is not None and response.segments and response.segments[0].play_start:
             fields["latencyMs"] = round((response.segments[0].play_start - response.turn_ended_at) * 1000)
         await self._commit_assistant(text, "assistant turn", fields)
+        if response.transfer_to or response.then_end is not None:
+            # This runs in the playout stage, and ending the call stops every stage: a task does not
+            # cancel itself, so the ending runs in a task of its own (referenced until it has run).
+            self._ending = asyncio.get_running_loop().create_task(
+                self._end_after(response), name=f"end-{self.recorder.session_id}"
+            )
+
+    async def _end_after(self, response: Response) -> None:
         if response.transfer_to:
             await self._transfer(response.transfer_to)
         elif response.then_end is not None:

@@ -415,3 +415,24 @@ async def test_a_caller_turn_given_as_text_is_answered_like_speech(agent):
     assert h.transport.transcripts()[-2:] == [("user", "pressed 1"), ("assistant", "You said: pressed 1.")]
     call = await h.stop()
     assert ("user", "pressed 1") in await messages(call)
+
+
+async def test_a_transfer_ends_the_call_and_every_stage_of_the_session(agent):
+    # The handoff is performed by the playout once the handoff sentence has played: the playout stage
+    # must not outlive the call it ended.
+    destination = "+15550001111"
+    transfer = ToolOutcome(result='{"status": "transferring"}', status="success", transfer_to=destination)
+    brain = ScriptedBrain([ToolCall(name="transfer_call", arguments={}, id="t1")])
+    h = Harness(agent, texts=["a person please"], brain=brain, tools=ScriptedTools({"transfer_call": transfer}))
+    await h.start()
+    await h.feed(silence(2300))
+    await h.talk(600)
+    await h.feed(silence(2000))
+    await asyncio.wait_for(h.task, 10)
+    await settle()
+    assert h.transport.ended == (Ending.TRANSFERRED, "")
+    assert h.transport.transferred_to == destination
+    stages = [task.get_name() for task in asyncio.all_tasks() if task.get_name().endswith(h.recorder.session_id)]
+    assert stages == []
+    call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
+    assert call.status == "completed"
