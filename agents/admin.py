@@ -25,6 +25,17 @@ class AgentAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False  # read-only in the dashboard: edits go through the API's rules
 
+    def get_fields(self, request, obj=None) -> list[str]:
+        # Each effective setting right below the saved setting it explains.
+        after = {
+            "ambient_sound_now": "ambient_sound_ducking",
+            "disclosure_spoken": "ai_identity_disclosure_template_id",
+        }
+        fields = [field for field in super().get_fields(request, obj) if field not in after]
+        for field, anchor in after.items():
+            fields.insert(fields.index(anchor) + 1 if anchor in fields else len(fields), field)
+        return fields
+
     @admin.display(description="Ambient sound now")
     def ambient_sound_now(self, obj: Agent) -> str:
         """What a call hears with the current plan (a downgrade keeps the selection saved but silent)."""

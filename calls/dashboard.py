@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from calls.models import Call
 from calls.selectors import call_session_log
-from calls.timeline import build_timeline, clock, timeline_svg
+from calls.timeline import Turn, build_timeline, clock, latency_label, timeline_svg
 
 MAX_SHOWN_CHARS = 20_000  # a tool response can be a whole web page; the page stays readable
 
@@ -31,6 +31,7 @@ class Bubble:
     side: str  # "caller", "agent" or "note" (system and tool messages)
     at: str  # "+0:07.4" from the call's start
     content: str
+    remark: str = ""  # what the timeline knows of an agent turn: its latency, a barge-in
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,35 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
-def conversation(call: Call) -> list[Bubble]:
+def _remark(turn: Turn | None) -> str:
+    if turn is None or turn.role != "agent":
+        return ""
+    notes = []
+    if turn.latency_ms is not None:
+        notes.append(f"answered after {latency_label(turn)}")
+    if turn.cut:
+        notes.append("cut off by the caller" + (" (inferred)" if turn.cut == "inferred" else ""))
+    return ", ".join(notes)
+
+
+def conversation(call: Call, turns: tuple[Turn, ...] = ()) -> list[Bubble]:
+    """The messages in order; caller and agent turns take their timeline turn's remark (the timeline
+    holds one turn per caller or agent message, in the same order)."""
     side = {"user": "caller", "assistant": "agent"}
-    return [
-        Bubble(message.role, side.get(message.role, "note"), _relative(call, message.occurred_at), message.content)
-        for message in call.messages.all()
-    ]
+    remaining = iter(turns)
+    bubbles = []
+    for message in call.messages.all():
+        turn = next(remaining, None) if message.role in side else None
+        bubbles.append(
+            Bubble(
+                message.role,
+                side.get(message.role, "note"),
+                _relative(call, message.occurred_at),
+                message.content,
+                _remark(turn),
+            )
+        )
+    return bubbles
 
 
 def tool_entries(call: Call) -> list[ToolEntry]:
@@ -105,7 +129,7 @@ def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
     )
     return {
         "with_transcript": with_transcript,
-        "conversation": conversation(call) if with_transcript else [],
+        "conversation": conversation(call, timeline.turns) if with_transcript else [],
         "tool_entries": tool_entries(call) if with_transcript else [],
         "timeline": timeline,
         "timeline_svg": timeline_svg(timeline),

@@ -195,7 +195,7 @@ def _count(number: int, thing: str) -> str:
     return f"{number} {thing}{'' if number == 1 else 's'}"
 
 
-def _latency_label(turn: Turn) -> str:
+def latency_label(turn: Turn) -> str:
     if turn.latency_ms is None:
         return ""
     text = f"{turn.latency_ms} ms" if turn.latency_ms < 1000 else f"{turn.latency_ms / 1000:.1f} s"
@@ -221,7 +221,7 @@ def timeline_svg(timeline: Timeline) -> SafeString:
         format_html(
             '<svg class="call-timeline" xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" '
             'viewBox="0 0 {} {}" role="img" aria-labelledby="call-timeline-title" font-family="sans-serif" '
-            'font-size="11">',
+            'font-size="12">',
             WIDTH,
             height,
             WIDTH,
@@ -274,11 +274,11 @@ def timeline_svg(timeline: Timeline) -> SafeString:
                 cut_note,
             )
         )
-        label = _latency_label(turn)
+        label = latency_label(turn)
         if label:
             parts.append(
                 format_html(
-                    '<text class="latency" x="{}" y="{}" fill="#555" font-size="10">{}</text>',
+                    '<text class="latency" x="{}" y="{}" fill="#444" font-size="11">{}</text>',
                     x(turn.start),
                     y - 3,
                     label,

@@ -117,7 +117,7 @@ def test_the_call_page_shows_the_conversation_with_times_from_the_start(superuse
     page = _page(superuser_client, recorded_call)
 
     assert "Transcript (7 messages)" in page
-    bubbles = re.findall(r'<div class="bubble (\w+)"><span class="meta">(\w+) · ([^<]+)</span>', page)
+    bubbles = re.findall(r'<div class="bubble (\w+)"><span class="meta">(\w+) · (\+[\d:.]+)', page)
     assert bubbles[:3] == [
         ("agent", "Agent", "+0:03.0"),
         ("caller", "Caller", "+0:07.0"),
@@ -125,6 +125,9 @@ def test_the_call_page_shows_the_conversation_with_times_from_the_start(superuse
     ]
     assert "Where is my order 4417?" in page
     assert "Hi, I&#x27;m Support, an AI agent. How can I help?" in page
+    assert len(bubbles) == 7
+    assert 'Agent · +0:11.0 · <span class="remark">answered after 640 ms</span>' in page
+    assert 'Agent · +0:17.0 · <span class="remark">answered after ~1.8 s, cut off by the caller</span>' in page
 
 
 def test_the_call_page_shows_tool_requests_and_responses_pretty_printed(superuser_client, recorded_call):
@@ -208,6 +211,7 @@ def test_without_log_lines_a_barge_in_is_inferred_from_the_messages(superuser_cl
     assert page.count('class="turn caller"') == 2
     assert ">~400 ms</text>" in page  # estimated: 9 words take 3.6 s, so it started 0.4 s after the caller
     assert "barge-ins are inferred and latencies estimated" in page
+    assert "answered after ~400 ms, cut off by the caller (inferred)" in page
 
 
 def test_text_in_the_record_is_escaped_in_the_page_and_the_svg(superuser_client, agent):
