@@ -274,7 +274,9 @@ REALTIME_PROVIDER_DIALECT = _choice("REALTIME_PROVIDER_DIALECT", "auto", ("auto"
 # (openai: eve=marin ara=coral rex=cedar sal=alloy leo=ash; xai: the same names as ours).
 REALTIME_PROVIDER_VOICES = env.dict("REALTIME_PROVIDER_VOICES", default={})
 # The model that transcribes the caller for the call record (openai dialect; empty: none asked for).
-REALTIME_PROVIDER_TRANSCRIPTION_MODEL = env.str("REALTIME_PROVIDER_TRANSCRIPTION_MODEL", default="gpt-4o-mini-transcribe")
+REALTIME_PROVIDER_TRANSCRIPTION_MODEL = env.str(
+    "REALTIME_PROVIDER_TRANSCRIPTION_MODEL", default="gpt-4o-mini-transcribe"
+)
 # The cascade's speech: embedded (PocketSphinx, eSpeak NG) or openai (any OpenAI-compatible audio API:
 # OpenAI, faster-whisper-server/Speaches, Kokoro-FastAPI, LocalAI, vLLM). Keys are empty for local servers.
 ASR_PROVIDER = _choice("ASR_PROVIDER", "embedded", ("embedded", "openai"))

@@ -1,0 +1,691 @@
+"""The speech-to-speech voice pipeline (VOICE_ENGINE=realtime): one WebSocket per conversation to a
+server speaking the OpenAI Realtime protocol (OpenAI, Azure OpenAI, xAI's voice agent API, compatible
+self-hosted servers); the provider's model listens, thinks and speaks, and this service keeps its role.
+
+    push_audio (16 kHz) -> soxr 16 -> 24 kHz -> input_audio_buffer.append -> provider (server VAD)
+    provider audio deltas -> whole 20 ms frames -> session.play -> playout + mixer -> transport
+    speech_started -> barge-in: session.interrupt (clear), response.cancel, conversation.item.truncate
+    function calls -> session.run_tool (the shell's one dispatcher) -> function_call_output + response.create
+
+Settings (voiceagent/settings.py): REALTIME_PROVIDER_URL (e.g. wss://api.openai.com/v1/realtime),
+REALTIME_PROVIDER_API_KEY (sent as `Authorization: Bearer`, as `api-key` to Azure; never logged),
+REALTIME_PROVIDER_MODEL (`?model=`), REALTIME_PROVIDER_DIALECT (auto|openai|xai: where voice and turn
+detection go in `session.update`), REALTIME_PROVIDER_VOICES (agent voice -> provider voice) and
+REALTIME_PROVIDER_TRANSCRIPTION_MODEL (caller transcripts for the call record, openai dialect). The
+provider is the operator's own configuration: it is not reached through the customer-URL guard.
+
+What the service still decides: the instructions (identity, instructions, language, and the
+AI-identity disclosure and greeting spoken first, word for word, through a `response.create` of their
+own), the voice, the offered tools (flat function format), the formats and server VAD. Barge-in is
+decided here, not by the provider (`interrupt_response: false`): the disclosure cannot be cut, and
+what the caller heard is known only to the playout. The assistant transcript keeps what was played:
+each provider item's transcript words are spread over its audio frames in proportion to time, so the
+shell's `heard_text` works unchanged. Both the GA and the older beta event names are accepted.
+
+Audio: browser sessions use `audio/pcm` at 24 kHz both ways (the shell's playout and mixer speak 24 kHz
+PCM). A phone transport could later pass G.711 through (`audio/pcmu` in and out, no resampling) by
+setting `input_format`/`output_format`; the mixer (ambient and keyboard sounds) would then need a
+μ-law path or be bypassed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import logging
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import aiohttp
+import numpy as np
+from django.conf import settings
+
+from realtime.engine.brain import ToolCall
+from realtime.engine.brain.openai_chat import language_name, parse_arguments
+from realtime.engine.playout import Segment
+from voiceagent.providers import ProviderError
+
+if TYPE_CHECKING:
+    from realtime.engine.session import Response, Session
+
+logger = logging.getLogger(__name__)
+
+IN_RATE = 16000
+PROVIDER_RATE = 24000
+FRAME_BYTES = 960  # 20 ms of PCM16 mono 24 kHz: the playout's frame
+BYTES_PER_SECOND = 48000
+SECONDS_PER_WORD = 0.4  # speaking rate assumed while an item's audio is still arriving
+CONNECT_TIMEOUT_SECONDS = 10.0
+MAX_PENDING_OUTPUT = 1000  # client events waiting for the socket (about 20 s of caller audio)
+MAX_TOOL_ROUNDS = 4
+ERROR_DETAIL_CHARS = 300
+PCM_24K = {"type": "audio/pcm", "rate": PROVIDER_RATE}
+
+# Agent voice -> provider voice when REALTIME_PROVIDER_VOICES does not say (xAI knows our names).
+OPENAI_VOICES = {"eve": "marin", "ara": "coral", "rex": "cedar", "sal": "alloy", "leo": "ash"}
+
+
+def configuration_problems() -> list[str]:
+    """What is invalid in the REALTIME_PROVIDER_* settings (missing ones are named by voice.py)."""
+    problems = []
+    url = settings.REALTIME_PROVIDER_URL.strip()
+    if url:
+        parts = urlsplit(url)
+        if parts.scheme not in ("ws", "wss", "http", "https") or not parts.hostname:
+            problems.append("REALTIME_PROVIDER_URL must be a ws(s) URL such as wss://api.openai.com/v1/realtime")
+    return problems
+
+
+def provider_url(base: str, model: str) -> str:
+    """The socket URL: `model` added to the query (an Azure api-version already there is kept)."""
+    parts = urlsplit(base.strip())
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
+    query = [(key, value) for key, value in parse_qsl(parts.query) if key != "model"]
+    query.append(("model", model))
+    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(query), ""))
+
+
+def provider_name(host: str) -> str:
+    """The provider as recorded in llmUsage."""
+    if host == "api.x.ai":
+        return "xai"
+    if host.endswith(".azure.com"):
+        return "azure-openai"
+    if host == "api.openai.com":
+        return "openai"
+    return "realtime"
+
+
+def instructions_for(session: Session) -> str:
+    """The session instructions: who the agent is, what it does, how it speaks, and what it said first."""
+    context = session.context
+    name = context.agent_name.strip() or "the agent"
+    words = language_name(context.language or session.agent.language)
+    parts = [f"You are {name}, an AI voice agent talking with a caller on a call."]
+    if context.identity.strip():
+        parts.append(f"# Who you are\n{context.identity.strip()}")
+    if context.instructions.strip():
+        parts.append(f"# Instructions\n{context.instructions.strip()}")
+    opening = " ".join(text.strip() for text in (context.disclosure, context.greeting) if text.strip())
+    tools = (
+        "Use your tools when they help the caller. Never invent a tool result: call the tool and wait for its "
+        "result; if a tool fails, say so briefly."
+        if context.tools
+        else "You have no tools: never pretend to look something up or to take an action."
+    )
+    parts.append(
+        "# How to speak\n"
+        f"- Always speak {words}.\n"
+        f'- The call opens with you saying exactly, word for word: "{opening}" (the first sentence tells the '
+        "caller they are talking with an AI; never deny being an AI). Do not greet or introduce yourself again "
+        "unless the caller asks who you are.\n"
+        "- Keep each answer brief, one to three short sentences, in plain spoken words.\n"
+        "- Ask one question at a time, then let the caller answer.\n"
+        f"- {tools}"
+    )
+    return "\n\n".join(parts)
+
+
+def _redact(text: str, key: str) -> str:
+    return text.replace(key, "[redacted]") if key else text
+
+
+@dataclass(eq=False)
+class _Item:
+    """One assistant message item of the provider: its audio as queued segments, and its words."""
+
+    id: str
+    response: Response
+    index: int  # its sentence number within the shell's response
+    content_index: int = 0
+    segments: list[Segment] = field(default_factory=list)
+    pending: bytes = b""  # less than a frame, waiting for the next delta
+    transcript: str = ""
+    script: str = ""  # the words we asked for (used when the provider sends no transcript)
+    audio_done: bool = False
+
+    def place_words(self) -> None:
+        """Spread the item's words over its segments in proportion to time, so that what the shell
+        keeps of a cut answer is what was played. While audio still arrives the item is assumed to
+        last at least SECONDS_PER_WORD per word, so words not yet voiced are placed nowhere."""
+        words = (self.transcript or self.script).split()
+        self.response.sentences[self.index] = " ".join(words)
+        if not self.segments:
+            return
+        ends = list(itertools.accumulate(segment.duration for segment in self.segments))
+        total = ends[-1] if self.audio_done else max(ends[-1], len(words) * SECONDS_PER_WORD)
+        placed: list[list[str]] = [[] for _ in self.segments]
+        segment = 0
+        for number, word in enumerate(words, start=1):
+            at = number / len(words) * total
+            while segment < len(ends) and at > ends[segment] + 1e-9:
+                segment += 1
+            if segment == len(ends):
+                break
+            placed[segment].append(word)
+        for item_segment, part in zip(self.segments, placed, strict=True):
+            item_segment.text = " ".join(part)
+
+    def heard_ms(self, at: float) -> int:
+        return round(sum(segment.heard_fraction(at) * segment.duration for segment in self.segments) * 1000)
+
+    def received_ms(self) -> int:
+        return round(sum(segment.duration for segment in self.segments) * 1000)
+
+
+@dataclass(eq=False)
+class _Turn:
+    """One provider response, part of a shell response (an answer may take several: tool rounds)."""
+
+    id: str
+    response: Response
+    first_index: int  # the shell response's first sentence number produced by this turn
+    script: str = ""  # the words we asked for, if we did
+    calls: list[ToolCall] = field(default_factory=list)
+    output_bytes: int = 0
+
+
+@dataclass(eq=False)
+class _Request:
+    """A response we asked the provider for, waiting for its `response.created`."""
+
+    response: Response
+    script: str = ""
+
+
+class RealtimePipeline:
+    """One per conversation: one provider socket, opened in `prepare`, closed in `aclose`."""
+
+    name = "realtime"
+
+    def __init__(self) -> None:
+        self.session: Session | None = None
+        self.url = settings.REALTIME_PROVIDER_URL.strip()
+        self.model = settings.REALTIME_PROVIDER_MODEL.strip()
+        self._api_key = settings.REALTIME_PROVIDER_API_KEY
+        self.host = urlsplit(self.url).hostname or ""
+        dialect = settings.REALTIME_PROVIDER_DIALECT
+        self.dialect = dialect if dialect != "auto" else ("xai" if self.host == "api.x.ai" else "openai")
+        self.provider = provider_name(self.host)
+        self.input_format: dict[str, Any] = PCM_24K
+        self.output_format: dict[str, Any] = PCM_24K
+        self._client: aiohttp.ClientSession | None = None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._out: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._resampler: Any = None
+        self._event_ids = itertools.count(1)
+        self._best_effort: set[str] = set()  # our events whose errors are races, not failures
+        self._requests: deque[_Request] = deque()
+        self._scripts: dict[Response, list[str]] = {}
+        self._locked_words: dict[Response, int] = {}
+        self._turns: dict[str, _Turn] = {}
+        self._items: dict[str, _Item] = {}
+        self._active: str | None = None  # the provider response being generated
+        self._rounds: dict[Response, int] = {}
+        self._speech_stopped_at: float | None = None
+        self._input_bytes = 0  # caller audio appended since the last response.done (24 kHz)
+        self._dropped = 0
+
+    @classmethod
+    def preload(cls) -> None:
+        import soxr  # noqa: F401 - the resampler's library, loaded before the first call
+
+    # --- the shell's side ----------------------------------------------------------------------
+
+    async def prepare(self, session: Session) -> None:
+        """Open the provider socket (before the call record exists: a provider that cannot be reached
+        refuses the session)."""
+        import soxr
+
+        self.session = session
+        self._resampler = soxr.ResampleStream(IN_RATE, PROVIDER_RATE, 1, dtype="int16")
+        headers = {"api-key": self._api_key} if self.host.endswith(".azure.com") else {}
+        if self._api_key and not headers:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        self._client = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_SECONDS))
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                self._ws = await self._client.ws_connect(
+                    provider_url(self.url, self.model), headers=headers, max_msg_size=0, heartbeat=30.0
+                )
+        except aiohttp.WSServerHandshakeError as exc:
+            await self.aclose()
+            hint = {401: " (check REALTIME_PROVIDER_API_KEY)", 403: " (check REALTIME_PROVIDER_API_KEY)"}.get(
+                exc.status, " (check REALTIME_PROVIDER_URL and REALTIME_PROVIDER_MODEL)" if exc.status == 404 else ""
+            )
+            raise ProviderError(
+                f"The speech-to-speech provider ({self.host}) refused the connection: HTTP {exc.status}{hint}",
+                permanent=exc.status in (400, 401, 403, 404),
+            ) from None
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            await self.aclose()
+            raise ProviderError(
+                f"Cannot reach the speech-to-speech provider ({self.host}): {type(exc).__name__}"
+            ) from None
+        session.recorder.log("info", "speech-to-speech provider connected", provider=self.provider, model=self.model)
+
+    def begin(self) -> None:
+        assert self.session is not None
+        self.session.spawn(self._send_loop(), "provider-send")
+        self.session.spawn(self._read_loop(), "provider-read")
+
+    def push_audio(self, pcm16_16k: bytes) -> None:
+        if self._resampler is None:
+            return
+        samples = self._resampler.resample_chunk(np.frombuffer(pcm16_16k, dtype="<i2"))
+        if not len(samples):
+            return
+        pcm = samples.astype("<i2").tobytes()
+        if self._out.qsize() >= MAX_PENDING_OUTPUT:
+            self._dropped += 1
+            if self._dropped == 1 and self.session is not None:
+                self.session.recorder.log("warn", "the provider socket does not keep up; caller audio dropped")
+            return
+        self._input_bytes += len(pcm)
+        self._queue({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode("ascii")})
+
+    def say(self, response: Response, text: str) -> None:
+        """The shell's own words (disclosure, greeting): asked of the provider word for word at `end`."""
+        text = text.strip()
+        if text and not response.cancelled:
+            self._scripts.setdefault(response, []).append(text)
+
+    def end(self, response: Response) -> None:
+        sentences = self._scripts.pop(response, [])
+        if response.cancelled or not sentences:
+            return
+        self._locked_words[response] = sum(len(sentence.split()) for sentence in sentences[: response.locked])
+        self._speak(response, " ".join(sentences))
+
+    async def text_turn(self, text: str) -> None:
+        """A caller turn as text (keys pressed on a phone): the provider answers it."""
+        assert self.session is not None
+        session = self.session
+        if not await session.user_said(text):
+            return
+        self._queue(
+            {
+                "type": "conversation.item.create",
+                "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
+            }
+        )
+        self._request(session.begin_response(turn_ended_at=session.clock.now()))
+
+    def interrupt(self) -> None:
+        """The shell cut the current response: stop the provider generating it, and cut its items in
+        the provider's conversation to what the caller heard (the playout's account of it)."""
+        assert self.session is not None
+        session = self.session
+        response = session.response
+        if response is None:
+            return
+        active = self._turns.get(self._active or "")
+        if active is not None and active.response is response:
+            self._queue({"type": "response.cancel"}, best_effort=True)
+        now = session.clock.now()
+        lag = getattr(session.transport, "playback_lag", None)
+        heard_by = now - lag(now) if lag is not None else now
+        for item in self._items.values():
+            if item.response is not response or not item.segments:
+                continue
+            heard, received = item.heard_ms(heard_by), item.received_ms()
+            if heard >= received and item.audio_done:
+                continue
+            self._queue(
+                {
+                    "type": "conversation.item.truncate",
+                    "item_id": item.id,
+                    "content_index": item.content_index,
+                    "audio_end_ms": heard,
+                },
+                best_effort=True,
+            )
+            session.recorder.log("info", "provider answer truncated", audioEndMs=heard, receivedMs=received)
+
+    async def aclose(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._client is not None:
+            await self._client.close()
+
+    # --- what we send --------------------------------------------------------------------------
+
+    def _queue(self, event: dict[str, Any], *, best_effort: bool = False) -> None:
+        event["event_id"] = f"va_{next(self._event_ids)}"
+        if best_effort:
+            self._best_effort.add(event["event_id"])
+        self._out.put_nowait(event)
+
+    def _speak(self, response: Response, text: str) -> None:
+        """Ask for `text` to be said word for word (the disclosure and greeting, a handoff)."""
+        self._request(
+            response,
+            script=text,
+            instructions=f'Say exactly the following words, word for word, and nothing else: "{text}"',
+        )
+
+    def _request(self, response: Response, *, script: str = "", instructions: str | None = None) -> None:
+        body: dict[str, Any] = {}
+        if instructions is not None:
+            body["instructions"] = instructions
+            body["tool_choice"] = "none"
+        self._requests.append(_Request(response=response, script=script))
+        self._queue({"type": "response.create", "response": body} if body else {"type": "response.create"})
+
+    def session_update(self) -> dict[str, Any]:
+        assert self.session is not None
+        session = self.session
+        agent_voice = session.agent.voice_name
+        mapping = OPENAI_VOICES if self.dialect == "openai" else {}
+        voice = settings.REALTIME_PROVIDER_VOICES.get(agent_voice) or mapping.get(agent_voice, agent_voice)
+        turn_detection = {
+            "type": "server_vad",
+            "threshold": 0.5,
+            "prefix_padding_ms": 300,
+            "silence_duration_ms": int(settings.VAD_END_SILENCE_MS),
+            "create_response": True,
+            "interrupt_response": False,  # barge-in is ours: the disclosure is never cut
+        }
+        config: dict[str, Any] = {
+            "type": "realtime",
+            "instructions": instructions_for(session),
+            "output_modalities": ["audio"],
+            "tools": [
+                {"type": "function", "name": tool.name, "description": tool.description, "parameters": tool.parameters}
+                for tool in session.context.tools
+            ],
+            "tool_choice": "auto",
+        }
+        audio_in: dict[str, Any] = {"format": self.input_format}
+        if self.dialect == "xai":
+            config.update(voice=voice, turn_detection=turn_detection)
+        else:
+            audio_in["turn_detection"] = turn_detection
+            model = settings.REALTIME_PROVIDER_TRANSCRIPTION_MODEL.strip()
+            if model:
+                language = (session.context.language or session.agent.language).split("-")[0].lower()
+                audio_in["transcription"] = {"model": model, "language": language}
+        config["audio"] = {"input": audio_in, "output": {"format": self.output_format}}
+        if self.dialect != "xai":
+            config["audio"]["output"]["voice"] = voice
+        return {"type": "session.update", "session": config}
+
+    async def _send_loop(self) -> None:
+        assert self._ws is not None and self.session is not None
+        update = self.session_update()
+        self.session.recorder.log(
+            "info",
+            "provider session configured",
+            voice=update["session"].get("voice") or update["session"]["audio"]["output"].get("voice"),
+            tools=[tool["name"] for tool in update["session"]["tools"]],
+        )
+        await self._send(update)
+        while True:
+            event = await self._out.get()
+            await self._send(event)
+
+    async def _send(self, event: dict[str, Any]) -> None:
+        assert self._ws is not None
+        try:
+            await self._ws.send_str(json.dumps(event, separators=(",", ":")))
+        except (ConnectionError, aiohttp.ClientError, RuntimeError) as exc:
+            raise ProviderError(f"The speech-to-speech provider connection was lost ({type(exc).__name__})") from None
+
+    # --- what we receive -----------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        assert self._ws is not None
+        async for message in self._ws:
+            if message.type == aiohttp.WSMsgType.TEXT:
+                try:
+                    event = json.loads(message.data)
+                except ValueError:
+                    logger.warning("the speech-to-speech provider sent a frame that is not JSON; ignored")
+                    continue
+                if isinstance(event, dict):
+                    await self._handle(event)
+            elif message.type == aiohttp.WSMsgType.ERROR:
+                break
+        code = self._ws.close_code
+        raise ProviderError("The speech-to-speech provider closed the connection" + (f" (code {code})" if code else ""))
+
+    async def _handle(self, event: dict[str, Any]) -> None:
+        kind = event.get("type", "")
+        # Beta names -> GA names (protocols.md 3.3).
+        kind = kind.replace("response.audio.", "response.output_audio.").replace(
+            "response.audio_transcript.", "response.output_audio_transcript."
+        )
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            await handler(self, event)
+
+    async def _on_error(self, event: dict[str, Any]) -> None:
+        assert self.session is not None
+        error = event.get("error") or {}
+        message = _redact(str(error.get("message") or "unknown error"), self._api_key)[:ERROR_DETAIL_CHARS]
+        code = error.get("code") or error.get("type") or ""
+        if error.get("event_id") in self._best_effort or code in ("response_cancel_not_active",):
+            self.session.recorder.log("warn", "provider refused a cancel or truncate", code=code, reason=message)
+            return
+        raise ProviderError(f"The speech-to-speech provider reported an error: {code + ': ' if code else ''}{message}")
+
+    async def _on_speech_started(self, event: dict[str, Any]) -> None:
+        assert self.session is not None
+        session = self.session
+        session.user_speaking = True
+        response = session.response
+        now = session.clock.now()
+        if response is None or response.done or response.cancelled or session.transferring:
+            return
+        if len(response.heard_text(now).split()) < self._locked_words.get(response, 0):
+            session.recorder.log("debug", "caller speech during the disclosure; not interrupted")
+            return
+        session.recorder.log("info", "barge-in")
+        await session.interrupt(now)
+
+    async def _on_speech_stopped(self, event: dict[str, Any]) -> None:
+        assert self.session is not None
+        self.session.user_speaking = False
+        self._speech_stopped_at = self.session.clock.now()
+
+    async def _on_user_transcript(self, event: dict[str, Any]) -> None:
+        assert self.session is not None
+        await self.session.user_said(str(event.get("transcript") or ""), interrupt=False)
+
+    async def _on_response_created(self, event: dict[str, Any]) -> None:
+        assert self.session is not None
+        session = self.session
+        response_id = str((event.get("response") or {}).get("id") or uuid.uuid4().hex)
+        request = self._requests.popleft() if self._requests else None
+        if request is not None:
+            response = request.response
+        else:  # the provider answers the caller's turn by itself (server VAD)
+            response = session.begin_response(turn_ended_at=self._speech_stopped_at)
+        script = request.script if request is not None else ""
+        turn = _Turn(id=response_id, response=response, first_index=len(response.sentences), script=script)
+        self._turns[response_id] = turn
+        self._active = response_id
+        if response.cancelled:
+            self._queue({"type": "response.cancel"}, best_effort=True)
+
+    def _turn(self, event: dict[str, Any]) -> _Turn | None:
+        response_id = event.get("response_id") or self._active
+        return self._turns.get(str(response_id)) if response_id else None
+
+    def _item(self, event: dict[str, Any]) -> _Item | None:
+        item_id = str(event.get("item_id") or "")
+        item = self._items.get(item_id)
+        if item is not None:
+            return item
+        turn = self._turn(event)
+        if turn is None:
+            return None
+        response = turn.response
+        response.sentences.append("")
+        item = _Item(
+            id=item_id,
+            response=response,
+            index=len(response.sentences) - 1,
+            content_index=int(event.get("content_index") or 0),
+            script=turn.script,
+        )
+        self._items[item_id] = item
+        return item
+
+    async def _on_audio_delta(self, event: dict[str, Any]) -> None:
+        item, turn = self._item(event), self._turn(event)
+        if item is None or turn is None or item.response.cancelled:
+            return
+        pcm = base64.b64decode(event.get("delta") or "")
+        turn.output_bytes += len(pcm)
+        pcm = item.pending + pcm
+        whole = len(pcm) - len(pcm) % FRAME_BYTES
+        item.pending = pcm[whole:]
+        if whole:
+            self._play(item, pcm[:whole])
+
+    def _play(self, item: _Item, audio: bytes) -> None:
+        assert self.session is not None
+        response = item.response
+        before = len(response.segments)
+        self.session.play(response, "", audio, item.index)
+        if len(response.segments) > before:
+            item.segments.append(response.segments[-1])
+            item.place_words()
+
+    async def _on_audio_done(self, event: dict[str, Any]) -> None:
+        item = self._item(event)
+        if item is not None:
+            self._finish_audio(item)
+
+    def _finish_audio(self, item: _Item) -> None:
+        if item.audio_done:
+            return
+        item.audio_done = True
+        if item.pending and not item.response.cancelled:
+            self._play(item, item.pending + b"\x00" * (FRAME_BYTES - len(item.pending)))
+        item.pending = b""
+        item.place_words()
+
+    async def _on_transcript_delta(self, event: dict[str, Any]) -> None:
+        item = self._item(event)
+        if item is not None:
+            item.transcript += str(event.get("delta") or "")
+            item.place_words()
+
+    async def _on_transcript_done(self, event: dict[str, Any]) -> None:
+        item = self._item(event)
+        if item is not None and isinstance(event.get("transcript"), str):
+            item.transcript = event["transcript"]
+            item.place_words()
+
+    async def _on_function_call(self, event: dict[str, Any]) -> None:
+        turn = self._turn(event)
+        if turn is not None:
+            self._add_call(turn, event)
+
+    def _add_call(self, turn: _Turn, call: dict[str, Any]) -> None:
+        call_id = str(call.get("call_id") or f"call_{uuid.uuid4().hex}")
+        name = str(call.get("name") or "")
+        if not name or any(known.id == call_id for known in turn.calls):
+            return
+        arguments = call.get("arguments")
+        parsed = arguments if isinstance(arguments, dict) else parse_arguments(str(arguments or ""), name)
+        turn.calls.append(ToolCall(id=call_id, name=name, arguments=parsed))
+
+    async def _on_response_done(self, event: dict[str, Any]) -> None:
+        assert self.session is not None
+        session = self.session
+        body = event.get("response") or {}
+        turn = self._turns.pop(str(body.get("id") or self._active or ""), None)
+        if turn is None and self._active is not None:
+            turn = self._turns.pop(self._active, None)
+        self._active = None
+        self._record_usage(body, turn)
+        if turn is None:
+            return
+        for item in [item for item in self._items.values() if item.response is turn.response]:
+            self._finish_audio(item)
+        for output in body.get("output") or ():  # servers that send calls only in response.done
+            if isinstance(output, dict) and output.get("type") == "function_call":
+                self._add_call(turn, output)
+        status = body.get("status")
+        if status == "failed":
+            details = body.get("status_details") or {}
+            error = details.get("error") or {}
+            reason = _redact(str(error.get("message") or error.get("code") or "failed"), self._api_key)
+            raise ProviderError(f"The speech-to-speech provider's answer failed: {reason[:ERROR_DETAIL_CHARS]}")
+        response = turn.response
+        if turn.calls:
+            session.spawn(self._run_tools(turn), "provider-tools")
+        elif not response.cancelled:
+            session.finish_response(response)
+
+    def _record_usage(self, body: dict[str, Any], turn: _Turn | None) -> None:
+        assert self.session is not None
+        usage = body.get("usage") or {}
+        output_seconds = (turn.output_bytes if turn is not None else 0) / BYTES_PER_SECOND
+        input_seconds = self._input_bytes / BYTES_PER_SECOND
+        self._input_bytes = 0
+        self.session.recorder.llm_usage(
+            provider=self.provider,
+            model=self.model,
+            input_tokens=int(usage.get("input_tokens") or 0),
+            output_tokens=int(usage.get("output_tokens") or 0),
+            input_audio_seconds=round(input_seconds, 3),
+            output_audio_seconds=round(output_seconds, 3),
+        )
+
+    async def _run_tools(self, turn: _Turn) -> None:
+        """Run the provider's calls through the shell's dispatcher and give it the results. A caller who
+        barges in meanwhile gets the provider's answer to their new turn; the results are still given
+        so that the provider's conversation stays valid."""
+        assert self.session is not None
+        session = self.session
+        response = turn.response
+        outcomes = [await session.run_tool(call) for call in turn.calls]
+        if not response.cancelled:
+            said = " ".join(text for text in response.sentences[turn.first_index :] if text)
+            session.tool_round(response, said, turn.calls, outcomes)
+        for call, outcome in zip(turn.calls, outcomes, strict=True):
+            self._queue(
+                {
+                    "type": "conversation.item.create",
+                    "item": {"type": "function_call_output", "call_id": call.id, "output": outcome.result},
+                }
+            )
+        if response.cancelled:
+            return
+        if response.transfer_to:
+            handoff = session.handoff_sentence()
+            self._locked_words[response] = 10**6  # the handoff is not cut (the shell is transferring anyway)
+            self._speak(response, handoff)
+            return
+        rounds = self._rounds[response] = self._rounds.get(response, 0) + 1
+        if rounds >= MAX_TOOL_ROUNDS:
+            self._request(response, instructions="Answer the caller now with what you know; do not call tools.")
+        else:
+            self._request(response)
+
+
+_HANDLERS = {
+    "error": RealtimePipeline._on_error,
+    "input_audio_buffer.speech_started": RealtimePipeline._on_speech_started,
+    "input_audio_buffer.speech_stopped": RealtimePipeline._on_speech_stopped,
+    "conversation.item.input_audio_transcription.completed": RealtimePipeline._on_user_transcript,
+    "response.created": RealtimePipeline._on_response_created,
+    "response.output_audio.delta": RealtimePipeline._on_audio_delta,
+    "response.output_audio.done": RealtimePipeline._on_audio_done,
+    "response.output_audio_transcript.delta": RealtimePipeline._on_transcript_delta,
+    "response.output_audio_transcript.done": RealtimePipeline._on_transcript_done,
+    "response.function_call_arguments.done": RealtimePipeline._on_function_call,
+    "response.done": RealtimePipeline._on_response_done,
+}
+
+__all__: Sequence[str] = ("RealtimePipeline", "configuration_problems", "instructions_for", "provider_url")
