@@ -8,6 +8,13 @@ speech recognition -> brain -> speech synthesis -> the shell's playout.
 On an interruption (`interrupt`) the pipeline drops the sentences it has queued and cancels the
 running answer; every queued item belongs to a response, and a cancelled response's items are
 dropped wherever they are.
+
+A speech provider's failure (ASR_PROVIDER / TTS_PROVIDER other than embedded) never ends the call:
+it is logged to the agent log, and the caller hears the offline voice (eSpeak NG). A turn the
+recognizer failed on gets the apology phrase ("could you say that again?"); a sentence the voice
+failed on is spoken by the offline voice, and so is the rest of that answer (one voice switch per
+answer, no second wait on a failing server); after a permanent failure (a wrong key, URL or model)
+the offline voice speaks for the rest of the conversation.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from django.conf import settings
 
 from realtime.engine.brain import Brain, TextPiece, ToolCall, Usage, brain_for
 from realtime.engine.listener import Listener
+from realtime.engine.phrases import phrase
 from realtime.engine.voice import VoiceKit, ensure_preloaded, voice_kit
 from realtime.selectors import agent_vocabulary_texts
 from voiceagent.providers import ProviderError
@@ -39,6 +47,7 @@ class _Say:
     response: Response
     text: str
     index: int
+    offline: bool = False  # spoken by the offline voice whatever the configured one
 
 
 @dataclass(eq=False)
@@ -67,6 +76,8 @@ class CascadePipeline:
         self._over_agent = False  # the current utterance began while the agent was speaking
         self._barged = False  # ... and has already interrupted it
         self._dropped_input = 0
+        self._offline_answer: Response | None = None  # the provider voice failed during this answer
+        self._provider_voice_off = False  # ... permanently
         self.listener: Listener | None = None
         self.session: Session | None = None
 
@@ -110,11 +121,11 @@ class CascadePipeline:
                 self.session.recorder.log("warn", "input audio arrives faster than it can be processed; dropping")
         self._audio_in.put_nowait(pcm16_16k)
 
-    def say(self, response: Response, text: str) -> None:
+    def say(self, response: Response, text: str, *, offline: bool = False) -> None:
         text = text.strip()
         if text and not response.cancelled:
             response.sentences.append(text)
-            self._speech_q.put_nowait(_Say(response, text, len(response.sentences) - 1))
+            self._speech_q.put_nowait(_Say(response, text, len(response.sentences) - 1, offline))
 
     def end(self, response: Response) -> None:
         self._speech_q.put_nowait(_End(response))
@@ -174,15 +185,34 @@ class CascadePipeline:
         session = self.session
         while True:
             jobs = [await self._asr_q.get()]
-            while not self._asr_q.empty():
+            while not self._asr_q.empty() and jobs[-1][0] != "finish":
                 jobs.append(self._asr_q.get_nowait())
-            texts = await session.run_blocking(self.listener.recognize, [(kind, audio) for kind, audio, _ in jobs])
-            verdicts = [verdict for kind, _, verdict in jobs if kind == "finish"]
-            for text, take in zip(texts, verdicts, strict=True):
+            # Up to one utterance's end per call: a provider's failure costs only that utterance.
+            take = jobs[-1][2] if jobs[-1][0] == "finish" else None
+            try:
+                texts = await session.run_blocking(self.listener.recognize, [(kind, audio) for kind, audio, _ in jobs])
+            except ProviderError as exc:
+                await self._recognition_failed(exc, take=bool(take))
+                continue
+            for text in texts:
                 if not take:
                     session.recorder.log("debug", "short speech over the agent ignored")
                 else:
                     await self.text_turn(text)
+
+    async def _recognition_failed(self, exc: ProviderError, *, take: bool) -> None:
+        """The speech recognition provider failed on a caller turn: log it and, unless the turn was
+        speech over the agent that did not interrupt it, apologize with the offline voice."""
+        assert self.session is not None
+        session = self.session
+        session.recorder.log("error", "speech recognition failed", reason=exc.message, permanent=exc.permanent)
+        if not take or session.transferring:
+            return
+        if session.agent_speaking():
+            await session.interrupt(session.clock.now())
+        response = session.begin_response(turn_ended_at=session.clock.now())
+        self.say(response, phrase("apology", session.agent.language), offline=True)
+        self.end(response)
 
     async def text_turn(self, text: str) -> None:
         """A caller turn as text (recognized speech, or keys pressed on a phone): the brain answers."""
@@ -228,7 +258,7 @@ class CascadePipeline:
 
     async def _speak(self) -> None:
         assert self.kit is not None and self.session is not None
-        kit, session = self.kit, self.session
+        session = self.session
         agent = session.agent
         while True:
             item = await self._speech_q.get()
@@ -237,8 +267,32 @@ class CascadePipeline:
             if isinstance(item, _End):
                 session.finish_response(item.response)
                 continue
-            audio = await session.run_blocking(kit.synthesize, item.text, agent.language, agent.voice_name)
+            audio = await self._synthesize(item, agent.language, agent.voice_name)
             session.play(item.response, item.text, audio, item.index)
+
+    async def _synthesize(self, item: _Say, language: str, voice_name: str) -> bytes:
+        """The sentence's speech from the configured voice, or from the offline voice when that is a
+        provider's and it fails (or failed earlier in this answer, or for good)."""
+        assert self.kit is not None and self.session is not None
+        kit, session = self.kit, self.session
+        offline = kit.offline_synthesize
+        if offline is not None and (item.offline or self._provider_voice_off or self._offline_answer is item.response):
+            return await session.run_blocking(offline, item.text, language, voice_name)
+        try:
+            return await session.run_blocking(kit.synthesize, item.text, language, voice_name)
+        except ProviderError as exc:
+            if offline is None:
+                raise
+            self._offline_answer = item.response
+            self._provider_voice_off = self._provider_voice_off or exc.permanent
+            session.recorder.log(
+                "error",
+                "speech synthesis failed; the offline voice speaks "
+                + ("from now on" if exc.permanent else "the rest of this answer"),
+                reason=exc.message,
+                permanent=exc.permanent,
+            )
+            return await session.run_blocking(offline, item.text, language, voice_name)
 
     def _complete_sentences(self, text: str) -> tuple[list[str], str]:
         """Sentences ready to speak, and the unfinished rest (kept until more text arrives)."""
@@ -251,4 +305,3 @@ class CascadePipeline:
 
 
 __all__ = ["CascadePipeline"]
-

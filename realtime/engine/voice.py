@@ -2,9 +2,8 @@
 
 A voice engine is a `VoicePipeline` class (realtime/engine/session.py) that the session shell runs:
 `embedded` is the offline cascade (realtime/engine/cascade.py: Silero VAD -> PocketSphinx -> brain ->
-eSpeak NG); `realtime` is a speech-to-speech provider speaking the OpenAI Realtime protocol
-(realtime/engine/speech_to_speech.py), which needs REALTIME_PROVIDER_URL and REALTIME_PROVIDER_MODEL:
-without them sessions are refused with a clear error (and `manage.py check` names them).
+eSpeak NG); `realtime` (a speech-to-speech provider speaking the OpenAI Realtime protocol) is known
+but not available in this version: selecting it refuses sessions with a clear error.
 
 The cascade's speech parts (detector, recognizer, synthesizer) come as a `VoiceKit`; their heavy
 models are shared per process and loaded once (`ensure_preloaded`).
@@ -61,6 +60,9 @@ class VoiceKit:
     recognizer: Callable[[Any, Iterable[str]], Recognizer | None]  # (agent, vocabulary texts)
     synthesize: Callable[[str, str, str], bytes]  # (text, language, voice name) -> PCM16 24 kHz
     split_sentences: Callable[[str], list[str]]
+    # The offline voice (eSpeak NG) when `synthesize` is a provider's: the cascade speaks with it when
+    # the provider fails (apologies, and sentences the provider could not say). None: `synthesize` is it.
+    offline_synthesize: Callable[[str, str, str], bytes] | None = None
 
 
 def _embedded_kit() -> VoiceKit:
@@ -81,22 +83,54 @@ def _embedded_kit() -> VoiceKit:
     )
 
 
-VOICE_ENGINES = Registry(
-    "voice engine",
-    {
-        "embedded": "realtime.engine.cascade:CascadePipeline",
-        "realtime": "realtime.engine.speech_to_speech:RealtimePipeline",
-    },
-)
+def _speech_kit(asr_provider: str, tts_provider: str) -> VoiceKit:
+    """The embedded kit with a provider's recognizer and/or voice (settings ASR_PROVIDER, TTS_PROVIDER);
+    voice activity detection and the offline voice stay embedded. ProviderError when a provider's
+    settings are incomplete."""
+    from realtime.engine.speech import asr, providers, tts, vad
+
+    kit = _embedded_kit()
+    if asr_provider == tts_provider == providers.EMBEDDED:
+        return kit
+    recognizer = kit.recognizer
+    if asr_provider != providers.EMBEDDED:
+        recognizer = providers.recognition_provider(asr_provider).recognizer
+    synthesize, offline = kit.synthesize, None
+    if tts_provider != providers.EMBEDDED:
+        synthesize, offline = providers.synthesis_provider(tts_provider).synthesize, kit.synthesize
+
+    def preload() -> None:
+        vad.preload()
+        if asr_provider == providers.EMBEDDED:
+            asr.preload()  # a provider's recognizer needs no PocketSphinx workers
+        tts.preload()  # the offline voice speaks whenever a provider fails
+
+    return VoiceKit(
+        name=f"asr={asr_provider},tts={tts_provider}",
+        preload=preload,
+        detector=kit.detector,
+        recognizer=recognizer,
+        synthesize=synthesize,
+        split_sentences=kit.split_sentences,
+        offline_synthesize=offline,
+    )
+
+
+def speech_problems() -> list[str]:
+    """Why the configured speech providers of the cascade cannot run, empty when fine."""
+    if settings.VOICE_ENGINE != "embedded":
+        return []
+    from realtime.engine.speech.providers import configuration_problems as provider_problems
+
+    return provider_problems(settings.ASR_PROVIDER, settings.TTS_PROVIDER)
+
+
+VOICE_ENGINES = Registry("voice engine", {"embedded": "realtime.engine.cascade:CascadePipeline"})
 
 # Engines this version knows but cannot run, with the reason given to the operator.
-UNAVAILABLE_ENGINES: dict[str, str] = {}
-# Settings an engine cannot run without (checked before a session opens a call record).
-REQUIRED_SETTINGS = {"realtime": ("REALTIME_PROVIDER_URL", "REALTIME_PROVIDER_MODEL")}
-
-
-def _missing_settings(name: str) -> list[str]:
-    return [setting for setting in REQUIRED_SETTINGS.get(name, ()) if not str(getattr(settings, setting, "")).strip()]
+UNAVAILABLE_ENGINES = {
+    "realtime": "the speech-to-speech provider arrives in a later release; use embedded",
+}
 
 
 def pipeline_class(name: str | None = None) -> Any:
@@ -106,25 +140,23 @@ def pipeline_class(name: str | None = None) -> Any:
         raise EngineUnavailable(f"VOICE_ENGINE={name} is not available in this version: {UNAVAILABLE_ENGINES[name]}")
     if name not in VOICE_ENGINES:
         raise EngineUnavailable(f"Unknown VOICE_ENGINE {name!r}")
-    missing = _missing_settings(name)
-    if missing:
-        raise EngineUnavailable(f"VOICE_ENGINE={name} needs {' and '.join(missing)} to be set")
     return VOICE_ENGINES.get(name)
 
 
-_kit: VoiceKit | None = None
+_kits: dict[tuple[str, str], VoiceKit] = {}
 _preloaded: set[str] = set()
 _kit_lock = threading.Lock()
 _preload_lock = threading.Lock()  # held for seconds while models load: never from the event loop
 
 
 def voice_kit() -> VoiceKit:
-    """The cascade's offline speech parts (the first use imports the speech libraries: off the loop)."""
-    global _kit
+    """The cascade's speech parts as configured (ASR_PROVIDER, TTS_PROVIDER; the first use imports the
+    speech libraries: off the loop)."""
+    key = (settings.ASR_PROVIDER, settings.TTS_PROVIDER)
     with _kit_lock:
-        if _kit is None:
-            _kit = _embedded_kit()
-        return _kit
+        if key not in _kits:
+            _kits[key] = _speech_kit(*key)
+        return _kits[key]
 
 
 def ensure_preloaded(kit: VoiceKit) -> bool:
@@ -177,12 +209,4 @@ def configuration_problems() -> list[str]:
     if settings.VOICE_ENGINE not in VOICE_ENGINES:
         reason = UNAVAILABLE_ENGINES.get(settings.VOICE_ENGINE, "unknown engine")
         problems.append(f"VOICE_ENGINE={settings.VOICE_ENGINE} is not available in this version: {reason}")
-    missing = _missing_settings(settings.VOICE_ENGINE)
-    if missing:
-        problems.append(f"VOICE_ENGINE={settings.VOICE_ENGINE} needs {' and '.join(missing)} to be set")
-    if settings.VOICE_ENGINE == "realtime":
-        # The cascade's brain is not used: the provider's model answers.
-        from realtime.engine.speech_to_speech import configuration_problems as provider_problems
-
-        return problems + [problem for problem in provider_problems() if problem not in problems]
-    return problems + brain_problems()
+    return problems + brain_problems() + speech_problems()
