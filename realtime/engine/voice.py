@@ -2,8 +2,9 @@
 
 A voice engine is a `VoicePipeline` class (realtime/engine/session.py) that the session shell runs:
 `embedded` is the offline cascade (realtime/engine/cascade.py: Silero VAD -> PocketSphinx -> brain ->
-eSpeak NG); `realtime` (a speech-to-speech provider speaking the OpenAI Realtime protocol) is known
-but not available in this version: selecting it refuses sessions with a clear error.
+eSpeak NG); `realtime` is a speech-to-speech provider speaking the OpenAI Realtime protocol
+(realtime/engine/speech_to_speech.py), which needs REALTIME_PROVIDER_URL and REALTIME_PROVIDER_MODEL:
+without them sessions are refused with a clear error (and `manage.py check` names them).
 
 The cascade's speech parts (detector, recognizer, synthesizer) come as a `VoiceKit`; their heavy
 models are shared per process and loaded once (`ensure_preloaded`).
@@ -125,12 +126,22 @@ def speech_problems() -> list[str]:
     return provider_problems(settings.ASR_PROVIDER, settings.TTS_PROVIDER)
 
 
-VOICE_ENGINES = Registry("voice engine", {"embedded": "realtime.engine.cascade:CascadePipeline"})
+VOICE_ENGINES = Registry(
+    "voice engine",
+    {
+        "embedded": "realtime.engine.cascade:CascadePipeline",
+        "realtime": "realtime.engine.speech_to_speech:RealtimePipeline",
+    },
+)
 
 # Engines this version knows but cannot run, with the reason given to the operator.
-UNAVAILABLE_ENGINES = {
-    "realtime": "the speech-to-speech provider arrives in a later release; use embedded",
-}
+UNAVAILABLE_ENGINES: dict[str, str] = {}
+# Settings an engine cannot run without (checked before a session opens a call record).
+REQUIRED_SETTINGS = {"realtime": ("REALTIME_PROVIDER_URL", "REALTIME_PROVIDER_MODEL")}
+
+
+def _missing_settings(name: str) -> list[str]:
+    return [setting for setting in REQUIRED_SETTINGS.get(name, ()) if not str(getattr(settings, setting, "")).strip()]
 
 
 def pipeline_class(name: str | None = None) -> Any:
@@ -140,6 +151,9 @@ def pipeline_class(name: str | None = None) -> Any:
         raise EngineUnavailable(f"VOICE_ENGINE={name} is not available in this version: {UNAVAILABLE_ENGINES[name]}")
     if name not in VOICE_ENGINES:
         raise EngineUnavailable(f"Unknown VOICE_ENGINE {name!r}")
+    missing = _missing_settings(name)
+    if missing:
+        raise EngineUnavailable(f"VOICE_ENGINE={name} needs {' and '.join(missing)} to be set")
     return VOICE_ENGINES.get(name)
 
 
@@ -209,4 +223,12 @@ def configuration_problems() -> list[str]:
     if settings.VOICE_ENGINE not in VOICE_ENGINES:
         reason = UNAVAILABLE_ENGINES.get(settings.VOICE_ENGINE, "unknown engine")
         problems.append(f"VOICE_ENGINE={settings.VOICE_ENGINE} is not available in this version: {reason}")
+    missing = _missing_settings(settings.VOICE_ENGINE)
+    if missing:
+        problems.append(f"VOICE_ENGINE={settings.VOICE_ENGINE} needs {' and '.join(missing)} to be set")
+    if settings.VOICE_ENGINE == "realtime":
+        # The cascade's brain is not used: the provider's model answers.
+        from realtime.engine.speech_to_speech import configuration_problems as provider_problems
+
+        return problems + [problem for problem in provider_problems() if problem not in problems]
     return problems + brain_problems() + speech_problems()
