@@ -227,6 +227,8 @@ def telephony_account_clean(
     stored = TelephonyAccount.objects.filter(organization=organization).first()
     if not auth_token and (stored is None or not stored.auth_token):
         raise ApiError.field("authToken", "The account's auth token is required.")
+    if not auth_token and stored is not None and stored.account_sid != account_sid:
+        raise ApiError.field("authToken", "Another Account SID needs its own auth token.")
     if api_key_secret and not api_key_sid:
         raise ApiError.field("apiKeySid", "An API key secret needs its API key SID.")
     if api_key_sid and not api_key_secret and (stored is None or stored.api_key_sid != api_key_sid):

@@ -67,6 +67,8 @@ def test_settelephony_again_replaces_the_account_and_keeps_a_token_not_given(own
     assert TelephonyAccount.objects.get().auth_token == AUTH_TOKEN
     _settelephony("--org", org, "--account-sid", ACCOUNT_SID, "--auth-token", "e" * 32)
     assert TelephonyAccount.objects.count() == 1 and TelephonyAccount.objects.get().auth_token == "e" * 32
+    with pytest.raises(CommandError, match="Another Account SID needs its own auth token"):
+        _settelephony("--org", org, "--account-sid", "AC" + "d" * 32)
 
 
 @pytest.mark.parametrize(
