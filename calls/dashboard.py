@@ -9,6 +9,7 @@ The SVGs are built with `format_html` only (every text and attribute escaped) an
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -69,13 +70,13 @@ def _remark(turn: Turn | None) -> str:
     return ", ".join(notes)
 
 
-def conversation(call: Call, turns: tuple[Turn, ...] = ()) -> list[Bubble]:
+def conversation(call: Call, messages: Iterable[Any], turns: tuple[Turn, ...] = ()) -> list[Bubble]:
     """The messages in order; caller and agent turns take their timeline turn's remark (the timeline
     holds one turn per caller or agent message, in the same order)."""
     side = {"user": "caller", "assistant": "agent"}
     remaining = iter(turns)
     bubbles = []
-    for message in call.messages.all():
+    for message in messages:
         turn = next(remaining, None) if message.role in side else None
         bubbles.append(
             Bubble(
@@ -89,9 +90,9 @@ def conversation(call: Call, turns: tuple[Turn, ...] = ()) -> list[Bubble]:
     return bubbles
 
 
-def tool_entries(call: Call) -> list[ToolEntry]:
+def tool_entries(call: Call, invocations: Iterable[Any]) -> list[ToolEntry]:
     entries = []
-    for invocation in call.tool_invocations.all():
+    for invocation in invocations:
         response = _pretty(invocation.response) if invocation.response else ""
         entries.append(
             ToolEntry(
@@ -129,8 +130,8 @@ def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
     )
     return {
         "with_transcript": with_transcript,
-        "conversation": conversation(call, timeline.turns) if with_transcript else [],
-        "tool_entries": tool_entries(call) if with_transcript else [],
+        "conversation": conversation(call, messages, timeline.turns) if with_transcript else [],
+        "tool_entries": tool_entries(call, tools) if with_transcript else [],
         "timeline": timeline,
         "timeline_svg": timeline_svg(timeline),
         "timeline_from_log": bool(log_lines),

@@ -234,6 +234,23 @@ def test_text_in_the_record_is_escaped_in_the_page_and_the_svg(superuser_client,
     assert 'class="tool failed"' in page
 
 
+def test_an_active_call_without_messages_has_an_empty_timeline(superuser_client, agent):
+    call = services.start_call(agent=agent, channel="web")
+
+    page = _page(superuser_client, call)
+
+    assert '<svg class="call-timeline"' in page and 'class="turn ' not in page
+    assert "Transcript (0 messages)" in page and "No messages." in page
+    assert "No model usage recorded." in page
+
+
+def test_the_call_page_reads_the_record_in_a_few_queries(
+    superuser_client, recorded_call, django_assert_max_num_queries
+):
+    with django_assert_max_num_queries(12):
+        _page(superuser_client, recorded_call)
+
+
 # --- the calls list ----------------------------------------------------------------------------
 
 
