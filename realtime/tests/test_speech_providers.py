@@ -484,7 +484,6 @@ async def test_a_spoken_conversation_with_provider_speech_through_a_real_server(
     )
     audio_server.transcribe(Transcript(HEARD))
     env = {
-        "ASR_WORKERS": "0",
         "ASR_PROVIDER": "openai",
         "ASR_BASE_URL": audio_server.base_url,
         "ASR_API_KEY": KEY,
@@ -530,3 +529,36 @@ async def test_a_spoken_conversation_with_provider_speech_through_a_real_server(
         )
     )()
     assert [role for role, _ in rows] == ["assistant", "user", "assistant"] and rows[1][1] == HEARD
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_db_threads")
+async def test_a_failed_recognition_of_speech_over_the_agent_that_did_not_interrupt_gets_no_apology(providers, ava):
+    providers.transcribe(Failure(503, "Overloaded"))
+    conversation = Conversation(ava)
+    await conversation.start()
+    await conversation.feed(silence(200))
+    await conversation.feed(speech(120) + silence(300))  # a backchannel during the disclosure
+    await conversation.feed(silence(3000))
+    assert [role for role, _ in conversation.transport.transcripts()] == ["assistant"]  # the greeting only
+    assert len(providers.of("/audio/transcriptions")) == 1
+    logs = await conversation.logs()
+    assert [entry["severity"] for entry in logs if entry["message"] == "speech recognition failed"] == ["error"]
+    await conversation.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_db_threads")
+async def test_provider_recognition_works_with_the_embedded_voice(providers, settings, ava):
+    settings.TTS_PROVIDER = "embedded"
+    providers.transcribe(Transcript("hello"))
+    conversation = Conversation(ava)
+    await conversation.start()
+    await conversation.feed(silence(9000))
+    turn_at = conversation.clock.now()
+    await conversation.feed(speech(600) + silence(300))
+    await conversation.feed(silence(4000))
+    assert conversation.transport.transcripts()[-1] == ("assistant", "You said: hello.")
+    assert spoken_offline(conversation.audio_after(turn_at))
+    assert providers.of("/audio/speech") == []
+    await conversation.stop()

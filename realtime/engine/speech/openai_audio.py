@@ -282,7 +282,10 @@ class OpenAISpeech:
 
     @staticmethod
     def voice(voice_name: str) -> str:
-        voices = parse_voice_map(settings.TTS_VOICE_MAP)
+        try:
+            voices = parse_voice_map(settings.TTS_VOICE_MAP)
+        except ValueError as exc:
+            raise ProviderError(str(exc), permanent=True) from None
         return voices.get(voice_name) or voices["eve"]
 
     def synthesize(self, text: str, language: str, voice_name: str) -> bytes:
