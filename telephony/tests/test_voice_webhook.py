@@ -213,3 +213,10 @@ def test_the_auth_token_is_not_in_the_answer(client: Client, line: PhoneNumber) 
     response = post_signed(client, VOICE, voice_params(to=NUMBER))
     assert AUTH_TOKEN.encode() not in response.content
     assert ACCOUNT_SID.encode() not in response.content
+
+
+def test_twilio_needs_no_csrf_token(line: PhoneNumber) -> None:
+    strict = Client(enforce_csrf_checks=True)
+    assert post_signed(strict, VOICE, voice_params(to=NUMBER)).status_code == 200
+    params = voice_params(to=NUMBER, CallStatus="completed")
+    assert post_signed(strict, "/telephony/twilio/status", params).status_code == 204
