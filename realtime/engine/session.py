@@ -470,7 +470,10 @@ class Session:
         if response.done or response.cancelled:
             return
         response.done = True
-        text = " ".join(segment.text for segment in response.segments if segment.index >= response.in_history)
+        # A speech-to-speech provider's frames may carry no word of their own (empty texts are skipped).
+        text = " ".join(
+            segment.text for segment in response.segments if segment.index >= response.in_history and segment.text
+        )
         fields: dict[str, Any] = {"words": len(text.split())}
         if response.turn_ended_at is not None and response.segments and response.segments[0].play_start:
             fields["latencyMs"] = round((response.segments[0].play_start - response.turn_ended_at) * 1000)

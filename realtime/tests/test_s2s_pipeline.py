@@ -288,8 +288,11 @@ async def test_a_provider_error_ends_the_call_as_failed_with_an_error_log(agent,
     assert h.transport.ended == (Ending.FAILED, "The conversation engine failed")
     call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
     assert call.status == "failed"
-    errors = [entry["message"] for entry in await logs(h) if entry.get("severity", "error") == "error"]
-    assert any("provider reported an error: server_error: Overloaded" in message for message in errors)
+    await sync_to_async(flush_agent_logs)()
+    errors = await sync_to_async(list)(
+        AgentLog.objects.filter(session_id=h.recorder.session_id, severity="error").values_list("content", flat=True)
+    )
+    assert any("provider reported an error: server_error: Overloaded" in entry["message"] for entry in errors)
 
 
 async def test_a_provider_disconnect_ends_the_call_as_failed(agent, provider):

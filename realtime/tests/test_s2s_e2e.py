@@ -1,0 +1,231 @@
+"""End to end with VOICE_ENGINE=realtime: a real Daphne process whose voice engine is a scripted
+speech-to-speech provider on loopback (realtime_provider_server.py, in a thread), a browser socket,
+a webhook tool on loopback, down to the call record and the agent log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from agents.models import AgentTool
+from calls.models import AgentLog
+from realtime import tokens
+from realtime.tests.loopback import LoopbackReceiver, Reply
+from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
+from realtime.tests.support import DaphneServer, VoiceClient, is_type, rms, start_test_server, stop_test_server
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
+
+MODEL = "gpt-realtime-e2e"
+API_KEY = "sk-s2s-e2e-key-Wv3"
+DISCLOSURE = "Hi, I'm Olive, an AI agent."
+GREETING = "Thanks for calling Acme orders."
+SHIPPED = "Order 3561 shipped yesterday and arrives on Friday."
+LONG = (
+    "Let me tell you everything about your order, from the moment it was packed in our warehouse to the "
+    "moment it left with the courier this morning, and what happens next."
+)
+ORDER_NUMBER = {
+    "type": "object",
+    "properties": {"order_number": {"type": "string", "description": "The order number"}},
+    "required": ["order_number"],
+}
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[ProviderServer]:
+    with ProviderServer(speech=True) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def server(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, provider: ProviderServer
+) -> Iterator[DaphneServer]:
+    env = {
+        "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
+        "VOICE_ENGINE": "realtime",
+        "REALTIME_PROVIDER_URL": provider.url,
+        "REALTIME_PROVIDER_MODEL": MODEL,
+        "REALTIME_PROVIDER_API_KEY": API_KEY,
+    }
+    with django_db_blocker.unblock():
+        started = start_test_server(tmp_path_factory, "s2s", env)
+    yield started
+    with django_db_blocker.unblock():
+        stop_test_server(started)
+
+
+@pytest.fixture
+def hook() -> Iterator[LoopbackReceiver]:
+    with LoopbackReceiver(Reply(json={"message": SHIPPED})).in_thread() as receiver:
+        yield receiver
+
+
+def olive(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
+    agent = make_agent(
+        owner.organization,
+        name="Olive",
+        status="active",
+        identity="",
+        instructions="You help callers with the status of their orders.",
+        ai_identity_disclosure_template_id="named_agent",
+        greeting_type="static",
+        static_greeting=GREETING,
+        voice_name="rex",
+        agent_type="webhook",
+        server_url=hook.url("/hooks/voice"),
+        server_secret="whsec-s2s-e2e",
+    )
+    AgentTool.objects.create(
+        agent=agent,
+        name="check_order_status",
+        description="Look up the delivery status of an order by its order number",
+        parameter_schema=ORDER_NUMBER,
+    )
+    return agent
+
+
+def socket_url(server: DaphneServer, agent: Any) -> str:
+    token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
+    return f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}"
+
+
+def silence(ms: int) -> bytes:
+    return b"\x00\x00" * (16 * ms)
+
+
+async def logged(agent: Any, message: str, severity: str | None = None, timeout: float = 15.0) -> list[Any]:
+    """The server process's agent-log lines of `agent` once one starting with `message` is written
+    (the server flushes its log buffer every second)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        rows = await sync_to_async(list)(AgentLog.objects.filter(agent_id=agent.pk).values_list("severity", "content"))
+        if any(row[1].get("message", "").startswith(message) and severity in (None, row[0]) for row in rows):
+            return rows
+        if loop.time() > deadline:
+            raise TimeoutError(f"no log line {message!r}: {[row[1].get('message') for row in rows]}")
+        await asyncio.sleep(0.2)
+
+
+async def test_a_conversation_through_the_speech_to_speech_provider(
+    server, provider, owner, make_agent, realtime_settings, hook
+):
+    agent = await sync_to_async(olive)(owner, make_agent, hook)
+    async with VoiceClient(socket_url(server, agent)) as client:
+        first = await client.wait_for(is_type("session.started"), timeout=60)
+        call_id = client.messages[first].message["callId"]
+        done = asyncio.Event()
+        mic = asyncio.create_task(client.stream(silence(60_000), stop_when=done.is_set))
+        try:
+            # The provider was configured by the service, then asked to say the opening word for word.
+            connection = provider.last
+            session = connection.session
+            assert connection.query == {"model": MODEL}
+            assert connection.headers["authorization"] == f"Bearer {API_KEY}"
+            assert DISCLOSURE in session["instructions"] and GREETING in session["instructions"]
+            assert session["audio"]["output"]["voice"] == "cedar"  # rex
+            assert session["tools"] == [
+                {
+                    "type": "function",
+                    "name": "check_order_status",
+                    "description": "Look up the delivery status of an order by its order number",
+                    "parameters": ORDER_NUMBER,
+                }
+            ]
+            greeting = await client.wait_for(is_type("transcript", role="assistant"), timeout=30)
+            assert client.messages[greeting].message["text"] == f"{DISCLOSURE} {GREETING}"
+            greeting_audio = client.audio(0, greeting)
+            assert rms(greeting_audio) > 300 and 1.5 < len(greeting_audio) / 48000 < 8
+            # The caller's microphone reaches the provider at 24 kHz.
+            await eventually(lambda: connection.appended_bytes > 48_000, what="caller audio at the provider")
+
+            # A turn with a function call: the webhook tool answers, the result goes back, the answer is spoken.
+            provider.script(Say(SHIPPED, speech=True))
+            before = len(client.messages)
+            call = CallTool("check_order_status", {"order_number": "3561"}, call_id="call_e2e_1")
+            await provider.run(lambda: connection.caller_turn("What is the status of order 3561?", call))
+            user = await client.wait_for(is_type("transcript", role="user"), after=before, timeout=30)
+            assert client.messages[user].message["text"] == "What is the status of order 3561?"
+            answer = await client.wait_for(is_type("transcript", role="assistant"), after=before, timeout=30)
+            assert client.messages[answer].message["text"] == SHIPPED
+            (request,) = hook.requests
+            assert request.json()["message"]["toolCall"]["arguments"] == {"order_number": "3561"}
+            (output,) = [event["item"] for event in connection.events("conversation.item.create")]
+            assert (output["type"], output["call_id"]) == ("function_call_output", "call_e2e_1")
+            assert json.loads(output["output"]) == {"message": SHIPPED}
+            kinds = [m.message["type"] for m in client.messages[before:answer]]
+            assert "tool.started" in kinds and "output_audio" in kinds
+
+            # Barge-in: the caller speaks over a long answer still being generated.
+            before = len(client.messages)
+            long = Say(LONG, delta_ms=100, pace=0.05)
+            await provider.run(lambda: connection.caller_turn("Tell me everything.", long))
+            audio = await client.wait_for(is_type("output_audio"), after=before, timeout=30)
+            await asyncio.sleep(1.0)  # the caller hears about a second of it
+            await provider.run(connection.speech_started)
+            clear = await client.wait_for(is_type("clear"), after=audio, timeout=10)
+            cut = await client.wait_for(is_type("transcript", role="assistant"), after=before, timeout=10)
+            assert cut > clear
+            cut_text = client.messages[cut].message["text"]
+            assert LONG.startswith(cut_text) and 0 < len(cut_text.split()) < len(LONG.split()) // 2
+            await eventually(lambda: connection.events("conversation.item.truncate"), what="the truncation")
+            truncate = connection.events("conversation.item.truncate")[-1]
+            assert 600 <= truncate["audio_end_ms"] <= 1600
+            assert connection.events("response.cancel")
+        finally:
+            done.set()
+            await mic
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
+
+    response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")
+    assert response.status_code == 200
+    detail = response.json()
+    assert detail["status"] == "completed"
+    assert [(m["role"], m["content"]) for m in detail["messages"]] == [
+        ("assistant", f"{DISCLOSURE} {GREETING}"),
+        ("user", "What is the status of order 3561?"),
+        ("assistant", SHIPPED),
+        ("user", "Tell me everything."),
+        ("assistant", cut_text),
+    ]
+    (invocation,) = detail["toolInvocationsLog"]
+    assert invocation["toolName"] == "check_order_status" and invocation["status"] == "success"
+    usage = detail["llmUsage"]
+    assert len(usage) == 4  # greeting, the call, the answer, the cut answer
+    assert {(u["provider"], u["model"]) for u in usage} == {("realtime", MODEL)}
+    assert sum(u["inputTokens"] for u in usage) == 120 + 100 + 120 + 120
+    assert usage[0]["outputAudioSeconds"] > 1.5 and sum(u["inputAudioSeconds"] for u in usage) > 1.0
+    rows = await logged(agent, "session ended")
+    messages = [content["message"] for _, content in rows]
+    assert "barge-in" in messages and "provider answer truncated" in messages
+    assert not any(API_KEY in str(content) for _, content in rows)
+
+
+async def test_a_provider_disconnect_ends_the_call_as_failed(
+    server, provider, owner, make_agent, realtime_settings, hook
+):
+    agent = await sync_to_async(olive)(owner, make_agent, hook)
+    async with VoiceClient(socket_url(server, agent)) as client:
+        first = await client.wait_for(is_type("session.started"), timeout=60)
+        call_id = client.messages[first].message["callId"]
+        await client.send_audio(silence(200))
+        await client.wait_for(is_type("transcript", role="assistant"), timeout=30)
+        await provider.run(provider.last.hang_up)
+        error = await client.wait_for(is_type("error"), timeout=10)
+        assert client.messages[error].message == {
+            "type": "error",
+            "code": "engine_error",
+            "message": "The conversation engine failed",
+        }
+        assert await client.wait_closed() == 4500
+    response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")
+    assert response.json()["status"] == "failed"
+    await logged(agent, "engine error: ProviderError: The speech-to-speech provider closed the connection", "error")
