@@ -15,6 +15,7 @@ from datetime import date
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -135,6 +136,7 @@ def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
         "timeline": timeline,
         "timeline_svg": timeline_svg(timeline),
         "timeline_from_log": bool(log_lines),
+        "log_session": log_lines[0].session_id if log_lines else "",
         "usage": usage_totals(call),
     }
 
@@ -213,7 +215,7 @@ def usage_chart_svg(
                 '<text x="{}" y="{}" fill="#555">{}</text>',
                 left,
                 height - 4,
-                "Minutes per day by the day calls started (UTC); blue: included, orange: overage.",
+                f"Minutes per day by the day calls started ({settings.TIME_ZONE}); blue: included, orange: overage.",
             )
         )
     for number, day in enumerate(days):
