@@ -7,10 +7,14 @@ class TelephonyConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        checks.register(check_public_base_url)
+        # A database check: it reads the accounts table, so it runs with `manage.py check --database
+        # default` (and before migrate), not in every management command or test run.
+        checks.register(check_public_base_url, checks.Tags.database)
 
 
-def check_public_base_url(app_configs: object = None, **kwargs: object) -> list[checks.CheckMessage]:
+def check_public_base_url(
+    app_configs: object = None, databases: object = None, **kwargs: object
+) -> list[checks.CheckMessage]:
     """Phone calls need PUBLIC_BASE_URL (signature checks, stream URLs) and REALTIME_TOKEN_SECRET (stream
     tokens): warn when an organization has a telephony account but the service cannot answer calls."""
     from django.conf import settings
