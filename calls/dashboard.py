@@ -94,6 +94,7 @@ def conversation(call: Call, messages: Iterable[Any], turns: tuple[Turn, ...] = 
 def tool_entries(call: Call, invocations: Iterable[Any]) -> list[ToolEntry]:
     entries = []
     for invocation in invocations:
+        request = _pretty(invocation.request)
         response = _pretty(invocation.response) if invocation.response else ""
         entries.append(
             ToolEntry(
@@ -101,9 +102,9 @@ def tool_entries(call: Call, invocations: Iterable[Any]) -> list[ToolEntry]:
                 status=invocation.status,
                 at=_relative(call, invocation.created_at),
                 duration_ms=invocation.duration_ms,
-                request=_pretty(invocation.request)[:MAX_SHOWN_CHARS],
+                request=request[:MAX_SHOWN_CHARS],
                 response=response[:MAX_SHOWN_CHARS],
-                truncated=len(response) > MAX_SHOWN_CHARS,
+                truncated=max(len(request), len(response)) > MAX_SHOWN_CHARS,
             )
         )
     return entries
@@ -121,8 +122,9 @@ def usage_totals(call: Call) -> dict[str, Any]:
 
 
 def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
-    """The template context of the call page. Without the transcript permission neither the messages nor
-    the tool requests and responses are read; the timeline has no message text and is always shown."""
+    """The template context of the call page. Without the transcript permission the messages and the tool
+    requests and responses are not passed to the page (the timeline uses only their times, word counts and
+    tool names, and is always shown)."""
     log_lines = call_session_log(call=call)
     messages = list(call.messages.all())
     tools = list(call.tool_invocations.all())
