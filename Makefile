@@ -15,6 +15,10 @@ REALTIME_SECRET_FILE := var/realtime_token_secret
 .PHONY: setup run test lint bench worker clean
 
 setup: $(STAMP)
+	@# The browser tests drive Debian's chromium: installed when missing and we are root; otherwise they are skipped.
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
+		echo "chromium is missing and could not be installed (needs root and apt-get): the browser tests will be skipped"
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

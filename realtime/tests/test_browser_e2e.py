@@ -1,0 +1,291 @@
+"""The browser client in a real browser: headless Chromium (Debian's package, driven by Playwright)
+against a real Daphne server on the test database, with eSpeak NG speech as the microphone.
+
+The demo page: greeting, the caller's words, the agent's answer, and a barge-in whose `clear` empties
+the playback queue. The dashboard: a staff login, the agent page's "Talk to this agent" panel, and
+the call record reached through the call id link. Screenshots land in var/test-artifacts/."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import time
+import wave
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+
+from calls.models import Call
+from realtime import tokens
+from realtime.tests.conftest import SECRET
+from realtime.tests.support import REPO, DaphneServer, VoiceClient, database_url, free_port, is_type
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = REPO / "var" / "test-artifacts"
+GREETING = "Hello, this is Ava from Acme. How can I help you today?"
+INSTRUCTIONS = (
+    "You take table reservations for the Acme restaurant. Callers book a table for a number of people, "
+    "for a date and a time, for lunch or dinner."
+)
+SENTENCE = "I would like to book a table for four people tomorrow evening."
+MIC_RATE = 48000
+# The microphone file: silence while the disclosure and greeting play, the sentence, a short pause,
+# and the sentence again, spoken over the agent's answer (a barge-in); then silence.
+LEAD_SECONDS = 11.0
+PAUSE_SECONDS = 2.2
+TAIL_SECONDS = 12.0
+
+
+def _playwright() -> Any:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover - requirements-dev.txt pins it
+        pytest.skip("playwright is not installed (requirements-dev.txt)")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip("chromium is not installed (make setup installs it as root; .ci/run does)")
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def microphone_wav(tmp_path_factory: Any) -> Path:
+    import soxr
+
+    from realtime.engine.speech.tts import synthesize
+
+    speech = np.frombuffer(synthesize(SENTENCE, language="en-US", voice_name="rex"), dtype="<i2")
+    speech = soxr.resample(speech, 24000, MIC_RATE).astype("<i2")
+
+    def silence(seconds: float) -> np.ndarray:
+        return np.zeros(int(seconds * MIC_RATE), dtype="<i2")
+
+    samples = np.concatenate([silence(LEAD_SECONDS), speech, silence(PAUSE_SECONDS), speech, silence(TAIL_SECONDS)])
+    path = tmp_path_factory.mktemp("mic") / "caller.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(MIC_RATE)
+        out.writeframes(samples.tobytes())
+    return path
+
+
+@pytest.fixture
+def ava(owner: Any, make_agent: Any) -> Any:
+    return make_agent(
+        owner.organization,
+        name="Ava",
+        status="active",
+        identity="Ava, the reservation assistant of Acme",
+        instructions=INSTRUCTIONS,
+        greeting_type="static",
+        static_greeting=GREETING,
+    )
+
+
+@pytest.fixture
+def server(ava: Any, tmp_path: Path, realtime_settings: Any) -> Iterator[DaphneServer]:
+    """A server on the test database whose demo organization is Ava's."""
+    from django.db import connection
+
+    port = free_port()
+    env = {
+        "DATABASE_URL": database_url(connection.settings_dict),
+        "DATABASE_POOL": "false",
+        "REALTIME_TOKEN_SECRET": SECRET,
+        "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
+        "DEMO_PAGES": "true",
+        "DEMO_ORGANIZATION_ID": str(ava.organization_id),
+    }
+    log = tmp_path / "daphne.log"
+    started = DaphneServer(env=env, port=port, log_path=log).start()
+    # One session first, so that the browser's starts at once (models loaded, Ava's language model
+    # built): the microphone file starts playing when the browser opens the microphone, not when the
+    # session starts, and the caller should speak after the greeting.
+    asyncio.run(_warm_up(started, ava))
+    yield started
+    started.stop()
+    print(f"server log: {log}")
+    if connection.vendor == "postgresql":
+        # The test database is dropped at the end of the run: wait until the server's connections are gone.
+        for _ in range(100):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid()"
+                )
+                if cursor.fetchone()[0] == 0:
+                    break
+            time.sleep(0.05)
+
+
+async def _warm_up(server: DaphneServer, agent: Any) -> None:
+    token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
+    async with VoiceClient(f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={quote(token, safe='')}") as client:
+        await client.wait_for(is_type("session.started"), timeout=90)
+        await client.send({"type": "stop"})
+        await client.wait_closed()
+
+
+@pytest.fixture
+def page(microphone_wav: Path, request: Any) -> Iterator[Any]:
+    sync_playwright = _playwright()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--headless",
+                "--disable-gpu",
+                "--use-fake-ui-for-media-stream",
+                "--use-fake-device-for-media-stream",
+                f"--use-file-for-fake-audio-capture={microphone_wav}%noloop",
+                "--autoplay-policy=no-user-gesture-required",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        context = browser.new_context(viewport={"width": 1200, "height": 900})
+        opened = context.new_page()
+        console: list[str] = []
+        opened.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+        opened.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
+        opened.on("response", lambda r: r.status >= 400 and console.append(f"HTTP {r.status}: {r.url}"))
+        try:
+            yield opened
+        finally:
+            if console:
+                print("browser console:\n" + "\n".join(console[-50:]))
+            browser.close()
+
+
+def screenshot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    print(f"screenshot: {path}")
+    return path
+
+
+def log_lines(page: Any) -> list[dict[str, str]]:
+    return page.eval_on_selector_all(
+        '#talk-panel [data-role="log"] li', "items => items.map(li => ({kind: li.className, text: li.textContent}))"
+    )
+
+
+def wait_for_conversation(page: Any, *, clears: int, timeout_ms: int = 90_000) -> None:
+    """Until the panel shows the greeting, a caller turn, an agent answer after it (and `clears` clears)."""
+    page.wait_for_function(
+        """(clears) => {
+          const panel = document.getElementById("talk-panel");
+          const items = [...panel.querySelectorAll('[data-role="log"] li')].map((li) => li.className);
+          const user = items.indexOf("talk-user");
+          return user > 0 && items.indexOf("talk-assistant") === 0
+            && items.slice(user).includes("talk-assistant") && panel.talk.clears.length >= clears;
+        }""",
+        arg=clears,
+        timeout=timeout_ms,
+    )
+
+
+def stop_call(page: Any) -> None:
+    page.click('#talk-panel [data-role="toggle"]')
+    page.wait_for_function('document.getElementById("talk-panel").dataset.state === "closed"', timeout=15_000)
+
+
+def in_thread(function: Any) -> Any:
+    """Runs a database call outside the thread that Playwright's event loop runs in (Django refuses
+    synchronous queries in a thread with a running loop), closing that thread's connection after."""
+    from django.db import connections
+
+    def run() -> Any:
+        try:
+            return function()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z']+", text.lower()))
+
+
+def test_the_demo_page_talks_with_an_agent_and_a_barge_in_empties_the_playback_queue(server, ava, page):
+    page.goto(f"{server.http_url}/demo/")
+    assert page.is_checked(f"#agent-{ava.pk}")
+    button = page.locator('#talk-panel [data-role="toggle"]')
+    assert button.inner_text() == "Start conversation"
+    started = time.monotonic()
+    button.click()
+    page.wait_for_function('document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
+    print(f"live {time.monotonic() - started:.1f} s after the click")
+    assert button.inner_text() == "Stop"
+    call_id = page.get_attribute("#talk-panel", "data-call-id")
+    assert call_id and call_id in page.inner_text('#talk-panel [data-role="call"]')
+
+    wait_for_conversation(page, clears=1)
+    lines = log_lines(page)
+    assert lines[0]["text"] == f"Agent: Just so you know, you are speaking with an AI, not a person. {GREETING}"
+    heard = next(line["text"] for line in lines if line["kind"] == "talk-user")
+    assert len(words(heard) & words(SENTENCE)) >= 3, heard
+    # The barge-in: the agent's queued audio was dropped at once, and the queue was empty right after.
+    clears = page.evaluate('document.getElementById("talk-panel").talk.clears')
+    assert clears[0]["droppedSamples"] > 0 and clears[0]["queuedAfter"] == 0, clears
+    assert any(line["kind"] == "talk-clear" for line in lines)
+    # The meter moved while the caller spoke.
+    assert page.evaluate("document.querySelector('#talk-panel [data-role=level]').style.width") != ""
+    print(f"conversation with a barge-in after {time.monotonic() - started:.1f} s: {json.dumps(lines, indent=1)}")
+    screenshot(page, "demo-page")
+
+    stop_call(page)
+    assert button.inner_text() == "Start again"
+    assert "close code 1000" in page.inner_text('#talk-panel [data-role="status"]')
+    call = in_thread(lambda: Call.objects.get(pk=call_id))
+    assert call.status == "completed" and call.agent_id == ava.pk
+    messages = in_thread(lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content")))
+    assert messages[:3] == [
+        ("assistant", lines[0]["text"][len("Agent: ") :]),
+        ("user", heard[len("You: ") :]),
+        messages[2],
+    ]
+    assert messages[2][0] == "assistant"
+
+
+def test_staff_talk_to_an_agent_from_its_dashboard_page_and_open_the_call_record(server, ava, page, django_user_model):
+    in_thread(lambda: django_user_model.objects.create_superuser("staff", "staff@example.com", "correct-horse-battery"))
+    page.goto(f"{server.http_url}/admin/agents/agent/{ava.pk}/change/")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", "correct-horse-battery")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**/admin/agents/agent/{ava.pk}/change/")
+    assert "Talk to this agent" in page.inner_text("#talk-panel h2")
+    assert "va_" not in page.content()
+
+    page.click('#talk-panel [data-role="toggle"]')
+    page.wait_for_function('document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
+    wait_for_conversation(page, clears=0)
+    lines = log_lines(page)
+    assert lines[0]["text"].startswith("Agent: Just so you know")
+    screenshot(page, "dashboard-agent-talk")
+    stop_call(page)
+
+    call_id = page.get_attribute("#talk-panel", "data-call-id")
+    page.click(f'#talk-panel [data-role="call"] a:has-text("{call_id}")')
+    page.wait_for_url(f"**/admin/calls/call/{call_id}/change/")
+    body = page.inner_text("body")
+    assert call_id in body and "Ava" in body
+    screenshot(page, "dashboard-call-record")
+    assert in_thread(lambda: Call.objects.get(pk=call_id).status) == "completed"
