@@ -19,7 +19,7 @@ from calls import services as calls_services
 from calls.logging import LogSession, agent_log, flush_agent_logs
 from knowledge import services as knowledge_services
 from realtime.models import UsedSessionToken
-from telephony.services import phone_number_claim
+from telephony.services import phone_number_claim, telephony_account_set
 
 pytestmark = pytest.mark.django_db
 
@@ -52,6 +52,7 @@ def one_of_everything(owner: Any, make_agent: Any) -> None:
     )
     McpToolSelection.objects.create(agent=agent, server=server, tool_name="cancel_order")
     phone_number_claim(organization=organization, number="+14155550123")
+    telephony_account_set(organization=organization, account_sid="AC" + "1f" * 16, auth_token="twilio-auth-token-1234")
     knowledge_services.document_create(
         organization=organization,
         agent_id=str(agent.pk),
