@@ -40,10 +40,14 @@ from telephony.tests.twilio_client import TwilioStream, from_phone, is_event, to
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
 GREETING = "Hello, this is Ava from Acme. How can I help you today?"
-INSTRUCTIONS = "You take table reservations for the Acme restaurant."
+INSTRUCTIONS = (
+    "You take table reservations for the Acme restaurant. "
+    "When a caller asks for an operator or a human, transfer the call."
+)
 SENTENCE = "I would like to book a table for four people tomorrow evening."
 SECOND = "Please book it for dinner at seven."
-OPERATOR = "Transfer me to an operator please."
+# Offline recognition of phone-band speech is rough; these are heard as a request for a person.
+ASK_FOR_PERSON = ("Operator.", "I want to speak to a human.")
 NUMBER = "+14155550100"
 CALLER = "+14155550199"
 HANDOFF = "+14155550142"
@@ -89,7 +93,7 @@ def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, 
 @pytest.fixture(scope="module")
 def voice(tmp_path_factory: Any) -> dict[str, bytes]:
     """The caller's sentences as a phone line carries them (mu-law 8 kHz)."""
-    recorded = record_voice((SENTENCE, SECOND, OPERATOR), tmp_path_factory.mktemp("voice"))
+    recorded = record_voice((SENTENCE, SECOND, *ASK_FOR_PERSON), tmp_path_factory.mktemp("voice"))
     return {text: to_phone(pcm) for text, pcm in recorded.items()}
 
 
@@ -193,10 +197,12 @@ async def greeted(twilio: TwilioStream) -> int:
     return len(twilio.messages)
 
 
-def recognize(pcm16_16k: bytes) -> str:
-    from realtime.engine.speech.asr import Recognizer
+def recognize(agent: Any, pcm16_16k: bytes) -> str:
+    """What a recognizer with the agent's language model (its greeting's words) hears in the audio."""
+    from realtime.engine.speech.asr import recognizer_for_agent
 
-    recognizer = Recognizer(None)
+    recognizer = recognizer_for_agent(agent, workers=0)
+    assert recognizer is not None
     recognizer.start()
     for offset in range(0, len(pcm16_16k), 640):
         recognizer.feed(pcm16_16k[offset : offset + 640])
@@ -271,7 +277,7 @@ async def test_a_phone_call_end_to_end(server, ava, voice):
         greeting = from_phone(twilio.audio(0, after_greeting))
         seconds = len(greeting) / 32000
         assert 3 < seconds < 15 and rms(greeting) > 300
-        heard = recognize(greeting)
+        heard = await sync_to_async(recognize)(ava, greeting)
         assert len(words(heard) & words("Hello this is Ava from Acme How can I help you today")) >= 3, heard
 
         # Bad messages are ignored and the call goes on.
@@ -316,23 +322,27 @@ async def test_a_transfer_goes_through_twilios_rest_api(server, ava, voice, twil
     async with TwilioStream(stream_url(server), token, call_sid=call_sid) as twilio:
         await twilio.start()
         await greeted(twilio)
-        line = asyncio.create_task(twilio.stream(voice[OPERATOR] + bytes([audio.SILENCE_BYTE]) * 8000 * 20))
-        for _ in range(400):
+        # The caller asks for a person (again, as a caller would, when not understood the first time).
+        silence = bytes([audio.SILENCE_BYTE]) * 8000
+        for attempt in range(4):
+            await twilio.stream(voice[ASK_FOR_PERSON[attempt % 2]] + silence * 2)
+            for _ in range(100):
+                if twilio_api.requests:
+                    break
+                await twilio.send_media(silence[:160])
+                await asyncio.sleep(0.02)
             if twilio_api.requests:
                 break
-            await asyncio.sleep(0.05)
-        assert twilio_api.requests, "no transfer reached the REST API"
+        assert twilio_api.requests, await transcript(await wait_call(call_sid))
         await twilio.stop()  # Twilio ends the stream when the call's TwiML is replaced
         await twilio.wait_closed()
-        line.cancel()
-        await asyncio.gather(line, return_exceptions=True)
     request = twilio_api.requests[0]
     assert request.method == "POST" and request.path == f"/2010-04-01/Accounts/{ACCOUNT_SID}/Calls/{call_sid}.json"
     assert (
         request.headers["authorization"] == "Basic " + base64.b64encode(f"{ACCOUNT_SID}:{AUTH_TOKEN}".encode()).decode()
     )
     twiml = urllib.parse.parse_qs(request.body.decode())["Twiml"][0]
-    dial = ElementTree.fromstring(twiml)  # noqa: S314 - the service's own TwiML.find("Dial")
+    dial = ElementTree.fromstring(twiml).find("Dial")  # noqa: S314 - the service's own TwiML
     assert dial is not None and dial.get("callerId") == NUMBER and dial.findtext("Number") == HANDOFF
     call = await wait_call(call_sid, status="completed")
     rows = await transcript(call)
@@ -370,7 +380,7 @@ async def test_two_processes_share_stream_tokens_and_call_control(server, ava, t
         call_sid = "CA" + "d" * 32
         status, twiml = await sync_to_async(signed_post)(server, "/telephony/twilio/voice", call_params(call_sid))
         assert status == 200
-        stream = ElementTree.fromstring(twiml)  # noqa: S314 - the service's own TwiML.find("Connect/Stream")
+        stream = ElementTree.fromstring(twiml).find("Connect/Stream")  # noqa: S314 - the service's own TwiML
         assert stream is not None and stream.get("url") == f"{server.ws_url}/telephony/twilio/stream"
         token = {p.get("name"): p.get("value") for p in stream.findall("Parameter")}["token"]
 
