@@ -1,5 +1,6 @@
-"""The realtime fixtures the phone-call tests share (realtime configured, database threads closed)."""
+"""The realtime fixtures the phone-call tests share (realtime configured, an active agent, database
+threads closed)."""
 
-from realtime.tests.conftest import close_db_threads, realtime_settings
+from realtime.tests.conftest import active_agent, close_db_threads, realtime_settings
 
-__all__ = ["close_db_threads", "realtime_settings"]
+__all__ = ["active_agent", "close_db_threads", "realtime_settings"]

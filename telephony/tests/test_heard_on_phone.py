@@ -1,0 +1,57 @@
+"""On a phone call the caller hears the agent later than the session's playout assumes (the network
+and Twilio's buffer); the transport measures that from mark echoes (`playback_lag`), and a barge-in
+keeps in the transcript only what the caller had really heard by then."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from realtime.engine.brain import TextPiece
+from realtime.tests.fakes import RecordingTransport, ScriptedBrain, silence
+from realtime.tests.test_pipeline import GREETING, Harness
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
+
+ANSWER = "One two three four five. Six seven eight nine ten. Eleven twelve."
+
+
+class LateListener(RecordingTransport):
+    """A transport whose listener plays everything `lag` seconds after the playout's estimate."""
+
+    def __init__(self, clock: Any, lag: float) -> None:
+        super().__init__(clock)
+        self.lag = lag
+
+    def playback_lag(self, now: float) -> float:
+        return self.lag
+
+
+@pytest.fixture
+def agent(active_agent: Any) -> Any:
+    active_agent.greeting_type = "static"
+    active_agent.static_greeting = GREETING
+    active_agent.save()
+    return active_agent
+
+
+async def cut_answer(agent: Any, lag: float | None) -> str:
+    h = Harness(agent, texts=["question", "stop please"], brain=ScriptedBrain([TextPiece(ANSWER)]))
+    if lag is not None:
+        h.transport = LateListener(h.clock, lag)
+        h.conversation.transport = h.transport
+    await h.start()
+    await h.feed(silence(2000))
+    await h.talk(600, then_silence_ms=150)
+    await h.feed(silence(500))
+    await h.talk(600, then_silence_ms=300)
+    await h.stop()
+    return [text for role, text in h.transport.transcripts() if role == "assistant"][1]
+
+
+async def test_a_late_listener_is_credited_with_less_of_a_cut_answer(agent):
+    on_time = await cut_answer(agent, None)
+    late = await cut_answer(agent, 0.3)  # the fake voice speaks a word per 100 ms
+    assert ANSWER.startswith(late) and ANSWER.startswith(on_time)
+    assert len(on_time.split()) - len(late.split()) == pytest.approx(3, abs=1)
