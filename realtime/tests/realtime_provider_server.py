@@ -26,6 +26,7 @@ import itertools
 import json
 import re
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +93,8 @@ class Connection:
         self.ws = ws
         self.received: list[dict[str, Any]] = []
         self.appended_bytes = 0
+        self.append_times: list[float] = []  # time.monotonic() at each append's arrival (bench)
+        self.first_audio_times: list[float] = []  # time.monotonic() before each response's first delta
         self.active: asyncio.Task[None] | None = None
         self.closed = False
 
@@ -191,6 +194,7 @@ class Connection:
                 deltas = [audio[start : start + size] for start in range(0, len(audio), size)]
                 words = reply.text.split(" ")
                 sent_words = 0
+                self.first_audio_times.append(time.monotonic())
                 for number, delta in enumerate(deltas, start=1):
                     due = len(words) * number // len(deltas)
                     if reply.transcript and due > sent_words:
@@ -234,6 +238,7 @@ class Connection:
         self.received.append(event)
         kind = event.get("type")
         if kind == "input_audio_buffer.append":
+            self.append_times.append(time.monotonic())
             self.appended_bytes += len(base64.b64decode(event.get("audio") or ""))
         elif kind == "session.update":
             await self.send({"type": "session.updated", "session": event.get("session")})

@@ -339,3 +339,58 @@ def test_the_realtime_engine_needs_a_provider_url_and_model(settings):
     assert configuration_problems() == [
         "REALTIME_PROVIDER_URL must be a ws(s) URL such as wss://api.openai.com/v1/realtime"
     ]
+
+
+async def test_the_xai_dialect_puts_voice_and_turn_detection_at_the_session_top_level(agent, provider, settings):
+    settings.REALTIME_PROVIDER_DIALECT = "xai"
+    settings.REALTIME_PROVIDER_VOICES = {"eve": "Ara"}
+    h = Harness(agent)
+    await h.start()
+    connection = provider.last
+    await eventually(lambda: connection.events("session.update"))
+    session = connection.session
+    assert session["voice"] == "Ara" and session["turn_detection"]["type"] == "server_vad"
+    assert "voice" not in session["audio"]["output"] and "turn_detection" not in session["audio"]["input"]
+    assert "transcription" not in session["audio"]["input"]
+    await h.stop()
+
+
+async def test_a_caller_turn_given_as_text_goes_to_the_provider_as_a_user_message(agent, provider):
+    h = Harness(agent)
+    await h.start()
+    await h.greeted()
+    connection = provider.last
+    provider.script(Say("You pressed one."))
+    await h.conversation.caller_text("pressed 1")
+    await eventually(lambda: len(connection.events("response.create")) == 2)
+    item = connection.events("conversation.item.create")[-1]["item"]
+    assert item == {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "pressed 1"}]}
+    await h.received(0.3)
+    await h.clock.advance(0.6)
+    assert h.transport.transcripts()[-2:] == [("user", "pressed 1"), ("assistant", "You pressed one.")]
+    await h.stop()
+
+
+async def test_a_transfer_tool_speaks_the_handoff_then_transfers(agent, provider):
+    tools = ScriptedTools(
+        {
+            "transfer_call": ToolOutcome(
+                result='{"status": "transferring"}', status="success", transfer_to="+15557654321"
+            )
+        }
+    )
+    h = Harness(agent, tools=tools)
+    await h.start()
+    await h.greeted()
+    connection = provider.last
+    await provider.run(lambda: connection.caller_turn("a person please", CallTool("transfer_call", {})))
+    await eventually(lambda: len(connection.events("response.create")) == 2)
+    handoff = connection.events("response.create")[-1]["response"]["instructions"]
+    assert handoff.startswith("Say exactly")
+    await h.received(0.3)
+    await provider.run(connection.speech_started)  # the handoff is not cut
+    await h.clock.advance(2.0)
+    assert "clear" not in h.transport.kinds()
+    assert h.transport.transferred_to == "+15557654321"
+    await asyncio.wait_for(h.task, 10)
+    assert h.transport.ended == (Ending.TRANSFERRED, "")
