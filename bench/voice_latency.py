@@ -24,7 +24,15 @@ time the webhook itself took (from its request's arrival at the receiver to its 
 argument validation, serializing and signing, the outbound guard, the HTTP client and connection on
 loopback, parsing and checking the reply, and queueing the record.
 
-Usage: .venv/bin/python bench/voice_latency.py [--sessions 1,5,10,20] [--rounds 1] [--scenario talk|tool]
+Scenario `phone` (--scenario phone): the same callers over the Twilio Media Stream protocol
+(telephony/tests/twilio_client.py plays Twilio's side): mu-law 8 kHz in and out at
+/telephony/twilio/stream, opened with a stream token as the voice webhook issues it. Latency is from
+the end of the sentence to the first `media` frame of the answer, underruns are counted on the 20 ms
+frames, recognition is read from the call record (the phone protocol carries no transcripts). It
+first reports the codec cost per 20 ms frame (encode: PCM16 24 kHz -> mu-law 8 kHz; decode: mu-law
+8 kHz -> PCM16 16 kHz).
+
+Usage: .venv/bin/python bench/voice_latency.py [--sessions 1,5,10,20] [--rounds 1] [--scenario talk|tool|phone]
 """
 
 from __future__ import annotations
@@ -390,8 +398,16 @@ def main() -> None:
     parser.add_argument("--url", default="", help="with --no-server: base URL(s), comma-separated")
     parser.add_argument("--api-key", default="")
     parser.add_argument("--agent", default="")
-    parser.add_argument("--scenario", choices=("talk", "tool"), default="talk", help="talk, or a webhook tool call")
+    parser.add_argument(
+        "--scenario",
+        choices=("talk", "tool", "phone"),
+        default="talk",
+        help="talk, a webhook tool call, or talk over the Twilio media-stream protocol",
+    )
     args = parser.parse_args()
+    if args.scenario == "phone":
+        phone_main(args)
+        return
     tool_scenario = args.scenario == "tool"
     sentences = TOOL_SENTENCES if tool_scenario else SENTENCES
     receiver = WebhookReceiver().start() if tool_scenario else None
@@ -480,6 +496,223 @@ def main() -> None:
             server.stop()
         if receiver is not None:
             receiver.stop()
+
+
+# --- scenario phone: the Twilio media-stream protocol ---------------------------------------------
+
+
+def codec_cost(frames: int = 5000) -> tuple[float, float]:
+    """Microseconds per 20 ms frame: encode (agent PCM16 24 kHz -> mu-law 8 kHz, through the
+    anti-aliasing filter) and decode (caller mu-law 8 kHz -> PCM16 16 kHz)."""
+    import numpy as np
+
+    from telephony import audio
+
+    t = np.arange(480 * frames) / 24000
+    agent = (8000 * np.sin(2 * np.pi * 300 * t)).astype("<i2").tobytes()
+    encoder = audio.PhoneEncoder()
+    started = time.perf_counter()
+    for offset in range(0, len(agent), 960):
+        encoder.encode(agent[offset : offset + 960])
+    encode = (time.perf_counter() - started) / frames * 1e6
+    caller = audio.ulaw_encode(np.frombuffer(agent, dtype="<i2")[::3])
+    upsampler = audio.Upsampler()
+    started = time.perf_counter()
+    for offset in range(0, len(caller), audio.FRAME_BYTES):
+        audio.phone_to_engine(caller[offset : offset + audio.FRAME_BYTES], upsampler)
+    decode = (time.perf_counter() - started) / frames * 1e6
+    return encode, decode
+
+
+@dataclass
+class PhoneResult(Result):
+    call_sid: str = ""
+    sentence: str = ""
+
+
+async def one_phone_session(
+    ws_url: str, token: str, call_sid: str, speech: bytes, sentence: str, delay: float
+) -> PhoneResult:
+    """One caller over a media stream: silence until the greeting has played, the sentence, silence
+    until the answer has played, then Twilio's `stop`."""
+    from telephony import audio
+    from telephony.tests.twilio_client import Event, TwilioStream
+
+    result = PhoneResult(call_sid=call_sid, sentence=sentence)
+    await asyncio.sleep(delay)
+    loop = asyncio.get_running_loop()
+    player = Player()
+    last_media = [0.0]
+
+    def on_message(item: Event) -> None:
+        if item.message.get("event") == "media":
+            player.chunk(item.at, audio.FRAME_MS / 1000)
+            last_media[0] = item.at
+
+    silence = bytes([audio.SILENCE_BYTE]) * audio.FRAME_BYTES * 5
+
+    async def line(until: asyncio.Event) -> None:
+        while not until.is_set():
+            await stream.stream(silence)
+
+    async def played_out(after: int) -> None:
+        """The utterance that started at messages[after] has ended: no media for 600 ms."""
+        while loop.time() - last_media[0] < 0.6 or not any(
+            item.message.get("event") == "media" for item in stream.messages[after:]
+        ):
+            await asyncio.sleep(0.05)
+
+    stream = TwilioStream(f"{ws_url}/telephony/twilio/stream", token, call_sid=call_sid, on_message=on_message)
+    asked = loop.time()
+    try:
+        async with stream:
+            await stream.start()
+            quiet = asyncio.Event()
+            silence_task = asyncio.create_task(line(quiet))
+            await stream.wait_for(lambda m: m.get("event") == "media", timeout=120)
+            result.startup = loop.time() - asked
+            await asyncio.wait_for(played_out(0), 60)
+            quiet.set()
+            await silence_task
+            player.utterance_done()
+            before = len(stream.messages)
+            speech_end = await stream.stream(speech)
+            quiet = asyncio.Event()
+            silence_task = asyncio.create_task(line(quiet))
+            first = await stream.wait_for(lambda m: m.get("event") == "media", after=before, timeout=60)
+            result.latency = stream.messages[first].at - speech_end
+            await asyncio.wait_for(played_out(first), 60)
+            quiet.set()
+            await silence_task
+            await stream.stop()
+            await stream.wait_closed(timeout=30)
+    except Exception as exc:  # noqa: BLE001 - a failed session is counted and reported, not fatal
+        result.failure = f"{type(exc).__name__}: {exc}"
+    result.underruns, result.gaps = player.underruns, player.gaps
+    return result
+
+
+async def run_phone_round(
+    ws_urls: list[str], grants: list[dict[str, str]], n: int, speech: dict[str, bytes], pids: list[int], stagger_ms: int
+) -> tuple[list[PhoneResult], float, float]:
+    """N overlapping phone calls, spread round-robin over the servers; a stream token each."""
+    import secrets
+
+    from asgiref.sync import sync_to_async
+
+    from telephony.streams import stream_token_issue
+
+    cpu_before = cpu_seconds(pids) if pids else 0.0
+    wall = time.monotonic()
+    sessions = []
+    for i in range(n):
+        sentence = SENTENCES[i % len(SENTENCES)]
+        call_sid = "CA" + secrets.token_hex(16)
+        token = await sync_to_async(stream_token_issue)(call_sid=call_sid, **grants[0])
+        sessions.append(
+            one_phone_session(
+                ws_urls[i % len(ws_urls)], token, call_sid, speech[sentence], sentence, i * stagger_ms / 1000
+            )
+        )
+    results = await asyncio.gather(*sessions)
+    wall = time.monotonic() - wall
+    cpu = (cpu_seconds(pids) - cpu_before) if pids else float("nan")
+    return list(results), wall, cpu
+
+
+def phone_word_errors(results: list[PhoneResult]) -> None:
+    """Recognition from the call records (the first user message of each call)."""
+    from calls.models import Call, CallMessage
+
+    for result in results:
+        call = Call.objects.filter(provider_call_id=result.call_sid).first()
+        heard = (
+            CallMessage.objects.filter(call=call, role="user").order_by("occurred_at", "sequence").first()
+            if call
+            else None
+        )
+        result.errors, result.words = word_errors(result.sentence, heard.content if heard else "")
+
+
+def phone_main(args: argparse.Namespace) -> None:
+    from realtime.tests.support import DaphneServer, free_port, to_16k
+
+    encode, decode = codec_cost()
+    print(
+        f"codec cost per 20 ms frame: encode (PCM16 24 kHz -> mu-law 8 kHz) {encode:.1f} us, decode (mu-law 8 kHz -> PCM16 16 kHz) {decode:.1f} us"
+    )
+    env = bench_env()
+    agent_id, _ = seed(env)
+    from agents.models import Agent
+    from telephony.services import phone_number_assign, phone_number_claim
+
+    agent = Agent.objects.get(pk=agent_id)
+    number = phone_number_claim(organization=agent.organization, number="+14155550100")
+    phone_number_assign(organization=agent.organization, agent=agent, phone_number_id=number.pk)
+    grant = {
+        "organization_id": str(agent.organization_id),
+        "agent_id": agent_id,
+        "phone_number_id": str(number.pk),
+        "from_number": "+14155550199",
+        "to_number": number.phone_number,
+    }
+    servers: list[DaphneServer] = []
+    try:
+        for index in range(args.servers):
+            port = free_port()
+            server_env = {**env, "REALTIME_WS_URL": f"ws://127.0.0.1:{port}"}
+            log = ROOT / "var" / f"bench-voice-daphne-{index}.log"
+            servers.append(DaphneServer(env=server_env, port=port, log_path=log).start())
+        ws_urls = [server.ws_url for server in servers]
+        pids = [server.process.pid for server in servers if server.process]
+        from django.conf import settings
+
+        from realtime.engine.speech.tts import synthesize
+        from telephony.tests.twilio_client import to_phone
+
+        speech = {s: to_phone(to_16k(synthesize(s, language="en-US", voice_name="eve"))) for s in SENTENCES}
+        print(
+            f"servers: {len(ws_urls)}; Twilio media streams (mu-law 8 kHz, 20 ms frames); voice engine: {settings.VOICE_ENGINE}; end-of-turn silence window: {settings.VAD_END_SILENCE_MS} ms; session starts staggered by {args.stagger_ms} ms"
+        )
+        print(
+            f"{'N':>3} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'underruns':>9} {'failed':>6} "
+            f"{'start p50 ms':>12} {'CPU s/session':>13} {'CPU %/session':>13} {'WER':>5}"
+        )
+        asyncio.run(run_phone_round(ws_urls, [grant], len(ws_urls), speech, pids, 0))  # warm-up
+        for n in [int(x) for x in args.sessions.split(",") if x.strip()]:
+            latencies, starts, underruns, failed, errors, words, cpu_total, wall_total = [], [], 0, 0, 0, 0, 0.0, 0.0
+            failures: list[str] = []
+            for _ in range(args.rounds):
+                results, wall, cpu = asyncio.run(run_phone_round(ws_urls, [grant], n, speech, pids, args.stagger_ms))
+                phone_word_errors(results)
+                cpu_total += cpu
+                wall_total += wall
+                for r in results:
+                    if r.failure:
+                        failed += 1
+                        failures.append(r.failure)
+                    if r.latency is not None:
+                        latencies.append(r.latency * 1000)
+                    if r.startup is not None:
+                        starts.append(r.startup * 1000)
+                    underruns += r.underruns
+                    errors += r.errors
+                    words += r.words
+            sessions = n * args.rounds
+            print(
+                f"{n:>3} {statistics.median(latencies) if latencies else float('nan'):>7.0f} "
+                f"{percentile(latencies, 0.95) if latencies else float('nan'):>7.0f} "
+                f"{max(latencies) if latencies else float('nan'):>7.0f} {underruns:>9} {failed:>6} "
+                f"{statistics.median(starts) if starts else float('nan'):>12.0f} "
+                f"{cpu_total / sessions:>13.2f} {100 * cpu_total / sessions / (wall_total / args.rounds):>13.1f} "
+                f"{errors / words if words else float('nan'):>5.2f}",
+                flush=True,
+            )
+            for failure in failures[:3]:
+                print(f"    failed session: {failure}")
+    finally:
+        for server in servers:
+            server.stop()
 
 
 if __name__ == "__main__":
