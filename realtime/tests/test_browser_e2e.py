@@ -8,9 +8,9 @@ the call record reached through the call id link. Screenshots land in var/test-a
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
-import re
 import shutil
 import time
 import wave
@@ -184,17 +184,18 @@ def log_lines(page: Any) -> list[dict[str, str]]:
     )
 
 
-def wait_for_conversation(page: Any, *, clears: int, timeout_ms: int = 90_000) -> None:
-    """Until the panel shows the greeting, a caller turn, an agent answer after it (and `clears` clears)."""
+def wait_for_conversation(page: Any, *, users: int, clears: int, timeout_ms: int = 90_000) -> None:
+    """Until the panel shows the greeting, `users` caller turns, an agent answer after the last one, and
+    `clears` barge-ins."""
     page.wait_for_function(
-        """(clears) => {
+        """([users, clears]) => {
           const panel = document.getElementById("talk-panel");
           const items = [...panel.querySelectorAll('[data-role="log"] li')].map((li) => li.className);
-          const user = items.indexOf("talk-user");
-          return user > 0 && items.indexOf("talk-assistant") === 0
-            && items.slice(user).includes("talk-assistant") && panel.talk.clears.length >= clears;
+          const last = items.lastIndexOf("talk-user");
+          return items[0] === "talk-assistant" && items.filter((kind) => kind === "talk-user").length >= users
+            && items.slice(last).includes("talk-assistant") && panel.talk.clears.length >= clears;
         }""",
-        arg=clears,
+        arg=[users, clears],
         timeout=timeout_ms,
     )
 
@@ -202,6 +203,33 @@ def wait_for_conversation(page: Any, *, clears: int, timeout_ms: int = 90_000) -
 def stop_call(page: Any) -> None:
     page.click('#talk-panel [data-role="toggle"]')
     page.wait_for_function('document.getElementById("talk-panel").dataset.state === "closed"', timeout=15_000)
+
+
+def speech_16k() -> np.ndarray:
+    import soxr
+
+    from realtime.engine.speech.tts import synthesize
+
+    speech = np.frombuffer(synthesize(SENTENCE, language="en-US", voice_name="rex"), dtype="<i2")
+    return soxr.resample(speech, 24000, 16000)
+
+
+def envelope_match(signal: np.ndarray, reference: np.ndarray, frame: int = 320) -> float:
+    """How well the loudness contour (log RMS per 20 ms at 16 kHz) of `reference` matches the best stretch
+    of `signal` (Pearson correlation, 1 at best). Unlike the waveform, the contour survives the browser's
+    echo canceller, noise suppressor and gain control; audio at a wrong rate or with gaps would not match."""
+
+    def contour(samples: np.ndarray) -> np.ndarray:
+        usable = samples[: len(samples) // frame * frame].astype(np.float64).reshape(-1, frame)
+        return np.log10(np.sqrt((usable**2).mean(axis=1)) + 1.0)
+
+    whole, part = contour(signal), contour(reference)
+    best = -1.0
+    for lag in range(len(whole) - len(part) + 1):
+        stretch = whole[lag : lag + len(part)]
+        if stretch.std() > 0:
+            best = max(best, float(np.corrcoef(stretch, part)[0, 1]))
+    return best
 
 
 def in_thread(function: Any) -> Any:
@@ -219,15 +247,13 @@ def in_thread(function: Any) -> Any:
         return pool.submit(run).result()
 
 
-def words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z']+", text.lower()))
-
-
 def test_the_demo_page_talks_with_an_agent_and_a_barge_in_empties_the_playback_queue(server, ava, page):
     page.goto(f"{server.http_url}/demo/")
     assert page.is_checked(f"#agent-{ava.pk}")
     button = page.locator('#talk-panel [data-role="toggle"]')
     assert button.inner_text() == "Start conversation"
+    sent: list[str] = []
+    page.on("websocket", lambda socket: socket.on("framesent", lambda payload: sent.append(payload)))
     started = time.monotonic()
     button.click()
     page.wait_for_function('document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
@@ -236,23 +262,41 @@ def test_the_demo_page_talks_with_an_agent_and_a_barge_in_empties_the_playback_q
     call_id = page.get_attribute("#talk-panel", "data-call-id")
     assert call_id and call_id in page.inner_text('#talk-panel [data-role="call"]')
 
-    wait_for_conversation(page, clears=1)
+    # The caller's sentence, the answer, the sentence again over the answer (a barge-in), its answer.
+    wait_for_conversation(page, users=2, clears=1)
     lines = log_lines(page)
     assert lines[0]["text"] == f"Agent: Just so you know, you are speaking with an AI, not a person. {GREETING}"
     heard = next(line["text"] for line in lines if line["kind"] == "talk-user")
-    assert len(words(heard) & words(SENTENCE)) >= 3, heard
+    # What the recognizer makes of the speech after the browser's echo canceller, noise suppressor and
+    # automatic gain (which lifts eSpeak's peaks to full scale) varies: only that something was heard
+    # is asserted here. The audio path itself is exact: see the Node tests of the resampler.
+    assert len(heard) > len("You: "), heard
     # The barge-in: the agent's queued audio was dropped at once, and the queue was empty right after.
     clears = page.evaluate('document.getElementById("talk-panel").talk.clears')
     assert clears[0]["droppedSamples"] > 0 and clears[0]["queuedAfter"] == 0, clears
-    assert any(line["kind"] == "talk-clear" for line in lines)
-    # The meter moved while the caller spoke.
-    assert page.evaluate("document.querySelector('#talk-panel [data-role=level]').style.width") != ""
+    kinds = [line["kind"] for line in lines]
+    first_user = kinds.index("talk-user")
+    second_user = kinds.index("talk-user", first_user + 1)
+    assert "talk-clear" in kinds[first_user:second_user], kinds  # the first answer was cut
+    assert kinds[-1] == "talk-assistant" and len(lines[-1]["text"]) > len("Agent: ")
+    # The microphone meter saw speech.
+    assert page.evaluate('document.getElementById("talk-panel").talk.maxLevel') > 0.01
     print(f"conversation with a barge-in after {time.monotonic() - started:.1f} s: {json.dumps(lines, indent=1)}")
     screenshot(page, "demo-page")
 
     stop_call(page)
     assert button.inner_text() == "Start again"
     assert "close code 1000" in page.inner_text('#talk-panel [data-role="status"]')
+    # What the browser sent: 20 ms input_audio chunks of 16 kHz PCM16 that carry the caller's speech,
+    # then stop.
+    messages = [json.loads(payload) for payload in sent]
+    assert messages[-1] == {"type": "stop"}
+    chunks = [base64.b64decode(m["audio"]) for m in messages[:-1] if m["type"] == "input_audio"]
+    assert len(chunks) == len(messages) - 1 and {len(chunk) for chunk in chunks} == {640}
+    match = envelope_match(np.frombuffer(b"".join(chunks), dtype="<i2"), speech_16k())
+    print(f"the sent audio's loudness contour matches the sentence's: {match:.2f}")
+    assert match > 0.7  # another sentence, or this one at a wrong sample rate: about 0.2
+
     call = in_thread(lambda: Call.objects.get(pk=call_id))
     assert call.status == "completed" and call.agent_id == ava.pk
     messages = in_thread(lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content")))
@@ -276,7 +320,7 @@ def test_staff_talk_to_an_agent_from_its_dashboard_page_and_open_the_call_record
 
     page.click('#talk-panel [data-role="toggle"]')
     page.wait_for_function('document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
-    wait_for_conversation(page, clears=0)
+    wait_for_conversation(page, users=1, clears=0)
     lines = log_lines(page)
     assert lines[0]["text"].startswith("Agent: Just so you know")
     screenshot(page, "dashboard-agent-talk")

@@ -25,7 +25,7 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
   const log = $("log");
   const csrf = root.querySelector("[name=csrfmiddlewaretoken]").value;
   // What tests (and curious developers) can read: the client, and each barge-in's queue before/after.
-  const talk = { client: null, clears: [], lastQueued: 0 };
+  const talk = { client: null, clears: [], lastQueued: 0, maxLevel: 0 };
   root.talk = talk;
 
   function line(kind, label, text) {
@@ -73,6 +73,7 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
     log.replaceChildren();
     call.replaceChildren();
     talk.clears = [];
+    talk.maxLevel = 0;
     const client = new VoiceClient();
     talk.client = client;
     client.on("state", ({ state }) => {
@@ -101,6 +102,7 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
       line("error", "Error:", `${message} (${code})`);
     });
     client.on("level", ({ rms }) => {
+      talk.maxLevel = Math.max(talk.maxLevel, rms);
       // -60..0 dBFS across the bar.
       const db = rms > 0 ? 20 * Math.log10(rms) : -100;
       meter.style.width = `${Math.max(0, Math.min(100, ((db + 60) / 60) * 100))}%`;
