@@ -196,9 +196,13 @@ class _Turn:
 
 @dataclass(eq=False)
 class _Request:
-    """A response we asked the provider for, waiting for its `response.created`."""
+    """A response we ask the provider for: sent when no other response is under way (a server refuses
+    a second one), then matched to its `response.created` by the metadata tag it echoes (servers
+    that echo none: in order)."""
 
     response: Response
+    event: dict[str, Any]
+    tag: str
     script: str = ""
 
 
@@ -224,7 +228,9 @@ class RealtimePipeline:
         self._resampler: Any = None
         self._event_ids = itertools.count(1)
         self._best_effort: set[str] = set()  # our events whose errors are races, not failures
-        self._requests: deque[_Request] = deque()
+        self._waiting: deque[_Request] = deque()  # not sent yet: another response is under way
+        self._sent: deque[_Request] = deque()  # sent, before their response.created
+        self._echoes_tags: bool | None = None  # whether the server echoes response metadata
         self._scripts: dict[Response, list[str]] = {}
         self._locked_words: dict[Response, int] = {}
         self._turns: dict[str, _Turn] = {}
@@ -374,12 +380,36 @@ class RealtimePipeline:
         )
 
     def _request(self, response: Response, *, script: str = "", instructions: str | None = None) -> None:
-        body: dict[str, Any] = {}
+        tag = f"va_response_{next(self._event_ids)}"
+        body: dict[str, Any] = {} if self.dialect == "xai" else {"metadata": {"voiceagent": tag}}
         if instructions is not None:
             body["instructions"] = instructions
             body["tool_choice"] = "none"
-        self._requests.append(_Request(response=response, script=script))
-        self._queue({"type": "response.create", "response": body} if body else {"type": "response.create"})
+        event = {"type": "response.create", "response": body} if body else {"type": "response.create"}
+        self._waiting.append(_Request(response=response, event=event, tag=tag, script=script))
+        self._pump()
+
+    def _pump(self) -> None:
+        """Send the next waiting response.create once no response is under way."""
+        while self._waiting and self._waiting[0].response.cancelled:
+            self._waiting.popleft()  # the caller spoke meanwhile: the provider answers that instead
+        if self._active is None and not self._sent and self._waiting:
+            request = self._waiting.popleft()
+            self._sent.append(request)
+            self._queue(request.event)
+
+    def _created(self, response: dict[str, Any]) -> _Request | None:
+        """Which of our requests a `response.created` answers (None: the server's own, server VAD)."""
+        metadata = response.get("metadata")
+        tag = metadata.get("voiceagent") if isinstance(metadata, dict) else None
+        if self._echoes_tags is None and self._sent and tag is not None:
+            self._echoes_tags = True
+        if self._echoes_tags:
+            request = next((request for request in self._sent if request.tag == tag), None)
+            if request is not None:
+                self._sent.remove(request)
+            return request
+        return self._sent.popleft() if self._sent else None
 
     def session_update(self) -> dict[str, Any]:
         assert self.session is not None
@@ -476,6 +506,15 @@ class RealtimePipeline:
         if error.get("event_id") in self._best_effort or code in ("response_cancel_not_active",):
             self.session.recorder.log("warn", "provider refused a cancel or truncate", code=code, reason=message)
             return
+        refused = next(
+            (request for request in self._sent if request.event.get("event_id") == error.get("event_id")), None
+        )
+        if refused is not None and code == "conversation_already_has_active_response":
+            # The server began an answer of its own first (server VAD): ask again once it is done.
+            self._sent.remove(refused)
+            self._waiting.appendleft(refused)
+            self.session.recorder.log("warn", "provider busy; response asked again after the current one")
+            return
         raise ProviderError(f"The speech-to-speech provider reported an error: {code + ': ' if code else ''}{message}")
 
     async def _on_speech_started(self, event: dict[str, Any]) -> None:
@@ -504,8 +543,9 @@ class RealtimePipeline:
     async def _on_response_created(self, event: dict[str, Any]) -> None:
         assert self.session is not None
         session = self.session
-        response_id = str((event.get("response") or {}).get("id") or uuid.uuid4().hex)
-        request = self._requests.popleft() if self._requests else None
+        body = event.get("response") or {}
+        response_id = str(body.get("id") or uuid.uuid4().hex)
+        request = self._created(body)
         if request is not None:
             response = request.response
         else:  # the provider answers the caller's turn by itself (server VAD)
@@ -610,6 +650,7 @@ class RealtimePipeline:
         if turn is None and self._active is not None:
             turn = self._turns.pop(self._active, None)
         self._active = None
+        self._pump()
         self._record_usage(body, turn)
         if turn is None:
             return

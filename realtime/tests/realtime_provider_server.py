@@ -140,10 +140,10 @@ class Connection:
         await self.ws.close()
 
     # --- the provider's answers ----------------------------------------------------------------
-    def _start(self, reply: Reply, created: asyncio.Event | None = None) -> None:
-        self.active = asyncio.create_task(self._respond(reply, created or asyncio.Event()))
+    def _start(self, reply: Reply, created: asyncio.Event | None = None, metadata: Any = None) -> None:
+        self.active = asyncio.create_task(self._respond(reply, created or asyncio.Event(), metadata))
 
-    async def _respond(self, reply: Reply, created: asyncio.Event) -> None:
+    async def _respond(self, reply: Reply, created: asyncio.Event, metadata: Any = None) -> None:
         names = self.server.names
         response_id = f"resp_{next(self.server.ids)}"
         if isinstance(reply, Fail):
@@ -156,7 +156,9 @@ class Connection:
             created.set()
             await self.ws.close()
             return
-        await self.send({"type": "response.created", "response": {"id": response_id, "status": "in_progress"}})
+        await self.send(
+            {"type": "response.created", "response": {"id": response_id, "status": "in_progress", "metadata": metadata}}
+        )
         created.set()
         status, output, usage = "completed", [], (0, 0)
         try:
@@ -243,12 +245,27 @@ class Connection:
         elif kind == "session.update":
             await self.send({"type": "session.updated", "session": event.get("session")})
         elif kind == "response.create":
-            instructions = (event.get("response") or {}).get("instructions") or ""
+            if self.active is not None and not self.active.done():
+                await self.send(
+                    {
+                        "type": "error",
+                        "error": {
+                            "type": "invalid_request_error",
+                            "code": "conversation_already_has_active_response",
+                            "message": "Conversation already has an active response in progress.",
+                            "event_id": event.get("event_id"),
+                        },
+                    }
+                )
+                return
+            body = event.get("response") or {}
+            instructions = body.get("instructions") or ""
             quoted = re.search(r'"(.*)"', instructions, re.S)
+            metadata = body.get("metadata")
             if instructions.startswith("Say exactly") and quoted:
-                self._start(Say(quoted.group(1), speech=self.server.speech))
+                self._start(Say(quoted.group(1), speech=self.server.speech), metadata=metadata)
             else:
-                self._start(self.server.next_reply())
+                self._start(self.server.next_reply(), metadata=metadata)
         elif kind == "response.cancel":
             if self.active is not None and not self.active.done():
                 self.active.cancel()

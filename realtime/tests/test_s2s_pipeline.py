@@ -82,8 +82,11 @@ class Harness:
         return sum(segment.duration for segment in response.segments) if response else 0.0
 
     async def received(self, seconds: float) -> None:
-        """Wait until the current answer's audio (`seconds` of it) has reached the playout."""
-        await eventually(lambda: self.queued_seconds() >= seconds - 1e-6, what=f"{seconds} s of provider audio")
+        """Wait until the running answer's audio (`seconds` of it) has reached the playout."""
+        await eventually(
+            lambda: self.conversation.agent_speaking() and self.queued_seconds() >= seconds - 1e-6,
+            what=f"{seconds} s of provider audio",
+        )
 
     async def stop(self) -> Call:
         await self.conversation.stop()
@@ -394,3 +397,28 @@ async def test_a_transfer_tool_speaks_the_handoff_then_transfers(agent, provider
     assert h.transport.transferred_to == "+15557654321"
     await asyncio.wait_for(h.task, 10)
     assert h.transport.ended == (Ending.TRANSFERRED, "")
+
+
+async def test_a_text_turn_during_an_answer_cancels_it_and_is_asked_for_once_the_provider_is_free(agent, provider):
+    h = Harness(agent)
+    await h.start()
+    await h.greeted()
+    connection = provider.last
+    long = Say("One two three four five six seven eight nine ten eleven twelve.", pace=0.05)
+    await provider.run(lambda: connection.caller_turn("tell me", long))
+    await h.received(0.2)
+    provider.script(Say("You pressed two."))
+    await h.conversation.caller_text("pressed 2")
+    await eventually(lambda: len(connection.events("response.create")) == 2)
+    kinds = [event["type"] for event in connection.received if event["type"] != "input_audio_buffer.append"]
+    assert kinds[-4:] == [
+        "response.cancel",
+        "conversation.item.truncate",
+        "conversation.item.create",
+        "response.create",
+    ]
+    await eventually(lambda: h.queued_seconds() >= 0.3 and h.conversation.response.sentences == ["You pressed two."])
+    await h.clock.advance(0.6)
+    assert h.transport.transcripts()[-1] == ("assistant", "You pressed two.")
+    assert not [event for event in await logs(h) if event["message"].startswith("engine error")]
+    await h.stop()
