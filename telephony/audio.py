@@ -120,9 +120,10 @@ def phone_to_engine(ulaw: bytes, upsampler: Upsampler) -> bytes:
 
 
 class PhoneEncoder:
-    """Agent audio (PCM16 24 kHz) -> mu-law 8 kHz in whole 20 ms frames. The engine sends whole
-    20 ms frames, so with the filter's delay compensated by nothing, every 480 samples in give exactly
-    160 out: no partial frame is ever held back."""
+    """Agent audio (PCM16 24 kHz) -> mu-law 8 kHz in whole 20 ms frames. The filter holds no samples
+    back (its delay is in its history, not in buffered output), so the engine's whole 20 ms frames
+    (480 samples) give exactly 160 bytes each and nothing waits for the next chunk; a chunk that is not
+    whole frames leaves its remainder for the next one."""
 
     def __init__(self) -> None:
         self._down = Downsampler()

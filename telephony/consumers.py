@@ -40,7 +40,7 @@ from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.session import Session, open_session
 from realtime.engine.transport import Ending
 from realtime.selectors import session_agent_get
-from realtime.tokens import CLOSE_CONFLICT, CLOSE_INVALID_TOKEN, TokenError
+from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError
 from telephony import audio
 from telephony.providers import PhoneProvider, provider_for
 from telephony.streams import StreamGrant, call_group, stream_token_redeem
@@ -124,11 +124,18 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
         except ValueError:
             self._bad("not JSON")
             return
-        event = message.get("event") if isinstance(message, dict) else None
+        if not isinstance(message, dict):
+            self._bad("not a JSON object")
+            return
+        event = message.get("event")
         if event == "connected":
             return
         if event == "start":
-            await self._start(message)
+            try:
+                await self._start(message)
+            except Exception:
+                logger.exception("media stream (call %s): could not open the session", _short(self.call_sid))
+                await self._close(CLOSE_ENGINE_ERROR, "server error")
             return
         if self.conversation is None:
             # Nothing is trusted before a valid `start`.
@@ -141,7 +148,10 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
         if handler is None:
             self._bad(f"unknown event {event!r}")
             return
-        await handler(self, message)
+        try:
+            await handler(self, message)
+        except Exception:  # a message that breaks a handler is dropped; the call goes on
+            logger.exception("media stream (call %s): could not handle a %r message", _short(self.call_sid), event)
 
     # --- Twilio's messages -----------------------------------------------------------------------
 
@@ -268,6 +278,8 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         self._closed = True
+        if hasattr(self, "_stopped"):
+            self._stopped.set()  # nothing more will come: a transfer's hang-up need not wait for `stop`
         if self.group is not None and self.channel_layer is not None:
             with contextlib.suppress(Exception):
                 await self.channel_layer.group_discard(self.group, self.channel_name)

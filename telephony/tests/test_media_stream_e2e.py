@@ -186,7 +186,8 @@ async def greeted(twilio: TwilioStream) -> int:
     loop = asyncio.get_running_loop()
     await twilio.wait_for(is_event("media"), timeout=60)
     # The greeting has played when media stops arriving and every mark is echoed.
-    while True:
+    deadline = loop.time() + 60
+    while loop.time() < deadline:
         last = max(item.at for item in twilio.messages if item.message["event"] == "media")
         marks = [item for item in twilio.messages if item.message["event"] == "mark"]
         if loop.time() - last > 1.0 and len(twilio.echoed) == len(marks):
@@ -281,7 +282,13 @@ async def test_a_phone_call_end_to_end(server, ava, voice):
         assert len(words(heard) & words("Hello this is Ava from Acme How can I help you today")) >= 3, heard
 
         # Bad messages are ignored and the call goes on.
-        for raw in ("not json", json.dumps({"event": "dance", "streamSid": twilio.stream_sid}), b"\x00"):
+        for raw in (
+            "not json",
+            "[1, 2]",
+            '{"event": "media", "streamSid": null}',
+            json.dumps({"event": "dance", "streamSid": twilio.stream_sid}),
+            b"\x00",
+        ):
             await twilio.send_raw(raw)
         await twilio.send({"event": "media", "streamSid": twilio.stream_sid, "media": {"payload": "%%%"}})
         await twilio.send({"event": "media", "streamSid": "MZother", "media": {"payload": "AAAA"}})
