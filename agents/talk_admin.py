@@ -14,6 +14,7 @@ from django.urls import path
 from django.views.decorators.http import require_POST
 
 from agents.models import Agent
+from realtime.demo import session_error_response
 from realtime.services import realtime_session_create
 from voiceagent.errors import ApiError
 
@@ -30,7 +31,7 @@ def talk_session(request: HttpRequest, object_id: str) -> HttpResponse:
     try:
         session = realtime_session_create(organization=agent.organization, agent_id=str(agent.pk))
     except ApiError as error:
-        return JsonResponse(error.body(), status=error.status_code)
+        return session_error_response(request, error)
     return JsonResponse({"websocketUrl": session.websocket_url})
 
 

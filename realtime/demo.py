@@ -9,6 +9,7 @@ DATABASE_URL); anyone who reaches the page can talk to the demo organization's a
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 
 from django.conf import settings
@@ -22,6 +23,25 @@ from accounts.selectors import organization_get
 from agents.models import Agent
 from realtime.services import realtime_session_create
 from voiceagent.errors import ApiError
+
+logger = logging.getLogger(__name__)
+
+
+def session_error_response(request: HttpRequest, error: ApiError) -> JsonResponse:
+    """The service's refusal as JSON for the page. A 5xx here is the operator's configuration (no
+    REALTIME_WS_URL...): one WARNING line that names it, as for the public API, not an error with a
+    traceback."""
+    response = JsonResponse(error.body(), status=error.status_code)
+    if error.status_code >= 500:
+        logger.warning(
+            "%s %s answered %s (server configuration): %s",
+            request.method,
+            request.path,
+            error.status_code,
+            error.message,
+        )
+        response._has_been_logged = True  # Django's request logger would log it again as an error
+    return response
 
 
 def demo_organization_get() -> Organization | None:
@@ -62,7 +82,7 @@ def demo_session(request: HttpRequest, agent_id: uuid.UUID) -> JsonResponse:
     try:
         session = realtime_session_create(organization=organization, agent_id=str(agent_id))
     except ApiError as error:
-        return JsonResponse(error.body(), status=error.status_code)
+        return session_error_response(request, error)
     return JsonResponse({"websocketUrl": session.websocket_url})
 
 

@@ -65,7 +65,7 @@ def test_only_staff_who_may_view_agents_get_a_session(client: Client, ava: Any) 
     assert client.get(session_url(ava)).status_code == 405
 
 
-def test_refusals_carry_the_services_message(admin_client: Client, ava: Any, settings: Any) -> None:
+def test_refusals_carry_the_services_message(admin_client: Client, ava: Any, settings: Any, caplog: Any) -> None:
     ava.status = "inactive"
     ava.save(update_fields=["status"])
     response = admin_client.post(session_url(ava))
@@ -75,4 +75,9 @@ def test_refusals_carry_the_services_message(admin_client: Client, ava: Any, set
     response = admin_client.post(session_url(ava))
     assert response.status_code == 500
     assert "REALTIME_WS_URL is not set" in response.json()["error"]
+    # A configuration the operator must fix: one warning line naming it, no error with a traceback.
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage() for r in caplog.records if r.name == "realtime.demo"] == [
+        f"POST {session_url(ava)} answered 500 (server configuration): {response.json()['error']}"
+    ]
     assert admin_client.post("/admin/agents/agent/8b7c2f0e-0000-4000-8000-000000000000/talk/session").status_code == 404

@@ -38,6 +38,8 @@ INSTRUCTIONS = (
     "for a date and a time, for lunch or dinner."
 )
 SENTENCE = "I would like to book a table for four people tomorrow evening."
+REAL_PERSON = "Can I speak to a real person please?"
+HANDOFF = "+15557654321"
 MIC_RATE = 48000
 # The microphone file: silence while the disclosure and greeting play, the sentence, a short pause,
 # and the sentence again, spoken over the agent's answer (a barge-in); then silence.
@@ -56,26 +58,39 @@ def _playwright() -> Any:
     return sync_playwright
 
 
-@pytest.fixture(scope="module")
-def microphone_wav(tmp_path_factory: Any) -> Path:
-    import soxr
-
-    from realtime.engine.speech.tts import synthesize
-
-    speech = np.frombuffer(synthesize(SENTENCE, language="en-US", voice_name="rex"), dtype="<i2")
-    speech = soxr.resample(speech, 24000, MIC_RATE).astype("<i2")
-
-    def silence(seconds: float) -> np.ndarray:
-        return np.zeros(int(seconds * MIC_RATE), dtype="<i2")
-
-    samples = np.concatenate([silence(LEAD_SECONDS), speech, silence(PAUSE_SECONDS), speech, silence(TAIL_SECONDS)])
-    path = tmp_path_factory.mktemp("mic") / "caller.wav"
+def _write_wav(path: Path, *parts: np.ndarray) -> Path:
     with wave.open(str(path), "wb") as out:
         out.setnchannels(1)
         out.setsampwidth(2)
         out.setframerate(MIC_RATE)
-        out.writeframes(samples.tobytes())
+        out.writeframes(np.concatenate(parts).tobytes())
     return path
+
+
+def _speech_48k(text: str) -> np.ndarray:
+    import soxr
+
+    from realtime.engine.speech.tts import synthesize
+
+    speech = np.frombuffer(synthesize(text, language="en-US", voice_name="rex"), dtype="<i2")
+    return soxr.resample(speech, 24000, MIC_RATE).astype("<i2")
+
+
+def _silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * MIC_RATE), dtype="<i2")
+
+
+@pytest.fixture
+def microphone_wav(request: Any, tmp_path: Path) -> Path:
+    """The caller: SENTENCE, then SENTENCE again over the answer; or, parametrized with a sentence,
+    that sentence once."""
+    sentence = getattr(request, "param", None)
+    if sentence is None:
+        speech = _speech_48k(SENTENCE)
+        parts = [_silence(LEAD_SECONDS), speech, _silence(PAUSE_SECONDS), speech, _silence(TAIL_SECONDS)]
+    else:
+        parts = [_silence(LEAD_SECONDS), _speech_48k(sentence), _silence(TAIL_SECONDS)]
+    return _write_wav(tmp_path / "caller.wav", *parts)
 
 
 @pytest.fixture
@@ -110,9 +125,11 @@ def server(ava: Any, tmp_path: Path, realtime_settings: Any) -> Iterator[DaphneS
     # One session first, so that the browser's starts at once (models loaded, Ava's language model
     # built): the microphone file starts playing when the browser opens the microphone, not when the
     # session starts, and the caller should speak after the greeting.
-    asyncio.run(_warm_up(started, ava))
-    yield started
-    started.stop()
+    try:
+        asyncio.run(_warm_up(started, ava))
+        yield started
+    finally:
+        started.stop()
     print(f"server log: {log}")
     if connection.vendor == "postgresql":
         # The test database is dropped at the end of the run: wait until the server's connections are gone.
@@ -308,8 +325,16 @@ def test_the_demo_page_talks_with_an_agent_and_a_barge_in_empties_the_playback_q
     assert messages[2][0] == "assistant"
 
 
-def test_staff_talk_to_an_agent_from_its_dashboard_page_and_open_the_call_record(server, ava, page, django_user_model):
-    in_thread(lambda: django_user_model.objects.create_superuser("staff", "staff@example.com", "correct-horse-battery"))
+@pytest.mark.parametrize("microphone_wav", [REAL_PERSON], indirect=True)
+def test_staff_talk_to_an_agent_from_its_dashboard_page_and_open_the_call_record(
+    server, ava, page, django_user_model, microphone_wav
+):
+    def prepare() -> None:
+        django_user_model.objects.create_superuser("staff", "staff@example.com", "correct-horse-battery")
+        ava.handoff_phone_number = HANDOFF
+        ava.save(update_fields=["handoff_phone_number"])
+
+    in_thread(prepare)
     page.goto(f"{server.http_url}/admin/agents/agent/{ava.pk}/change/")
     page.fill("#id_username", "staff")
     page.fill("#id_password", "correct-horse-battery")
@@ -320,16 +345,24 @@ def test_staff_talk_to_an_agent_from_its_dashboard_page_and_open_the_call_record
 
     page.click('#talk-panel [data-role="toggle"]')
     page.wait_for_function('document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
-    wait_for_conversation(page, users=1, clears=0)
+    # The caller asks for a person: the agent calls transfer_call, says so, and the server ends the call.
+    page.wait_for_function('document.getElementById("talk-panel").dataset.state === "closed"', timeout=90_000)
     lines = log_lines(page)
-    assert lines[0]["text"].startswith("Agent: Just so you know")
+    print(json.dumps(lines, indent=1))
+    assert lines[0]["text"] == f"Agent: Just so you know, you are speaking with an AI, not a person. {GREETING}"
+    assert [line["text"] for line in lines if line["kind"] == "talk-tool"] == [
+        "Tool transfer_call started",
+        "Tool transfer_call finished",
+    ]
+    assert lines[-1]["text"] == f"Transfer to {HANDOFF}"
+    assert "close code 1000" in page.inner_text('#talk-panel [data-role="status"]')
+    assert page.inner_text('#talk-panel [data-role="toggle"]') == "Start again"
     screenshot(page, "dashboard-agent-talk")
-    stop_call(page)
 
     call_id = page.get_attribute("#talk-panel", "data-call-id")
     page.click(f'#talk-panel [data-role="call"] a:has-text("{call_id}")')
     page.wait_for_url(f"**/admin/calls/call/{call_id}/change/")
     body = page.inner_text("body")
-    assert call_id in body and "Ava" in body
+    assert call_id in body and "Ava" in body and f"Call transferred to {HANDOFF}" in body
     screenshot(page, "dashboard-call-record")
     assert in_thread(lambda: Call.objects.get(pk=call_id).status) == "completed"
