@@ -82,6 +82,9 @@ def configuration_problems() -> list[str]:
         parts = urlsplit(url)
         if parts.scheme not in ("ws", "wss", "http", "https") or not parts.hostname:
             problems.append("REALTIME_PROVIDER_URL must be a ws(s) URL such as wss://api.openai.com/v1/realtime")
+        hosted = parts.hostname in ("api.openai.com", "api.x.ai") or (parts.hostname or "").endswith(".azure.com")
+        if hosted and not settings.REALTIME_PROVIDER_API_KEY:
+            problems.append(f"REALTIME_PROVIDER_API_KEY is not set ({parts.hostname} requires one)")
     return problems
 
 
@@ -546,6 +549,7 @@ class RealtimePipeline:
         body = event.get("response") or {}
         response_id = str(body.get("id") or uuid.uuid4().hex)
         request = self._created(body)
+        self._forget_finished()
         if request is not None:
             response = request.response
         else:  # the provider answers the caller's turn by itself (server VAD)
@@ -556,6 +560,18 @@ class RealtimePipeline:
         self._active = response_id
         if response.cancelled:
             self._queue({"type": "response.cancel"}, best_effort=True)
+
+    def _forget_finished(self) -> None:
+        """Drop what is kept of answers that have played or were cut (their audio above all: a long
+        call must not keep every frame it played)."""
+
+        def finished(response: Response) -> bool:
+            return response.done or response.cancelled
+
+        self._items = {key: item for key, item in self._items.items() if not finished(item.response)}
+        for table in (self._locked_words, self._rounds):
+            for response in [response for response in table if finished(response)]:
+                del table[response]
 
     def _turn(self, event: dict[str, Any]) -> _Turn | None:
         response_id = event.get("response_id") or self._active

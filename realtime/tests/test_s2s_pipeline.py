@@ -333,7 +333,10 @@ def test_the_realtime_engine_needs_a_provider_url_and_model(settings):
     ]
     settings.REALTIME_PROVIDER_URL = "https://api.openai.com/v1/realtime?api-version=1"
     settings.REALTIME_PROVIDER_MODEL = "gpt-realtime"
+    settings.REALTIME_PROVIDER_API_KEY = ""
     assert pipeline_class() is RealtimePipeline
+    assert configuration_problems() == ["REALTIME_PROVIDER_API_KEY is not set (api.openai.com requires one)"]
+    settings.REALTIME_PROVIDER_API_KEY = API_KEY
     assert configuration_problems() == []
     assert provider_url(settings.REALTIME_PROVIDER_URL, "gpt-realtime") == (
         "wss://api.openai.com/v1/realtime?api-version=1&model=gpt-realtime"
