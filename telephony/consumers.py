@@ -182,11 +182,15 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
             await self._close(CLOSE_AGENT_UNAVAILABLE, "agent not available")
             return
         self.stream_sid, self.call_sid = stream_sid, grant.call_sid
-        clock = LoopClock()
+        clock = LoopClock()  # one clock for the session and the transport's mark timings
         self.transport = TwilioTransport(
-            self, stream_sid=stream_sid, call_sid=grant.call_sid, caller_id=grant.to_number, provider=call.provider
+            self,
+            stream_sid=stream_sid,
+            call_sid=grant.call_sid,
+            caller_id=grant.to_number,
+            provider=call.provider,
+            clock=clock,
         )
-        self.transport.clock = clock
         self.conversation = open_session(
             agent=call.agent,
             transport=self.transport,

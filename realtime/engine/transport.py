@@ -37,3 +37,7 @@ class Transport(Protocol):
 
     async def hang_up(self, ending: Ending, message: str = "") -> None:
         """End the connection (the conversation has finished or failed); idempotent."""
+
+    # Optional: a transport that learns when its listener really played the audio (a phone stream's
+    # mark echoes) may define `playback_lag(now: float) -> float`, the seconds by which the listener
+    # is behind the playout's estimate; on barge-in the session keeps only what was heard by then.
