@@ -151,29 +151,34 @@ def to_16k(pcm16_24k: bytes) -> bytes:
 
 
 _RECORD = """
-import ctypes, json, pathlib, sys
+import ctypes, pathlib, sys
 import espeakng_loader
 from realtime.engine.speech.tts import synthesize
-voice = sys.argv[3]
-synthesize("ok", language="en-US", voice_name=voice)  # loads the library and the voice
-ctypes.CDLL(espeakng_loader.get_library_path()).espeak_ng_SetRandSeed(ctypes.c_long(7))
-for index, sentence in enumerate(json.loads(sys.argv[1])):
-    pathlib.Path(sys.argv[2], f"{index}.pcm").write_bytes(synthesize(sentence, language="en-US", voice_name=voice))
+sentence, path, voice = sys.argv[1:4]
+espeak, libc = ctypes.CDLL(espeakng_loader.get_library_path()), ctypes.CDLL(None)
+def seeded(text):  # the breath noise draws on eSpeak NG's own generator and on libc's rand()
+    espeak.espeak_ng_SetRandSeed(ctypes.c_long(7))
+    libc.srand(7)
+    return synthesize(text, language="en-US", voice_name=voice)
+synthesize("ok", language="en-US", voice_name=voice)  # loads the library (which seeds from the clock)
+seeded("ok")
+pathlib.Path(path).write_bytes(seeded(sentence))
 """
 
 
 def record_voice(sentences: tuple[str, ...], folder: Path, voice_name: str = "eve") -> dict[str, bytes]:
-    """A caller's sentences as PCM16 16 kHz, the same recording in every run. eSpeak NG adds random
+    """A caller's sentences as PCM16 16 kHz, the same recordings in every run. eSpeak NG adds random
     breath noise to every sentence and carries state from one sentence to the next, and offline
-    recognition is sensitive to both (a word heard right in one run is misheard in the next);
-    synthesized in a fresh process from a fixed seed, in a fixed order, a recognition result seen
-    once is seen every time. Adding a sentence at the end keeps the others' recordings."""
-    subprocess.run(
-        [sys.executable, "-c", _RECORD, json.dumps(sentences), str(folder), voice_name],
-        cwd=REPO,
-        check=True,
-        timeout=60,
-    )
+    recognition is sensitive to both (a word heard right in one run is misheard in the next); each
+    sentence synthesized in a fresh process from a fixed seed is always the same audio, whatever
+    else is said."""
+    processes = [
+        subprocess.Popen([sys.executable, "-c", _RECORD, sentence, str(folder / f"{index}.pcm"), voice_name], cwd=REPO)
+        for index, sentence in enumerate(sentences)
+    ]
+    for process in processes:
+        if process.wait(timeout=60) != 0:
+            raise RuntimeError(f"recording a sentence failed with {process.returncode}")
     return {sentence: to_16k((folder / f"{index}.pcm").read_bytes()) for index, sentence in enumerate(sentences)}
 
 
