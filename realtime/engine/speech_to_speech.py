@@ -528,9 +528,12 @@ class RealtimePipeline:
         now = session.clock.now()
         if response is None or response.done or response.cancelled or session.transferring:
             return
-        if len(response.heard_text(now).split()) < self._locked_words.get(response, 0):
-            session.recorder.log("debug", "caller speech during the disclosure; not interrupted")
-            return
+        # Any answer still playing that must be heard whole (the disclosure, a handoff): not even an
+        # answer the provider began after it (the caller spoke during the disclosure) cuts it.
+        for playing, words in self._locked_words.items():
+            if not (playing.done or playing.cancelled) and len(playing.heard_text(now).split()) < words:
+                session.recorder.log("debug", "caller speech during the disclosure; not interrupted")
+                return
         session.recorder.log("info", "barge-in")
         await session.interrupt(now)
 

@@ -425,3 +425,21 @@ async def test_a_text_turn_during_an_answer_cancels_it_and_is_asked_for_once_the
     assert h.transport.transcripts()[-1] == ("assistant", "You pressed two.")
     assert not [event for event in await logs(h) if event["message"].startswith("engine error")]
     await h.stop()
+
+
+async def test_an_answer_begun_during_the_disclosure_does_not_make_the_disclosure_interruptible(agent, provider):
+    h = Harness(agent)
+    await h.start()
+    await h.received(2.0)
+    connection = provider.last
+    await h.clock.advance(0.3)
+    # The caller speaks during the disclosure; the provider answers by itself (server VAD).
+    await provider.run(lambda: connection.caller_turn("hello?", Say("Hi there.")))
+    await eventually(lambda: h.conversation.response.sentences == ["Hi there."])
+    await provider.run(connection.speech_started)
+    await eventually(lambda: h.conversation.user_speaking)
+    await h.clock.advance(0.3)
+    assert "clear" not in h.transport.kinds()
+    await h.clock.advance(2.0)
+    assert h.transport.transcripts()[:2] == [("user", "hello?"), ("assistant", f"{DISCLOSURE} {GREETING}")]
+    await h.stop()
