@@ -126,6 +126,7 @@ async def test_a_conversation_through_the_speech_to_speech_provider(
         try:
             # The provider was configured by the service, then asked to say the opening word for word.
             connection = provider.last
+            await eventually(lambda: connection.events("response.create"), what="the session configuration")
             session = connection.session
             assert connection.query == {"model": MODEL}
             assert connection.headers["authorization"] == f"Bearer {API_KEY}"
