@@ -443,3 +443,29 @@ async def test_an_answer_begun_during_the_disclosure_does_not_make_the_disclosur
     await h.clock.advance(2.0)
     assert h.transport.transcripts()[:2] == [("user", "hello?"), ("assistant", f"{DISCLOSURE} {GREETING}")]
     await h.stop()
+
+
+async def test_a_refused_truncation_is_logged_and_the_call_goes_on(agent, provider):
+    h = Harness(agent)
+    await h.start()
+    await h.greeted()
+    connection = provider.last
+    await provider.run(lambda: connection.caller_turn("tell me", Say("One two three four five six seven eight.")))
+    await h.received(0.8)
+    await h.clock.advance(0.3)
+    await provider.run(connection.speech_started)
+    await eventually(lambda: connection.events("conversation.item.truncate"))
+    truncate = connection.events("conversation.item.truncate")[0]
+    refusal = {"type": "invalid_request_error", "code": "invalid_value", "message": "audio_end_ms is too large"}
+    await provider.run(
+        lambda: connection.send({"type": "error", "error": {**refusal, "event_id": truncate["event_id"]}})
+    )
+    for _ in range(500):
+        if any(entry["message"] == "provider refused a cancel or truncate" for entry in await logs(h)):
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the refusal was not logged")
+    assert h.transport.ended is None and not h.task.done()
+    call = await h.stop()
+    assert call.status == "completed"
