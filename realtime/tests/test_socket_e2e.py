@@ -16,7 +16,15 @@ from asgiref.sync import sync_to_async
 
 from calls.models import Call
 from realtime import tokens
-from realtime.tests.support import DaphneServer, VoiceClient, is_type, rms, start_test_server, stop_test_server, to_16k
+from realtime.tests.support import (
+    DaphneServer,
+    VoiceClient,
+    is_type,
+    record_voice,
+    rms,
+    start_test_server,
+    stop_test_server,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -66,10 +74,9 @@ def words(text: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def speech_16k() -> dict[str, bytes]:
-    from realtime.engine.speech.tts import synthesize
-
-    return {text: to_16k(synthesize(text, language="en-US", voice_name="eve")) for text in (SENTENCE, SECOND)}
+def speech_16k(tmp_path_factory: Any) -> dict[str, bytes]:
+    # A recording: freshly synthesized speech differs from run to run, and so does what is heard.
+    return record_voice((SENTENCE, SECOND), tmp_path_factory.mktemp("voice"))
 
 
 def silence(ms: int) -> bytes:
