@@ -61,8 +61,8 @@ def _field_rules(schema: dict[str, Any]) -> dict[str, Any]:
     properties["phoneNumberAssignments"]["maxItems"] = MAX_ASSIGNMENTS
     properties["phoneNumberIds"]["uniqueItems"] = True
     # Not blank, and a single line once trimmed.
-    secret = trimmed_body(allow_blank=False, middle="[^\\r\\n\\u0000]")
-    properties["serverSecret"].update(string_rule(trimmed(secret)))
+    secret = trimmed_body(max_length=512, allow_blank=False, middle="[^\\r\\n\\u0000]")
+    properties["serverSecret"].update(string_rule(trimmed(secret), length_in_pattern=True))
     return schema
 
 

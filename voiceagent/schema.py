@@ -65,23 +65,29 @@ PATH_ID_DESCRIPTIONS = {
 
 # --- request strings: the checks DRF and the strict fields make, as patterns --------------------------
 # Regular expressions are read by ECMA 262 (the OpenAPI dialect), Python (the server) and Rust (fuzzers):
-# only classes, groups and `*`/`+`/`?` (counted repetitions of large classes are slow to compile). White
-# space is spelled out because Python's str.strip() also removes U+001C-U+001F and U+0085, which ECMA's \s
-# does not match. maxLength counts the raw string, where DRF counts it trimmed: the one approximation.
+# classes, groups and quantifiers only (no lookaround, which generators cannot use). White space is spelled
+# out because Python's str.strip() also removes U+001C-U+001F and U+0085, which ECMA's \s does not match.
+# DRF trims before it counts, so a trimmed field's length limit is in its pattern, not in maxLength.
 WS = "\\s\\u001c-\\u001f\\u0085"
 VISIBLE = f"[^{WS}\\u0000]"  # DRF's CharField refuses NUL anywhere
 ANY = "[^\\u0000]"
-# The pattern an extension computed for a string field. drf-spectacular adds a oneOf to blank-allowed
-# fields that have a pattern, after extensions run; the hook below puts the pattern in place at the end.
+# The pattern an extension computed for a string field, and whether it encodes the length limit.
+# drf-spectacular adds maxLength/minLength (and a oneOf for blank-allowed fields with a pattern) after
+# extensions run; the hook below puts the pattern in place at the end.
 STRING_PATTERN = "x-string-pattern"
+LENGTH_IN_PATTERN = "x-length-in-pattern"
 # Properties an object may not have (set to the `false` schema by the hook, after drf-spectacular's own
 # post-processing, which expects every property to be an object).
 FORBIDDEN_PROPERTIES = "x-forbidden-properties"
 
 
-def trimmed_body(*, allow_blank: bool, middle: str = ANY) -> str:
-    """What a trimmed value may be: visible at both ends."""
-    body = f"{VISIBLE}(?:{middle}*{VISIBLE})?"
+def trimmed_body(*, max_length: int | None, allow_blank: bool, middle: str = ANY) -> str:
+    """What a trimmed value may be: visible at both ends, at most max_length long."""
+    if max_length == 1:
+        body = VISIBLE
+    else:
+        repeat = "*" if max_length is None else f"{{0,{max_length - 2}}}"
+        body = f"{VISIBLE}(?:{middle}{repeat}{VISIBLE})?"
     return f"(?:{body})?" if allow_blank else body
 
 
@@ -90,8 +96,8 @@ def trimmed(body: str) -> str:
     return f"^[{WS}]*(?:{body})[{WS}]*$"
 
 
-def string_rule(pattern: str) -> dict[str, Any]:
-    return {STRING_PATTERN: pattern}
+def string_rule(pattern: str, *, length_in_pattern: bool = False) -> dict[str, Any]:
+    return {STRING_PATTERN: pattern, LENGTH_IN_PATTERN: length_in_pattern}
 
 
 def _regex_body(field: Any) -> str | None:
@@ -106,14 +112,20 @@ def char_field_rule(field: Any) -> dict[str, Any]:
     regex = _regex_body(field)
     if not field.trim_whitespace:
         return string_rule(f"^(?:{regex})$" if regex else f"^{ANY}*$")
-    return string_rule(trimmed(regex or trimmed_body(allow_blank=field.allow_blank)))
+    if regex:
+        return string_rule(trimmed(regex))
+    body = trimmed_body(max_length=field.max_length, allow_blank=field.allow_blank)
+    return string_rule(trimmed(body), length_in_pattern=True)
 
 
 E164_PATTERN = trimmed("\\+[1-9][0-9]{1,14}")
 # voiceagent.validation.url_problem on what urllib.parse.urlsplit makes of the URL: scheme http or https (any
-# case), a host, no user information, a port from 0 to 65535, no white space, at most 2048 characters.
-URL_PORT = "0*(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
-URL_BODY = f"[Hh][Tt][Tt][Pp][Ss]?://[^/?#@:\\[\\]{WS}\\u0000]+(?::(?:{URL_PORT})?)?(?:[/?#][^{WS}\\u0000]*)?"
+# case), a host, no user information, a port from 0 to 65535, no white space, at most 2048 characters (here:
+# a host of at most 1024 and a path, query and fragment of at most 1000).
+URL_PORT = "0{0,4}(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
+URL_BODY = (
+    f"[Hh][Tt][Tt][Pp][Ss]?://[^/?#@:\\[\\]{WS}\\u0000]{{1,1024}}(?::(?:{URL_PORT})?)?(?:[/?#][^{WS}\\u0000]{{0,999}})?"
+)
 URL_PATTERN = trimmed(URL_BODY)
 # voiceagent.validation.headers_problem: token names, not the ones the service sets, single-line values.
 HEADER_NAME_PATTERN = "^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$"
@@ -185,8 +197,7 @@ class OutboundUrlFieldSchema(OpenApiSerializerFieldExtension):
             "description": "An http or https URL with a host and no credentials, at most 2048 characters. Private, "
             "loopback and link-local addresses are refused when the service calls it (unless the operator "
             "allows them).",
-            "maxLength": 2048,
-            **string_rule(URL_PATTERN),
+            **string_rule(URL_PATTERN, length_in_pattern=True),
         }
 
 
@@ -206,8 +217,12 @@ class JsonObjectFieldSchema(OpenApiSerializerFieldExtension):
         return build_basic_type(OpenApiTypes.OBJECT)
 
 
+def component_ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
 def _error_content() -> dict[str, Any]:
-    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{ERROR_COMPONENT}"}}}
+    return {"application/json": {"schema": component_ref(ERROR_COMPONENT)}}
 
 
 def _complete_operation(operation: dict[str, Any]) -> None:
@@ -249,6 +264,9 @@ def _apply_markers(node: Any) -> None:
         for name in node.pop(FORBIDDEN_PROPERTIES, ()):
             node.setdefault("properties", {})[name] = False
         if STRING_PATTERN in node:
+            if node.pop(LENGTH_IN_PATTERN):
+                node.pop("maxLength", None)
+                node.pop("minLength", None)
             node["pattern"] = node.pop(STRING_PATTERN)
         for value in node.values():
             _apply_markers(value)
