@@ -22,6 +22,7 @@ wall time down; each still waits for the agent's answer to finish playing before
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -32,7 +33,6 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents.disclosure import disclosure_for
 from agents.models import AgentTool, McpToolSelection
 from agents.tools.services import mcp_server_connect
 from calls.models import AgentLog, Call
@@ -129,16 +129,8 @@ def loopback(settings: Any) -> Any:
 @pytest.fixture
 def receivers() -> Iterator[Callable[..., LoopbackReceiver]]:
     """Webhook receivers serving from threads (the server process calls them while the test waits)."""
-    started: list[Any] = []
-
-    def start(default: Reply | None = None) -> LoopbackReceiver:
-        context = LoopbackReceiver(default).in_thread()
-        started.append(context)
-        return context.__enter__()
-
-    yield start
-    for context in reversed(started):
-        context.__exit__(None, None, None)
+    with contextlib.ExitStack() as stack:
+        yield lambda default=None: stack.enter_context(LoopbackReceiver(default).in_thread())
 
 
 # --- agents --------------------------------------------------------------------------------------
@@ -220,13 +212,6 @@ def issue(agent: Any) -> str:
 
 def socket_url(server: DaphneServer, agent: Any, token: str) -> str:
     return f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}"
-
-
-def greeting_of(agent: Any, greeting: str = "") -> str:
-    disclosure = disclosure_for(
-        template_id=agent.ai_identity_disclosure_template_id, language=agent.language, agent_name=agent.name
-    ).text
-    return f"{disclosure} {greeting}".strip()
 
 
 @dataclass
@@ -338,7 +323,7 @@ async def test_a_signed_webhook_tool_is_called_with_the_spoken_order_number_and_
         return exchange
 
     exchange = await conversation(server, agent, voice, talk, token=response.json()["token"])
-    assert exchange.said == SHIPPED
+    assert exchange.said == SHIPPED, exchange.heard
     assert tool_events(exchange) == [("tool.started", "check_order_status"), ("tool.finished", "check_order_status")]
 
     (request,) = hook.requests
@@ -353,7 +338,7 @@ async def test_a_signed_webhook_tool_is_called_with_the_spoken_order_number_and_
             "call": {"id": call_id, "agentId": str(agent.pk)},
             "toolCall": {"id": tool_call_id, "name": "check_order_status", "arguments": {"order_number": "3561"}},
         }
-    }
+    }, exchange.heard
     assert request.headers["content-type"] == "application/json"
     assert request.headers["x-api-key"] == "acme-tools-key" and request.headers["x-tenant"] == "acme"
     assert signed(request)
@@ -486,8 +471,8 @@ async def test_http_tools_send_get_arguments_in_the_query_and_post_arguments_as_
         return caller.call_id, parcel, taxi
 
     call_id, parcel, taxi = await conversation(server, hana, voice, talk)
-    assert parcel.said == "Parcel 3561 is out for delivery and arrives today."
-    assert taxi.said == "A taxi for three passengers is on its way to you."
+    assert parcel.said == "Parcel 3561 is out for delivery and arrives today.", parcel.heard
+    assert taxi.said == "A taxi for three passengers is on its way to you.", taxi.heard
 
     get, post = api.requests
     assert (get.method, get.path, get.query, get.body) == (
@@ -531,7 +516,7 @@ async def test_a_tool_of_a_connected_mcp_server_is_called_and_the_session_closed
 
         call_id, exchange = await conversation(server, max_, voice, talk)
         # The tool's structured result {"orderId": "3561", "status": "shipped"}, read out.
-        assert exchange.said == "Order id: 3561, status: shipped."
+        assert exchange.said == "Order id: 3561, status: shipped.", exchange.heard
         assert tool_events(exchange) == [("tool.started", "lookup_order"), ("tool.finished", "lookup_order")]
         (session,) = mcp.sessions_opened[opened_before:]
         assert mcp.requests_in(session) >= 2  # initialized, tools/call
@@ -560,7 +545,9 @@ async def test_search_knowledge_answers_from_an_uploaded_document(server, voice,
         return caller.call_id, exchange
 
     call_id, exchange = await conversation(server, clara, voice, talk)
-    assert "open from Monday to Friday, from eight in the morning to six in the evening" in exchange.said
+    assert "open from Monday to Friday, from eight in the morning to six in the evening" in exchange.said, (
+        exchange.heard
+    )
     assert tool_events(exchange) == [("tool.started", "search_knowledge"), ("tool.finished", "search_knowledge")]
     ((name, request, status, _),) = invocations(await call_detail(owner, call_id))
     assert (name, status) == ("search_knowledge", "success") and request == {"query": exchange.heard}
@@ -665,7 +652,7 @@ async def test_a_failed_assistant_request_ends_a_call_without_a_saved_prompt_and
     assert content["reason"] == "Assistant request failed: serverUrl answered HTTP 500"
 
     # Rita has saved instructions: her call goes on with them.
-    assert exchange.said == "I can help callers book a taxi to the airport. What would you like to do?"
+    assert exchange.said == "I can help callers book a taxi to the airport. What would you like to do?", exchange.heard
     assert (await sync_to_async(Call.objects.get)(pk=rita_call)).status == "completed"
     await logged(rita, "dynamic prompt request failed; the saved prompt is used")
     assert len(hook.requests) == 2 and all(signed(request) for request in hook.requests)
