@@ -10,7 +10,7 @@ sys.setswitchinterval(0.0005)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
 
-from django.core.asgi import get_asgi_application
+from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_asgi_app = get_asgi_application()
 

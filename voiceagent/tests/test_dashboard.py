@@ -143,3 +143,10 @@ def test_view_site_leads_to_a_page_that_says_where_to_go(admin_client: Client, c
     assert client.get("/docs/").status_code == 200
     assert client.get("/healthz").status_code == 200
     assert client.post("/").status_code == 405
+
+
+def test_the_landing_page_links_the_demo_only_while_demo_pages_are_on(client: Client, settings: Any) -> None:
+    settings.DEMO_PAGES = True
+    assert 'href="/demo/"' in client.get("/").content.decode()
+    settings.DEMO_PAGES = False
+    assert 'href="/demo/"' not in client.get("/").content.decode()
