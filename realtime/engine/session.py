@@ -313,8 +313,7 @@ class Session:
             has_saved = bool(self.agent.identity.strip() or self.agent.instructions.strip())
             self.recorder.log(
                 "error",
-                "dynamic prompt request failed; "
-                + ("the saved prompt is used" if has_saved else "the call is ended"),
+                "dynamic prompt request failed; " + ("the saved prompt is used" if has_saved else "the call is ended"),
                 reason=exc.message,
             )
             return None
