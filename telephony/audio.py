@@ -2,7 +2,7 @@
 engine.
 
 mu-law: numpy lookup tables, bit-exact with the stdlib's deprecated `audioop` (ulaw2lin/lin2ulaw; see
-docs in shared/reference/protocols.md 1.8): 256 entries to decode, 65 536 to encode.
+ITU-T G.711): 256 entries to decode, 65 536 to encode.
 
 Resampling: stateful FIR filters (Kaiser-windowed sinc, designed once) that keep the last samples of
 each stream between chunks, so that a call's audio is filtered as one continuous signal. They are

@@ -1,6 +1,6 @@
 """The phone transport: a Twilio bidirectional Media Stream (`<Connect><Stream>`) in front of the engine.
 
-The consumer only translates (shared/reference/protocols.md 1.3-1.4):
+The consumer only translates (Twilio Media Streams WebSocket messages, twilio.com/docs/voice/media-streams/websocket-messages):
 - `connected` is noted; `start` must carry `customParameters.token`, a single-use stream token issued
   by the voice webhook (telephony.streams). A missing, bad, expired or reused token, or an agent that
   is gone or not active, closes the socket at once: no session, one log line. Nothing else on the

@@ -1,5 +1,5 @@
 """Twilio's side of a bidirectional Media Stream, scripted after Twilio's documented messages
-(shared/reference/protocols.md 1.3-1.4), over a real WebSocket (aiohttp). Used by the telephony tests
+(twilio.com/docs/voice/media-streams/websocket-messages), over a real WebSocket (aiohttp). Used by the telephony tests
 and bench/voice_latency.py (`--scenario phone`).
 
 `TwilioStream` sends `connected`, `start` (with the stream token as a custom parameter), caller audio
