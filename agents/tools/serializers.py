@@ -29,9 +29,22 @@ MAX_SCHEMA_BYTES = 65536
 MAX_SELECTIONS = 256
 
 
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    return False
+
+
 def schema_problem(schema: dict[str, Any], *, arguments: bool) -> str | None:
     """Why `schema` is not a valid JSON Schema (by its meta-schema), or None."""
     try:
+        # PostgreSQL's jsonb cannot hold U+0000; refused on every database alike.
+        if _has_nul(schema):
+            return "Not a valid JSON Schema here: its text may not contain NUL characters (U+0000)."
         size = len(json.dumps(schema))
         validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         validator.check_schema(schema)

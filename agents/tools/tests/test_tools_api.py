@@ -220,6 +220,22 @@ def test_schemas_with_a_declared_draft_are_checked_against_that_draft(owner, web
     assert response.status_code == 400
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"description": "nul \u0000 inside"}}},
+        {"type": "object", "properties": {"k\u0000ey": {"type": "string"}}},
+    ],
+)
+def test_schemas_holding_a_nul_character_are_400_on_every_database(owner, webhook_agent, schema):
+    response = owner.client.post(tools_url(webhook_agent.pk), {**TOOL, "parameterSchema": schema}, format="json")
+    assert response.status_code == 400
+    assert "parameterSchema" in response.json()["issues"]
+    response = owner.client.post(tools_url(webhook_agent.pk), {**TOOL, "responseSchema": schema}, format="json")
+    assert response.status_code == 400
+    assert not AgentTool.objects.exists()
+
+
 def test_tool_names_are_unique_per_agent(owner, webhook_agent, make_agent):
     create_tool(owner, webhook_agent)
     response = owner.client.post(tools_url(webhook_agent.id), TOOL, format="json")
