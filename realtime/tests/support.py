@@ -107,6 +107,10 @@ class DaphneServer:
         self.stop()
 
 
+def _application_name(port: int) -> str:
+    return f"voiceagent-test-server-{port}"
+
+
 def start_test_server(tmp_path_factory: Any, name: str, env: dict[str, str] | None = None) -> DaphneServer:
     """A server process on the database of the running tests (pytest), its log in a temporary
     directory; `env` adds settings (OUTBOUND_ALLOWED_NETWORKS, LLM_PROVIDER...)."""
@@ -115,8 +119,11 @@ def start_test_server(tmp_path_factory: Any, name: str, env: dict[str, str] | No
     from realtime.tests.conftest import SECRET
 
     port = free_port()
+    url = database_url(connection.settings_dict)
+    if connection.vendor == "postgresql":
+        url += f"?application_name={_application_name(port)}"  # its connections, for stop_test_server
     base = {
-        "DATABASE_URL": database_url(connection.settings_dict),
+        "DATABASE_URL": url,
         "REALTIME_TOKEN_SECRET": SECRET,
         "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
         "DATABASE_POOL": "false",
@@ -136,7 +143,8 @@ def stop_test_server(server: DaphneServer) -> None:
     for _ in range(100):
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+                [_application_name(server.port)],
             )
             if cursor.fetchone()[0] == 0:
                 return
