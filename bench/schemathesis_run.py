@@ -1,6 +1,8 @@
 """Schemathesis against the public API (not a test): a larger run than the suite's, with every phase.
 
-Seeds a fresh database (a SQLite file under a temporary folder) with the world of voiceagent/schema_fuzzing.py,
+Seeds a fresh database (a SQLite file under a temporary folder, or with DATABASE_URL=postgres://... a
+PostgreSQL database of that name plus `_schemathesis`, dropped and made again) with the world of
+voiceagent/schema_fuzzing.py,
 serves the API on a free loopback port (Django's WSGI handler in a thread, or Daphne with --daphne, as
 `make run` serves it), and runs `schemathesis run` in this process against /public/v1/openapi.json: the
 examples, coverage, fuzzing and stateful phases, all checks (positive_data_acceptance with the exceptions
@@ -34,10 +36,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def database_url(folder: Path) -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        return f"sqlite:///{folder / 'schemathesis.sqlite3'}"
+    import psycopg
+
+    base, _, name = url.rpartition("/")
+    name = f"{name or 'voiceagent'}_schemathesis"
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}"')
+    return f"{base}/{name}"
+
+
 def prepare(folder: Path) -> dict[str, str]:
     """Environment of the bench (this process and a Daphne server): its own database, no broker."""
     env = {
-        "DATABASE_URL": f"sqlite:///{folder / 'schemathesis.sqlite3'}",
+        "DATABASE_URL": database_url(folder),
         "DJANGO_SETTINGS_MODULE": "voiceagent.settings",
         "LOG_LEVEL": "ERROR",
         "REALTIME_PRELOAD": "false",
@@ -160,7 +176,9 @@ def main() -> None:
     result = json.loads(report.read_text())
     operations, cases = result["operations"], result["test_cases"]
     failures = sum(failure["count"] for failure in result["failures"])
-    print(f"Schemathesis {result['schemathesis_version']} against {'Daphne' if daphne else 'a WSGI thread'}")
+    server = "Daphne" if daphne else "a WSGI thread"
+    database = "PostgreSQL" if os.environ["DATABASE_URL"].startswith("postgres") else "SQLite"
+    print(f"Schemathesis {result['schemathesis_version']} against {server} on {database}")
     print(f"  examples per operation  {args.examples} (seed {args.seed})")
     print("  phases                  " + ", ".join(f"{name} {p['status']}" for name, p in result["phases"].items()))
     print(f"  operations              {operations['tested']} tested of {operations['total']}")

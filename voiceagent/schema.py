@@ -32,7 +32,7 @@ ERROR_SCHEMA: dict[str, Any] = {
             "additionalProperties": {"type": "array", "items": {"type": "string"}},
         },
         "maxAgents": {"type": "integer", "description": "With AGENT_LIMIT_EXCEEDED: the plan's active-agent cap."},
-        "maxBytes": {"type": "integer", "description": "With a 413 on knowledge uploads: the size limit."},
+        "maxBytes": {"type": "integer", "description": "With a 413: the size limit in bytes."},
         "updatedAt": {
             "type": "string",
             "format": "date-time",

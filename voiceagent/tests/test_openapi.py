@@ -1,6 +1,7 @@
 """The published OpenAPI schema lists every endpoint of the contract with its shapes, and describes the API
 exactly enough for generated clients and fuzzers (voiceagent/tests/test_schemathesis.py puts it to the test)."""
 
+import json
 import re
 from io import StringIO
 
@@ -92,6 +93,12 @@ def test_schema_generation_has_no_warnings_and_the_schema_is_valid_openapi(tmp_p
     target = tmp_path / "openapi.json"
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(target), stdout=out, stderr=out)
     assert target.read_text().startswith("{") or target.read_text().startswith("openapi")
+
+
+def test_no_generation_marker_is_left_in_the_published_schema(schema):
+    text = json.dumps(schema)
+    assert "x-string-pattern" not in text and "x-length-in-pattern" not in text
+    assert "x-forbidden-properties" not in text and "x-request-max-items" not in text
 
 
 def test_every_operation_has_a_user_facing_summary_description_and_tag(schema):
