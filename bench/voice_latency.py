@@ -122,24 +122,51 @@ class WebhookReceiver:
 
 
 def serve_webhook(port: int) -> None:
-    from aiohttp import web
+    """A minimal HTTP/1.1 server on asyncio's protocol layer: the webhook's span starts when the first
+    byte of a request arrives (its own parsing counts as the webhook's time, not the service's) and
+    ends when the answer is written."""
+    import json as jsonlib
 
     spans: dict[str, tuple[float, float]] = {}
+    answer = jsonlib.dumps({"message": "We are open from nine in the morning to ten at night."}).encode()
 
-    async def hook(request: web.Request) -> web.Response:
-        body = await request.json()
-        arrived = time.monotonic()
-        reply = web.json_response({"message": "We are open from nine in the morning to ten at night."})
-        spans[body["message"]["call"]["id"]] = (arrived, time.monotonic())
-        return reply
+    def response(status: str, body: bytes) -> bytes:
+        head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        return head.encode() + body
 
-    async def listing(request: web.Request) -> web.Response:
-        return web.json_response(spans)
+    class Hook(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+            self.buffer = b""
+            self.arrived: float | None = None
 
-    app = web.Application()
-    app.router.add_post("/hook", hook)
-    app.router.add_get("/spans", listing)
-    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+        def data_received(self, data: bytes) -> None:
+            if self.arrived is None:
+                self.arrived = time.monotonic()
+            self.buffer += data
+            head, sep, body = self.buffer.partition(b"\r\n\r\n")
+            if not sep:
+                return
+            lines = head.decode("latin-1").split("\r\n")
+            length = next(
+                (int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:")), 0
+            )
+            if len(body) < length:
+                return
+            if lines[0].startswith("GET /spans"):
+                self.transport.write(response("200 OK", jsonlib.dumps(spans).encode()))
+            else:
+                call_id = jsonlib.loads(body[:length])["message"]["call"]["id"]
+                self.transport.write(response("200 OK", answer))
+                spans[call_id] = (self.arrived, time.monotonic())
+            self.buffer, self.arrived = body[length:], None
+
+    async def run() -> None:
+        server = await asyncio.get_running_loop().create_server(Hook, "127.0.0.1", port)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(run())
 
 
 def bench_env() -> dict[str, str]:
