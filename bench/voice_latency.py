@@ -380,6 +380,35 @@ async def run_round(
     return results, wall, cpu
 
 
+TABLE_HEADER = (
+    f"{'N':>3} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'underruns':>9} {'failed':>6} "
+    f"{'start p50 ms':>12} {'CPU s/session':>13} {'CPU %/session':>13} {'WER':>5}"
+)
+
+
+def report_row(n: int, rounds: list[tuple[list[Result], float, float]]) -> None:
+    """One row of the table: the rounds made with N sessions, latencies pooled."""
+    results = [r for round_results, _, _ in rounds for r in round_results]
+    cpu_total = sum(cpu for _, _, cpu in rounds)
+    wall_per_round = sum(wall for _, wall, _ in rounds) / len(rounds)
+    latencies = [r.latency * 1000 for r in results if r.latency is not None]
+    starts = [r.startup * 1000 for r in results if r.startup is not None]
+    failures = [r.failure for r in results if r.failure]
+    errors, words = sum(r.errors for r in results), sum(r.words for r in results)
+    nan = float("nan")
+    print(
+        f"{n:>3} {statistics.median(latencies) if latencies else nan:>7.0f} "
+        f"{percentile(latencies, 0.95) if latencies else nan:>7.0f} "
+        f"{max(latencies) if latencies else nan:>7.0f} {sum(r.underruns for r in results):>9} {len(failures):>6} "
+        f"{statistics.median(starts) if starts else nan:>12.0f} "
+        f"{cpu_total / len(results):>13.2f} {100 * cpu_total / len(results) / wall_per_round:>13.1f} "
+        f"{errors / words if words else nan:>5.2f}",
+        flush=True,
+    )
+    for failure in failures[:3]:
+        print(f"    failed session: {failure}")
+
+
 def tool_overheads(receiver: WebhookReceiver, call_ids: list[str]) -> list[float]:
     """The service's own time (ms) around each webhook tool call of the given calls: the dispatcher's
     duration (agent log "tool call" line) minus the webhook's own time at the receiver."""
@@ -469,47 +498,20 @@ def main() -> None:
         print(
             f"servers: {len(base_urls)}; input chunks: {args.chunk_ms} ms; voice engine: {settings.VOICE_ENGINE}; end-of-turn silence window: {settings.VAD_END_SILENCE_MS} ms; session starts staggered by {args.stagger_ms} ms; recognition workers per server: {settings.ASR_WORKERS}"
         )
-        print(
-            f"{'N':>3} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'underruns':>9} {'failed':>6} "
-            f"{'start p50 ms':>12} {'CPU s/session':>13} {'CPU %/session':>13} {'WER':>5}"
-        )
+        print(TABLE_HEADER)
         asyncio.run(
             run_round(base_urls, api_key, agent_id, len(base_urls), speech, pids, sentences=sentences)
         )  # warm-up (first-agent LM build)
         measured_calls: list[str] = []
         for n in [int(x) for x in args.sessions.split(",") if x.strip()]:
-            latencies, starts, underruns, failed, errors, words, cpu_total, wall_total = [], [], 0, 0, 0, 0, 0.0, 0.0
-            failures: list[str] = []
-            for _ in range(args.rounds):
-                results, wall, cpu = asyncio.run(
+            rounds = [
+                asyncio.run(
                     run_round(base_urls, api_key, agent_id, n, speech, pids, args.chunk_ms, args.stagger_ms, sentences)
                 )
-                cpu_total += cpu
-                wall_total += wall
-                for r in results:
-                    if r.failure:
-                        failed += 1
-                        failures.append(r.failure)
-                    if r.latency is not None:
-                        latencies.append(r.latency * 1000)
-                    if r.startup is not None:
-                        starts.append(r.startup * 1000)
-                    underruns += r.underruns
-                    errors += r.errors
-                    words += r.words
-                    measured_calls += [r.call_id] if r.call_id else []
-            sessions = n * args.rounds
-            print(
-                f"{n:>3} {statistics.median(latencies) if latencies else float('nan'):>7.0f} "
-                f"{percentile(latencies, 0.95) if latencies else float('nan'):>7.0f} "
-                f"{max(latencies) if latencies else float('nan'):>7.0f} {underruns:>9} {failed:>6} "
-                f"{statistics.median(starts) if starts else float('nan'):>12.0f} "
-                f"{cpu_total / sessions:>13.2f} {100 * cpu_total / sessions / (wall_total / args.rounds):>13.1f} "
-                f"{errors / words if words else float('nan'):>5.2f}",
-                flush=True,
-            )
-            for failure in failures[:3]:
-                print(f"    failed session: {failure}")
+                for _ in range(args.rounds)
+            ]
+            measured_calls += [r.call_id for results, _, _ in rounds for r in results if r.call_id]
+            report_row(n, rounds)
         if receiver is not None:
             overheads = tool_overheads(receiver, measured_calls)
             print(
@@ -701,42 +703,14 @@ def phone_main(args: argparse.Namespace) -> None:
         print(
             f"servers: {len(ws_urls)}; Twilio media streams (mu-law 8 kHz, 20 ms frames); voice engine: {settings.VOICE_ENGINE}; end-of-turn silence window: {settings.VAD_END_SILENCE_MS} ms; session starts staggered by {args.stagger_ms} ms"
         )
-        print(
-            f"{'N':>3} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'underruns':>9} {'failed':>6} "
-            f"{'start p50 ms':>12} {'CPU s/session':>13} {'CPU %/session':>13} {'WER':>5}"
-        )
+        print(TABLE_HEADER)
         asyncio.run(run_phone_round(ws_urls, [grant], len(ws_urls), speech, pids, 0))  # warm-up
         for n in [int(x) for x in args.sessions.split(",") if x.strip()]:
-            latencies, starts, underruns, failed, errors, words, cpu_total, wall_total = [], [], 0, 0, 0, 0, 0.0, 0.0
-            failures: list[str] = []
+            rounds = []
             for _ in range(args.rounds):
-                results, wall, cpu = asyncio.run(run_phone_round(ws_urls, [grant], n, speech, pids, args.stagger_ms))
-                phone_word_errors(results)
-                cpu_total += cpu
-                wall_total += wall
-                for r in results:
-                    if r.failure:
-                        failed += 1
-                        failures.append(r.failure)
-                    if r.latency is not None:
-                        latencies.append(r.latency * 1000)
-                    if r.startup is not None:
-                        starts.append(r.startup * 1000)
-                    underruns += r.underruns
-                    errors += r.errors
-                    words += r.words
-            sessions = n * args.rounds
-            print(
-                f"{n:>3} {statistics.median(latencies) if latencies else float('nan'):>7.0f} "
-                f"{percentile(latencies, 0.95) if latencies else float('nan'):>7.0f} "
-                f"{max(latencies) if latencies else float('nan'):>7.0f} {underruns:>9} {failed:>6} "
-                f"{statistics.median(starts) if starts else float('nan'):>12.0f} "
-                f"{cpu_total / sessions:>13.2f} {100 * cpu_total / sessions / (wall_total / args.rounds):>13.1f} "
-                f"{errors / words if words else float('nan'):>5.2f}",
-                flush=True,
-            )
-            for failure in failures[:3]:
-                print(f"    failed session: {failure}")
+                rounds.append(asyncio.run(run_phone_round(ws_urls, [grant], n, speech, pids, args.stagger_ms)))
+                phone_word_errors(rounds[-1][0])
+            report_row(n, rounds)
     finally:
         for server in servers:
             server.stop()
