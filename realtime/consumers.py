@@ -15,13 +15,13 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 
 from calls.models import CallChannel, CallStatus
 from realtime import tokens
 from realtime.engine.session import Session, open_session
 from realtime.engine.transport import Ending
 from realtime.services import OUTPUT_SAMPLE_RATE, session_token_redeem
+from realtime.sockets import JsonSocketConsumer
 
 logger = logging.getLogger(__name__)
 
@@ -30,10 +30,9 @@ MAX_INPUT_CHUNK_BYTES = 320_000
 MAX_MESSAGE_CHARS = MAX_INPUT_CHUNK_BYTES * 4 // 3 + 1024
 
 
-class BrowserSession(AsyncWebsocketConsumer):
+class BrowserSession(JsonSocketConsumer):
     conversation: Session | None = None
     _run: asyncio.Task[None] | None = None
-    _closed = False
 
     async def connect(self) -> None:
         # Accept first: a close code (and the `error` message before it) can only be sent on an open socket.
@@ -44,14 +43,16 @@ class BrowserSession(AsyncWebsocketConsumer):
         try:
             agent = await database_sync_to_async(session_token_redeem)(token=token, agent_id=agent_id)
         except tokens.TokenError as exc:
-            await self._send({"type": "error", "code": _TOKEN_ERROR_CODES[exc.close_code], "message": exc.message})
+            await self.send_message(
+                {"type": "error", "code": _TOKEN_ERROR_CODES[exc.close_code], "message": exc.message}
+            )
             await self.close(code=exc.close_code, reason=exc.message)
             self._closed = True
             return
         except Exception:
             logger.exception("could not open a realtime session")
             await self._error("server_error", "The session could not be opened")
-            await self._close(tokens.CLOSE_ENGINE_ERROR, "server error")
+            await self.close_once(tokens.CLOSE_ENGINE_ERROR, "server error")
             return
         self.conversation = open_session(agent=agent, transport=_BrowserTransport(self), channel=CallChannel.WEB)
         self._run = asyncio.create_task(
@@ -77,7 +78,7 @@ class BrowserSession(AsyncWebsocketConsumer):
             await self._input_audio(message.get("audio"))
         elif kind == "stop":
             await self.conversation.stop(CallStatus.COMPLETED)
-            await self._close(1000, "conversation ended")
+            await self.close_once(1000, "conversation ended")
         else:
             await self._error("bad_message", "Unknown message type; expected input_audio or stop")
 
@@ -108,21 +109,7 @@ class BrowserSession(AsyncWebsocketConsumer):
             await asyncio.gather(self._run, return_exceptions=True)
 
     async def _error(self, code: str, message: str) -> None:
-        await self._send({"type": "error", "code": code, "message": message})
-
-    async def _send(self, message: dict[str, Any]) -> None:
-        if self._closed:
-            return
-        try:
-            await self.send(text_data=json.dumps(message, separators=(",", ":")))
-        except Exception:  # the socket went away under us; disconnect() ends the conversation
-            logger.debug("send on a closed socket", exc_info=True)
-
-    async def _close(self, code: int, reason: str = "") -> None:
-        if self._closed:
-            return
-        self._closed = True
-        await self.close(code=code, reason=reason)
+        await self.send_message({"type": "error", "code": code, "message": message})
 
 
 _TOKEN_ERROR_CODES = {
@@ -141,10 +128,10 @@ class _BrowserTransport:
         self.consumer = consumer
 
     async def started(self, call_id: str) -> None:
-        await self.consumer._send({"type": "session.started", "callId": call_id})
+        await self.consumer.send_message({"type": "session.started", "callId": call_id})
 
     async def send_audio(self, pcm16_24k: bytes) -> None:
-        await self.consumer._send(
+        await self.consumer.send_message(
             {
                 "type": "output_audio",
                 "audio": base64.b64encode(pcm16_24k).decode("ascii"),
@@ -154,24 +141,24 @@ class _BrowserTransport:
         )
 
     async def clear(self) -> None:
-        await self.consumer._send({"type": "clear"})
+        await self.consumer.send_message({"type": "clear"})
 
     async def send_transcript(self, role: str, text: str) -> None:
-        await self.consumer._send({"type": "transcript", "role": role, "text": text})
+        await self.consumer.send_message({"type": "transcript", "role": role, "text": text})
 
     async def send_event(self, event: dict[str, Any]) -> None:
-        await self.consumer._send(event)
+        await self.consumer.send_message(event)
 
     async def transfer(self, destination: str) -> None:
         # A browser cannot be bridged to a phone line: the client is told where the caller is sent
         # (its page may offer to dial the number); hang_up(TRANSFERRED) closes the socket next.
-        await self.consumer._send({"type": "transfer", "phoneNumber": destination})
+        await self.consumer.send_message({"type": "transfer", "phoneNumber": destination})
 
     async def hang_up(self, ending: Ending, message: str = "") -> None:
         if ending == Ending.FAILED:
             await self.consumer._error("engine_error", message or "The conversation engine failed")
         code, reason = _CLOSE_CODES[ending]
-        await self.consumer._close(code, reason)
+        await self.consumer.close_once(code, reason)
 
 
 # How each ending of a conversation closes the browser socket.

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agents.models import Agent, AgentStatus
 from calls.models import CallChannel, CallStatus
@@ -40,6 +39,7 @@ from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.session import Session, open_session
 from realtime.engine.transport import Ending
 from realtime.selectors import session_agent_get
+from realtime.sockets import JsonSocketConsumer
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError
 from telephony import audio
 from telephony.providers import PhoneProvider, provider_for
@@ -89,14 +89,13 @@ def phone_call_get(grant: StreamGrant) -> PhoneCall | None:
     return PhoneCall(grant=grant, agent=agent, provider=provider)
 
 
-class TwilioMediaStream(AsyncWebsocketConsumer):
+class TwilioMediaStream(JsonSocketConsumer):
     conversation: Session | None = None
     transport: TwilioTransport | None = None
     stream_sid: str | None = None
     call_sid: str | None = None
     group: str | None = None
     _run: asyncio.Task[None] | None = None
-    _closed = False
     _starting = False
     _bad_logged = 0
     _too_fast_logged = False
@@ -135,7 +134,7 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
                 await self._start(message)
             except Exception:
                 logger.exception("media stream (call %s): could not open the session", _short(self.call_sid))
-                await self._close(CLOSE_ENGINE_ERROR, "server error")
+                await self.close_once(CLOSE_ENGINE_ERROR, "server error")
             return
         if self.conversation is None:
             # Nothing is trusted before a valid `start`.
@@ -170,16 +169,16 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
             grant = await database_sync_to_async(stream_token_redeem)(token if isinstance(token, str) else None)
         except TokenError as exc:
             logger.warning("media stream refused (call %s): %s", _short(call_sid), exc.message)
-            await self._close(exc.close_code, "invalid stream token")
+            await self.close_once(exc.close_code, "invalid stream token")
             return
         if not isinstance(stream_sid, str) or not stream_sid or call_sid != grant.call_sid:
             logger.warning("media stream refused: its callSid is not the call the token was issued for")
-            await self._close(CLOSE_INVALID_TOKEN, "invalid stream token")
+            await self.close_once(CLOSE_INVALID_TOKEN, "invalid stream token")
             return
         call = await database_sync_to_async(phone_call_get)(grant)
         if call is None:
             logger.warning("media stream refused (call %s): the agent is gone or not active", _short(call_sid))
-            await self._close(CLOSE_AGENT_UNAVAILABLE, "agent not available")
+            await self.close_once(CLOSE_AGENT_UNAVAILABLE, "agent not available")
             return
         self.stream_sid, self.call_sid = stream_sid, grant.call_sid
         clock = LoopClock()  # one clock for the session and the transport's mark timings
@@ -278,7 +277,7 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
     async def _end(self, status: str) -> None:
         if self.conversation is not None:
             await self.conversation.stop(status)
-        await self._close(1000, "call ended")
+        await self.close_once(1000, "call ended")
 
     async def disconnect(self, code: int) -> None:
         self._closed = True
@@ -300,7 +299,7 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
         await asyncio.sleep(START_TIMEOUT_SECONDS)
         if self.conversation is None and not self._closed:
             logger.warning("media stream closed: no valid start within %s s", START_TIMEOUT_SECONDS)
-            await self._close(CLOSE_NO_START, "no start")
+            await self.close_once(CLOSE_NO_START, "no start")
 
     async def wait_stopped(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -318,23 +317,6 @@ class TwilioMediaStream(AsyncWebsocketConsumer):
         self._bad_logged += 1
         if self._bad_logged <= MAX_BAD_MESSAGE_LOGS:
             logger.warning("media stream (call %s): ignored a bad message: %s", _short(self.call_sid), what)
-
-    async def send_json(self, message: dict[str, Any]) -> None:
-        if self._closed:
-            return
-        try:
-            await self.send(text_data=json.dumps(message, separators=(",", ":")))
-        except Exception:  # the socket went away under us; disconnect() ends the conversation
-            logger.debug("send on a closed socket", exc_info=True)
-
-    async def _close(self, code: int, reason: str = "") -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await self.close(code=code, reason=reason)
-        except Exception:  # the socket is already gone
-            logger.debug("close on a closed socket", exc_info=True)
 
 
 _HANDLERS = {
@@ -401,13 +383,13 @@ class TwilioTransport:
         start = now if self._expected_end is None or self._expected_end < now else self._expected_end
         self._expected_end = start + len(frames) * audio.FRAME_MS / 1000
         for frame in frames:
-            await self.consumer.send_json(
+            await self.consumer.send_message(
                 {"event": "media", "streamSid": self.stream_sid, "media": {"payload": base64.b64encode(frame).decode()}}
             )
         self._sequence += 1
         mark = _Mark(name=f"a{self._sequence}", plays_by=self._expected_end)
         self._marks.append(mark)
-        await self.consumer.send_json({"event": "mark", "streamSid": self.stream_sid, "mark": {"name": mark.name}})
+        await self.consumer.send_message({"event": "mark", "streamSid": self.stream_sid, "mark": {"name": mark.name}})
 
     def mark_played(self, name: str) -> None:
         """Twilio's echo of mark `name`: the audio before it has played (or was cleared)."""
@@ -433,7 +415,7 @@ class TwilioTransport:
         return lag
 
     async def clear(self) -> None:
-        await self.consumer.send_json({"event": "clear", "streamSid": self.stream_sid})
+        await self.consumer.send_message({"event": "clear", "streamSid": self.stream_sid})
         self.encoder.reset()
         self._dropped.update(mark.name for mark in self._marks)
         self._marks.clear()
@@ -463,4 +445,4 @@ class TwilioTransport:
                 await self.provider.hang_up(call_sid=self.call_sid)
             except ProviderError as exc:
                 logger.warning("call %s: hang-up after a failure did not go through: %s", _short(self.call_sid), exc)
-        await self.consumer._close(1000, ending.value)
+        await self.consumer.close_once(1000, ending.value)

@@ -26,10 +26,10 @@ class FakeStream:
         self.closed: tuple[int, str] | None = None
         self.stopped_waits: list[float] = []
 
-    async def send_json(self, message: dict[str, Any]) -> None:
+    async def send_message(self, message: dict[str, Any]) -> None:
         self.sent.append(message)
 
-    async def _close(self, code: int, reason: str = "") -> None:
+    async def close_once(self, code: int, reason: str = "") -> None:
         self.closed = (code, reason)
 
     async def wait_stopped(self, timeout: float) -> None:
