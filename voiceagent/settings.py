@@ -277,15 +277,16 @@ REALTIME_PROVIDER_VOICES = env.dict("REALTIME_PROVIDER_VOICES", default={})
 REALTIME_PROVIDER_TRANSCRIPTION_MODEL = env.str(
     "REALTIME_PROVIDER_TRANSCRIPTION_MODEL", default="gpt-4o-mini-transcribe"
 )
-# The cascade's speech: embedded (PocketSphinx, eSpeak NG) or openai (any OpenAI-compatible audio API:
-# OpenAI, faster-whisper-server/Speaches, Kokoro-FastAPI, LocalAI, vLLM). Keys are empty for local servers.
-ASR_PROVIDER = _choice("ASR_PROVIDER", "embedded", ("embedded", "openai"))
+# The cascade's speech: embedded (PocketSphinx, eSpeak NG), openai (any OpenAI-compatible audio API:
+# OpenAI, faster-whisper-server/Speaches, Kokoro-FastAPI, LocalAI, vLLM; keys are empty for local servers),
+# or the offline neural models in this process: whisper (ASR) and piper (TTS), docs/neural-speech.md.
+ASR_PROVIDER = _choice("ASR_PROVIDER", "embedded", ("embedded", "openai", "whisper"))
 ASR_BASE_URL = env.str("ASR_BASE_URL", default="https://api.openai.com/v1")  # POST {it}/audio/transcriptions
 ASR_API_KEY = env.str("ASR_API_KEY", default="")
 ASR_MODEL = env.str("ASR_MODEL", default="")  # required with openai (e.g. whisper-1, Systran/faster-whisper-small)
 ASR_TIMEOUT_SECONDS = env.float("ASR_TIMEOUT_SECONDS", default=10.0)  # one caller turn's transcription
 ASR_PROMPT_CHARS = env.int("ASR_PROMPT_CHARS", default=400)  # the agent's words sent as `prompt`; 0: none
-TTS_PROVIDER = _choice("TTS_PROVIDER", "embedded", ("embedded", "openai"))
+TTS_PROVIDER = _choice("TTS_PROVIDER", "embedded", ("embedded", "openai", "piper"))
 TTS_BASE_URL = env.str("TTS_BASE_URL", default="https://api.openai.com/v1")  # POST {it}/audio/speech
 TTS_API_KEY = env.str("TTS_API_KEY", default="")
 TTS_MODEL = env.str("TTS_MODEL", default="")  # required with openai (e.g. tts-1, gpt-4o-mini-tts, kokoro)
@@ -294,6 +295,20 @@ TTS_SAMPLE_RATE = env.int("TTS_SAMPLE_RATE", default=24000)  # of the server's r
 # Agent voices -> the server's voices, e.g. "eve=af_bella,ara=af_nova" ("*=voice" for the names not
 # listed); unset names keep the OpenAI defaults eve=alloy, ara=nova, rex=onyx, sal=echo, leo=fable.
 TTS_VOICE_MAP = env.str("TTS_VOICE_MAP", default="")
+# ASR_PROVIDER=whisper: faster-whisper (CTranslate2, int8) in this process, the model loaded once at start.
+WHISPER_MODEL_PATH = env.str("WHISPER_MODEL_PATH", default="")  # a CTranslate2 Whisper model directory
+WHISPER_MODEL_SHA256 = env.str("WHISPER_MODEL_SHA256", default="")  # of its model.bin; checked at load when set
+WHISPER_CPU_THREADS = env.int("WHISPER_CPU_THREADS", default=2)  # threads of one transcription (one at a time)
+WHISPER_BEAM_SIZE = env.int("WHISPER_BEAM_SIZE", default=1)  # 1: greedy decoding (bench/neural_speech.py)
+# The agent's words as Whisper's initial prompt, up to this many characters; 0 (none) by default: with it
+# Whisper base dropped the prompt's words from what callers said (docs/neural-speech.md).
+WHISPER_PROMPT_CHARS = env.int("WHISPER_PROMPT_CHARS", default=0)
+# TTS_PROVIDER=piper: a Piper voice (VITS on onnxruntime) in this process, loaded once at start.
+PIPER_MODEL_PATH = env.str("PIPER_MODEL_PATH", default="")  # the voice's .onnx file, its .onnx.json beside it
+PIPER_MODEL_SHA256 = env.str("PIPER_MODEL_SHA256", default="")  # of the .onnx file; checked at load when set
+# A multi-speaker voice: agent voice -> speaker name or number, "eve=p225,ara=3,*=p226"; unset names speak
+# with the voice's default speaker. A single-speaker voice speaks for every agent voice.
+PIPER_SPEAKER_MAP = env.str("PIPER_SPEAKER_MAP", default="")
 
 # The browser demo at /demo/ (realtime/demo.py) opens voice sessions for the demo organization's agents
 # without an API key. On by default only for development: with DEBUG, or on the embedded default (no

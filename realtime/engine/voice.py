@@ -94,17 +94,23 @@ def _speech_kit(asr_provider: str, tts_provider: str) -> VoiceKit:
     if asr_provider == tts_provider == providers.EMBEDDED:
         return kit
     recognizer = kit.recognizer
+    chosen: list[Any] = []  # the providers: the models of those that have them preload with the kit
     if asr_provider != providers.EMBEDDED:
-        recognizer = providers.recognition_provider(asr_provider).recognizer
+        chosen.append(providers.recognition_provider(asr_provider))
+        recognizer = chosen[-1].recognizer
     synthesize, offline = kit.synthesize, None
     if tts_provider != providers.EMBEDDED:
-        synthesize, offline = providers.synthesis_provider(tts_provider).synthesize, kit.synthesize
+        chosen.append(providers.synthesis_provider(tts_provider))
+        synthesize, offline = chosen[-1].synthesize, kit.synthesize
 
     def preload() -> None:
         vad.preload()
         if asr_provider == providers.EMBEDDED:
             asr.preload()  # a provider's recognizer needs no PocketSphinx workers
         tts.preload()  # the offline voice speaks whenever a provider fails
+        for provider in chosen:
+            if hasattr(provider, "preload"):
+                provider.preload()  # the models of the in-process providers (whisper, piper)
 
     return VoiceKit(
         name=f"asr={asr_provider},tts={tts_provider}",

