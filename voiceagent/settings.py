@@ -299,7 +299,9 @@ TTS_VOICE_MAP = env.str("TTS_VOICE_MAP", default="")
 WHISPER_MODEL_PATH = env.str("WHISPER_MODEL_PATH", default="")  # a CTranslate2 Whisper model directory
 WHISPER_MODEL_SHA256 = env.str("WHISPER_MODEL_SHA256", default="")  # of its model.bin; checked at load when set
 WHISPER_CPU_THREADS = env.int("WHISPER_CPU_THREADS", default=2)  # threads of one transcription (one at a time)
-WHISPER_BEAM_SIZE = env.int("WHISPER_BEAM_SIZE", default=1)  # 1: greedy decoding (bench/neural_speech.py)
+# Beams of Whisper's decoding; 1 is greedy. 5 halved the word errors of 1 on eSpeak NG speech for 6% more
+# CPU (the 30 s encoder window costs the most): bench/neural_speech.py, docs/neural-speech.md.
+WHISPER_BEAM_SIZE = env.int("WHISPER_BEAM_SIZE", default=5)
 # The agent's words as Whisper's initial prompt, up to this many characters; 0 (none) by default: with it
 # Whisper base dropped the prompt's words from what callers said (docs/neural-speech.md).
 WHISPER_PROMPT_CHARS = env.int("WHISPER_PROMPT_CHARS", default=0)

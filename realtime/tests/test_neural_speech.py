@@ -95,7 +95,7 @@ def neural(settings: Any, whisper_dir: Path) -> Iterator[Any]:
     """Both neural providers configured with the packaged models, pinned by their sha256."""
     settings.ASR_PROVIDER, settings.TTS_PROVIDER = "whisper", "piper"
     settings.WHISPER_MODEL_PATH, settings.WHISPER_MODEL_SHA256 = str(whisper_dir), WHISPER_BASE_SHA256
-    settings.WHISPER_CPU_THREADS, settings.WHISPER_BEAM_SIZE = 2, 1
+    settings.WHISPER_CPU_THREADS, settings.WHISPER_BEAM_SIZE = 2, 5
     settings.PIPER_MODEL_PATH, settings.PIPER_MODEL_SHA256 = str(packaged_piper_joe()), JOE_MEDIUM_SHA256
     settings.PIPER_SPEAKER_MAP = ""
     settings.WHISPER_PROMPT_CHARS = 0
