@@ -32,7 +32,19 @@ frames, recognition is read from the call record (the phone protocol carries no 
 first reports the codec cost per 20 ms frame (encode: PCM16 24 kHz -> mu-law 8 kHz; decode: mu-law
 8 kHz -> PCM16 16 kHz).
 
-Usage: .venv/bin/python bench/voice_latency.py [--sessions 1,5,10,20] [--rounds 1] [--scenario talk|tool|phone]
+Scenario `pauses` (--scenario pauses): turn-taking. Sentences spoken with pauses inside them, as
+callers pause to think or to read a number ("My number is ... four five six ... seven"), each at
+every pause length of --pauses-ms, one caller each (staggered, as in `talk`): a sentence heard as more
+than one user turn was split (the agent took the turn mid-sentence). Reports the split-turn rate per
+pause length and kind of pause (hesitation: after words that cannot end a sentence, or inside a
+number; clause: after a complete clause), and the latency from the end of the sentence to the answer
+for the sentences not split. Compare with VAD_QUICK_END_SILENCE_MS=0 in the environment (a fixed
+VAD_END_SILENCE_MS window for every turn, as before the quick end of turn).
+
+Every scenario runs each N for at least as many rounds as it takes every sentence to be spoken once
+(N=1: one round per sentence), so that p50 at one session is not the figure of a single sentence.
+
+Usage: .venv/bin/python bench/voice_latency.py [--sessions 1,5,10,20] [--rounds 1] [--scenario talk|tool|phone|pauses]
 """
 
 from __future__ import annotations
@@ -75,6 +87,19 @@ SECRET = "voice-latency-bench-secret"
 # Sentences the offline recognizer gets right with this agent's language model, so that every
 # session makes its tool call (the bench measures the call, not recognition).
 TOOL_SENTENCES = ("When are you open on Saturday?", "What are your opening hours?")
+# Sentences with pauses inside: (kind, the parts between the pauses).
+PAUSED_SENTENCES = (
+    ("hesitation", ("My number is", "four five six", "seven")),
+    ("hesitation", ("I would like to", "book a table")),
+    ("hesitation", ("The reservation is for", "Friday at", "seven thirty")),
+    ("hesitation", ("My name is", "John Smith")),
+    ("hesitation", ("I need a table for", "six people")),
+    ("hesitation", ("My order number is one two", "three four")),
+    ("hesitation", ("Can you tell me if", "you are open on Sunday")),
+    ("hesitation", ("Um", "what time do you close")),
+    ("clause", ("I want to change my reservation", "to next Tuesday")),
+    ("clause", ("Can I speak to a person", "about my order")),
+)
 TOOL = {
     "name": "get_opening_hours",
     "description": "Tell the caller the opening hours of the restaurant on a given day.",
@@ -243,6 +268,7 @@ class Result:
     failure: str = ""
     gaps: list[float] = field(default_factory=list)
     call_id: str = ""
+    heard: str = ""
 
 
 class Player:
@@ -308,7 +334,8 @@ async def one_session(
             first_audio = await client.wait_for(is_type("output_audio"), after=max(before, greeting + 1), timeout=60)
             result.latency = client.messages[first_audio].at - speech_end
             user = await client.wait_for(is_type("transcript", role="user"), after=before, timeout=30)
-            result.errors, result.words = word_errors(sentence, client.messages[user].message["text"])
+            result.heard = client.messages[user].message["text"]
+            result.errors, result.words = word_errors(sentence, result.heard)
             await client.wait_for(is_type("transcript", role="assistant"), after=first_audio, timeout=60)
             after_speech.set()
             await mic
@@ -318,6 +345,115 @@ async def one_session(
         result.failure = f"{type(exc).__name__}: {exc}"
     result.underruns, result.gaps = player.underruns, player.gaps
     return result
+
+
+async def paused_session(
+    http: httpx.AsyncClient, agent_id: str, speech: bytes, sentence: str, delay: float = 0.0
+) -> Result:
+    """One caller says a sentence with pauses inside, then listens for 3 s: `failure` is "split" when
+    the sentence came back as more than one user turn ("split: " and the turns); latency is to the answer of an unsplit one."""
+    from realtime.tests.support import VoiceClient, is_type
+
+    result = Result()
+    await asyncio.sleep(delay)
+    loop = asyncio.get_running_loop()
+    response = await http.post(f"/public/v1/agents/{agent_id}/realtime-sessions")
+    response.raise_for_status()
+    client = VoiceClient(response.json()["websocketUrl"])
+    silence = b"\x00\x00" * 1600
+    try:
+        async with client:
+            await client.wait_for(is_type("session.started"), timeout=120)
+            result.call_id = client.messages[-1].message.get("callId", "")
+            mic_off = asyncio.Event()
+
+            async def microphone() -> None:
+                while not mic_off.is_set():
+                    await client.stream(silence)
+
+            mic = asyncio.create_task(microphone())
+            await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
+            mic_off.set()
+            await mic
+            before = len(client.messages)
+            speech_end = await client.stream(speech)
+            listened = loop.time()
+            await client.stream(silence * 30)  # 3 s
+            turns = [m for m in client.messages[before:] if is_type("transcript", role="user")(m.message)]
+            answers = [m for m in client.messages[before:] if m.message["type"] == "output_audio"]
+            heard = " ".join(m.message["text"] for m in turns)
+            result.errors, result.words = word_errors(sentence, heard)
+            if len(turns) > 1:
+                result.failure = "split: " + " | ".join(m.message["text"] for m in turns)
+            elif answers and answers[0].at >= listened - 0.001:
+                result.latency = answers[0].at - speech_end
+            await client.send({"type": "stop"})
+            await client.wait_closed(timeout=30)
+    except Exception as exc:  # noqa: BLE001 - a failed session is counted and reported, not fatal
+        result.failure = f"{type(exc).__name__}: {exc}"
+    return result
+
+
+def paused_speech(parts: tuple[str, ...], pause_ms: int) -> bytes:
+    """The parts in one voice, each trimmed of its own leading and trailing silence, with `pause_ms`
+    of silence between them."""
+    import numpy as np
+
+    from realtime.engine.speech.tts import synthesize
+    from realtime.tests.support import to_16k
+
+    pieces = []
+    for part in parts:
+        samples = np.frombuffer(to_16k(synthesize(part, language="en-US", voice_name="eve")), dtype="<i2")
+        loud = np.nonzero(np.abs(samples.astype(np.int32)) > 300)[0]
+        pieces.append(samples[loud[0] : loud[-1] + 1].tobytes() if loud.size else b"")
+    return (b"\x00\x00" * (16 * pause_ms)).join(pieces)
+
+
+def pauses_main(args: argparse.Namespace, base_urls: list[str], api_key: str, agent_id: str) -> None:
+    """The split-turn rate on sentences with pauses inside (see the module's docstring)."""
+    pause_lengths = [int(x) for x in args.pauses_ms.split(",") if x.strip()]
+    headers = {"Authorization": f"Bearer {api_key}"}
+
+    async def run(pause_ms: int) -> list[tuple[str, Result]]:
+        clients = [httpx.AsyncClient(base_url=url, headers=headers, timeout=60) for url in base_urls]
+        try:
+            results = await asyncio.gather(
+                *(
+                    paused_session(
+                        clients[i % len(clients)],
+                        agent_id,
+                        paused_speech(parts, pause_ms),
+                        " ".join(parts),
+                        i * args.stagger_ms / 1000,
+                    )
+                    for i, (_, parts) in enumerate(PAUSED_SENTENCES)
+                )
+            )
+        finally:
+            for client in clients:
+                await client.aclose()
+        return [(kind, result) for (kind, _), result in zip(PAUSED_SENTENCES, results, strict=True)]
+
+    print(f"{'pause ms':>8} {'kind':>10} {'sentences':>9} {'split':>5} {'rate':>5} {'p50 ms':>7} {'failed':>6}")
+    for pause_ms in pause_lengths:
+        outcomes = asyncio.run(run(pause_ms))
+        for kind in ("hesitation", "clause", "all"):
+            chosen = [r for k, r in outcomes if kind in (k, "all")]
+            splits = [r.failure for r in chosen if r.failure.startswith("split")]
+            split = len(splits)
+            failed = [r.failure for r in chosen if r.failure and not r.failure.startswith("split")]
+            latencies = [r.latency * 1000 for r in chosen if r.latency is not None]
+            print(
+                f"{pause_ms:>8} {kind:>10} {len(chosen):>9} {split:>5} {split / len(chosen):>5.2f} "
+                f"{statistics.median(latencies) if latencies else float('nan'):>7.0f} {len(failed):>6}",
+                flush=True,
+            )
+            for failure in failed[:2]:
+                print(f"    failed session: {failure}")
+            if kind == "all" and args.verbose:
+                for heard in splits:
+                    print(f"    {heard}")
 
 
 def with_children(pids: list[int]) -> list[int]:
@@ -356,6 +492,7 @@ async def run_round(
     chunk_ms: int = 20,
     stagger_ms: int = 0,
     sentences: tuple[str, ...] = SENTENCES,
+    first: int = 0,
 ) -> tuple[list[Result], float, float]:
     """N overlapping sessions, spread round-robin over the servers (one Daphne process per core is the
     deployment unit: a session lives on the process that holds its socket). Session i starts
@@ -365,7 +502,7 @@ async def run_round(
     try:
         cpu_before = cpu_seconds(pids) if pids else 0.0
         wall = time.monotonic()
-        picks = [sentences[i % len(sentences)] for i in range(n)]
+        picks = [sentences[(first + i) % len(sentences)] for i in range(n)]
         results = await asyncio.gather(
             *(
                 one_session(clients[i % len(clients)], agent_id, speech[s], s, chunk_ms, i * stagger_ms / 1000)
@@ -407,6 +544,20 @@ def report_row(n: int, rounds: list[tuple[list[Result], float, float]]) -> None:
     )
     for failure in failures[:3]:
         print(f"    failed session: {failure}")
+    if os.environ.get("BENCH_VERBOSE"):
+        for r in results:
+            print(f"    {r.latency and r.latency * 1000:.0f} ms  heard: {r.heard}")
+
+
+def turn_windows(settings: object) -> str:
+    """The end-of-turn settings in force (the servers inherit this environment)."""
+    quick = getattr(settings, "VAD_QUICK_END_SILENCE_MS", 0)
+    if quick and quick < getattr(settings, "VAD_UNFINISHED_SILENCE_MS", 0):
+        return (
+            f"end of turn: {quick} ms of silence when the words read finished, else "
+            f"{settings.VAD_UNFINISHED_SILENCE_MS} ms"  # type: ignore[attr-defined]
+        )
+    return f"end-of-turn silence window: {settings.VAD_END_SILENCE_MS} ms"  # type: ignore[attr-defined]
 
 
 def tool_overheads(receiver: WebhookReceiver, call_ids: list[str]) -> list[float]:
@@ -456,10 +607,14 @@ def main() -> None:
     parser.add_argument("--agent", default="")
     parser.add_argument(
         "--scenario",
-        choices=("talk", "tool", "phone"),
+        choices=("talk", "tool", "phone", "pauses"),
         default="talk",
-        help="talk, a webhook tool call, or talk over the Twilio media-stream protocol",
+        help="talk, a webhook tool call, talk over the Twilio media-stream protocol, or sentences with pauses",
     )
+    parser.add_argument(
+        "--verbose", action="store_true", help="scenario pauses: print what split sentences were heard as"
+    )
+    parser.add_argument("--pauses-ms", default="400,650", help="scenario pauses: pause lengths inside the sentences")
     args = parser.parse_args()
     if args.scenario == "phone":
         phone_main(args)
@@ -496,19 +651,33 @@ def main() -> None:
 
         speech = {s: to_16k(synthesize(s, language="en-US", voice_name="eve")) for s in sentences}
         print(
-            f"servers: {len(base_urls)}; input chunks: {args.chunk_ms} ms; voice engine: {settings.VOICE_ENGINE}; end-of-turn silence window: {settings.VAD_END_SILENCE_MS} ms; session starts staggered by {args.stagger_ms} ms; recognition workers per server: {settings.ASR_WORKERS}"
+            f"servers: {len(base_urls)}; input chunks: {args.chunk_ms} ms; voice engine: {settings.VOICE_ENGINE}; {turn_windows(settings)}; session starts staggered by {args.stagger_ms} ms; recognition workers per server: {settings.ASR_WORKERS}"
         )
-        print(TABLE_HEADER)
         asyncio.run(
             run_round(base_urls, api_key, agent_id, len(base_urls), speech, pids, sentences=sentences)
         )  # warm-up (first-agent LM build)
+        if args.scenario == "pauses":
+            pauses_main(args, base_urls, api_key, agent_id)
+            return
+        print(TABLE_HEADER)
         measured_calls: list[str] = []
         for n in [int(x) for x in args.sessions.split(",") if x.strip()]:
             rounds = [
                 asyncio.run(
-                    run_round(base_urls, api_key, agent_id, n, speech, pids, args.chunk_ms, args.stagger_ms, sentences)
+                    run_round(
+                        base_urls,
+                        api_key,
+                        agent_id,
+                        n,
+                        speech,
+                        pids,
+                        args.chunk_ms,
+                        args.stagger_ms,
+                        sentences,
+                        first=index * n,
+                    )
                 )
-                for _ in range(args.rounds)
+                for index in range(max(args.rounds, -(-len(sentences) // n)))
             ]
             measured_calls += [r.call_id for results, _, _ in rounds for r in results if r.call_id]
             report_row(n, rounds)
@@ -701,7 +870,7 @@ def phone_main(args: argparse.Namespace) -> None:
 
         speech = {s: to_phone(to_16k(synthesize(s, language="en-US", voice_name="eve"))) for s in SENTENCES}
         print(
-            f"servers: {len(ws_urls)}; Twilio media streams (mu-law 8 kHz, 20 ms frames); voice engine: {settings.VOICE_ENGINE}; end-of-turn silence window: {settings.VAD_END_SILENCE_MS} ms; session starts staggered by {args.stagger_ms} ms"
+            f"servers: {len(ws_urls)}; Twilio media streams (mu-law 8 kHz, 20 ms frames); voice engine: {settings.VOICE_ENGINE}; {turn_windows(settings)}; session starts staggered by {args.stagger_ms} ms"
         )
         print(TABLE_HEADER)
         asyncio.run(run_phone_round(ws_urls, [grant], len(ws_urls), speech, pids, 0))  # warm-up

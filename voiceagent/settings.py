@@ -248,6 +248,12 @@ REALTIME_PRELOAD = env.bool("REALTIME_PRELOAD", default=True)
 REALTIME_INPUT_IDLE_SECONDS = env.int("REALTIME_INPUT_IDLE_SECONDS", default=60)
 # Caller silence that ends a turn (the end-of-turn window of the voice activity detector).
 VAD_END_SILENCE_MS = env.int("VAD_END_SILENCE_MS", default=500)
+# Quick end of turn (the offline recognizer, which can tell the words so far): after this much silence
+# the words heard so far are read; when they read as a finished sentence the turn ends at once, and
+# when they do not ("my number is", "four five six", "and") it ends after VAD_UNFINISHED_SILENCE_MS
+# (instead of VAD_END_SILENCE_MS). 0 turns it off: every turn ends after VAD_END_SILENCE_MS.
+VAD_QUICK_END_SILENCE_MS = env.int("VAD_QUICK_END_SILENCE_MS", default=300)
+VAD_UNFINISHED_SILENCE_MS = env.int("VAD_UNFINISHED_SILENCE_MS", default=700)
 # Speech recognition worker processes per server process (PocketSphinx holds the GIL: decoding in the
 # server process would starve its event loop). 0 decodes in the server process.
 ASR_WORKERS = env.int("ASR_WORKERS", default=2)

@@ -30,6 +30,7 @@ from django.conf import settings
 from realtime.engine.brain import Brain, TextPiece, ToolCall, Usage, brain_for
 from realtime.engine.listener import Listener
 from realtime.engine.phrases import phrase
+from realtime.engine.turn_taking import reads_finished
 from realtime.engine.voice import VoiceKit, ensure_preloaded, voice_kit
 from realtime.selectors import agent_vocabulary_texts
 from voiceagent.providers import ProviderError
@@ -40,6 +41,17 @@ if TYPE_CHECKING:
 MAX_TOOL_ROUNDS = 4
 MAX_PENDING_INPUT = 500  # chunks waiting for the listener (about 10 s of 20 ms chunks)
 COALESCE_BYTES = 8000  # the listener takes waiting chunks together, up to 250 ms of audio
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Work for the recognizer: "start" | "feed" (audio), "peek" (the words at pause number `pause`),
+    "finish" (`verdict`: the utterance is the caller's turn, not a backchannel)."""
+
+    kind: str
+    audio: bytes
+    verdict: bool | None = None
+    pause: int | None = None
 
 
 @dataclass(eq=False)
@@ -71,7 +83,7 @@ class CascadePipeline:
         self.barge_in_ms = int(settings.REALTIME_BARGE_IN_MS)
         self._audio_in: asyncio.Queue[bytes] = asyncio.Queue()
         self._speech_q: asyncio.Queue[_Say | _End] = asyncio.Queue()
-        self._asr_q: asyncio.Queue[tuple[str, bytes, bool | None]] = asyncio.Queue()
+        self._asr_q: asyncio.Queue[_Job] = asyncio.Queue()
         self._respond_task: asyncio.Task[None] | None = None
         self._over_agent = False  # the current utterance began while the agent was speaking
         self._barged = False  # ... and has already interrupted it
@@ -173,32 +185,45 @@ class CascadePipeline:
                 session.recorder.log("info", "barge-in", speechMs=heard.speech_ms)
                 await session.interrupt(now)
             for kind, audio in heard.jobs:
-                verdict = None
-                if kind == "finish":
-                    # Speech that began over the agent and never interrupted it is a backchannel.
-                    verdict = not (self._over_agent and not self._barged)
-                    self._over_agent = self._barged = False
-                self._asr_q.put_nowait((kind, audio, verdict))
+                self._asr_q.put_nowait(_Job(kind, audio, self._verdict() if kind == "finish" else None, heard.pause))
+
+    def _verdict(self) -> bool:
+        """Whether the utterance that just ended is the caller's turn: speech that began over the
+        agent and never interrupted it is a backchannel."""
+        verdict = not (self._over_agent and not self._barged)
+        self._over_agent = self._barged = False
+        return verdict
 
     async def _recognize(self) -> None:
         assert self.listener is not None and self.session is not None
         session = self.session
         while True:
             jobs = [await self._asr_q.get()]
-            while not self._asr_q.empty() and jobs[-1][0] != "finish":
+            while not self._asr_q.empty() and jobs[-1].kind not in ("finish", "peek"):
                 jobs.append(self._asr_q.get_nowait())
-            # Up to one utterance's end per call: a provider's failure costs only that utterance.
-            take = jobs[-1][2] if jobs[-1][0] == "finish" else None
+            # Up to one question per call (the words at a pause, or an utterance's end): its answer
+            # is not held back by later audio, and a provider's failure costs only that utterance.
+            last = jobs[-1]
             try:
-                texts = await session.run_blocking(self.listener.recognize, [(kind, audio) for kind, audio, _ in jobs])
+                texts = await session.run_blocking(self.listener.recognize, [(job.kind, job.audio) for job in jobs])
             except ProviderError as exc:
-                await self._recognition_failed(exc, take=bool(take))
+                if last.kind == "finish":
+                    await self._recognition_failed(exc, take=bool(last.verdict))
                 continue
-            for text in texts:
-                if not take:
+            for kind, text in texts:
+                if kind == "peek":
+                    self._paused(last.pause, text)
+                elif not last.verdict:
                     session.recorder.log("debug", "short speech over the agent ignored")
                 else:
                     await self.text_turn(text)
+
+    def _paused(self, pause: int | None, words: str) -> None:
+        """The caller has paused (VAD_QUICK_END_SILENCE_MS) after `words`: when they read as a
+        finished turn and the caller is still silent, the turn ends now."""
+        assert self.listener is not None and self.session is not None
+        if pause is not None and reads_finished(words, self.session.agent.language) and self.listener.end_turn(pause):
+            self._asr_q.put_nowait(_Job("finish", b"", self._verdict(), None))
 
     async def _recognition_failed(self, exc: ProviderError, *, take: bool) -> None:
         """The speech recognition provider failed on a caller turn: log it and, unless the turn was

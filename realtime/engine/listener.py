@@ -20,7 +20,8 @@ class Heard:
     speech_ms: int
     speech_started: bool = False
     utterances_ended: int = 0
-    jobs: list[tuple[str, bytes]] = field(default_factory=list)  # ("start" | "feed" | "finish", audio)
+    jobs: list[tuple[str, bytes]] = field(default_factory=list)  # ("start" | "feed" | "peek" | "finish", audio)
+    pause: int | None = None  # the number of the pause a "peek" job asks about
 
 
 class Listener:
@@ -32,6 +33,13 @@ class Listener:
         self._preroll_bytes = 0
         self._preroll_limit = preroll_ms * BYTES_PER_MS_16K
         self._in_utterance = False
+        # Quick end of turn: the detector reports pauses and can end an utterance early, the
+        # recognizer tells the words so far.
+        self.quick_end = (
+            callable(getattr(recognizer, "peek", None))
+            and callable(getattr(detector, "use_quick_end", None))
+            and detector.use_quick_end()  # type: ignore[attr-defined]
+        )
 
     def detect(self, pcm16_16k: bytes) -> Heard:
         """Run the detector over new audio; say what the recognizer must do with it."""
@@ -51,6 +59,12 @@ class Listener:
                 self._in_utterance = False
                 heard.utterances_ended += 1
                 heard.jobs.append(("finish", b""))
+            elif event.kind == "pause" and self._in_utterance and self.quick_end:
+                if not fed:
+                    heard.jobs.append(("feed", pcm16_16k))
+                fed = True
+                heard.pause = self.detector.pauses
+                heard.jobs.append(("peek", b""))
         if not fed:
             if self._in_utterance:
                 heard.jobs.append(("feed", pcm16_16k))
@@ -62,21 +76,32 @@ class Listener:
             heard.jobs = [job for job in heard.jobs if job[0] == "finish"]
         return heard
 
-    def recognize(self, jobs: list[tuple[str, bytes]]) -> list[str]:
-        """Do the recognizer's work (blocking); the texts of the utterances that ended ('' = not
-        understood, or no recognizer for the language)."""
-        texts: list[str] = []
+    def end_turn(self, pause: int) -> bool:
+        """End the utterance now if the caller is still silent in the given pause (the words so far
+        read as finished); then the recognizer's "finish" job is the caller's to schedule."""
+        if not self._in_utterance or not self.detector.in_pause(pause):
+            return False
+        self.detector.end_now()
+        self._in_utterance = False
+        return True
+
+    def recognize(self, jobs: list[tuple[str, bytes]]) -> list[tuple[str, str]]:
+        """Do the recognizer's work (blocking); for each "peek" and "finish" job its kind and text:
+        the words so far, or of the utterance that ended ('' = not understood, or no recognizer)."""
+        texts: list[tuple[str, str]] = []
         recognizer = self.recognizer
         for kind, audio in jobs:
             if recognizer is None:
-                texts += [""] if kind == "finish" else []
+                texts += [(kind, "")] if kind in ("peek", "finish") else []
             elif kind == "start":
                 recognizer.start()
                 recognizer.feed(audio)
             elif kind == "feed":
                 recognizer.feed(audio)
+            elif kind == "peek":
+                texts.append((kind, recognizer.peek()))  # type: ignore[attr-defined]
             else:
-                texts.append(recognizer.finish())
+                texts.append((kind, recognizer.finish()))
         return texts
 
     def _remember(self, pcm: bytes) -> None:

@@ -40,6 +40,10 @@ class Detector(Protocol):
 
 
 class Recognizer(Protocol):
+    """start(), feed() while the caller speaks, finish() -> the turn's words. A recognizer that can
+    tell the words so far without ending the utterance also has `peek() -> str`: the cascade then
+    ends turns that read as finished after VAD_QUICK_END_SILENCE_MS (realtime/engine/turn_taking.py)."""
+
     def start(self) -> None: ...
     def feed(self, pcm16_16k: bytes) -> None: ...
     def finish(self) -> str: ...

@@ -224,3 +224,59 @@ async def test_closing_the_socket_completes_the_call(server, ava):
             break
         await asyncio.sleep(0.05)
     assert call.status == "completed" and call.ended_at is not None
+
+
+# --- turn-taking: the quick end of a turn, and a pause inside a sentence ---------------------------
+
+QUESTION = "What time do you open on Saturday?"
+FOLLOW_UP = "Is there parking near the restaurant?"
+PAUSED = ("My number is", "four five six", "seven")
+
+
+@pytest.fixture(scope="module")
+def turn_speech(tmp_path_factory: Any) -> dict[str, bytes]:
+    return record_voice((QUESTION, FOLLOW_UP, *PAUSED), tmp_path_factory.mktemp("turns"))
+
+
+async def caller_turns(server: DaphneServer, agent: Any, pcm: bytes) -> list[str]:
+    """After the greeting, the caller says `pcm` and listens for 3 s: the user turns heard."""
+    async with VoiceClient(socket_url(server, agent.pk, issue(agent))) as client:
+        await client.wait_for(is_type("session.started"), timeout=60)
+        greeted = asyncio.Event()
+        mic = asyncio.create_task(client.stream(silence(60_000), stop_when=greeted.is_set))
+        await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
+        greeted.set()
+        await mic
+        before = len(client.messages)
+        await client.stream(pcm + silence(3000))
+        await client.send({"type": "stop"})
+        await client.wait_closed()
+    return [m.message["text"] for m in client.messages[before:] if is_type("transcript", role="user")(m.message)]
+
+
+async def test_a_finished_sentence_ends_the_turn_before_the_full_silence_window(
+    server, ava, turn_speech, tmp_path_factory
+):
+    """A finished question, a 400 ms pause, another question: with the quick end of turn (default)
+    the agent takes the turn in the pause (two caller turns); with VAD_QUICK_END_SILENCE_MS=0 every
+    turn waits for the 500 ms window, so the pause does not end it (one turn)."""
+    spoken = turn_speech[QUESTION] + silence(400) + turn_speech[FOLLOW_UP]
+    quick = await caller_turns(server, ava, spoken)
+    assert len(quick) == 2, quick
+    assert words(quick[0]) & words(QUESTION) and words(quick[1]) & words(FOLLOW_UP)
+
+    fixed = await sync_to_async(start_test_server)(tmp_path_factory, "fixed", {"VAD_QUICK_END_SILENCE_MS": "0"})
+    try:
+        assert len(await caller_turns(fixed, ava, spoken)) == 1
+    finally:
+        await sync_to_async(stop_test_server)(fixed)
+
+
+async def test_pauses_inside_a_number_do_not_split_the_turn(server, ava, turn_speech):
+    """ "My number is ... four five six ... seven" with 600 ms pauses: longer than the quick end's
+    300 ms and than the 500 ms window, but the words so far do not read as finished, so the turn
+    waits (700 ms) and the caller is heard as one turn."""
+    spoken = silence(600).join(turn_speech[part] for part in PAUSED)
+    turns = await caller_turns(server, ava, spoken)
+    assert len(turns) == 1, turns
+    assert {"four", "five", "six", "seven"} & words(turns[0]), turns

@@ -18,6 +18,7 @@ import logging
 import multiprocessing
 import threading
 import weakref
+from collections import deque
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -27,6 +28,7 @@ from realtime.engine.speech.language_model import LanguageModel
 logger = logging.getLogger(__name__)
 
 FINISH_TIMEOUT_SECONDS = 20
+PEEK_TIMEOUT_SECONDS = 1  # longer than the end-of-turn window: the answer would come too late to help
 
 
 class RecognitionUnavailable(Exception):
@@ -34,15 +36,28 @@ class RecognitionUnavailable(Exception):
 
 
 def _serve(conn: Any) -> None:  # runs in the worker process
+    """Serve the pipe: messages are taken per session in order, but a session that waits for an
+    answer (the words at a pause, the end of its turn) is served before sessions that are only
+    being fed audio: under load the decoders run behind the callers, and the end of a turn must not
+    wait for every other caller's backlog (their audio is decoded as soon as no turn is waiting)."""
     from realtime.engine.speech.asr import Recognizer
 
     recognizers: dict[int, Recognizer] = {}
     failures: dict[int, str] = {}
-    while True:
-        try:
-            op, request, session, argument = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
+    queues: dict[int, deque[tuple[str, int, int, Any]]] = {}
+    waiting: deque[int] = deque()  # sessions with a request queued, oldest first
+    rotation: deque[int] = deque()  # sessions with work queued, in turn
+
+    def take(message: tuple[str, int, int, Any]) -> None:
+        session = message[2]
+        queue = queues.setdefault(session, deque())
+        if not queue:
+            rotation.append(session)
+        queue.append(message)
+        if message[1] and session not in waiting:
+            waiting.append(session)
+
+    def run(op: str, request: int, session: int, argument: Any) -> None:
         try:
             if op == "open":
                 recognizers[session] = Recognizer(argument)
@@ -58,6 +73,8 @@ def _serve(conn: Any) -> None:  # runs in the worker process
                 if failure is not None:
                     raise RuntimeError(failure)
                 conn.send((request, True, recognizers[session].finish()))
+            elif op == "peek":
+                conn.send((request, True, recognizers[session].peek() if session not in failures else ""))
             elif op == "ping":
                 conn.send((request, True, "pong"))
         except Exception as exc:  # noqa: BLE001 - reported to the session, never fatal to the worker
@@ -66,6 +83,34 @@ def _serve(conn: Any) -> None:  # runs in the worker process
                 conn.send((request, False, message))
             else:
                 failures[session] = message
+
+    while True:
+        try:
+            if not rotation:
+                take(conn.recv())
+            while conn.poll():
+                take(conn.recv())
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        if waiting:  # everything of the oldest waiting session, up to its request
+            session = waiting.popleft()
+            queue = queues[session]
+            while queue:
+                message = queue.popleft()
+                run(*message)
+                if message[1]:
+                    break
+            if any(message[1] for message in queue):
+                waiting.append(session)
+        else:  # one message of the next session in turn
+            session = rotation[0]
+            queue = queues[session]
+            run(*queue.popleft())
+        if not queue:
+            queues.pop(session, None)
+            rotation.remove(session)
+        elif not waiting and rotation and rotation[0] == session:
+            rotation.rotate(-1)
 
 
 class Worker:
@@ -206,6 +251,15 @@ class RemoteRecognizer:
 
     def feed(self, pcm16_16k: bytes) -> None:
         self._send("feed", pcm16_16k)
+
+    def peek(self) -> str:
+        """The words so far ('' when they cannot be had soon: the turn then keeps its full window)."""
+        if self._broken:
+            return ""
+        try:
+            return self._worker.call("peek", self._session, timeout=PEEK_TIMEOUT_SECONDS)
+        except (RecognitionUnavailable, FutureTimeout, RuntimeError):
+            return ""
 
     def finish(self) -> str:
         if self._broken:

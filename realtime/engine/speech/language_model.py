@@ -295,7 +295,7 @@ def language_model(agent_texts: Iterable[str], vocabulary_texts: Iterable[str] =
     agent_texts, vocabulary_texts = list(agent_texts), list(vocabulary_texts)
     digest = hashlib.sha256()
     for text in [
-        "v3",  # bump when word_lines or the way models are built changes
+        "v4",  # bump when word_lines or the way models are built changes
         str(DISCOUNT_MASS),
         str(AGENT_WEIGHT),
         _corpus_text(),

@@ -30,7 +30,7 @@ QUIET_RMS = 0.0005
 
 
 class Event(NamedTuple):
-    kind: str  # "speech_start" | "speech_end"
+    kind: str  # "speech_start" | "pause" | "speech_end"
     at_ms: int  # milliseconds of audio fed to this detector when it happened
 
 
@@ -58,10 +58,17 @@ def preload() -> None:
 
 
 class VoiceActivityDetector:
-    """Feeds PCM16 mono 16 kHz of any length; reports where speech starts and ends."""
+    """Feeds PCM16 mono 16 kHz of any length; reports where speech starts and ends.
+
+    With `use_quick_end()` (a listener whose recognizer can tell the words so far) it also reports a
+    `pause` when the caller has been silent for VAD_QUICK_END_SILENCE_MS inside an utterance (once
+    per pause): the listener ends the turn there (`end_now`) when the words so far read as finished,
+    and otherwise the utterance ends after VAD_UNFINISHED_SILENCE_MS of silence."""
 
     def __init__(self, *, end_silence_ms: int | None = None) -> None:
         self.end_silence_ms = end_silence_ms if end_silence_ms is not None else settings.VAD_END_SILENCE_MS
+        self.pause_ms = 0  # quick end off
+        self.pauses = 0  # pauses reported so far (a pause's number identifies it)
         self.speaking = False
         self._session = _model()
         self._state = np.zeros((2, 1, 128), dtype=np.float32)
@@ -72,6 +79,24 @@ class VoiceActivityDetector:
         self._voiced_ms = 0  # consecutive speech before a start
         self._silent_ms = 0  # consecutive silence while speaking
         self._started_at_ms = 0
+
+    def use_quick_end(self) -> bool:
+        """Report pauses (see the class); False when VAD_QUICK_END_SILENCE_MS turns it off."""
+        pause_ms, unfinished_ms = settings.VAD_QUICK_END_SILENCE_MS, settings.VAD_UNFINISHED_SILENCE_MS
+        if not 0 < pause_ms < unfinished_ms:
+            return False
+        self.pause_ms, self.end_silence_ms = pause_ms, unfinished_ms
+        return True
+
+    def in_pause(self, number: int) -> bool:
+        """The caller is still silent in the pause reported as `number` (it has not spoken since)."""
+        return self.speaking and self.pauses == number and self.pause_ms > 0 and self._silent_ms >= self.pause_ms
+
+    def end_now(self) -> Event:
+        """End the current utterance at once (the listener judged the pause to be the end of the turn)."""
+        self.speaking = False
+        self._voiced_ms = 0
+        return Event("speech_end", self._position_ms)
 
     @property
     def current_speech_ms(self) -> int:
@@ -110,7 +135,8 @@ class VoiceActivityDetector:
             self._silent_ms = self._silent_ms + WINDOW_MS if probability < END_THRESHOLD else 0
             too_long = self._position_ms - self._started_at_ms >= MAX_SPEECH_MS
             if self._silent_ms >= self.end_silence_ms or too_long:
-                self.speaking = False
-                self._voiced_ms = 0
-                events.append(Event("speech_end", self._position_ms))
+                events.append(self.end_now())
+            elif self.pause_ms and self.pause_ms <= self._silent_ms < self.pause_ms + WINDOW_MS:
+                self.pauses += 1
+                events.append(Event("pause", self._position_ms))
         return events
