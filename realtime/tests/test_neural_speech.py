@@ -6,6 +6,7 @@ failing model gets the offline apology; and one conversation goes through a real
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 from collections.abc import Iterator
@@ -214,6 +215,16 @@ def test_manage_py_check_names_missing_model_files(settings, tmp_path):
 
 
 # --- failures in a conversation -------------------------------------------------------------------
+async def feed_silence_until(conversation: Any, done: Any, *, at_most_ms: int) -> None:
+    """Silence from the caller until `done()` holds (or `at_most_ms` of it): the call record and the
+    agent logs are written in threads, in real time, while the session's clock is driven by hand."""
+    for _ in range(at_most_ms // 500):
+        if done():
+            return
+        await conversation.feed(silence(500))
+        await asyncio.sleep(0.01)
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_db_threads")
@@ -232,13 +243,15 @@ async def test_a_failing_model_gets_the_offline_apology_and_the_call_goes_on(neu
     monkeypatch.setattr(loaded.whisper, "transcribe", broken)
     conversation = Conversation(active_agent)
     await conversation.start()
-    await conversation.feed(silence(3000))
+    await feed_silence_until(conversation, lambda: bool(conversation.transport.transcripts()), at_most_ms=9000)
     greeting = conversation.audio_after(0)
     assert greeting[greeting != 0].size > OUTPUT_RATE  # Piper greets
     turn_at = conversation.clock.now()
     await conversation.feed(speech(800) + silence(300))
-    await conversation.feed(silence(8000))
-    assert conversation.transport.transcripts()[-1] == ("assistant", phrase("apology", "en-US"))
+    apology = ("assistant", phrase("apology", "en-US"))
+    await feed_silence_until(conversation, lambda: conversation.transport.transcripts()[-1] == apology, at_most_ms=9000)
+    await conversation.feed(silence(1000))
+    assert conversation.transport.transcripts()[-1] == apology
     assert spoken_offline(conversation.audio_after(turn_at))
     logs = await conversation.logs()
     failed = [entry for entry in logs if entry["message"] == "speech recognition failed"]
@@ -262,7 +275,7 @@ async def test_an_agent_in_another_language_is_spoken_by_the_offline_voice(neura
     monkeypatch.setattr(voice, "_kits", {})
     conversation = Conversation(active_agent)
     await conversation.start()
-    await conversation.feed(silence(9000))
+    await feed_silence_until(conversation, lambda: bool(conversation.transport.transcripts()), at_most_ms=12000)
     assert conversation.transport.transcripts()[0][1].endswith("Bienvenido a Acme.")
     assert spoken_offline(conversation.audio_after(0))
     logs = await conversation.logs()
