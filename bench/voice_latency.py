@@ -544,9 +544,9 @@ def report_row(n: int, rounds: list[tuple[list[Result], float, float]]) -> None:
     )
     for failure in failures[:3]:
         print(f"    failed session: {failure}")
-    if os.environ.get("BENCH_VERBOSE"):
+    if os.environ.get("BENCH_VERBOSE"):  # each session: its latency and what was heard
         for r in results:
-            print(f"    {r.latency and r.latency * 1000:.0f} ms  heard: {r.heard}")
+            print(f"    {'-' if r.latency is None else round(r.latency * 1000):>5} ms  heard: {r.heard}")
 
 
 def turn_windows(settings: object) -> str:
