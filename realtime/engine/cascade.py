@@ -30,7 +30,7 @@ from django.conf import settings
 from realtime.engine.brain import Brain, TextPiece, ToolCall, Usage, brain_for
 from realtime.engine.listener import Listener
 from realtime.engine.phrases import phrase
-from realtime.engine.turn_taking import reads_finished
+from realtime.engine.turn_taking import UNFINISHED, UNSURE, reading
 from realtime.engine.voice import VoiceKit, ensure_preloaded, voice_kit
 from realtime.selectors import agent_vocabulary_texts
 from voiceagent.providers import ProviderError
@@ -91,6 +91,7 @@ class CascadePipeline:
         self._offline_answer: Response | None = None  # the provider voice failed during this answer
         self._provider_voice_off = False  # ... permanently
         self.listener: Listener | None = None
+        self._known_pairs: frozenset[tuple[str, str]] | None = None  # of the recognizer's language model
         self.session: Session | None = None
 
     @classmethod
@@ -109,6 +110,8 @@ class CascadePipeline:
             texts = await sync_to_async(agent_vocabulary_texts)(agent_id=agent.pk)
         recognizer = await session.run_blocking(kit.recognizer, agent, texts)
         self.listener = Listener(detector=kit.detector(), recognizer=recognizer)
+        pairs = getattr(recognizer, "known_word_pairs", None)
+        self._known_pairs = await session.run_blocking(pairs) if self.listener.quick_end and pairs else None
         if recognizer is None:
             session.recorder.log(
                 "warn",
@@ -219,10 +222,18 @@ class CascadePipeline:
                     await self.text_turn(text)
 
     def _paused(self, pause: int | None, words: str) -> None:
-        """The caller has paused (VAD_QUICK_END_SILENCE_MS) after `words`: when they read as a
-        finished turn and the caller is still silent, the turn ends now."""
+        """The caller has paused (VAD_QUICK_END_SILENCE_MS) after `words`: the turn ends now when they
+        read as finished, after VAD_END_SILENCE_MS when they may be misheard, and otherwise after
+        VAD_UNFINISHED_SILENCE_MS (realtime/engine/turn_taking.py); all only if the caller is still
+        silent."""
         assert self.listener is not None and self.session is not None
-        if pause is not None and reads_finished(words, self.session.agent.language) and self.listener.end_turn(pause):
+        if pause is None:
+            return
+        verdict = reading(words, self.session.agent.language, self._known_pairs)
+        if verdict == UNFINISHED:
+            return
+        after_ms = int(settings.VAD_END_SILENCE_MS) if verdict == UNSURE else 0
+        if self.listener.end_turn(pause, after_ms=after_ms):
             self._asr_q.put_nowait(_Job("finish", b"", self._verdict(), None))
 
     async def _recognition_failed(self, exc: ProviderError, *, take: bool) -> None:

@@ -76,12 +76,18 @@ class Listener:
             heard.jobs = [job for job in heard.jobs if job[0] == "finish"]
         return heard
 
-    def end_turn(self, pause: int) -> bool:
-        """End the utterance now if the caller is still silent in the given pause (the words so far
-        read as finished); then the recognizer's "finish" job is the caller's to schedule."""
-        if not self._in_utterance or not self.detector.in_pause(pause):
+    def end_turn(self, pause: int, *, after_ms: int = 0) -> bool:
+        """End the utterance if the caller is still silent in the given pause: now, or once the pause
+        has lasted `after_ms`. True when it ended now; then the recognizer's "finish" job is the
+        caller's to schedule (a later end comes from the detector, as usual)."""
+        if not self._in_utterance:
             return False
-        self.detector.end_now()
+        detector = self.detector
+        if after_ms and not (detector.end_pause_after(pause, after_ms) and detector.pause_over()):
+            return False
+        if not detector.in_pause(pause):
+            return False
+        detector.end_now()
         self._in_utterance = False
         return True
 

@@ -8,13 +8,15 @@ number ("My number is ... four five six ... seven", "I would like to ... book a 
 off:
   - a last word that cannot end a sentence: an article or possessive, a preposition, a conjunction,
     an auxiliary or modal verb, a subject pronoun, a filler ("um", "so", "like");
-  - a number, or a spelled letter (dictation goes on in groups);
+  - a number, or a letter (dictation goes on in groups; and a lone letter at the end is more often a
+    short word misheard than a finished sentence);
   - a single word that is not a one-word answer ("yes", "thanks", "hello"): most likely the first
     word of a sentence, or a sound misheard as a word;
   - nothing recognized yet.
-
-The words are the offline recognizer's first pass, and it mishears; a misheard last word that reads
-as an ending ("a table bot" for "a table for") still ends the turn early. Measured with
+Words that read finished but end in a pair of words that the recognizer's language model has never
+seen one after the other ("a table bot", for "a table for") were most likely misheard: the turn
+then ends after VAD_END_SILENCE_MS, as it would without the quick end, so a misheard pause is never
+cut shorter than before. A misheard ending that is a pair the model knows still ends the turn early. Measured with
 `bench/voice_latency.py --scenario pauses`; VAD_QUICK_END_SILENCE_MS=0 turns the quick end off.
 
 Only languages with an offline recognizer have word lists (English); elsewhere every turn keeps the
@@ -24,6 +26,7 @@ full window.
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 
 _ENGLISH_CONTINUATIONS = frozenset(
     """
@@ -56,19 +59,24 @@ _ENGLISH_ONE_WORD_ANSWERS = frozenset(
 _WORD = re.compile(r"[a-z0-9']+")
 
 
-def reads_finished(text: str, language: str) -> bool:
-    """Whether `text` (the caller's words so far) reads as a finished turn in `language`."""
+FINISHED, UNSURE, UNFINISHED = "finished", "unsure", "unfinished"
+
+
+def reading(text: str, language: str, known_pairs: Container[tuple[str, str]] | None = None) -> str:
+    """How `text` (the caller's words so far) reads in `language`: FINISHED, UNFINISHED, or UNSURE
+    (it reads finished, but its last two words are not a pair of `known_pairs`, the recognizer's
+    language model: they were probably misheard)."""
     if language.split("-", 1)[0].lower() != "en":
-        return False
+        return UNFINISHED
     words = _WORD.findall(text.lower())
     if not words:
-        return False
+        return UNFINISHED
     last = words[-1]
     if len(words) == 1:
-        return last in _ENGLISH_ONE_WORD_ANSWERS
-    if last in _ENGLISH_CONTINUATIONS or last in _ENGLISH_NUMBERS or last.isdigit():
-        return False
-    return not (len(last) == 1 and len(words[-2]) == 1)  # letters spelled one by one
+        return FINISHED if last in _ENGLISH_ONE_WORD_ANSWERS else UNFINISHED
+    if last in _ENGLISH_CONTINUATIONS or last in _ENGLISH_NUMBERS or last.isdigit() or len(last) == 1:
+        return UNFINISHED
+    return FINISHED if known_pairs is None or (words[-2], last) in known_pairs else UNSURE
 
 
-__all__ = ["reads_finished"]
+__all__ = ["FINISHED", "UNFINISHED", "UNSURE", "reading"]

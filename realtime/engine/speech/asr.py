@@ -29,12 +29,11 @@ SLICE_BYTES = SAMPLE_RATE * 2 // 10  # 100 ms of PCM16
 # PocketSphinx normalizes features with a running cepstral mean that starts from a generic value and
 # is updated at the end of an utterance: the first words of a conversation are decoded with a mean
 # that fits nobody (about half the words wrong, against a third once adapted). So the first audio of
-# a conversation is decoded twice: once up to 1.5 s (or the first pause, or the end of the first
-# utterance), which adapts the mean to this caller, then again from the start of the utterance.
-# 1.5 s recognizes as well as 2.5 s did (word error rate 0.475 against 0.462 on 50 eSpeak NG turns
-# in 5 voices; 1.0 s: 0.605), and most turns are longer: their second pass is done while the caller
-# still speaks, not in the end-of-turn path (75 ms at 2.5 s, now about 5 ms).
-WARMUP_BYTES = SAMPLE_RATE * 2 * 3 // 2  # 1.5 s
+# a conversation is decoded twice: once up to 2.5 s (or the first pause of the quick end of turn, or
+# the end of the first utterance), which adapts the mean to this caller, then again from the start of
+# the utterance. (1.0 s recognized worse, 61% word errors against 46% on 50 eSpeak NG turns in five
+# voices; 1.5 s about as well, 48%, but changed which words were misheard in later turns.)
+WARMUP_BYTES = SAMPLE_RATE * 2 * 5 // 2  # 2.5 s
 LANGUAGES = ("en",)  # languages with an offline model (by the agent language's primary subtag)
 
 
@@ -103,6 +102,10 @@ class Recognizer:
             self._cold_bytes += len(data)
             if self._cold_bytes >= WARMUP_BYTES:
                 self._redecode()
+
+    def known_word_pairs(self) -> frozenset[tuple[str, str]] | None:
+        """The word pairs of this recognizer's language model (None: the general model)."""
+        return language_model.word_pairs(self.model)
 
     def peek(self) -> str:
         """The words so far, the utterance going on (a caller's pause: has the turn ended?)."""

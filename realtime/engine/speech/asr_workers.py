@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from realtime.engine.speech.language_model import LanguageModel
+from realtime.engine.speech.language_model import LanguageModel, word_pairs
 
 logger = logging.getLogger(__name__)
 
@@ -251,6 +251,10 @@ class RemoteRecognizer:
 
     def feed(self, pcm16_16k: bytes) -> None:
         self._send("feed", pcm16_16k)
+
+    def known_word_pairs(self) -> frozenset[tuple[str, str]] | None:
+        """The word pairs of this recognizer's language model (None: the general model)."""
+        return word_pairs(self.model)
 
     def peek(self) -> str:
         """The words so far ('' when they cannot be had soon: the turn then keeps its full window)."""

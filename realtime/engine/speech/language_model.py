@@ -330,3 +330,25 @@ def language_model(agent_texts: Iterable[str], vocabulary_texts: Iterable[str] =
                 _cache.popitem(last=False)
             _build_locks.pop(key, None)
         return model
+
+
+@functools.lru_cache(maxsize=64)
+def _word_pairs(path: str) -> frozenset[tuple[str, str]]:
+    pairs: set[tuple[str, str]] = set()
+    with open(path, encoding="utf-8") as arpa:
+        section = ""
+        for line in arpa:
+            if line.startswith("\\"):
+                section = line.strip()
+                continue
+            fields = line.split()
+            if section == "\\2-grams:" and len(fields) >= 3:
+                pairs.add((fields[1], fields[2]))
+    return frozenset(pairs)
+
+
+def word_pairs(model: LanguageModel | None) -> frozenset[tuple[str, str]] | None:
+    """The word pairs (bigrams) of the model: what its texts say, one word after another (None for
+    the general model). A caller's last two words that are not among them were more likely misheard
+    (the recognizer backed off to single words)."""
+    return _word_pairs(model.lm) if model is not None else None

@@ -63,7 +63,8 @@ class VoiceActivityDetector:
     With `use_quick_end()` (a listener whose recognizer can tell the words so far) it also reports a
     `pause` when the caller has been silent for VAD_QUICK_END_SILENCE_MS inside an utterance (once
     per pause): the listener ends the turn there (`end_now`) when the words so far read as finished,
-    and otherwise the utterance ends after VAD_UNFINISHED_SILENCE_MS of silence."""
+    after VAD_END_SILENCE_MS (`end_pause_after`) when they may be misheard, and otherwise the
+    utterance ends after VAD_UNFINISHED_SILENCE_MS of silence."""
 
     def __init__(self, *, end_silence_ms: int | None = None) -> None:
         self.end_silence_ms = end_silence_ms if end_silence_ms is not None else settings.VAD_END_SILENCE_MS
@@ -78,6 +79,7 @@ class VoiceActivityDetector:
         self._position_ms = 0
         self._voiced_ms = 0  # consecutive speech before a start
         self._silent_ms = 0  # consecutive silence while speaking
+        self._pause_end_ms = 0  # this pause ends the utterance after this much silence (0: the usual window)
         self._started_at_ms = 0
 
     def use_quick_end(self) -> bool:
@@ -92,10 +94,23 @@ class VoiceActivityDetector:
         """The caller is still silent in the pause reported as `number` (it has not spoken since)."""
         return self.speaking and self.pauses == number and self.pause_ms > 0 and self._silent_ms >= self.pause_ms
 
+    def end_pause_after(self, number: int, silence_ms: int) -> bool:
+        """End the utterance when the pause reported as `number` lasts `silence_ms` (True: the caller is
+        still silent in it; the end is then reported by `feed`, or now by the caller when due)."""
+        if not self.in_pause(number):
+            return False
+        self._pause_end_ms = silence_ms
+        return True
+
+    def pause_over(self) -> bool:
+        """The current pause has lasted as long as `end_pause_after` asked."""
+        return bool(self._pause_end_ms) and self.speaking and self._silent_ms >= self._pause_end_ms
+
     def end_now(self) -> Event:
         """End the current utterance at once (the listener judged the pause to be the end of the turn)."""
         self.speaking = False
         self._voiced_ms = 0
+        self._pause_end_ms = 0
         return Event("speech_end", self._position_ms)
 
     @property
@@ -132,9 +147,12 @@ class VoiceActivityDetector:
                     self._started_at_ms = self._position_ms - self._voiced_ms
                     events.append(Event("speech_start", self._started_at_ms))
                 continue
-            self._silent_ms = self._silent_ms + WINDOW_MS if probability < END_THRESHOLD else 0
+            if probability < END_THRESHOLD:
+                self._silent_ms += WINDOW_MS
+            else:
+                self._silent_ms = self._pause_end_ms = 0
             too_long = self._position_ms - self._started_at_ms >= MAX_SPEECH_MS
-            if self._silent_ms >= self.end_silence_ms or too_long:
+            if self._silent_ms >= (self._pause_end_ms or self.end_silence_ms) or too_long:
                 events.append(self.end_now())
             elif self.pause_ms and self.pause_ms <= self._silent_ms < self.pause_ms + WINDOW_MS:
                 self.pauses += 1
