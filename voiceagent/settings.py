@@ -254,6 +254,11 @@ VAD_END_SILENCE_MS = env.int("VAD_END_SILENCE_MS", default=500)
 # (instead of VAD_END_SILENCE_MS). 0 turns it off: every turn ends after VAD_END_SILENCE_MS.
 VAD_QUICK_END_SILENCE_MS = env.int("VAD_QUICK_END_SILENCE_MS", default=300)
 VAD_UNFINISHED_SILENCE_MS = env.int("VAD_UNFINISHED_SILENCE_MS", default=700)
+# ... and when the words read finished but were probably misheard (their last two words are not a pair of
+# the agent's language model): the turn ends after this much silence. The default waits as long as
+# without the quick end; VAD_QUICK_END_SILENCE_MS (or less) trusts every ending that reads finished:
+# faster, but a misheard pause inside a sentence then ends the turn (bench/voice_latency.py --scenario pauses).
+VAD_UNSURE_SILENCE_MS = env.int("VAD_UNSURE_SILENCE_MS", default=500)
 # Speech recognition worker processes per server process (PocketSphinx holds the GIL: decoding in the
 # server process would starve its event loop). 0 decodes in the server process.
 ASR_WORKERS = env.int("ASR_WORKERS", default=2)

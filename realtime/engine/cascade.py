@@ -223,7 +223,7 @@ class CascadePipeline:
 
     def _paused(self, pause: int | None, words: str) -> None:
         """The caller has paused (VAD_QUICK_END_SILENCE_MS) after `words`: the turn ends now when they
-        read as finished, after VAD_END_SILENCE_MS when they may be misheard, and otherwise after
+        read as finished, after VAD_UNSURE_SILENCE_MS when they may be misheard, and otherwise after
         VAD_UNFINISHED_SILENCE_MS (realtime/engine/turn_taking.py); all only if the caller is still
         silent."""
         assert self.listener is not None and self.session is not None
@@ -232,7 +232,7 @@ class CascadePipeline:
         verdict = reading(words, self.session.agent.language, self._known_pairs)
         if verdict == UNFINISHED:
             return
-        after_ms = int(settings.VAD_END_SILENCE_MS) if verdict == UNSURE else 0
+        after_ms = int(settings.VAD_UNSURE_SILENCE_MS) if verdict == UNSURE else 0
         if self.listener.end_turn(pause, after_ms=after_ms):
             self._asr_q.put_nowait(_Job("finish", b"", self._verdict(), None))
 
