@@ -40,13 +40,12 @@ import numpy as np
 import soxr
 from django.conf import settings
 
+from realtime.engine.speech.providers import INPUT_RATE, TurnAudio
 from realtime.engine.speech.tts import OUTPUT_RATE
 from voiceagent.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 
-INPUT_RATE = 16000
-MAX_UTTERANCE_SECONDS = 120  # a longer turn is cut there (the API takes files up to 25 MB)
 PERMANENT_STATUSES = frozenset({401, 403, 404})
 ERROR_DETAIL_CHARS = 200
 # The agent's voices -> OpenAI's (tts-1, gpt-4o-mini-tts); TTS_VOICE_MAP overrides them per name.
@@ -218,29 +217,20 @@ def vocabulary_prompt(agent: Any, vocabulary_texts: Iterable[str], limit: int) -
     return prompt
 
 
-class ProviderRecognizer:
+class ProviderRecognizer(TurnAudio):
     """One conversation's recognizer: the turn's audio is kept while the caller speaks and posted
     when the turn ends (finish)."""
 
     def __init__(self, endpoint: _Endpoint, *, language: str, prompt: str = "") -> None:
+        super().__init__()
         self.endpoint = endpoint
         self.language = api_language(language)
         self.prompt = prompt
-        self._audio = bytearray()
-
-    def start(self) -> None:
-        self._audio.clear()
-
-    def feed(self, pcm16_16k: bytes) -> None:
-        room = MAX_UTTERANCE_SECONDS * INPUT_RATE * 2 - len(self._audio)
-        if room > 0:
-            self._audio += pcm16_16k[:room]
 
     def finish(self) -> str:
         """The caller's words ('' when the turn had no audio or the server heard none);
         ProviderError when the server fails (the audio is dropped either way)."""
-        audio = bytes(self._audio[: len(self._audio) - len(self._audio) % 2])
-        self._audio.clear()
+        audio = self.take()
         if not audio:
             return ""
         data = {"model": self.endpoint.model, "language": self.language, "response_format": "json"}

@@ -44,6 +44,33 @@ SYNTHESIS_PROVIDERS = Registry(
 )
 
 
+INPUT_RATE = 16000  # caller audio reaches recognizers as PCM16 mono 16 kHz
+MAX_UTTERANCE_SECONDS = 120  # a longer turn is cut there (OpenAI's API takes files up to 25 MB)
+
+
+class TurnAudio:
+    """The part of a provider's recognizer that hears each caller turn whole: keeps the turn's audio
+    while the caller speaks (start, feed; up to MAX_UTTERANCE_SECONDS) and hands it over once at the
+    turn's end (`take`, for the provider's `finish`)."""
+
+    def __init__(self) -> None:
+        self._audio = bytearray()
+
+    def start(self) -> None:
+        self._audio.clear()
+
+    def feed(self, pcm16_16k: bytes) -> None:
+        room = MAX_UTTERANCE_SECONDS * INPUT_RATE * 2 - len(self._audio)
+        if room > 0:
+            self._audio += pcm16_16k[:room]
+
+    def take(self) -> bytes:
+        """The turn's audio (whole samples), forgotten here."""
+        audio = bytes(self._audio[: len(self._audio) - len(self._audio) % 2])
+        self._audio.clear()
+        return audio
+
+
 class RecognitionProvider(Protocol):
     def recognizer(self, agent: Any, vocabulary_texts: Iterable[str]) -> Any: ...
 

@@ -40,14 +40,12 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from realtime.engine.speech.providers import sha256_problem
+from realtime.engine.speech.providers import INPUT_RATE, TurnAudio, sha256_problem
 from voiceagent.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # not a line per turn
 
-INPUT_RATE = 16000
-MAX_UTTERANCE_SECONDS = 120  # a longer turn is cut there (as the openai provider does)
 MIN_UTTERANCE_SECONDS = 0.1  # shorter audio holds no word
 TOKENS_PER_SECOND = 6
 TOKENS_BASE = 10
@@ -160,30 +158,21 @@ def reset() -> None:
 
 
 # --- recognition ---------------------------------------------------------------------------------
-class WhisperRecognizer:
+class WhisperRecognizer(TurnAudio):
     """One conversation's recognizer: the turn's audio is kept while the caller speaks and transcribed
     when the turn ends (finish)."""
 
     def __init__(self, loaded: LoadedModel, *, language: str, prompt: str = "", beam_size: int = 1) -> None:
+        super().__init__()
         self.loaded = loaded
         self.language = language
         self.prompt = prompt
         self.beam_size = beam_size
-        self._audio = bytearray()
-
-    def start(self) -> None:
-        self._audio.clear()
-
-    def feed(self, pcm16_16k: bytes) -> None:
-        room = MAX_UTTERANCE_SECONDS * INPUT_RATE * 2 - len(self._audio)
-        if room > 0:
-            self._audio += pcm16_16k[:room]
 
     def finish(self) -> str:
         """The caller's words ('' when the turn had none); ProviderError when Whisper fails (the audio
         is dropped either way)."""
-        pcm = bytes(self._audio[: len(self._audio) - len(self._audio) % 2])
-        self._audio.clear()
+        pcm = self.take()
         samples = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
         seconds = samples.size / INPUT_RATE
         if seconds < MIN_UTTERANCE_SECONDS:
