@@ -255,10 +255,11 @@ VAD_END_SILENCE_MS = env.int("VAD_END_SILENCE_MS", default=500)
 VAD_QUICK_END_SILENCE_MS = env.int("VAD_QUICK_END_SILENCE_MS", default=300)
 VAD_UNFINISHED_SILENCE_MS = env.int("VAD_UNFINISHED_SILENCE_MS", default=700)
 # ... and when the words read finished but were probably misheard (their last two words are not a pair of
-# the agent's language model): the turn ends after this much silence. The default waits as long as
-# without the quick end; VAD_QUICK_END_SILENCE_MS (or less) trusts every ending that reads finished:
-# faster, but a misheard pause inside a sentence then ends the turn (bench/voice_latency.py --scenario pauses).
-VAD_UNSURE_SILENCE_MS = env.int("VAD_UNSURE_SILENCE_MS", default=500)
+# the agent's language model): the turn ends after this much silence. The default (as VAD_QUICK_END_SILENCE_MS)
+# trusts every ending that reads finished; 500 waits as long as without the quick end for those: fewer
+# callers cut off at a pause inside a sentence, but most turns of the offline recognizer (which mishears
+# about a third of the words) then take 500 ms (bench/voice_latency.py --scenario pauses; README).
+VAD_UNSURE_SILENCE_MS = env.int("VAD_UNSURE_SILENCE_MS", default=300)
 # Speech recognition worker processes per server process (PocketSphinx holds the GIL: decoding in the
 # server process would starve its event loop). 0 decodes in the server process.
 ASR_WORKERS = env.int("ASR_WORKERS", default=2)

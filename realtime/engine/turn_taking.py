@@ -15,8 +15,9 @@ off:
   - nothing recognized yet.
 Words that read finished but end in a pair of words that the recognizer's language model has never
 seen one after the other ("a table bot", for "a table for") were most likely misheard: the turn
-then ends after VAD_UNSURE_SILENCE_MS (by default VAD_END_SILENCE_MS's 500 ms, as it would without
-the quick end, so a misheard pause is not cut shorter than before). A misheard ending that is a pair the model knows still ends the turn early. Measured with
+then ends after VAD_UNSURE_SILENCE_MS. Its default (300 ms) trusts them as any finished reading;
+500 ms waits as long as without the quick end, so that a misheard pause is not cut shorter than
+before, at the price of most turns of the offline recognizer taking 500 ms. A misheard ending that is a pair the model knows still ends the turn early. Measured with
 `bench/voice_latency.py --scenario pauses`; VAD_QUICK_END_SILENCE_MS=0 turns the quick end off.
 
 Only languages with an offline recognizer have word lists (English); elsewhere every turn keeps the
