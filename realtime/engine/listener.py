@@ -80,14 +80,8 @@ class Listener:
         """End the utterance if the caller is still silent in the given pause: now, or once the pause
         has lasted `after_ms`. True when it ended now; then the recognizer's "finish" job is the
         caller's to schedule (a later end comes from the detector, as usual)."""
-        if not self._in_utterance:
+        if not self._in_utterance or not self.detector.end_pause(pause, after_ms):  # type: ignore[attr-defined]
             return False
-        detector = self.detector
-        if after_ms and not (detector.end_pause_after(pause, after_ms) and detector.pause_over()):
-            return False
-        if not detector.in_pause(pause):
-            return False
-        detector.end_now()
         self._in_utterance = False
         return True
 

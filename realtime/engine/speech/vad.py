@@ -62,9 +62,9 @@ class VoiceActivityDetector:
 
     With `use_quick_end()` (a listener whose recognizer can tell the words so far) it also reports a
     `pause` when the caller has been silent for VAD_QUICK_END_SILENCE_MS inside an utterance (once
-    per pause): the listener ends the turn there (`end_now`) when the words so far read as finished,
-    after VAD_END_SILENCE_MS (`end_pause_after`) when they may be misheard, and otherwise the
-    utterance ends after VAD_UNFINISHED_SILENCE_MS of silence."""
+    per pause): the listener ends the turn there (`end_pause`) when the words so far read as finished,
+    after VAD_UNSURE_SILENCE_MS when they may be misheard, and otherwise the utterance ends after
+    VAD_UNFINISHED_SILENCE_MS of silence."""
 
     def __init__(self, *, end_silence_ms: int | None = None) -> None:
         self.end_silence_ms = end_silence_ms if end_silence_ms is not None else settings.VAD_END_SILENCE_MS
@@ -94,20 +94,20 @@ class VoiceActivityDetector:
         """The caller is still silent in the pause reported as `number` (it has not spoken since)."""
         return self.speaking and self.pauses == number and self.pause_ms > 0 and self._silent_ms >= self.pause_ms
 
-    def end_pause_after(self, number: int, silence_ms: int) -> bool:
-        """End the utterance when the pause reported as `number` lasts `silence_ms` (True: the caller is
-        still silent in it; the end is then reported by `feed`, or now by the caller when due)."""
+    def end_pause(self, number: int, after_ms: int = 0) -> bool:
+        """End the utterance in the pause reported as `number`, once the pause has lasted `after_ms`
+        (0: now). True when it ended now; a later end is reported by `feed`. False too when the caller
+        has spoken since the pause."""
         if not self.in_pause(number):
             return False
-        self._pause_end_ms = silence_ms
+        if self._silent_ms < after_ms:
+            self._pause_end_ms = after_ms
+            return False
+        self.end_now()
         return True
 
-    def pause_over(self) -> bool:
-        """The current pause has lasted as long as `end_pause_after` asked."""
-        return bool(self._pause_end_ms) and self.speaking and self._silent_ms >= self._pause_end_ms
-
     def end_now(self) -> Event:
-        """End the current utterance at once (the listener judged the pause to be the end of the turn)."""
+        """End the current utterance at once."""
         self.speaking = False
         self._voiced_ms = 0
         self._pause_end_ms = 0
