@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -21,7 +20,7 @@ from realtime import tokens
 from realtime.engine.session import Session, open_session
 from realtime.engine.transport import Ending
 from realtime.services import OUTPUT_SAMPLE_RATE, session_token_redeem
-from realtime.sockets import JsonSocketConsumer
+from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +30,9 @@ MAX_MESSAGE_CHARS = MAX_INPUT_CHUNK_BYTES * 4 // 3 + 1024
 
 
 class BrowserSession(JsonSocketConsumer):
+    # A browser session never uses the channel layer: without this, Channels subscribes every socket
+    # to it, and a Redis outage closed every live browser session (and refused new ones).
+    channel_layer_alias = None
     conversation: Session | None = None
     _run: asyncio.Task[None] | None = None
 
@@ -68,9 +70,8 @@ class BrowserSession(JsonSocketConsumer):
         if len(text_data) > MAX_MESSAGE_CHARS:
             await self._error("bad_message", f"Messages are limited to {MAX_MESSAGE_CHARS} characters")
             return
-        try:
-            message = json.loads(text_data)
-        except ValueError:
+        message = parse_json(text_data)
+        if message is BAD_JSON:
             await self._error("bad_message", "Messages must be JSON objects")
             return
         kind = message.get("type") if isinstance(message, dict) else None
@@ -101,10 +102,9 @@ class BrowserSession(JsonSocketConsumer):
         if not self.conversation.push_audio(pcm):
             await self._error("input_too_fast", "input_audio arrives faster than real time; chunk dropped")
 
-    async def disconnect(self, code: int) -> None:
-        self._closed = True
+    async def socket_gone(self, status: str) -> None:
         if self.conversation is not None:
-            await self.conversation.stop(CallStatus.COMPLETED)
+            await self.conversation.stop(status)
         if self._run is not None:
             await asyncio.gather(self._run, return_exceptions=True)
 

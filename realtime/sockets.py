@@ -1,21 +1,111 @@
-"""What every voice WebSocket consumer shares (the browser session, the phone media stream)."""
+"""What every voice WebSocket consumer shares (the browser session, the phone media stream).
+
+Every exit of a socket ends its conversation exactly once (`socket_gone`):
+- the client closed the socket (a close frame, any code): `completed`;
+- the socket dropped without a close frame (1006), or the consumer itself failed (an exception in a
+  handler, a cancel by the server, anything that leaves the dispatch loop): `failed`.
+The ending runs at once (not at the session's idle watchdog), so the call is billed for the time
+the socket lived. It runs in a task of its own, shielded: a server that cancels the consumer while
+it ends (Daphne does after `application_close_timeout`) cannot leave the call record open.
+
+A consumer that names a channel layer (the phone stream: Twilio's status callbacks reach it through
+it) survives an outage of that layer (Redis restarting): a failing receive or group subscription
+is logged once, retried with backoff, and the groups are joined again once it is back (a restarted
+Redis without persistence has forgotten them). A consumer with `channel_layer_alias = None` (the
+browser session) never touches the layer at all.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from typing import Any
 
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
+from channels.utils import await_many_dispatch
+
+from calls.models import CallStatus
 
 logger = logging.getLogger(__name__)
+
+# RFC 6455 7.4.1: the peer went away without a closing handshake (a dropped network, a killed client).
+ABNORMAL_CLOSURE = 1006
+# Backoff of the channel layer's retries while it is unavailable.
+LAYER_RETRY_FIRST_SECONDS = 0.2
+LAYER_RETRY_MAX_SECONDS = 5.0
+# How long leaving a group may take at the end of a call (a hung layer must not hold the socket).
+LAYER_LEAVE_TIMEOUT_SECONDS = 2.0
+
+BAD_JSON = object()  # what parse_json returns for a text that is not JSON
+# Endings that outlive a cancelled consumer are referenced here until they have run.
+_endings: set[asyncio.Task[None]] = set()
+
+
+def parse_json(text: str) -> Any:
+    """The JSON value of `text`, or `BAD_JSON` when it is not JSON of any shape (including nesting
+    deeper than the decoder's recursion limit, which raises RecursionError, not ValueError)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return BAD_JSON
 
 
 class JsonSocketConsumer(AsyncWebsocketConsumer):
     """Sends JSON text messages and closes once. Sending on a socket that went away, or that this side
-    closed, does nothing: disconnect() then ends the conversation."""
+    closed, does nothing. Subclasses end their conversation in `socket_gone(status)`, which runs once
+    whatever way the socket ends."""
 
     _closed = False
+    _ending: asyncio.Task[None] | None = None
+    _layer_down = False  # the layer's last receive or group join failed
+    _layer_delay = LAYER_RETRY_FIRST_SECONDS
+
+    # --- the consumer's life ----------------------------------------------------------------------
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # channels.consumer.AsyncConsumer.__call__, with the layer's receive made resilient and every
+        # exit of the dispatch loop ending the conversation.
+        self.scope = scope
+        self._layer_groups: set[str] = set()
+        self._layer_tasks: set[asyncio.Task[Any]] = set()
+        self.channel_layer = get_channel_layer(self.channel_layer_alias) if self.channel_layer_alias else None
+        sources = [receive]
+        if self.channel_layer is not None:
+            self.channel_name = await self.channel_layer.new_channel()
+            sources.append(self._layer_receive)
+        self.base_send = send
+        clean = False
+        try:
+            await await_many_dispatch(sources, self.dispatch)
+        except StopConsumer:
+            clean = True
+        finally:
+            if not clean:
+                # Whatever left the loop (an exception in a handler, a cancel), the call ends now, as
+                # failed; the exception itself goes on to the server, which closes the socket 1011.
+                await self._end_once(CallStatus.FAILED)
+            await self._leave_layer()
+
+    async def disconnect(self, code: int) -> None:
+        await self._end_once(CallStatus.FAILED if code == ABNORMAL_CLOSURE else CallStatus.COMPLETED)
+
+    async def socket_gone(self, status: str) -> None:
+        """End the conversation (once): the socket is gone, or about to be."""
+
+    async def _end_once(self, status: str) -> None:
+        self._closed = True
+        if self._ending is None:
+            self._ending = asyncio.ensure_future(self.socket_gone(status))
+            _endings.add(self._ending)
+            self._ending.add_done_callback(_endings.discard)
+            self._ending.add_done_callback(_log_ending_failure)
+        await asyncio.shield(self._ending)
+
+    # --- sending ----------------------------------------------------------------------------------
 
     async def send_message(self, message: dict[str, Any]) -> None:
         if self._closed:
@@ -33,3 +123,83 @@ class JsonSocketConsumer(AsyncWebsocketConsumer):
             await self.close(code=code, reason=reason)
         except Exception:  # the socket is already gone
             logger.debug("close on a closed socket", exc_info=True)
+
+    # --- the channel layer ------------------------------------------------------------------------
+
+    async def join_group(self, group: str) -> None:
+        """Subscribe to `group` for the life of the socket. A layer that is down does not fail the
+        call: the subscription is retried in the background (and again after every outage)."""
+        if self.channel_layer is None:
+            return
+        self._layer_groups.add(group)
+        try:
+            await self.channel_layer.group_add(group, self.channel_name)
+        except Exception as exc:  # noqa: BLE001 - any failure of the layer is an outage to wait out
+            self._layer_failed(exc)
+            self._track(asyncio.ensure_future(self._rejoin()))
+
+    async def _layer_receive(self) -> dict[str, Any]:
+        """The next message of the channel layer; an outage is waited out, never raised."""
+        assert self.channel_layer is not None
+        while True:
+            if self._layer_down:
+                await self._layer_wait()
+            try:
+                message = await self.channel_layer.receive(self.channel_name)
+            except Exception as exc:  # noqa: BLE001 - any failure of the layer is an outage to wait out
+                self._layer_failed(exc)
+                continue
+            self._layer_ok()
+            return message
+
+    async def _layer_wait(self) -> None:
+        """Back off once, then join the groups again: both the sign that the layer is back and what a
+        restarted Redis without persistence needs (it has forgotten them)."""
+        assert self.channel_layer is not None
+        await asyncio.sleep(self._layer_delay)
+        self._layer_delay = min(self._layer_delay * 2, LAYER_RETRY_MAX_SECONDS)
+        if not self._layer_groups:
+            return  # nothing to join: the next receive tells
+        try:
+            for group in list(self._layer_groups):
+                await self.channel_layer.group_add(group, self.channel_name)
+        except Exception as exc:  # noqa: BLE001 - still down
+            self._layer_failed(exc)
+            return
+        self._layer_ok()
+
+    async def _rejoin(self) -> None:
+        while self._layer_down:
+            await self._layer_wait()
+
+    def _layer_failed(self, exc: BaseException) -> None:
+        if not self._layer_down:
+            self._layer_down = True
+            # One line per outage and socket, without a traceback: the layer's own error says enough.
+            logger.warning("channel layer unavailable (%s: %s); retrying", type(exc).__name__, str(exc)[:200])
+
+    def _layer_ok(self) -> None:
+        self._layer_delay = LAYER_RETRY_FIRST_SECONDS
+        if self._layer_down:
+            self._layer_down = False
+            logger.warning("channel layer available again; %d group(s) joined again", len(self._layer_groups))
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._layer_tasks.add(task)
+        task.add_done_callback(self._layer_tasks.discard)
+
+    async def _leave_layer(self) -> None:
+        for task in list(getattr(self, "_layer_tasks", ())):
+            task.cancel()
+        if self.channel_layer is None:
+            return
+        for group in getattr(self, "_layer_groups", ()):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    self.channel_layer.group_discard(group, self.channel_name), LAYER_LEAVE_TIMEOUT_SECONDS
+                )
+
+
+def _log_ending_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("ending a conversation failed", exc_info=task.exception())

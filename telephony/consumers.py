@@ -16,6 +16,12 @@ Bad messages (not JSON, unknown events, another streamSid, bad base64) are logge
 
 The consumer joins `call_group(callSid)` for the life of the call: `call.ended` (Twilio's status
 callback, received by any process) and `call.hangup` (a hang-up asked for elsewhere) end the session.
+An outage of the channel layer (Redis restarting) keeps the call: the subscription is retried with
+backoff and joined again once the layer is back (realtime.sockets).
+
+The stream ends its call exactly once however it ends (realtime.sockets): `stop`, a status callback
+or a hang-up as told; a stream dropped without a close frame, or a consumer that failed, at once as
+`failed`.
 """
 
 from __future__ import annotations
@@ -24,7 +30,6 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import json
 import logging
 import re
 from collections import deque
@@ -39,7 +44,7 @@ from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.session import Session, open_session
 from realtime.engine.transport import Ending
 from realtime.selectors import session_agent_get
-from realtime.sockets import JsonSocketConsumer
+from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError
 from telephony import audio
 from telephony.providers import PhoneProvider, provider_for
@@ -94,7 +99,6 @@ class TwilioMediaStream(JsonSocketConsumer):
     transport: TwilioTransport | None = None
     stream_sid: str | None = None
     call_sid: str | None = None
-    group: str | None = None
     _run: asyncio.Task[None] | None = None
     _starting = False
     _bad_logged = 0
@@ -118,9 +122,8 @@ class TwilioMediaStream(JsonSocketConsumer):
         if len(text_data) > MAX_MESSAGE_CHARS:
             self._bad(f"message of {len(text_data)} characters")
             return
-        try:
-            message = json.loads(text_data)
-        except ValueError:
+        message = parse_json(text_data)
+        if message is BAD_JSON:
             self._bad("not JSON")
             return
         if not isinstance(message, dict):
@@ -199,9 +202,9 @@ class TwilioMediaStream(JsonSocketConsumer):
             provider_call_id=grant.call_sid,
             clock=clock,
         )
-        if self.channel_layer is not None:
-            self.group = call_group(grant.call_sid)
-            await self.channel_layer.group_add(self.group, self.channel_name)
+        # A channel layer that is down (Redis restarting) does not fail the call: the subscription is
+        # retried until it is back (realtime.sockets).
+        await self.join_group(call_group(grant.call_sid))
         self._run = asyncio.create_task(
             self.conversation.run(), name=f"conversation-{self.conversation.recorder.session_id}"
         )
@@ -279,15 +282,11 @@ class TwilioMediaStream(JsonSocketConsumer):
             await self.conversation.stop(status)
         await self.close_once(1000, "call ended")
 
-    async def disconnect(self, code: int) -> None:
-        self._closed = True
+    async def socket_gone(self, status: str) -> None:
         if hasattr(self, "_stopped"):
             self._stopped.set()  # nothing more will come: a transfer's hang-up need not wait for `stop`
-        if self.group is not None and self.channel_layer is not None:
-            with contextlib.suppress(Exception):
-                await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.conversation is not None:
-            await self.conversation.stop(CallStatus.COMPLETED)
+            await self.conversation.stop(status)
         if self._run is not None:
             await asyncio.gather(self._run, return_exceptions=True)
         tasks = [task for task in getattr(self, "_tasks", ()) if task is not asyncio.current_task()]
