@@ -144,6 +144,10 @@ class JsonSocketConsumer(AsyncWebsocketConsumer):
         while True:
             if self._layer_down:
                 await self._layer_wait()
+                if self._layer_down and self._layer_groups:
+                    # Not back yet. A receive now could start just as the layer returns and block
+                    # there, with the groups (forgotten by a restarted Redis) never joined again.
+                    continue
             try:
                 message = await self.channel_layer.receive(self.channel_name)
             except Exception as exc:  # noqa: BLE001 - any failure of the layer is an outage to wait out

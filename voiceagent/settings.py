@@ -123,6 +123,12 @@ if REDIS_URL:
     # Reads must outlast channels-redis's 5-second blocking pop: with the client's 5-second read timeout
     # every socket consumer idle on the layer for 5 s crashed (redis TimeoutError, close 1011).
     _layer_host = {"address": REDIS_URL, "socket_timeout": 30}
+    # --- sockets: a Redis restart (issue 17) ---
+    # After a restart every pooled connection is dead; without a retry the first command on each
+    # (a status callback's group_send) failed. One immediate retry reconnects.
+    from redis.exceptions import ConnectionError as _RedisConnectionError
+
+    _layer_host["retry_on_error"] = [_RedisConnectionError]
     CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [_layer_host]}}
     }

@@ -259,6 +259,12 @@ class VoiceClient:
         else:
             await self._ws.send_str(data)
 
+    async def drop(self) -> int | None:
+        """The client's network goes away: the TCP connection ends without a WebSocket close frame
+        (the server sees 1006). Returns once the reader has seen the end."""
+        await drop_connection(self._ws, self._reader)
+        return self.close_code
+
     async def send_audio(self, pcm16_16k: bytes) -> None:
         await self.send({"type": "input_audio", "audio": base64.b64encode(pcm16_16k).decode("ascii")})
 
@@ -308,6 +314,19 @@ class VoiceClient:
             for item in self.messages[start:end]
             if item.message.get("type") == "output_audio"
         )
+
+
+async def drop_connection(ws: aiohttp.ClientWebSocketResponse | None, reader: asyncio.Task[None] | None) -> None:
+    """End a client socket's TCP connection without a closing handshake (a dropped network)."""
+    import socket as socket_module
+
+    assert ws is not None
+    sock = ws.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket_module.SHUT_RDWR)
+    if reader is not None:
+        await asyncio.wait([reader], timeout=10)
 
 
 def is_type(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:

@@ -113,6 +113,12 @@ class TwilioStream:
         if not self._ws.closed:
             await self._ws.send_str(json.dumps(message))
 
+    async def drop(self) -> None:
+        """Twilio's connection goes away without a closing handshake (the server sees 1006)."""
+        from realtime.tests.support import drop_connection
+
+        await drop_connection(self._ws, self._reader)
+
     async def send_raw(self, data: str | bytes) -> None:
         assert self._ws is not None
         await (self._ws.send_bytes(data) if isinstance(data, bytes) else self._ws.send_str(data))

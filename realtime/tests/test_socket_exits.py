@@ -1,0 +1,315 @@
+"""Every exit of a voice socket ends its call exactly once, over real Daphne processes: a deeply
+nested JSON frame is a bad message (no crash, no traceback) and a socket dropped after it ends its
+call at once as `failed`, billed for the time it lived; a Redis outage (the test's own redis-server,
+stopped and started again) leaves live and new browser sessions alone, and a phone stream keeps its
+call, joins its call group again and is still ended by Twilio's status callback, once."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from twilio.request_validator import RequestValidator
+
+from calls.models import AgentLog, Call
+from realtime import tokens
+from realtime.tests.conftest import SECRET
+from realtime.tests.loopback import LoopbackReceiver, Reply
+from realtime.tests.support import DaphneServer, VoiceClient, database_url, free_port, is_type, stop_test_server
+from telephony import audio
+from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
+from telephony.streams import stream_token_issue
+from telephony.tests.twilio_client import TwilioStream, is_event
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
+
+NUMBER = "+14155550100"
+CALLER = "+14155550199"
+ACCOUNT_SID = "AC" + "5" * 32
+AUTH_TOKEN = "e" * 32
+NESTED = "[" * 20_000 + "]" * 20_000  # 40 KB: deeper than the JSON decoder's recursion limit
+
+
+def start_server(tmp_path_factory: Any, name: str, twilio_api: str, **env: str) -> DaphneServer:
+    """A server on the tests' database, reachable at PUBLIC_BASE_URL (the status callback's URL),
+    with Twilio's REST API at a loopback stand-in."""
+    from django.db import connection
+
+    port = free_port()
+    base = {
+        "DATABASE_URL": database_url(connection.settings_dict),
+        "REALTIME_TOKEN_SECRET": SECRET,
+        "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
+        "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "TWILIO_API_BASE_URL": twilio_api,
+        # The status callback could finish a call on its own after this grace; long here, so that a
+        # call it ends was ended by its live stream (through the channel layer).
+        "TELEPHONY_CALL_END_GRACE_SECONDS": "30",
+        "DATABASE_POOL": "false",
+    }
+    log = tmp_path_factory.mktemp("daphne") / f"{name}.log"
+    return DaphneServer(env={**base, **env}, port=port, log_path=log).start()
+
+
+@pytest.fixture(scope="module")
+def twilio_api() -> Iterator[LoopbackReceiver]:
+    receiver = LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32, "status": "in-progress"}))
+    with receiver.in_thread() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any) -> Iterator[Any]:
+    with django_db_blocker.unblock():
+        started = start_server(tmp_path_factory, "exits", twilio_api.base)
+    yield started
+    with django_db_blocker.unblock():
+        stop_test_server(started)
+
+
+@pytest.fixture
+def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
+    agent = make_agent(owner.organization, name="Ava", status="active", greeting_type="static", static_greeting="Hi.")
+    telephony_account_set(organization=owner.organization, account_sid=ACCOUNT_SID, auth_token=AUTH_TOKEN)
+    number = phone_number_claim(organization=owner.organization, number=NUMBER)
+    phone_number_assign(organization=owner.organization, agent=agent, phone_number_id=number.pk)
+    agent.number_id = number.pk
+    return agent
+
+
+def status_callback(server: DaphneServer, call_sid: str, status: str) -> int:
+    """Twilio's call status callback, signed over PUBLIC_BASE_URL + path."""
+    url = f"{server.http_url}/telephony/twilio/status"
+    params = {"CallSid": call_sid, "AccountSid": ACCOUNT_SID, "From": CALLER, "To": NUMBER, "CallStatus": status}
+    signature = RequestValidator(AUTH_TOKEN).compute_signature(url, params)
+    request = urllib.request.Request(
+        url, data=urllib.parse.urlencode(params).encode(), headers={"X-Twilio-Signature": signature}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return response.status
+
+
+def browser_url(server: DaphneServer, agent: Any) -> str:
+    token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
+    return f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}"
+
+
+async def phone_stream(server: DaphneServer, agent: Any, call_sid: str) -> TwilioStream:
+    token = await sync_to_async(stream_token_issue)(
+        organization_id=agent.organization_id,
+        agent_id=agent.pk,
+        phone_number_id=agent.number_id,
+        call_sid=call_sid,
+        from_number=CALLER,
+        to_number=NUMBER,
+    )
+    return TwilioStream(f"{server.ws_url}/telephony/twilio/stream", token, call_sid=call_sid)
+
+
+async def ended_call(*, timeout: float = 15, **lookup: Any) -> Call:
+    """The call once it has left `active` (AssertionError when it is still active after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        call = await sync_to_async(Call.objects.filter(**lookup).first)()
+        if call is not None and call.status != "active":
+            return call
+        if time.monotonic() > deadline:
+            raise AssertionError(f"call {lookup} is still {call and call.status}")
+        await asyncio.sleep(0.05)
+
+
+async def endings_logged(call: Call, *, timeout: float = 10) -> int:
+    """How many "session ended" lines the agent log holds for the call (written by the server's
+    log writer: waits for the first)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        count = await sync_to_async(
+            AgentLog.objects.filter(content__message="session ended", content__callId=str(call.pk)).count
+        )()
+        if count or time.monotonic() > deadline:
+            return count
+        await asyncio.sleep(0.1)
+
+
+async def wait_logged(log: Path, text: str, *, after: int = 0, timeout: float = 20) -> int:
+    """Wait until the server log holds `text` past offset `after`; returns the log's size then."""
+    deadline = time.monotonic() + timeout
+    while True:
+        content = log.read_text(errors="replace")
+        if text in content[after:]:
+            return len(content)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} not in the server log")
+        await asyncio.sleep(0.05)
+
+
+def line(stream: TwilioStream, seconds: float = 60) -> asyncio.Task[None]:
+    """A phone line always carries audio."""
+    return asyncio.create_task(stream.stream(bytes([audio.SILENCE_BYTE]) * int(8000 * seconds)))
+
+
+async def stopped(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+# --- a nested frame, then the socket drops -------------------------------------------------------
+
+
+async def test_a_nested_frame_on_the_browser_socket_is_a_bad_message_and_a_drop_ends_the_call_failed(server, ava):
+    async with VoiceClient(browser_url(server, ava)) as client:
+        started = await client.wait_for(is_type("session.started"), timeout=60)
+        opened = time.monotonic()
+        await client.send_raw(NESTED)
+        error = await client.wait_for(is_type("error"), after=started)
+        assert client.messages[error].message["code"] == "bad_message"
+        # The session goes on: it still answers.
+        await client.send_audio(b"\x00\x00" * 320)
+        await client.send({"type": "dance"})
+        await client.wait_for(is_type("error"), after=error + 1)
+        await client.drop()
+        lived = time.monotonic() - opened
+
+    call = await ended_call(agent=ava)
+    assert call.status == "failed"
+    assert call.duration_seconds <= lived + 2  # the seconds the socket lived, not the idle watchdog's 60
+    assert await endings_logged(call) == 1
+    assert "Traceback" not in server.log_path.read_text(errors="replace")
+
+
+async def test_a_nested_frame_on_the_phone_stream_is_ignored_and_a_drop_ends_the_call_failed(server, ava):
+    # Before a valid start (no token needed to send it): ignored, no traceback.
+    async with TwilioStream(f"{server.ws_url}/telephony/twilio/stream", None) as stranger:
+        await stranger.send_raw(NESTED)
+        await stranger.send_raw(NESTED)
+
+    call_sid = "CA" + "7" * 32
+    async with await phone_stream(server, ava, call_sid) as twilio:
+        await twilio.start()
+        await twilio.wait_for(is_event("media"), timeout=60)
+        opened = time.monotonic()
+        audio_line = line(twilio)
+        await twilio.send_raw(NESTED)
+        # The call goes on: a key pressed is taken and logged by the live session.
+        await twilio.dtmf("5")
+        for _ in range(200):
+            keys = await sync_to_async(AgentLog.objects.filter(content__message="caller pressed a key").count)()
+            if keys:
+                break
+            await asyncio.sleep(0.05)
+        assert keys == 1 and not twilio.closed
+        await stopped(audio_line)
+        await twilio.drop()
+        lived = time.monotonic() - opened
+
+    call = await ended_call(provider_call_id=call_sid)
+    assert call.status == "failed"
+    assert call.duration_seconds <= lived + 2
+    assert await endings_logged(call) == 1
+    log = server.log_path.read_text(errors="replace")
+    assert "ignored a bad message: not JSON" in log
+    assert "Traceback" not in log
+
+
+# --- Redis stopped and started under live sessions -----------------------------------------------
+
+
+class RedisServer:
+    """The test's own redis-server on a fixed port (no persistence: a restart forgets everything)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True).stdout != b"PONG\n":
+            if time.monotonic() > deadline:
+                raise RuntimeError("redis-server did not start")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    redis = RedisServer(free_port())
+    redis.start()
+    yield redis
+    redis.kill()
+
+
+async def test_a_redis_outage_leaves_browser_sessions_alone_and_phone_calls_live(
+    ava, redis_server, twilio_api, tmp_path_factory
+):
+    server = await sync_to_async(start_server)(
+        tmp_path_factory, "redis", twilio_api.base, REDIS_URL=f"redis://127.0.0.1:{redis_server.port}/0"
+    )
+    log = server.log_path
+    call_sid = "CA" + "8" * 32
+    try:
+        async with VoiceClient(browser_url(server, ava)) as browser:
+            await browser.wait_for(is_type("session.started"), timeout=60)
+            browser_opened = time.monotonic()
+            async with await phone_stream(server, ava, call_sid) as phone:
+                await phone.start()
+                await phone.wait_for(is_event("media"), timeout=60)
+                phone_opened = time.monotonic()
+                audio_line = line(phone)
+
+                await sync_to_async(redis_server.kill)()
+                mark = await wait_logged(log, "channel layer unavailable")
+                # The browser session still answers, and a new one opens, talks and ends normally.
+                before = len(browser.messages)
+                await browser.send({"type": "dance"})
+                await browser.wait_for(is_type("error"), after=before)
+                async with VoiceClient(browser_url(server, ava)) as during:
+                    started = await during.wait_for(is_type("session.started"), timeout=60)
+                    await during.send({"type": "dance"})
+                    await during.wait_for(is_type("error"), after=started)
+                    await during.send({"type": "stop"})
+                    assert await during.wait_closed() == 1000
+                assert not phone.closed and not browser.closed
+
+                await sync_to_async(redis_server.start)()
+                await wait_logged(log, "channel layer available again", after=mark)
+                # Twilio's status callback reaches the stream through Redis again: the stream ends the call.
+                assert await sync_to_async(status_callback)(server, call_sid, "completed") == 204
+                assert await phone.wait_closed(timeout=10) == 1000
+                phone_lived = time.monotonic() - phone_opened
+                await stopped(audio_line)
+            await browser.send({"type": "stop"})
+            assert await browser.wait_closed() == 1000
+            browser_lived = time.monotonic() - browser_opened
+
+        calls = await sync_to_async(lambda: list(Call.objects.filter(agent=ava).order_by("started_at")))()
+        assert [(c.channel, c.status) for c in calls] == [
+            ("web", "completed"),
+            ("phone", "completed"),
+            ("web", "completed"),
+        ]
+        browser_call, phone_call, _ = calls
+        assert browser_lived - 2 <= browser_call.duration_seconds <= browser_lived + 1
+        assert phone_lived - 2 <= phone_call.duration_seconds <= phone_lived + 1
+        assert phone_call.provider_call_id == call_sid
+        for call in calls:
+            assert await endings_logged(call) == 1
+        assert "Traceback" not in log.read_text(errors="replace")
+    finally:
+        await sync_to_async(stop_test_server)(server)
