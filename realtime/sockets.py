@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 ABNORMAL_CLOSURE = 1006
 # Backoff of the channel layer's retries while it is unavailable.
 LAYER_RETRY_FIRST_SECONDS = 0.2
-LAYER_RETRY_MAX_SECONDS = 5.0
+LAYER_RETRY_MAX_SECONDS = 2.0
 # How long leaving a group may take at the end of a call (a hung layer must not hold the socket).
 LAYER_LEAVE_TIMEOUT_SECONDS = 2.0
 

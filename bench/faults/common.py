@@ -1,0 +1,200 @@
+"""What the fault scripts share: a bench database (SQLite under var/, recreated per script), an
+organization with agents (browser and phone), sockets opened through the test kit, and the report
+of every call (status, duration, billed seconds, against the socket's lifetime as the client saw it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+SECRET = "faults-bench-secret-0123456789abcdef"
+ACCOUNT_SID = "AC" + "9" * 32
+AUTH_TOKEN = "d" * 32
+NUMBER = "+14155550100"
+CALLER = "+14155550199"
+
+
+def bench_env(name: str) -> dict[str, str]:
+    path = ROOT / "var" / f"bench-faults-{name}.sqlite3"
+    path.parent.mkdir(exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return {
+        "LOG_LEVEL": "WARNING",
+        "REALTIME_TOKEN_SECRET": SECRET,
+        "DATABASE_URL": f"sqlite:///{path}",
+        "DATABASE_POOL": "false",
+    }
+
+
+def setup(env: dict[str, str]) -> Any:
+    """Migrate the bench database (in this process, which then reads the calls) and create an
+    organization with a telephony account and one number."""
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from accounts.services import organization_create
+    from telephony.services import phone_number_claim, telephony_account_set
+
+    call_command("migrate", verbosity=0)
+    organization, _ = organization_create(name="Faults bench", plan_code="agency")
+    telephony_account_set(organization=organization, account_sid=ACCOUNT_SID, auth_token=AUTH_TOKEN)
+    organization.bench_number = phone_number_claim(organization=organization, number=NUMBER)
+    return organization
+
+
+def make_agent(organization: Any, name: str, *, phone: bool = False, **fields: Any) -> Any:
+    from django.utils import timezone
+
+    from agents.models import Agent
+    from telephony.services import phone_number_assign
+
+    values: dict[str, Any] = {
+        "name": name,
+        "status": "active",
+        "agent_type": "static",
+        "instructions": "Help callers with their orders.",
+        "greeting_type": "static",
+        "static_greeting": "Hello.",
+        "updated_at": timezone.now(),
+        **fields,
+    }
+    agent = Agent.objects.create(organization=organization, **values)
+    if phone:
+        phone_number_assign(organization=organization, agent=agent, phone_number_id=organization.bench_number.pk)
+    return agent
+
+
+def browser_url(ws_url: str, agent: Any) -> str:
+    from realtime import tokens
+
+    token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
+    return f"{ws_url}/ws/agents/{agent.pk}/realtime?token={token}"
+
+
+def phone_stream(ws_url: str, agent: Any, call_sid: str) -> Any:
+    from telephony.streams import stream_token_issue
+    from telephony.tests.twilio_client import TwilioStream
+
+    token = stream_token_issue(
+        organization_id=agent.organization_id,
+        agent_id=agent.pk,
+        phone_number_id=agent.organization.bench_number.pk,
+        call_sid=call_sid,
+        from_number=CALLER,
+        to_number=NUMBER,
+    )
+    return TwilioStream(f"{ws_url}/telephony/twilio/stream", token, call_sid=call_sid)
+
+
+def status_callback(http_url: str, call_sid: str, status: str = "completed") -> int:
+    """Twilio's signed call status callback (the server's PUBLIC_BASE_URL must be http_url)."""
+    from twilio.request_validator import RequestValidator
+
+    url = f"{http_url}/telephony/twilio/status"
+    params = {"CallSid": call_sid, "AccountSid": ACCOUNT_SID, "From": CALLER, "To": NUMBER, "CallStatus": status}
+    signature = RequestValidator(AUTH_TOKEN).compute_signature(url, params)
+    request = urllib.request.Request(
+        url, data=urllib.parse.urlencode(params).encode(), headers={"X-Twilio-Signature": signature}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return response.status
+
+
+class RedisServer:
+    """A redis-server of the script's own on a fixed port, without persistence."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True).stdout != b"PONG\n":
+            if time.monotonic() > deadline:
+                raise RuntimeError("redis-server did not start")
+            time.sleep(0.05)
+        return self
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class Socket:
+    """One call as its client saw it."""
+
+    label: str
+    opened: float = 0.0
+    closed: float | None = None
+    close_code: int | None = None
+    call_sid: str | None = None
+    agent_id: Any = None
+
+    @property
+    def lifetime(self) -> float | None:
+        return None if self.closed is None else self.closed - self.opened
+
+
+def call_of(socket: Socket) -> Any:
+    from calls.models import Call
+
+    if socket.call_sid:
+        return Call.objects.filter(provider_call_id=socket.call_sid).first()
+    return Call.objects.filter(agent_id=socket.agent_id).order_by("started_at").first()
+
+
+def report(sockets: list[Socket]) -> list[str]:
+    """One line per call: what the client saw and what the call record says."""
+    lines = []
+    for socket in sockets:
+        call = call_of(socket)
+        lived = "still open" if socket.lifetime is None else f"{socket.lifetime:.1f} s"
+        if call is None:
+            lines.append(f"{socket.label}: socket {lived}; no call record")
+            continue
+        billed = "-" if call.status == "active" else f"{call.billable_seconds} s"
+        duration = "-" if call.duration_seconds is None else f"{call.duration_seconds} s"
+        lines.append(
+            f"{socket.label}: socket lived {lived} (close {socket.close_code}); call {call.status}, "
+            f"duration {duration}, billed {billed}"
+        )
+    for line in lines:
+        print("  " + line)
+    return lines
+
+
+async def wait_until(predicate: Any, timeout: float, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(interval)
+    return predicate()
