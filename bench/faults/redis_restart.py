@@ -68,7 +68,7 @@ async def scenario(server: object, browser_agent: object, phone_agent: object, r
                     await during.send({"type": "stop"})
                     during_socket.close_code = await during.wait_closed()
                     during_socket.closed = time.monotonic()
-            except Exception as exc:  # reported as what happened
+            except Exception as exc:  # noqa: BLE001 - reported as what happened
                 print(f"  new browser session during the outage: {type(exc).__name__}: {exc}")
             await asyncio.sleep(max(0.0, outage - (time.monotonic() - phone_socket.opened)))
             redis.start()
