@@ -181,7 +181,7 @@ def report(sockets: list[Socket]) -> list[str]:
             lines.append(f"{socket.label}: socket {lived}; no call record")
             continue
         billed = "-" if call.status == "active" else f"{call.billable_seconds} s"
-        duration = "-" if call.duration_seconds is None else f"{call.duration_seconds} s"
+        duration = "-" if call.status == "active" else f"{call.duration_seconds} s"
         lines.append(
             f"{socket.label}: socket lived {lived} (close {socket.close_code}); call {call.status}, "
             f"duration {duration}, billed {billed}"
