@@ -21,9 +21,15 @@ from twilio.request_validator import RequestValidator
 
 from calls.models import AgentLog, Call
 from realtime import tokens
-from realtime.tests.conftest import SECRET
 from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.support import DaphneServer, VoiceClient, database_url, free_port, is_type, stop_test_server
+from realtime.tests.support import (
+    DaphneServer,
+    VoiceClient,
+    free_port,
+    is_type,
+    start_test_server,
+    stop_test_server,
+)
 from telephony import audio
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
 from telephony.streams import stream_token_issue
@@ -38,25 +44,19 @@ AUTH_TOKEN = "e" * 32
 NESTED = "[" * 20_000 + "]" * 20_000  # 40 KB: deeper than the JSON decoder's recursion limit
 
 
-def start_server(tmp_path_factory: Any, name: str, twilio_api: str, **env: str) -> DaphneServer:
-    """A server on the tests' database, reachable at PUBLIC_BASE_URL (the status callback's URL),
-    with Twilio's REST API at a loopback stand-in."""
-    from django.db import connection
+PUBLIC_BASE_URL = "http://voice.example.test"  # what Twilio signs its callbacks over
 
-    port = free_port()
+
+def start_server(tmp_path_factory: Any, name: str, twilio_api: str, **env: str) -> DaphneServer:
+    """A server on the tests' database, with Twilio's REST API at a loopback stand-in."""
     base = {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "REALTIME_TOKEN_SECRET": SECRET,
-        "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
-        "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "PUBLIC_BASE_URL": PUBLIC_BASE_URL,
         "TWILIO_API_BASE_URL": twilio_api,
         # The status callback could finish a call on its own after this grace; long here, so that a
         # call it ends was ended by its live stream (through the channel layer).
         "TELEPHONY_CALL_END_GRACE_SECONDS": "30",
-        "DATABASE_POOL": "false",
     }
-    log = tmp_path_factory.mktemp("daphne") / f"{name}.log"
-    return DaphneServer(env={**base, **env}, port=port, log_path=log).start()
+    return start_test_server(tmp_path_factory, name, {**base, **env})
 
 
 @pytest.fixture(scope="module")
@@ -86,12 +86,15 @@ def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
 
 
 def status_callback(server: DaphneServer, call_sid: str, status: str) -> int:
-    """Twilio's call status callback, signed over PUBLIC_BASE_URL + path."""
-    url = f"{server.http_url}/telephony/twilio/status"
+    """Twilio's call status callback, signed over PUBLIC_BASE_URL + path (the URL Twilio requested)."""
+    path = "/telephony/twilio/status"
     params = {"CallSid": call_sid, "AccountSid": ACCOUNT_SID, "From": CALLER, "To": NUMBER, "CallStatus": status}
-    signature = RequestValidator(AUTH_TOKEN).compute_signature(url, params)
+    signature = RequestValidator(AUTH_TOKEN).compute_signature(PUBLIC_BASE_URL + path, params)
     request = urllib.request.Request(
-        url, data=urllib.parse.urlencode(params).encode(), headers={"X-Twilio-Signature": signature}, method="POST"
+        server.http_url + path,
+        data=urllib.parse.urlencode(params).encode(),
+        headers={"X-Twilio-Signature": signature},
+        method="POST",
     )
     with urllib.request.urlopen(request, timeout=60) as response:
         return response.status
