@@ -344,7 +344,8 @@ AGENT_LOG_BATCH_SIZE = env.int("AGENT_LOG_BATCH_SIZE", default=200)
 AGENT_LOG_MAX_BUFFER = env.int("AGENT_LOG_MAX_BUFFER", default=10000)
 # In-process timer for the calls upkeep when no Celery beat runs (embedded default); 0 = off.
 CALLS_MAINTENANCE_SECONDS = env.int("CALLS_MAINTENANCE_SECONDS", default=0 if REDIS_URL else 300)
-CELERY_BEAT_SCHEDULE["calls-close-stale"] = {"task": "calls.close_stale_calls", "schedule": 300.0}
+# The whole upkeep sweep (stale calls, stuck documents, spent tokens, old logs): calls/maintenance.py.
+CELERY_BEAT_SCHEDULE["calls-upkeep"] = {"task": "calls.run_upkeep", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["calls-purge-agent-logs"] = {"task": "calls.purge_agent_logs", "schedule": 3600.0}
 
 # --- knowledge base ---------------------------------------------------------------------------
@@ -357,6 +358,20 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = KNOWLEDGE_MAX_UPLOAD_BYTES + 1024 * 1024
 KNOWLEDGE_SEARCH_CACHE_AGENTS = env.int("KNOWLEDGE_SEARCH_CACHE_AGENTS", default=32)
 # Folder of the embedding model exported to ONNX (made on first use); empty: <temp dir>/voiceagent-embeddings.
 KNOWLEDGE_MODEL_CACHE = env.str("KNOWLEDGE_MODEL_CACHE", default="")
+
+# --- upkeep and background ingestion (calls/maintenance.py, knowledge/tasks.py) -------------------
+# Every serving process sweeps once when it starts (stale calls, stuck documents...), then on its timer.
+CALLS_MAINTENANCE_AT_START = env.bool("CALLS_MAINTENANCE_AT_START", default=True)
+# A document still `processing` this long after ingestion last started (or after the upload, when it
+# never started) is marked `failed`: its process died. The largest upload (20 MiB of text, about
+# 28,000 chunks at about 40 chunks/s) takes some 12 minutes on one core, so an hour leaves room.
+KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS = env.int("KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS", default=3600)
+if KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS < 1:
+    raise ImproperlyConfigured("KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS must be >= 1")
+# Without a broker (embedded default) ingestion runs on this many background threads of the serving
+# process, never inside the upload request. KNOWLEDGE_INGEST_INLINE runs it inside the request (unit tests).
+KNOWLEDGE_INGEST_WORKERS = max(1, env.int("KNOWLEDGE_INGEST_WORKERS", default=1))
+KNOWLEDGE_INGEST_INLINE = env.bool("KNOWLEDGE_INGEST_INLINE", default=False)
 
 # --- i18n, static -----------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
