@@ -115,6 +115,19 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     _options["options"] = f"-c jit=off {_options.get('options', '')}".strip()
     if env.bool("DATABASE_POOL", default=True):
         _db.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": env.int("DATABASE_POOL_SIZE", default=20)}
+        # PostgreSQL restarts (bench/faults/postgres_restart.py): every pooled connection is dead then.
+        # Each is checked before it is lent (one empty round trip), so the first request after a restart
+        # does not get a dead one, and a request waits DATABASE_POOL_TIMEOUT seconds at most (psycopg's
+        # default is 30) for a connection during an outage before it fails.
+        _db["CONN_HEALTH_CHECKS"] = True  # Django passes psycopg_pool's check_connection to the pool
+        # While the server is down the pool retries with a doubling delay (1, 2, 4, 8... s until
+        # reconnect_timeout, 5 min), so it could keep failing for as long as the outage lasted after the
+        # server is back. A try every second (with psycopg's 10% jitter) instead: one connection attempt
+        # per second per process.
+        import psycopg_pool.base
+
+        psycopg_pool.base.AttemptWithBackoff.DELAY_BACKOFF = 1.0
+        _db["OPTIONS"]["pool"]["timeout"] = env.float("DATABASE_POOL_TIMEOUT", default=5.0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis, channels, celery -----------------------------------------------------------------
