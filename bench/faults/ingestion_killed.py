@@ -149,10 +149,14 @@ def main() -> None:
     print("server killed (SIGKILL)")
 
     restarted = time.monotonic()
-    server = serve(env, port, {"CALLS_MAINTENANCE_SECONDS": "1", "KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS": str(args.timeout)})
+    server = serve(
+        env, port, {"CALLS_MAINTENANCE_SECONDS": "1", "KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS": str(args.timeout)}
+    )
     try:
         up = time.monotonic() - restarted
-        print(f"restarted (no new upload), serving after {up:.1f} s; KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS={args.timeout}")
+        print(
+            f"restarted (no new upload), serving after {up:.1f} s; KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS={args.timeout}"
+        )
         settled: dict[str, float] = {}
         deadline = time.monotonic() + args.timeout + 60
         while time.monotonic() < deadline:

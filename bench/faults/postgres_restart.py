@@ -124,9 +124,7 @@ def serve(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
 async def scenario(port: int, key: str, agent_id: str, cluster: Cluster, outage: int, after: int) -> None:
     from realtime.tests.support import VoiceClient, is_type
 
-    api = httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}, timeout=30
-    )
+    api = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}, timeout=30)
     log: list[tuple[str, str, str]] = []
 
     async def request(phase: str, method: str, path: str, **kwargs: object) -> int:

@@ -74,9 +74,7 @@ def parse_time(value: str) -> Any:
 
 @pytest.fixture
 def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
-    return make_agent(
-        owner.organization, name="Ava", status="active", greeting_type="static", static_greeting=GREETING
-    )
+    return make_agent(owner.organization, name="Ava", status="active", greeting_type="static", static_greeting=GREETING)
 
 
 async def test_a_call_orphaned_by_a_killed_process_is_failed_at_restart_without_a_new_call(
@@ -162,7 +160,10 @@ def test_a_document_whose_ingestion_was_killed_does_not_stay_processing(owner, m
     def listed(server: DaphneServer) -> Callable[[], list[dict[str, Any]]]:
         return lambda: api(server, owner.api_key, "GET", path)
 
-    first = start_test_server(tmp_path_factory, "ingesting")
+    # The embedded default (no broker) under test, also when the suite runs with REDIS_URL: ingestion on
+    # the serving process's background worker (the broker path: knowledge/tests/test_celery_worker.py).
+    embedded = {"REDIS_URL": ""}
+    first = start_test_server(tmp_path_factory, "ingesting", embedded)
     try:
         # An upload answers at once; the server's background worker makes the document ready.
         small = api(first, owner.api_key, "POST", path, {"content": "# Parking\n\nVisitors park in bay 12."})
@@ -183,7 +184,9 @@ def test_a_document_whose_ingestion_was_killed_does_not_stay_processing(owner, m
         stop_test_server(first)
 
     # Restarted with a short bound for stuck documents: the start-up sweep fails it, with the reason.
-    second = start_test_server(tmp_path_factory, "after-kill", {**SWEEP, "KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS": "1"})
+    second = start_test_server(
+        tmp_path_factory, "after-kill", {**embedded, **SWEEP, "KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS": "1"}
+    )
     try:
         item = wait_until_indexed(listed(second), created["id"], timeout=15)
         assert item["status"] == "failed" and item["chunkCount"] == 0
