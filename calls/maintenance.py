@@ -1,9 +1,16 @@
-"""Periodic upkeep of call history and logs: close stale active calls, purge old agent logs.
+"""Upkeep of what a crashed or restarted process leaves half-done: stale `active` calls, knowledge
+documents stuck in `processing`, spent session tokens past their expiry, and agent logs past retention.
 
-With a broker (REDIS_URL) Celery beat runs the tasks of calls.tasks (CELERY_BEAT_SCHEDULE). The
-embedded default has no beat process, so the first call started in a process also starts a daemon
-timer thread that runs the same jobs every CALLS_MAINTENANCE_SECONDS (0 turns it off; default 300
-without REDIS_URL, 0 with it). `manage.py calls_maintenance` runs them once, e.g. from cron.
+Every serving process starts it with itself (voiceagent/asgi.py calls `start_upkeep`, as Daphne imports
+the application; Daphne's ASGI lifespan support is not relied on): one sweep at start-up, so a restart
+after a crash cleans up without waiting for a new call, then one every CALLS_MAINTENANCE_SECONDS (0: no
+timer; default 300 without REDIS_URL, 0 with it, where Celery beat runs `calls.run_upkeep` from
+CELERY_BEAT_SCHEDULE instead). `manage.py calls_maintenance` runs one sweep, e.g. from cron.
+
+Several processes may sweep at once: every job is a conditional write that a second sweep repeats
+harmlessly (a call is closed under a row lock only while still `active`, a document is failed only while
+still `processing`). A call live on another process is never closed: staleness is judged by the call's
+last recorded activity (CALLS_STALE_AFTER_SECONDS, at least 60), not by which process owns it.
 """
 
 from __future__ import annotations
@@ -20,37 +27,92 @@ _lock = threading.Lock()
 _thread: threading.Thread | None = None
 
 
-def run_maintenance() -> dict[str, int]:
+def run_maintenance(*, strict: bool = False) -> dict[str, int]:
+    """One sweep of every job; a failing job is logged and does not stop the others (`strict`: the
+    first failure is raised after the others ran, for `manage.py calls_maintenance`)."""
     from calls.services import agent_log_purge, call_close_stale
+    from knowledge.services import document_fail_stuck
 
-    return {"closedCalls": call_close_stale(), "purgedLogs": agent_log_purge()}
+    jobs = {
+        "closedCalls": call_close_stale,
+        "purgedLogs": agent_log_purge,
+        "failedDocuments": document_fail_stuck,
+        "purgedSessionTokens": _spent_session_tokens_purge,
+    }
+    done: dict[str, int] = {}
+    failure: Exception | None = None
+    for name, job in jobs.items():
+        try:
+            done[name] = job()
+        except Exception as exc:
+            logger.warning("upkeep job %s failed", name, exc_info=not strict)
+            done[name] = 0
+            failure = failure or exc
+    if strict and failure is not None:
+        raise failure
+    return done
+
+
+def _spent_session_tokens_purge() -> int:
+    """Rows of spent session tokens are needed only until the token expires (a reuse is refused as
+    expired then). Opening a socket purges them too, so this matters for a server that stays idle."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from realtime.models import UsedSessionToken
+
+    # The same 5 minutes of margin as realtime.services.session_token_redeem.
+    deleted, _ = UsedSessionToken.objects.filter(expires_at__lt=timezone.now() - timedelta(minutes=5)).delete()
+    return deleted
+
+
+def start_upkeep() -> None:
+    """At process start-up: sweep once now (in the background, so start-up does not wait on the
+    database), then every CALLS_MAINTENANCE_SECONDS when set. Never raises."""
+    _start(sweep_first=bool(settings.CALLS_MAINTENANCE_AT_START))
 
 
 def ensure_inprocess_maintenance() -> None:
-    """Start the in-process timer once per process when it is configured (never raises)."""
+    """Start the periodic timer once per process when it is configured (never raises). Processes that
+    did not start through voiceagent/asgi.py (e.g. `runserver` on WSGI) get it with their first call."""
+    if float(settings.CALLS_MAINTENANCE_SECONDS) > 0:
+        _start(sweep_first=False)
+
+
+def _start(*, sweep_first: bool) -> None:
     global _thread
     try:
-        if float(settings.CALLS_MAINTENANCE_SECONDS) <= 0 or (_thread is not None and _thread.is_alive()):
+        periodic = float(settings.CALLS_MAINTENANCE_SECONDS) > 0
+        if not (periodic or sweep_first):
             return
         with _lock:
             if _thread is None or not _thread.is_alive():
-                _thread = threading.Thread(target=_loop, name="calls-maintenance", daemon=True)
+                _thread = threading.Thread(target=_loop, args=(sweep_first,), name="upkeep", daemon=True)
                 _thread.start()
     except Exception:
-        logger.warning("could not start the calls maintenance timer", exc_info=True)
+        logger.warning("could not start the upkeep timer", exc_info=True)
 
 
-def _loop() -> None:
+def _sweep() -> None:
+    try:
+        close_old_connections()
+        done = run_maintenance()
+        if any(done.values()):
+            logger.info("upkeep: %s", ", ".join(f"{name} {count}" for name, count in done.items()))
+    except Exception:
+        logger.warning("upkeep sweep failed", exc_info=True)
+    finally:
+        connections.close_all()  # this thread's connections only
+
+
+def _loop(sweep_first: bool) -> None:
     stop = threading.Event()
+    if sweep_first:
+        _sweep()
     while True:
         interval = float(settings.CALLS_MAINTENANCE_SECONDS)
         if interval <= 0:
             return
         stop.wait(interval)
-        try:
-            close_old_connections()
-            run_maintenance()
-        except Exception:
-            logger.warning("calls maintenance failed", exc_info=True)
-        finally:
-            connections.close_all()  # this thread's connections only
+        _sweep()

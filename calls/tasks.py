@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from calls.maintenance import run_maintenance
 from calls.services import agent_log_purge, call_close_stale
+
+
+@shared_task(name="calls.run_upkeep")
+def run_upkeep() -> dict[str, int]:
+    """Every upkeep job once (stale calls, stuck documents, spent session tokens, old agent logs): the
+    same sweep the serving processes run at start-up and on their timer."""
+    return run_maintenance()
 
 
 @shared_task(name="calls.close_stale_calls")

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import timedelta
 from pathlib import PurePath
 from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from accounts.models import Organization
@@ -106,15 +108,28 @@ def document_create(
 
 
 def _queue_ingestion(document: KnowledgeDocument) -> None:
-    # After the commit, so that a worker always finds the row.
-    from knowledge.tasks import ingest_document
+    from knowledge.tasks import ingest_document, ingest_in_background
 
-    try:
-        ingest_document.delay(str(document.pk))
-    except OperationalError:
-        logger.exception("could not queue ingestion of knowledge document %s", document.pk)
-        _fail(document.pk, "The ingestion queue is unavailable; upload the document again later.")
-        raise ApiError("The ingestion queue is unavailable; try again later.", status_code=503) from None
+    document_id = str(document.pk)
+    if settings.KNOWLEDGE_INGEST_INLINE:
+        # Unit tests: in this thread and transaction, so the test's own transaction sees the result.
+        document_ingest(document_id=document_id)
+        return
+
+    def queue() -> None:
+        if ingest_document.app.conf.task_always_eager:
+            # No broker (embedded default): a background thread of this process, not this request.
+            ingest_in_background(document_id)
+            return
+        try:
+            ingest_document.delay(document_id)
+        except OperationalError:
+            logger.exception("could not queue ingestion of knowledge document %s", document_id)
+            _fail(document_id, "The ingestion queue is unavailable; upload the document again later.")
+            raise ApiError("The ingestion queue is unavailable; try again later.", status_code=503) from None
+
+    # After the commit, so that a worker always finds the row (at once when no transaction is open).
+    transaction.on_commit(queue)
 
 
 def _fail(document_id: Any, message: str) -> None:
@@ -131,6 +146,12 @@ def _index_changed(agent_id: Any) -> None:
 def document_ingest(*, document_id: str) -> None:
     """Chunk and embed a `processing` document, then store its chunks and mark it `ready` in one
     transaction (or `failed` with an error). Safe to run twice; a document deleted meanwhile is skipped."""
+    # Claim the document: `updated_at` marks when ingestion last started, which the sweep of documents
+    # stuck in `processing` (document_fail_stuck) measures from.
+    if not KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
+        updated_at=timezone.now()
+    ):
+        return
     document = KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).first()
     if document is None:
         return
@@ -177,6 +198,26 @@ def document_ingest(*, document_id: str) -> None:
         locked.chunk_count = len(chunks)
         locked.save(update_fields=["status", "error", "chunk_count", "updated_at"])
         _index_changed(locked.agent_id)
+
+
+STUCK_ERROR = (
+    "Indexing did not finish: the server processing the document stopped (restart or crash) or took longer "
+    "than KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS; upload the document again."
+)
+
+
+def document_fail_stuck(*, older_than: timedelta | None = None) -> int:
+    """Mark `failed` (with STUCK_ERROR) the documents still `processing` whose ingestion started, or
+    whose upload happened, longer ago than KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS: the process that was
+    ingesting them died. One conditional UPDATE, so two sweeping processes cannot race; an ingestion
+    that finishes later finds the document no longer `processing` and stores nothing. Returns the count."""
+    older_than = older_than or timedelta(seconds=settings.KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS)
+    failed = KnowledgeDocument.objects.filter(
+        status=DocumentStatus.PROCESSING, updated_at__lt=timezone.now() - older_than
+    ).update(status=DocumentStatus.FAILED, error=STUCK_ERROR, updated_at=timezone.now())
+    if failed:
+        logger.warning("marked %d knowledge document(s) stuck in processing as failed", failed)
+    return failed
 
 
 def document_delete(*, organization: Organization, agent_id: str, document_id: str) -> uuid.UUID:

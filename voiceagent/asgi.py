@@ -19,3 +19,10 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from voiceagent.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns)})
+
+# Upkeep starts with the serving process (Daphne imports this module once per process at start-up; its
+# ASGI lifespan events are not relied on): one sweep now, so calls and documents a crashed process left
+# behind are closed without waiting for a new call, then one every CALLS_MAINTENANCE_SECONDS.
+from calls.maintenance import start_upkeep  # noqa: E402
+
+start_upkeep()

@@ -115,6 +115,19 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     _options["options"] = f"-c jit=off {_options.get('options', '')}".strip()
     if env.bool("DATABASE_POOL", default=True):
         _db.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": env.int("DATABASE_POOL_SIZE", default=20)}
+        # PostgreSQL restarts (bench/faults/postgres_restart.py): every pooled connection is dead then.
+        # Each is checked before it is lent (one empty round trip), so the first request after a restart
+        # does not get a dead one, and a request waits DATABASE_POOL_TIMEOUT seconds at most (psycopg's
+        # default is 30) for a connection during an outage before it fails.
+        _db["CONN_HEALTH_CHECKS"] = True  # Django passes psycopg_pool's check_connection to the pool
+        # While the server is down the pool retries with a doubling delay (1, 2, 4, 8... s until
+        # reconnect_timeout, 5 min), so it could keep failing for as long as the outage lasted after the
+        # server is back. A try every second (with psycopg's 10% jitter) instead: one connection attempt
+        # per second per process.
+        import psycopg_pool.base
+
+        psycopg_pool.base.AttemptWithBackoff.DELAY_BACKOFF = 1.0
+        _db["OPTIONS"]["pool"]["timeout"] = env.float("DATABASE_POOL_TIMEOUT", default=5.0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis, channels, celery -----------------------------------------------------------------
@@ -350,7 +363,8 @@ AGENT_LOG_BATCH_SIZE = env.int("AGENT_LOG_BATCH_SIZE", default=200)
 AGENT_LOG_MAX_BUFFER = env.int("AGENT_LOG_MAX_BUFFER", default=10000)
 # In-process timer for the calls upkeep when no Celery beat runs (embedded default); 0 = off.
 CALLS_MAINTENANCE_SECONDS = env.int("CALLS_MAINTENANCE_SECONDS", default=0 if REDIS_URL else 300)
-CELERY_BEAT_SCHEDULE["calls-close-stale"] = {"task": "calls.close_stale_calls", "schedule": 300.0}
+# The whole upkeep sweep (stale calls, stuck documents, spent tokens, old logs): calls/maintenance.py.
+CELERY_BEAT_SCHEDULE["calls-upkeep"] = {"task": "calls.run_upkeep", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["calls-purge-agent-logs"] = {"task": "calls.purge_agent_logs", "schedule": 3600.0}
 
 # --- knowledge base ---------------------------------------------------------------------------
@@ -363,6 +377,20 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = KNOWLEDGE_MAX_UPLOAD_BYTES + 1024 * 1024
 KNOWLEDGE_SEARCH_CACHE_AGENTS = env.int("KNOWLEDGE_SEARCH_CACHE_AGENTS", default=32)
 # Folder of the embedding model exported to ONNX (made on first use); empty: <temp dir>/voiceagent-embeddings.
 KNOWLEDGE_MODEL_CACHE = env.str("KNOWLEDGE_MODEL_CACHE", default="")
+
+# --- upkeep and background ingestion (calls/maintenance.py, knowledge/tasks.py) -------------------
+# Every serving process sweeps once when it starts (stale calls, stuck documents...), then on its timer.
+CALLS_MAINTENANCE_AT_START = env.bool("CALLS_MAINTENANCE_AT_START", default=True)
+# A document still `processing` this long after ingestion last started (or after the upload, when it
+# never started) is marked `failed`: its process died. The largest upload (20 MiB of text, about
+# 28,000 chunks at about 40 chunks/s) takes some 12 minutes on one core, so an hour leaves room.
+KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS = env.int("KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS", default=3600)
+if KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS < 1:
+    raise ImproperlyConfigured("KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS must be >= 1")
+# Without a broker (embedded default) ingestion runs on this many background threads of the serving
+# process, never inside the upload request. KNOWLEDGE_INGEST_INLINE runs it inside the request (unit tests).
+KNOWLEDGE_INGEST_WORKERS = max(1, env.int("KNOWLEDGE_INGEST_WORKERS", default=1))
+KNOWLEDGE_INGEST_INLINE = env.bool("KNOWLEDGE_INGEST_INLINE", default=False)
 
 # --- i18n, static -----------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

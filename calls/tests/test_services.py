@@ -207,4 +207,9 @@ def test_the_maintenance_command_closes_stale_calls_and_purges_logs(agent, capsy
     call_command("calls_maintenance")
     assert Call.objects.get(pk=crashed.pk).status == "failed"
     assert not AgentLog.objects.exists()
-    assert json.loads(capsys.readouterr().out) == {"closedCalls": 1, "purgedLogs": 1}
+    assert json.loads(capsys.readouterr().out) == {
+        "closedCalls": 1,
+        "purgedLogs": 1,
+        "failedDocuments": 0,
+        "purgedSessionTokens": 0,
+    }

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def broker_mode():
+def broker_mode(settings):
+    settings.KNOWLEDGE_INGEST_INLINE = False  # queued on commit, as in production
     app.conf.task_always_eager = False
     yield
     app.conf.task_always_eager = True

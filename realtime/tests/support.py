@@ -151,6 +151,23 @@ def stop_test_server(server: DaphneServer) -> None:
         time.sleep(0.05)
 
 
+def wait_until_indexed(
+    list_documents: Callable[[], list[dict[str, Any]]], document_id: str, *, timeout: float = 120
+) -> dict[str, Any]:
+    """Poll an agent's knowledge list (a callable that GETs it through the API) until the document is no
+    longer `processing` (ingestion runs after the upload answers); its list item. TimeoutError otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        item = next((d for d in list_documents() if d["id"] == document_id), None)
+        if item is None:
+            raise LookupError(f"document {document_id} is not listed")
+        if item["status"] != "processing":
+            return item
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"document {document_id} still processing after {timeout} s")
+        time.sleep(0.1)
+
+
 def to_16k(pcm16_24k: bytes) -> bytes:
     import soxr
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from realtime.tests.support import VoiceClient, free_port, is_type
+from realtime.tests.support import VoiceClient, free_port, is_type, wait_until_indexed
 
 pytestmark = pytest.mark.slow
 
@@ -179,8 +179,14 @@ def test_a_knowledge_upload_reaches_no_broker(made_server: MadeServer, active_ag
         {"content": "# Opening hours\n\nWe open at nine and close at six on weekdays."},
     )
     assert status == 200, document
-    status, documents = made_server.request("GET", f"/public/v1/agents/{active_agent_id}/knowledge")
-    assert [(item["id"], item["status"]) for item in documents] == [(document["id"], "ready")]
+
+    def listed() -> list[dict[str, Any]]:
+        status, documents = made_server.request("GET", f"/public/v1/agents/{active_agent_id}/knowledge")
+        assert status == 200, documents
+        return documents
+
+    # Ingested by the server's background worker after the upload answered.
+    assert wait_until_indexed(listed, document["id"])["status"] == "ready"
 
     with made_server.log.open("rb") as log:
         log.seek(before)

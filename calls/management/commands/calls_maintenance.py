@@ -6,9 +6,10 @@ from voiceagent.commands import JsonCommand
 
 class Command(JsonCommand):
     help = (
-        "Close stale active calls as failed and purge agent logs past the retention window (once); "
-        'prints {"closedCalls": N, "purgedLogs": M}.'
+        "One upkeep sweep: close stale active calls as failed, purge agent logs past the retention window, "
+        "fail knowledge documents stuck in processing, purge spent session tokens; prints "
+        '{"closedCalls": N, "purgedLogs": M, "failedDocuments": D, "purgedSessionTokens": T}.'
     )
 
     def run(self, **options: Any) -> dict[str, Any]:
-        return run_maintenance()
+        return run_maintenance(strict=True)

@@ -1,0 +1,184 @@
+"""Fault bench (not a test): the serving process is killed (SIGKILL) during knowledge ingestion and
+restarted. Prints each document's final status, error and the time it took to settle after the restart.
+
+Starts a real Daphne on a free loopback port against its own database (a fresh SQLite file under var/,
+or the PostgreSQL named by DATABASE_URL with `_faults` appended), in the embedded default (no broker:
+ingestion on the server's background worker). Uploads one small document (ready before the kill), one
+large one (being embedded at the kill) and two more queued behind it, kills the server, restarts it with
+KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS=--timeout (default 5) and CALLS_MAINTENANCE_SECONDS=1, and waits
+until no document is `processing`.
+
+Usage: .venv/bin/python bench/faults/ingestion_killed.py [--timeout 5] [--paragraphs 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def bench_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("REDIS_URL", None)  # the embedded default: no broker, ingestion in the serving process
+    url = env.get("DATABASE_URL", "")
+    if url.startswith("postgres"):
+        base, _, name = url.rpartition("/")
+        env["DATABASE_URL"] = f"{base}/{name or 'voiceagent'}_faults"
+    else:
+        path = ROOT / "var" / "faults-ingestion.sqlite3"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        env["DATABASE_URL"] = f"sqlite:///{path}"
+    env.setdefault("LOG_LEVEL", "WARNING")
+    env["REALTIME_PRELOAD"] = "false"
+    env["REALTIME_TOKEN_SECRET"] = "faults-bench-secret-0123456789abcdef"
+    return env
+
+
+def ensure_postgres_database(url: str) -> None:
+    import psycopg
+
+    base, _, name = url.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def seed() -> tuple[str, str]:
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
+    django.setup()
+    from django.utils import timezone
+
+    from accounts.services import organization_create
+    from agents.models import Agent
+
+    organization, issued = organization_create(name="Faults", plan_code="agency")
+    agent = Agent.objects.create(
+        organization=organization, name="Docs", instructions="Answer from the documents.", updated_at=timezone.now()
+    )
+    return issued.raw_key, str(agent.pk)
+
+
+def serve(env: dict[str, str], port: int, extra: dict[str, str]) -> subprocess.Popen[bytes]:
+    daphne = Path(sys.executable).with_name("daphne")
+    process = subprocess.Popen(
+        [str(daphne), "-b", "127.0.0.1", "-p", str(port), "voiceagent.asgi:application"],
+        cwd=ROOT,
+        env={**env, **extra},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(600):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/livez", timeout=1).status_code == 200:
+                return process
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError("daphne did not start")
+
+
+def document(paragraphs: int, tag: str) -> str:
+    return "\n\n".join(
+        f"## {tag} {n}\n\nParcel {n} of {tag} leaves depot {n % 17} at {n % 24}:00 and reaches bay "
+        f"{n * 7 % 101} after {n % 9 + 1} stops; drivers report delays on line {n % 13} to desk {n % 5}."
+        for n in range(paragraphs)
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--timeout", type=int, default=5, help="KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS after restart")
+    parser.add_argument("--paragraphs", type=int, default=3000, help="paragraphs of the large document")
+    args = parser.parse_args()
+
+    env = bench_env()
+    if env["DATABASE_URL"].startswith("postgres"):
+        ensure_postgres_database(env["DATABASE_URL"])
+    os.environ.update(env)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    key, agent_id = seed()
+    port = free_port()
+    api = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}, timeout=60)
+    path = f"/public/v1/agents/{agent_id}/knowledge"
+
+    def statuses() -> dict[str, dict]:
+        return {d["id"]: d for d in api.get(path).json()}
+
+    server = serve(env, port, {})
+    names: dict[str, str] = {}
+    try:
+        started = time.monotonic()
+        small = api.post(path, json={"content": document(3, "small"), "name": "small (before the kill)"}).json()
+        names[small["id"]] = "small (before the kill)"
+        while statuses()[small["id"]]["status"] == "processing":
+            time.sleep(0.1)
+        print(f"small document ready {time.monotonic() - started:.1f} s after its upload (model load included)")
+        for name, paragraphs in (
+            ("large (embedding at the kill)", args.paragraphs),
+            ("queued 1", 200),
+            ("queued 2", 200),
+        ):
+            t0 = time.monotonic()
+            created = api.post(path, json={"content": document(paragraphs, name), "name": name}).json()
+            names[created["id"]] = name
+            print(f"uploaded {name}: answered in {(time.monotonic() - t0) * 1000:.0f} ms")
+        time.sleep(2)
+        before = statuses()
+        print("at the kill:", ", ".join(f"{names[i]}: {d['status']}" for i, d in before.items()))
+    finally:
+        server.kill()
+        server.wait()
+    print("server killed (SIGKILL)")
+
+    restarted = time.monotonic()
+    server = serve(
+        env, port, {"CALLS_MAINTENANCE_SECONDS": "1", "KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS": str(args.timeout)}
+    )
+    try:
+        up = time.monotonic() - restarted
+        print(
+            f"restarted (no new upload), serving after {up:.1f} s; KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS={args.timeout}"
+        )
+        settled: dict[str, float] = {}
+        deadline = time.monotonic() + args.timeout + 60
+        while time.monotonic() < deadline:
+            now = statuses()
+            for doc_id, item in now.items():
+                if item["status"] != "processing" and doc_id not in settled:
+                    settled[doc_id] = time.monotonic() - restarted
+            if len(settled) == len(now):
+                break
+            time.sleep(0.2)
+        final = statuses()
+    finally:
+        server.terminate()
+        server.wait(timeout=15)
+
+    print(f"{'document':32} {'final status':13} {'chunks':>6} {'settled after restart':>22}  error")
+    for doc_id, item in final.items():
+        when = "before the kill" if before[doc_id]["status"] != "processing" else f"{settled.get(doc_id, -1):.1f} s"
+        print(f"{names[doc_id]:32} {item['status']:13} {item['chunkCount']:6} {when:>22}  {item['error'] or ''}")
+    stuck = [names[i] for i, d in final.items() if d["status"] == "processing"]
+    print("documents left processing:", ", ".join(stuck) if stuck else "none")
+
+
+if __name__ == "__main__":
+    main()

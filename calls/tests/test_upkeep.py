@@ -1,0 +1,46 @@
+"""One upkeep sweep (calls/maintenance.py) in-process: spent session tokens past their expiry go, and
+a failing job neither stops the others nor, in `manage.py calls_maintenance`, goes unnoticed."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from calls import maintenance
+from realtime.models import UsedSessionToken
+
+pytestmark = pytest.mark.django_db
+
+
+def spent(token_id: str, *, expired_minutes_ago: float) -> None:
+    now = timezone.now()
+    UsedSessionToken.objects.create(
+        token_id=token_id,
+        organization_id=uuid.uuid4(),
+        agent_id=uuid.uuid4(),
+        used_at=now - timedelta(minutes=expired_minutes_ago + 1),
+        expires_at=now - timedelta(minutes=expired_minutes_ago),
+    )
+
+
+def test_spent_tokens_are_purged_once_expired_past_the_margin():
+    spent("old", expired_minutes_ago=30)
+    spent("recent", expired_minutes_ago=1)  # within the 5 minutes of margin: still refuses a reuse
+    assert maintenance.run_maintenance()["purgedSessionTokens"] == 1
+    assert list(UsedSessionToken.objects.values_list("token_id", flat=True)) == ["recent"]
+
+
+def test_a_failing_job_does_not_stop_the_others(monkeypatch):
+    spent("old", expired_minutes_ago=30)
+
+    def broken(**kwargs):
+        raise RuntimeError("database gone")
+
+    monkeypatch.setattr("calls.services.call_close_stale", broken)
+    done = maintenance.run_maintenance()
+    assert done["closedCalls"] == 0 and done["purgedSessionTokens"] == 1
+    with pytest.raises(RuntimeError, match="database gone"):
+        maintenance.run_maintenance(strict=True)

@@ -1,0 +1,196 @@
+"""Upkeep starts with the serving process, through real Daphne processes killed with SIGKILL and
+restarted on the same database: a call orphaned by the crash is closed with no new call, a document
+whose ingestion died never stays `processing`, and the upload answers before ingestion runs (on the
+server's background worker) and the document becomes `ready`."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from calls.models import Call, CallMessage
+from realtime import tokens
+from realtime.tests.support import (
+    DaphneServer,
+    VoiceClient,
+    is_type,
+    start_test_server,
+    stop_test_server,
+    wait_until_indexed,
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
+
+GREETING = "Hello, this is Ava from Acme. How can I help you today?"
+# Timers of the restarted servers: a sweep every second.
+SWEEP = {"CALLS_MAINTENANCE_SECONDS": "1"}
+
+
+def api(server: DaphneServer, key: str, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
+    request = urllib.request.Request(
+        server.http_url + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        raise AssertionError(f"{method} {path}: {error.code} {error.read()[:500]!r}") from None
+
+
+def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.05)
+
+
+def kill(server: DaphneServer) -> None:
+    """SIGKILL: no disconnect handler, no shutdown hook, nothing of the process runs any more."""
+    assert server.process is not None
+    server.process.kill()
+    server.process.wait()
+
+
+def parse_time(value: str) -> Any:
+    from datetime import datetime
+
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+@pytest.fixture
+def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
+    return make_agent(owner.organization, name="Ava", status="active", greeting_type="static", static_greeting=GREETING)
+
+
+async def test_a_call_orphaned_by_a_killed_process_is_failed_at_restart_without_a_new_call(
+    ava, owner, tmp_path_factory
+):
+    first = await sync_to_async(start_test_server)(tmp_path_factory, "crashed", SWEEP)
+    token = tokens.issue_token(agent_id=ava.pk, organization_id=ava.organization_id)[0]
+    async with VoiceClient(f"{first.ws_url}/ws/agents/{ava.pk}/realtime?token={token}") as client:
+        started = await client.wait_for(is_type("session.started"), timeout=60)
+        call_id = client.messages[started].message.get("callId")
+        call = await sync_to_async(lambda: Call.objects.get(pk=call_id) if call_id else Call.objects.get())()
+        # The greeting is in the transcript: the call has recorded activity.
+        await sync_to_async(wait_until)(
+            lambda: CallMessage.objects.filter(call=call).exists(), timeout=30, what="greeting stored"
+        )
+        await sync_to_async(kill)(first)
+    await sync_to_async(stop_test_server)(first)
+    assert (await sync_to_async(Call.objects.get)(pk=call.pk)).status == "active"
+
+    # The crash was long ago: move the call's record back past CALLS_STALE_AFTER_SECONDS (an hour).
+    def age() -> Any:
+        shift = timedelta(hours=2)
+        Call.objects.filter(pk=call.pk).update(started_at=call.started_at - shift)
+        for message in CallMessage.objects.filter(call=call):
+            CallMessage.objects.filter(pk=message.pk).update(occurred_at=message.occurred_at - shift)
+        return max(CallMessage.objects.filter(call=call).values_list("occurred_at", flat=True))
+
+    last_activity = await sync_to_async(age)()
+
+    # Restarted, and nobody calls: the start-up sweep closes the orphan.
+    second = await sync_to_async(start_test_server)(tmp_path_factory, "restarted", SWEEP)
+    try:
+
+        def closed() -> Any:
+            detail = api(second, owner.api_key, "GET", f"/public/v1/calls/{call.pk}")
+            return detail if detail["status"] != "active" else None
+
+        detail = await sync_to_async(wait_until)(closed, timeout=10, what="the orphan call is still active")
+        assert detail["status"] == "failed"
+        assert parse_time(detail["endedAt"]) == last_activity  # ended, and billed, at its last activity
+        (greeting,) = detail["messages"]  # transcript kept
+        assert greeting["role"] == "assistant" and greeting["content"].endswith(GREETING)
+        # Billed for what was used: from the start to the last activity, not to the restart.
+        lived = parse_time(detail["endedAt"]) - parse_time(detail["startedAt"])
+        assert detail["durationSeconds"] == int(lived.total_seconds()) < 30
+        assert not await sync_to_async(Call.objects.exclude(pk=call.pk).exists)()
+
+        # A live call of the running server is never closed by its timer; another crash's orphan is,
+        # within a sweep interval (the server's own timer, not a start-up sweep).
+        token = tokens.issue_token(agent_id=ava.pk, organization_id=ava.organization_id)[0]
+        async with VoiceClient(f"{second.ws_url}/ws/agents/{ava.pk}/realtime?token={token}") as live:
+            await live.wait_for(is_type("session.started"), timeout=60)
+            live_call = await sync_to_async(Call.objects.exclude(pk=call.pk).get)()
+
+            def orphan() -> Call:
+                other = Call.objects.create(
+                    organization_id=ava.organization_id,
+                    agent=ava,
+                    agent_name=ava.name,
+                    channel="web",
+                    from_number="web-client",
+                    to_number="web-agent",
+                    status="active",
+                    started_at=live_call.started_at - timedelta(hours=3),
+                )
+                return other
+
+            other = await sync_to_async(orphan)()
+            await sync_to_async(wait_until)(
+                lambda: Call.objects.get(pk=other.pk).status == "failed", timeout=10, what="second orphan closed"
+            )
+            assert (await sync_to_async(Call.objects.get)(pk=live_call.pk)).status == "active"
+            await live.send({"type": "stop"})
+            assert await live.wait_closed() == 1000
+    finally:
+        await sync_to_async(stop_test_server)(second)
+
+
+def test_a_document_whose_ingestion_was_killed_does_not_stay_processing(owner, make_agent, tmp_path_factory):
+    agent = make_agent(owner.organization)
+    path = f"/public/v1/agents/{agent.pk}/knowledge"
+
+    def listed(server: DaphneServer) -> Callable[[], list[dict[str, Any]]]:
+        return lambda: api(server, owner.api_key, "GET", path)
+
+    # The embedded default (no broker) under test, also when the suite runs with REDIS_URL: ingestion on
+    # the serving process's background worker (the broker path: knowledge/tests/test_celery_worker.py).
+    embedded = {"REDIS_URL": ""}
+    first = start_test_server(tmp_path_factory, "ingesting", embedded)
+    try:
+        # An upload answers at once; the server's background worker makes the document ready.
+        small = api(first, owner.api_key, "POST", path, {"content": "# Parking\n\nVisitors park in bay 12."})
+        item = wait_until_indexed(listed(first), small["id"], timeout=120)
+        assert (item["status"], item["chunkCount"], item["error"]) == ("ready", 1, None)
+
+        # About 400 KiB of distinct paragraphs: several seconds of embedding, well past the upload's answer.
+        content = "\n\n".join(
+            f"## Section {n}\n\nParcel {n} leaves depot {n % 17} at {n % 24}:00 and reaches bay {n * 7 % 101} "
+            f"after {n % 9 + 1} stops; drivers report delays on line {n % 13} to dispatch desk {n % 5}."
+            for n in range(2000)
+        )
+        created = api(first, owner.api_key, "POST", path, {"content": content, "name": "Depots"}, timeout=10)
+        # The upload answered while the document is still being ingested in the background.
+        assert [d["status"] for d in listed(first)() if d["id"] == created["id"]] == ["processing"]
+    finally:
+        kill(first)
+        stop_test_server(first)
+
+    # Restarted with a short bound for stuck documents: the start-up sweep fails it, with the reason.
+    second = start_test_server(
+        tmp_path_factory, "after-kill", {**embedded, **SWEEP, "KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS": "1"}
+    )
+    try:
+        item = wait_until_indexed(listed(second), created["id"], timeout=15)
+        assert item["status"] == "failed" and item["chunkCount"] == 0
+        assert "did not finish" in item["error"] and "upload the document again" in item["error"]
+        assert [d["status"] for d in listed(second)() if d["id"] == small["id"]] == ["ready"]
+    finally:
+        stop_test_server(second)
