@@ -8,6 +8,7 @@ and deploy files themselves, so an example added later is refused too.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -62,6 +63,14 @@ def check_secrets(app_configs: object = None, **kwargs: object) -> list[checks.C
                 f"REALTIME_TOKEN_SECRET {problem}: whoever knows it can open voice sessions without an API key.",
                 hint=hint,
                 id="voiceagent.E001",
+            )
+        )
+    if os.environ.get("DATABASE_URL") and not os.environ.get("SECRET_KEY"):
+        # Outside the embedded default every process must share one key (sessions, stored secrets); the
+        # random one kept in var/ would differ per container.
+        errors.append(
+            checks.Error(
+                "SECRET_KEY is not set: each process would sign with a key of its own.", hint=hint, id="voiceagent.E003"
             )
         )
     problem = secret_problem(settings.SECRET_KEY, examples)
