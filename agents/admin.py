@@ -15,7 +15,14 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ("name", "organization", "status", "agent_type", "language", "voice_name", "updated_at")
     list_filter = ("status", "agent_type", "language", "prompt_type", "ambient_sound", "organization__plan")
     search_fields = ("name", "id", "organization__name", "organization__id")
-    readonly_fields = ("id", "created_at", "updated_at", "ambient_sound_now", "disclosure_spoken", "server_header_names")
+    readonly_fields = (
+        "id",
+        "created_at",
+        "updated_at",
+        "ambient_sound_now",
+        "disclosure_spoken",
+        "server_header_names",
+    )
     # serverHeaders hold credentials of the customer's server (API keys, basic auth), as tool headers do
     # (agents/tools/admin.py): staff see which headers are sent, never their values.
     exclude = ("server_secret", "server_headers")

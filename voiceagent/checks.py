@@ -51,8 +51,7 @@ def check_secrets(app_configs: object = None, **kwargs: object) -> list[checks.C
         return []
     examples = documented_examples()
     hint = (
-        "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))' "
-        "(docs/deployment-security.md)."
+        "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))' (docs/deployment-security.md)."
     )
     errors = []
     token_secret = settings.REALTIME_TOKEN_SECRET

@@ -94,7 +94,8 @@ _V4_REFUSED: tuple[tuple[str, str], ...] = (
     ("127.0.0.0/8", "loopback"),  # RFC 1122
     ("169.254.0.0/16", "link-local (cloud metadata)"),  # RFC 3927
     ("172.16.0.0/12", "private"),  # RFC 1918
-    ("192.0.0.0/24", "special-purpose (IETF protocol assignments, cloud metadata)"),  # RFC 6890; 192.0.0.192: Oracle metadata
+    # RFC 6890; 192.0.0.192 is Oracle Cloud's metadata address.
+    ("192.0.0.0/24", "special-purpose (IETF protocol assignments, cloud metadata)"),
     ("192.0.2.0/24", "documentation"),  # TEST-NET-1, RFC 5737
     ("192.88.99.0/24", "deprecated 6to4 relay"),  # RFC 7526
     ("192.168.0.0/16", "private"),  # RFC 1918

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from voiceagent.checks import documented_examples
 from realtime.tests.support import REPO
+from voiceagent.checks import documented_examples
 
 
 def documented_production_env() -> dict[str, str]:

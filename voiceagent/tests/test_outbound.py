@@ -377,7 +377,7 @@ def test_the_table_does_not_depend_on_the_interpreter(monkeypatch):
 
     monkeypatch.setattr(ipaddress.IPv4Address, "is_global", property(lambda self: True))
     monkeypatch.setattr(ipaddress.IPv4Address, "is_private", property(lambda self: False))
-    with pytest.raises(outbound.OutboundBlocked, match="192.0.0.192"):
+    with pytest.raises(outbound.OutboundBlocked, match=r"192\.0\.0\.192"):
         outbound.check_url("http://192.0.0.192/latest/meta-data/")
 
 
