@@ -19,7 +19,7 @@ MIN_SECRET_BYTES = 32
 # Values that appeared in earlier versions of deploy/env.example and the README.
 KNOWN_EXAMPLES = frozenset({"change-me-too", "change-me-to-a-long-random-string", "change-me", "changeme", "secret"})
 _DOCUMENTED = ("README.md", "docs", "deploy", "docker-compose.yml", "Makefile")
-_ASSIGNMENT = re.compile(r"\b(?:REALTIME_TOKEN_SECRET|SECRET_KEY)\s*[:=]\s*[\"']?([^\s\"'`<>]+)")
+_ASSIGNMENT = re.compile(r"\b(?:REALTIME_TOKEN_SECRET|SECRET_KEY)[ \t]*[:=][ \t]*[\"']?([^\s\"'`<>]+)")
 
 
 def documented_examples(base_dir: Path | None = None) -> frozenset[str]:

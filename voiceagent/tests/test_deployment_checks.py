@@ -109,3 +109,7 @@ def test_a_value_written_in_the_docs_later_is_refused_too(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "guide.md").write_text("export REALTIME_TOKEN_SECRET='copy-this-value-0123456789abcdef'\n")
     assert "copy-this-value-0123456789abcdef" in documented_examples(tmp_path)
+    # An empty assignment (deploy/env.example's) names no example: the next line is not taken for one.
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "env.example").write_text("SECRET_KEY=\nALLOWED_HOSTS=voice.example.com\n")
+    assert not any("ALLOWED_HOSTS" in value for value in documented_examples(tmp_path))
