@@ -90,10 +90,11 @@ def test_the_secret_rules(settings, monkeypatch):
     assert _secret_errors(settings, monkeypatch, DATABASE_URL="postgres://u@db/voiceagent") == ["voiceagent.E003"]
 
 
-def test_every_value_the_docs_show_is_refused(settings):
+def test_every_value_the_docs_show_is_refused(settings, monkeypatch):
     # Whatever a doc or deploy file assigns to REALTIME_TOKEN_SECRET or SECRET_KEY, padded or not, is refused.
     from voiceagent.checks import check_secrets
 
+    monkeypatch.delenv("DATABASE_URL", raising=False)
     settings.DEBUG = False
     settings.SECRET_KEY = secrets.token_urlsafe(48)
     examples = documented_examples()
