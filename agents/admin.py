@@ -15,8 +15,17 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ("name", "organization", "status", "agent_type", "language", "voice_name", "updated_at")
     list_filter = ("status", "agent_type", "language", "prompt_type", "ambient_sound", "organization__plan")
     search_fields = ("name", "id", "organization__name", "organization__id")
-    readonly_fields = ("id", "created_at", "updated_at", "ambient_sound_now", "disclosure_spoken")
-    exclude = ("server_secret",)
+    readonly_fields = (
+        "id",
+        "created_at",
+        "updated_at",
+        "ambient_sound_now",
+        "disclosure_spoken",
+        "server_header_names",
+    )
+    # serverHeaders hold credentials of the customer's server (API keys, basic auth), as tool headers do
+    # (agents/tools/admin.py): staff see which headers are sent, never their values.
+    exclude = ("server_secret", "server_headers")
     list_select_related = ("organization",)
 
     def has_add_permission(self, request) -> bool:
@@ -30,6 +39,7 @@ class AgentAdmin(admin.ModelAdmin):
         after = {
             "ambient_sound_now": "ambient_sound_ducking",
             "disclosure_spoken": "ai_identity_disclosure_template_id",
+            "server_header_names": "server_url",
         }
         fields = [field for field in super().get_fields(request, obj) if field not in after]
         for field, anchor in after.items():
@@ -45,6 +55,11 @@ class AgentAdmin(admin.ModelAdmin):
             return f"{obj.ambient_sound} saved but not played: the plan ({obj.organization.plan.name}) has no ambient sounds"
         ducking = "ducked" if obj.ambient_sound_ducking else "not ducked"
         return f"{obj.ambient_sound} at {round(obj.ambient_sound_volume * 100)} %, {ducking}"
+
+    @admin.display(description="Server headers")
+    def server_header_names(self, obj: Agent) -> str:
+        names = sorted(str(name) for name in (obj.server_headers or {}))
+        return ", ".join(f"{name}: (hidden)" for name in names) if names else "none"
 
     @admin.display(description="AI-identity disclosure spoken")
     def disclosure_spoken(self, obj: Agent) -> str:

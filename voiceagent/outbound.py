@@ -1,9 +1,12 @@
 """The one door for outbound HTTP: webhooks, http tools, MCP servers, assistant requests.
 
 Every request is refused unless every address its host resolves to is public, or lies in a
-network that settings.OUTBOUND_ALLOWED_NETWORKS lists. Loopback, private, link-local (cloud
-metadata included), multicast, reserved, shared (CGNAT) and unspecified addresses are refused,
-also when an IPv6 address embeds one of them (IPv4-mapped, 6to4, Teredo, NAT64).
+network that settings.OUTBOUND_ALLOWED_NETWORKS lists. "Public" is decided by this module's own
+table of the IANA special-purpose registries (below), not by the interpreter's `ipaddress`: loopback,
+private, link-local (cloud metadata included), multicast, reserved, shared (CGNAT), documentation,
+benchmarking, 192.0.0.0/24 and the other blocks that are not globally reachable are refused, also
+when an IPv6 address carries one of them (IPv4-mapped, NAT64 64:ff9b::/96, 6to4); Teredo lies in
+2001::/23, refused as a whole.
 
 DNS rebinding: the guard resolves the name once per HTTP request (so on every redirect hop too),
 checks every address, and then connects to the checked address itself: the request URL's host is
@@ -42,7 +45,6 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 MAX_REDIRECTS = 5
 DEFAULT_MAX_RESPONSE_BYTES = 5 * 1024 * 1024
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 class OutboundBlocked(ApiError):
@@ -73,31 +75,84 @@ def allowed_networks() -> tuple[IPNetwork, ...]:
     return _parse_networks(tuple(settings.OUTBOUND_ALLOWED_NETWORKS))
 
 
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
-    found = [a for a in (address.ipv4_mapped, address.sixtofour) if a is not None]
-    if address.teredo:
-        found.extend(address.teredo)
-    if address in _NAT64:
-        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
-    return found
+# The address table, owned here rather than read from the interpreter: `ipaddress.is_global`/`is_private`
+# changed between Python patch releases (3.11.7 counts 192.0.0.192, a cloud metadata address, and most of
+# 192.0.0.0/24 as global), so what the guard refuses must not depend on the Python in use.
+#
+# Transcribed on 2026-11-25 from the IANA special-purpose address registries:
+#   IPv4: https://www.iana.org/assignments/iana-ipv4-special-registry/
+#   IPv6: https://www.iana.org/assignments/iana-ipv6-special-registry/ (version of 2025-10-09)
+# and the address-space registries (multicast, IPv6 global unicast 2000::/3):
+#   https://www.iana.org/assignments/ipv4-address-space/  https://www.iana.org/assignments/ipv6-address-space/
+# Every block whose "Globally Reachable" is False (or N/A) is refused. Stricter than the registry on
+# purpose: the whole IETF protocol assignment blocks 192.0.0.0/24 and 2001::/23 are refused, including
+# their few globally reachable anycast entries (PCP, TURN, AMT, ...): no webhook or tool lives there.
+_V4_REFUSED: tuple[tuple[str, str], ...] = (
+    ("0.0.0.0/8", "unspecified"),  # "this network" (RFC 791); 0.0.0.0/32 "this host"
+    ("10.0.0.0/8", "private"),  # RFC 1918
+    ("100.64.0.0/10", "shared (CGNAT)"),  # RFC 6598; some clouds' metadata (100.100.100.200)
+    ("127.0.0.0/8", "loopback"),  # RFC 1122
+    ("169.254.0.0/16", "link-local (cloud metadata)"),  # RFC 3927
+    ("172.16.0.0/12", "private"),  # RFC 1918
+    # RFC 6890; 192.0.0.192 is Oracle Cloud's metadata address.
+    ("192.0.0.0/24", "special-purpose (IETF protocol assignments, cloud metadata)"),
+    ("192.0.2.0/24", "documentation"),  # TEST-NET-1, RFC 5737
+    ("192.88.99.0/24", "deprecated 6to4 relay"),  # RFC 7526
+    ("192.168.0.0/16", "private"),  # RFC 1918
+    ("198.18.0.0/15", "benchmarking"),  # RFC 2544
+    ("198.51.100.0/24", "documentation"),  # TEST-NET-2, RFC 5737
+    ("203.0.113.0/24", "documentation"),  # TEST-NET-3, RFC 5737
+    ("224.0.0.0/4", "multicast"),  # RFC 5771 (the multicast registry, not the special-purpose one)
+    ("240.0.0.0/4", "reserved"),  # RFC 1112; 255.255.255.255/32 limited broadcast (RFC 919) inside it
+)
+_V6_REFUSED: tuple[tuple[str, str], ...] = (
+    ("::1/128", "loopback"),  # RFC 4291
+    ("::/128", "unspecified"),  # RFC 4291
+    ("64:ff9b:1::/48", "local-use IPv4/IPv6 translation"),  # RFC 8215
+    ("100::/64", "discard-only"),  # RFC 6666
+    ("100:0:0:1::/64", "dummy"),  # RFC 9780
+    ("2001::/23", "special-purpose (IETF protocol assignments)"),  # RFC 2928: Teredo, benchmarking, ORCHID, anycast...
+    ("2001:db8::/32", "documentation"),  # RFC 3849
+    ("3fff::/20", "documentation"),  # RFC 9637
+    ("5f00::/16", "segment routing (SRv6)"),  # RFC 9602
+    ("fc00::/7", "private (unique-local)"),  # RFC 4193; fd00:ec2::254 is AWS metadata over IPv6
+    ("fe80::/10", "link-local (cloud metadata)"),  # RFC 4291
+    ("fec0::/10", "site-local (deprecated)"),  # RFC 3879
+    ("ff00::/8", "multicast"),  # RFC 4291
+)
+# IPv6 forms that reach an IPv4 address: the address is judged as the IPv4 address it carries.
+_V4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")  # RFC 4291; a dual-stack socket connects to the IPv4
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052 well-known prefix
+_6TO4 = ipaddress.IPv6Network("2002::/16")  # RFC 3056
+# IANA hands out IPv6 unicast only from 2000::/3; everything else not listed above is reserved by the IETF.
+_V6_GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
+
+
+def _table(rows: tuple[tuple[str, str], ...]) -> tuple[tuple[IPNetwork, str], ...]:
+    return tuple((ipaddress.ip_network(block), category) for block, category in rows)
+
+
+_REFUSED_V4 = _table(_V4_REFUSED)
+_REFUSED_V6 = _table(_V6_REFUSED)
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a connection to `address` reaches (IPv4-mapped, NAT64, 6to4), if any."""
+    if address in _V4_MAPPED or address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in _6TO4:
+        return ipaddress.IPv4Address((int(address) >> 80) & 0xFFFFFFFF)
+    return None
 
 
 def _category(address: IPAddress) -> str | None:
-    """Why the address is not a public unicast one, or None when it is."""
-    if address.is_loopback:
-        return "loopback"
-    if address.is_link_local:
-        return "link-local (cloud metadata)"
-    if address.is_multicast:
-        return "multicast"
-    if address.is_unspecified:
-        return "unspecified"
-    if address.is_private:
-        return "private"
-    if address.is_reserved:
+    """Why the address is not a globally reachable unicast one (by the table above), or None when it is."""
+    table = _REFUSED_V4 if isinstance(address, ipaddress.IPv4Address) else _REFUSED_V6
+    for network, category in table:
+        if address in network:
+            return category
+    if isinstance(address, ipaddress.IPv6Address) and address not in _V6_GLOBAL_UNICAST:
         return "reserved"
-    if not address.is_global:
-        return "non-public"
     return None
 
 
@@ -110,15 +165,14 @@ def address_problem(address: IPAddress) -> str | None:
 
     if listed(address):
         return None
-    candidates: list[IPAddress] = [address]
+    candidate: IPAddress = address
     if isinstance(address, ipaddress.IPv6Address):
-        candidates.extend(_embedded_ipv4(address))
-    for candidate in candidates:
-        if listed(candidate):
-            continue
-        category = _category(candidate)
-        if category:
-            return f"{address} is a {category} address; outbound requests may only reach public addresses"
+        candidate = _embedded_ipv4(address) or address
+        if candidate is not address and listed(candidate):
+            return None
+    category = _category(candidate)
+    if category:
+        return f"{address} is a {category} address; outbound requests may only reach public addresses"
     return None
 
 

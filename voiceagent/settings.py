@@ -5,6 +5,7 @@ channel layer and Celery tasks run in-process. Every variable is documented in t
 """
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -59,6 +60,9 @@ INSTALLED_APPS = [
     "knowledge",
     "calls",
     "realtime",
+    # Deployment security (docs/deployment-security.md): the secret checks, and admin login throttling.
+    "voiceagent.apps.VoiceagentConfig",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -71,6 +75,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "voiceagent.errors.JsonErrorMiddleware",
+    # Deployment security: the Content-Security-Policy header, and admin login lockouts (axes: last).
+    "voiceagent.csp.ContentSecurityPolicyMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "voiceagent.urls"
@@ -225,7 +232,40 @@ FIELD_ENCRYPTION_KEYS = env.list("FIELD_ENCRYPTION_KEYS", default=[])
 # Networks (CIDR) that outbound requests (webhooks, http tools, MCP) may reach even though they are
 # loopback, private or link-local. Empty: only public addresses.
 OUTBOUND_ALLOWED_NETWORKS = env.list("OUTBOUND_ALLOWED_NETWORKS", default=[])
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("BEHIND_TLS_PROXY", default=False) else None
+
+# --- deployment security: TLS, HSTS, cookies, CSP, admin login throttle ----------------------------
+# docs/deployment-security.md. Behind a TLS-terminating proxy (BEHIND_TLS_PROXY=true, as deploy/env.example
+# sets) every HTTPS setting is on unless its own variable turns it off. Without it (`make run`, the test
+# suite: plain http on 127.0.0.1) they are off, so the embedded default keeps working over http.
+BEHIND_TLS_PROXY = env.bool("BEHIND_TLS_PROXY", default=False)
+# The proxy says which scheme the client used; nginx (deploy/nginx.conf) passes an upstream balancer's on.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_TLS_PROXY else None
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=BEHIND_TLS_PROXY)
+# Load balancers probe over plain http: their health checks are answered, never redirected.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^livez$", *env.list("SECURE_REDIRECT_EXEMPT", default=[])]
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if BEHIND_TLS_PROXY else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=BEHIND_TLS_PROXY)
+# Preloading is a commitment browsers remember for months (hstspreload.org): only when asked for.
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=BEHIND_TLS_PROXY)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=BEHIND_TLS_PROXY)
+# Content-Security-Policy of every HTML page (voiceagent/csp.py); "report-only" sends it as
+# Content-Security-Policy-Report-Only (browsers report violations without blocking), "off" sends none.
+CSP_MODE = _choice("CSP_MODE", "enforce", ("enforce", "report-only", "off"))
+# Admin login throttle (django-axes): after ADMIN_LOGIN_FAILURE_LIMIT wrong passwords for one username
+# from one address, that pair is locked out for ADMIN_LOGIN_COOLOFF_MINUTES (also the right password).
+AUTHENTICATION_BACKENDS = [
+    "voiceagent.login_throttle.AdminLoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("ADMIN_LOGIN_COOLOFF_MINUTES", default=15.0))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = True  # lockouts are logged (WARNING "AXES: Locking out {username, ip_address...}")
+AXES_SENSITIVE_PARAMETERS = ["password"]
+# Failed logins are kept (dashboard: Access failures), at most 1,000 per username.
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
 
 
 # --- telephony ---------------------------------------------------------------------------------
@@ -407,9 +447,19 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    # 401s: at most one line per client address per UNAUTHORIZED_LOG_INTERVAL_SECONDS, with the count left
+    # out (an unauthenticated flood must not grow the log by a line per request). docs/deployment-security.md
+    "filters": {
+        "unauthorized_throttle": {
+            "()": "voiceagent.log_filters.UnauthorizedLogThrottle",
+            "interval_seconds": env.float("UNAUTHORIZED_LOG_INTERVAL_SECONDS", default=60.0),
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
+        "django.request": {"filters": ["unauthorized_throttle"]},
+        "axes.apps": {"level": "WARNING"},  # its start-up banner, on every command
         "django.db.backends": {"level": "WARNING"},
         # httpx/httpx2 log every request URL at INFO; tool and MCP URLs can embed access keys.
         "httpx": {"level": "WARNING"},

@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerSplitView
 
 from voiceagent import schema as _schema  # noqa: F401 - registers the OpenAPI field descriptions
 from voiceagent.health import healthz, livez
@@ -30,7 +30,13 @@ urlpatterns = [
     ),
     path(
         "docs/",
-        SpectacularSwaggerView.as_view(url_name="openapi", authentication_classes=[], permission_classes=[]),
+        # The split view serves Swagger UI's start-up script from /docs/?script: no inline script (CSP).
+        SpectacularSwaggerSplitView.as_view(
+            url_name="openapi",
+            template_name="docs/swagger_ui.html",
+            authentication_classes=[],
+            permission_classes=[],
+        ),
         name="docs",
     ),
     path("", include("telephony.webhook_urls")),

@@ -201,10 +201,23 @@ def log_lines(page: Any) -> list[dict[str, str]]:
     )
 
 
+def wait_until(page: Any, expression: str, *, arg: Any = None, timeout: float = 30_000) -> None:
+    """Until `expression` (a JavaScript expression or function of `arg`) is true on the page.
+
+    Not Playwright's wait_for_function: it builds its predicate with `new Function`, which the pages'
+    Content-Security-Policy (no 'unsafe-eval') refuses; page.evaluate goes through the DevTools protocol."""
+    deadline = time.monotonic() + timeout / 1000
+    while not page.evaluate(expression, arg):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not true within {timeout / 1000:g} s: {expression}")
+        page.wait_for_timeout(100)
+
+
 def wait_for_conversation(page: Any, *, users: int, clears: int, timeout_ms: int = 90_000) -> None:
     """Until the panel shows the greeting, `users` caller turns, an agent answer after the last one, and
     `clears` barge-ins."""
-    page.wait_for_function(
+    wait_until(
+        page,
         """([users, clears]) => {
           const panel = document.getElementById("talk-panel");
           const items = [...panel.querySelectorAll('[data-role="log"] li')].map((li) => li.className);
@@ -219,7 +232,7 @@ def wait_for_conversation(page: Any, *, users: int, clears: int, timeout_ms: int
 
 def stop_call(page: Any) -> None:
     page.click('#talk-panel [data-role="toggle"]')
-    page.wait_for_function('document.getElementById("talk-panel").dataset.state === "closed"', timeout=15_000)
+    wait_until(page, 'document.getElementById("talk-panel").dataset.state === "closed"', timeout=15_000)
 
 
 def speech_16k() -> np.ndarray:
@@ -273,7 +286,7 @@ def test_the_demo_page_talks_with_an_agent_and_a_barge_in_empties_the_playback_q
     page.on("websocket", lambda socket: socket.on("framesent", lambda payload: sent.append(payload)))
     started = time.monotonic()
     button.click()
-    page.wait_for_function('document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
+    wait_until(page, 'document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
     print(f"live {time.monotonic() - started:.1f} s after the click")
     assert button.inner_text() == "Stop"
     call_id = page.get_attribute("#talk-panel", "data-call-id")
@@ -344,9 +357,9 @@ def test_staff_talk_to_an_agent_from_its_dashboard_page_and_open_the_call_record
     assert "va_" not in page.content()
 
     page.click('#talk-panel [data-role="toggle"]')
-    page.wait_for_function('document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
+    wait_until(page, 'document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
     # The caller asks for a person: the agent calls transfer_call, says so, and the server ends the call.
-    page.wait_for_function('document.getElementById("talk-panel").dataset.state === "closed"', timeout=90_000)
+    wait_until(page, 'document.getElementById("talk-panel").dataset.state === "closed"', timeout=90_000)
     lines = log_lines(page)
     print(json.dumps(lines, indent=1))
     assert lines[0]["text"] == f"Agent: Just so you know, you are speaking with an AI, not a person. {GREETING}"

@@ -100,3 +100,13 @@ def test_a_deleted_agent_is_not_found(active_agent, realtime_settings):
     with pytest.raises(tokens.TokenError) as excinfo:
         session_token_redeem(token=token, agent_id=agent_id)
     assert close_code(excinfo) == 4404
+
+
+def test_the_token_does_not_show_the_browser_which_agent_or_organization(active_agent, realtime_settings):
+    # What a browser user can read from the websocketUrl's token: a token id and an expiry, no ids.
+    token = issue(active_agent)
+    readable = signing.b64_decode(token.split(":", 1)[0].encode()).decode()
+    for ident in (active_agent.pk, active_agent.organization_id):
+        assert str(ident) not in readable and ident.hex not in readable
+    claims = tokens.verify_token(token, agent_id=str(active_agent.pk))
+    assert (claims.agent_id, claims.organization_id) == (active_agent.pk, active_agent.organization_id)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 from django.db.models import Model
 from django.test import Client, RequestFactory
 from django.urls import reverse
@@ -81,6 +81,11 @@ def one_of_everything(owner: Any, make_agent: Any) -> None:
         used_at=now,
         expires_at=now + timedelta(seconds=60),
     )
+    # Admin logins through the login form, which django-axes records: one wrong password, one right.
+    User.objects.create_user("staffer", password="pw-staffer-1234", is_staff=True)
+    login = Client()
+    assert login.post("/admin/login/", {"username": "nobody", "password": "wrong"}).status_code == 200
+    assert login.post("/admin/login/", {"username": "staffer", "password": "pw-staffer-1234"}).status_code == 302
 
 
 def _superuser_request(admin_user: Any) -> Any:

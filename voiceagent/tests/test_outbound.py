@@ -42,6 +42,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(302, b"", {"Location": "http://10.20.30.40/secret"})
         elif self.path == "/to-metadata":
             self._reply(307, b"", {"Location": "http://169.254.169.254/latest/meta-data/"})
+        elif self.path == "/to-oracle-metadata":
+            self._reply(302, b"", {"Location": "http://192.0.0.192/opc/v2/instance/"})
         elif self.path == "/to-echo":
             self._reply(302, b"", {"Location": f"http://127.0.0.1:{port}/echo"})
         elif self.path == "/to-other-origin":
@@ -293,3 +295,93 @@ async def test_https_to_a_pinned_address_still_verifies_the_certificate_for_the_
         httpd.shutdown()
         httpd.server_close()
         thread.join()
+
+
+# The guard's own table (IANA special-purpose registries): what the interpreter's `ipaddress` got wrong
+# on some patch releases (192.0.0.0/24 counted as global on Python 3.11.7) and the blocks it never knew.
+@pytest.mark.parametrize(
+    "address",
+    [
+        "192.0.0.192",  # Oracle Cloud metadata
+        "192.0.0.1",
+        "192.0.0.9",  # PCP anycast: globally reachable per IANA, refused with the whole /24
+        "192.0.0.170",  # NAT64 discovery
+        "192.0.0.255",
+        "192.0.2.10",  # documentation
+        "198.51.100.7",
+        "203.0.113.9",
+        "198.18.0.1",  # benchmarking
+        "198.19.255.254",
+        "192.88.99.1",  # deprecated 6to4 relay anycast
+        "255.255.255.255",
+        "0.1.2.3",
+        "100.64.0.1",
+        "2001:db8::1",  # documentation
+        "3fff::1",  # documentation (RFC 9637)
+        "2001:2::1",  # benchmarking
+        "2001::1",  # Teredo
+        "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo wrapping a public address
+        "100::1",  # discard-only
+        "64:ff9b:1::a00:1",  # local-use translation
+        "5f00::1",  # SRv6
+        "fec0::1",  # deprecated site-local
+        "::8.8.8.8",  # deprecated IPv4-compatible, outside 2000::/3
+        "4000::1",  # reserved by the IETF, outside 2000::/3
+        "::ffff:192.0.0.192",  # IPv4-mapped metadata address
+        "::ffff:10.0.0.1",
+        "::ffff:169.254.169.254",
+        "64:ff9b::c000:c0",  # NAT64 of 192.0.0.192
+        "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254
+        "64:ff9b::c0a8:101",  # NAT64 of 192.168.1.1
+        "2002:c000:c0::1",  # 6to4 of 192.0.0.192
+        "2002:a00:1::1",  # 6to4 of 10.0.0.1
+        "2002:a9fe:a9fe::1",  # 6to4 of 169.254.169.254
+    ],
+)
+def test_it_refuses_every_block_that_is_not_globally_reachable(address):
+    host = f"[{address}]" if ":" in address else address
+    with pytest.raises(outbound.OutboundBlocked) as caught:
+        outbound.check_url(f"http://{host}/hook")
+    assert "public" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "192.0.1.1",  # just past 192.0.0.0/24
+        "1.1.1.1",
+        "100.128.0.1",  # just past the shared block
+        "::ffff:8.8.8.8",  # IPv4-mapped public address
+        "64:ff9b::808:808",  # NAT64 of 8.8.8.8
+        "2002:808:808::1",  # 6to4 of 8.8.8.8
+        "2a00:1450:4001:80b::200e",
+    ],
+)
+def test_globally_reachable_addresses_pass(address):
+    host = f"[{address}]" if ":" in address else address
+    outbound.check_url(f"http://{host}/hook")
+
+
+def test_a_listed_network_also_opens_its_ipv6_forms(settings):
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["192.0.0.0/24"]
+    outbound.check_url("http://192.0.0.192/hook")
+    outbound.check_url("http://[::ffff:192.0.0.192]/hook")
+    outbound.check_url("http://[64:ff9b::c000:c0]/hook")
+    with pytest.raises(outbound.OutboundBlocked):
+        outbound.check_url("http://[64:ff9b::a00:1]/hook")
+
+
+def test_the_table_does_not_depend_on_the_interpreter(monkeypatch):
+    # Whatever this Python's ipaddress module believes, the guard answers from its own table.
+    import ipaddress
+
+    monkeypatch.setattr(ipaddress.IPv4Address, "is_global", property(lambda self: True))
+    monkeypatch.setattr(ipaddress.IPv4Address, "is_private", property(lambda self: False))
+    with pytest.raises(outbound.OutboundBlocked, match=r"192\.0\.0\.192"):
+        outbound.check_url("http://192.0.0.192/latest/meta-data/")
+
+
+async def test_a_redirect_to_the_metadata_address_is_refused(server, allow_loopback):
+    # Through a real exchange: the first hop (loopback, allowed) redirects to 192.0.0.192.
+    with pytest.raises(outbound.OutboundBlocked, match=r"192\.0\.0\.192"):
+        await outbound.send("GET", f"{server}/to-oracle-metadata", timeout_s=5)

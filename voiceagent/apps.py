@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+from django.core import checks
+
+
+class VoiceagentConfig(AppConfig):
+    """The project package as an app: it registers the deployment checks (voiceagent/checks.py)."""
+
+    name = "voiceagent"
+    label = "voiceagent"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from voiceagent.checks import check_secrets
+
+        # Not tagged `deploy`: every management command (migrate, check) refuses weak secrets in production.
+        checks.register(check_secrets, checks.Tags.security)
