@@ -11,6 +11,9 @@ from rest_framework.views import APIView
 
 from accounts.models import Organization
 from voiceagent.errors import ApiError
+from voiceagent.throttling import rate_limit_take
+
+RATE_LIMITED = "RATE_LIMITED"
 
 
 class JsonParser(parsers.JSONParser):
@@ -40,7 +43,8 @@ class PublicApiView(APIView):
         return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
-        super().initial(request, *args, **kwargs)
+        super().initial(request, *args, **kwargs)  # authentication: a 401 spends no budget
+        enforce_rate_limit(request.user)
         limit = self.max_body_bytes()
         if limit is not None and content_length(request) > limit:
             raise ApiError("The request body is too large.", status_code=413, extra={"maxBytes": limit})
@@ -51,3 +55,23 @@ def content_length(request: Any) -> int:
         return int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         return 0
+
+
+def enforce_rate_limit(principal: Any) -> None:
+    """The API key's token bucket (plan's api_requests_per_second and api_burst); 429 RATE_LIMITED when empty."""
+    api_key = getattr(principal, "api_key", None)
+    if api_key is None:
+        return
+    plan = principal.organization.plan
+    decision = rate_limit_take(
+        bucket=f"apikey:{api_key.pk}", per_second=plan.api_requests_per_second, burst=plan.api_burst
+    )
+    if not decision.allowed:
+        raise ApiError.too_many(
+            f"Rate limit exceeded: {plan.api_requests_per_second} requests per second per API key "
+            f"(bursts up to {plan.api_burst}). Retry after {decision.retry_after} s.",
+            code=RATE_LIMITED,
+            retry_after=decision.retry_after,
+            limit=plan.api_requests_per_second,
+            burst=plan.api_burst,
+        )
