@@ -1,5 +1,6 @@
 import uuid
 
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -18,8 +19,11 @@ class Plan(models.Model):
     ambient_sounds_allowed = models.BooleanField(default=False)
     included_minutes = models.PositiveIntegerField(help_text="Included call minutes per billing period.")
     # Limits (docs/limits.md). The defaults are the Launch values; the seed migration sets each plan's own.
-    api_requests_per_second = models.PositiveIntegerField(
-        default=20, help_text="Sustained public API requests per second, per API key."
+    # A float so that a plan may allow less than one request a second (0.5: one every two seconds).
+    api_requests_per_second = models.FloatField(
+        default=20,
+        validators=[MinValueValidator(0.001)],
+        help_text="Sustained public API requests per second, per API key.",
     )
     api_burst = models.PositiveIntegerField(
         default=200, help_text="Requests an API key may make at once, above the sustained rate, after a pause."

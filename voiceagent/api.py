@@ -68,7 +68,7 @@ def enforce_rate_limit(principal: Any) -> None:
     )
     if not decision.allowed:
         raise ApiError.too_many(
-            f"Rate limit exceeded: {plan.api_requests_per_second} requests per second per API key "
+            f"Rate limit exceeded: {plan.api_requests_per_second:g} requests per second per API key "
             f"(bursts up to {plan.api_burst}). Retry after {decision.retry_after} s.",
             code=RATE_LIMITED,
             retry_after=decision.retry_after,

@@ -38,7 +38,7 @@ ERROR_SCHEMA: dict[str, Any] = {
             "type": "integer",
             "description": "With a 429: seconds to wait before retrying (also the Retry-After header).",
         },
-        "limit": {"type": "integer", "description": "With RATE_LIMITED: the API key's sustained requests per second."},
+        "limit": {"type": "number", "description": "With RATE_LIMITED: the API key's sustained requests per second."},
         "burst": {"type": "integer", "description": "With RATE_LIMITED: the API key's burst."},
         "maxConcurrentCalls": {
             "type": "integer",

@@ -98,7 +98,7 @@ def _log_cache_failure(exc: Exception) -> None:
                        type(exc).__name__, exc)
 
 
-def rate_limit_take(*, bucket: str, per_second: int, burst: int) -> Decision:
+def rate_limit_take(*, bucket: str, per_second: float, burst: int) -> Decision:
     """Spend one request from `bucket` (e.g. an API key's id). A rate of 0 means no limit."""
     if not settings.API_RATE_LIMITS or per_second <= 0:
         return Decision(allowed=True)
