@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 # KEYS[1]: the bucket; ARGV: rate (tokens/s), burst (capacity). Returns {allowed 0/1, seconds to wait}.
 # Redis's own clock (TIME) keeps processes with skewed clocks consistent; numbers travel as strings
 # because Redis truncates Lua numbers to integers.
-_TOKEN_BUCKET_LUA = """
+_BUCKET_SCRIPT = """
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local clock = redis.call('TIME')
@@ -94,8 +94,9 @@ def _log_cache_failure(exc: Exception) -> None:
     now = time.monotonic()
     if now - _last_failure_log >= _FAILURE_LOG_INTERVAL_SECONDS:
         _last_failure_log = now
-        logger.warning("rate limits not enforced: the cache failed (%s: %s); requests are let through",
-                       type(exc).__name__, exc)
+        logger.warning(
+            "rate limits not enforced: the cache failed (%s: %s); requests are let through", type(exc).__name__, exc
+        )
 
 
 def rate_limit_take(*, bucket: str, per_second: float, burst: int) -> Decision:
@@ -109,7 +110,7 @@ def rate_limit_take(*, bucket: str, per_second: float, burst: int) -> Decision:
     try:
         key = cache.make_and_validate_key(f"ratelimit:{bucket}")
         client = cache._cache.get_client(key, write=True)
-        allowed, wait = client.eval(_TOKEN_BUCKET_LUA, 1, key, per_second, burst)
+        allowed, wait = client.eval(_BUCKET_SCRIPT, 1, key, per_second, burst)
     except Exception as exc:  # noqa: BLE001 - any cache failure fails open (module docstring)
         _log_cache_failure(exc)
         return Decision(allowed=True)

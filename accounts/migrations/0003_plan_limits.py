@@ -6,38 +6,57 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0002_seed_plans'),
+        ("accounts", "0002_seed_plans"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='plan',
-            name='api_burst',
-            field=models.PositiveIntegerField(default=200, help_text='Requests an API key may make at once, above the sustained rate, after a pause.'),
+            model_name="plan",
+            name="api_burst",
+            field=models.PositiveIntegerField(
+                default=200, help_text="Requests an API key may make at once, above the sustained rate, after a pause."
+            ),
         ),
         migrations.AddField(
-            model_name='plan',
-            name='api_requests_per_second',
-            field=models.FloatField(default=20, help_text='Sustained public API requests per second, per API key.', validators=[django.core.validators.MinValueValidator(0.001)]),
+            model_name="plan",
+            name="api_requests_per_second",
+            field=models.FloatField(
+                default=20,
+                help_text="Sustained public API requests per second, per API key.",
+                validators=[django.core.validators.MinValueValidator(0.001)],
+            ),
         ),
         migrations.AddField(
-            model_name='plan',
-            name='max_concurrent_calls',
-            field=models.PositiveIntegerField(blank=True, default=5, help_text='Live calls (browser and phone) an organization may hold at once. Empty means unlimited.', null=True),
+            model_name="plan",
+            name="max_concurrent_calls",
+            field=models.PositiveIntegerField(
+                blank=True,
+                default=5,
+                help_text="Live calls (browser and phone) an organization may hold at once. Empty means unlimited.",
+                null=True,
+            ),
         ),
         migrations.CreateModel(
-            name='CallReservation',
+            name="CallReservation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('channel', models.CharField(max_length=8)),
-                ('key', models.CharField(max_length=64)),
-                ('expires_at', models.DateTimeField(db_index=True)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='call_reservations', to='accounts.organization')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("channel", models.CharField(max_length=8)),
+                ("key", models.CharField(max_length=64)),
+                ("expires_at", models.DateTimeField(db_index=True)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="call_reservations",
+                        to="accounts.organization",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('channel', 'key'), name='call_reservation_channel_key')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("channel", "key"), name="call_reservation_channel_key")
+                ],
             },
         ),
     ]
