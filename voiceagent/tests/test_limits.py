@@ -4,6 +4,7 @@ proved the way a deployment with several processes sees them, on SQLite and on P
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import time
@@ -23,6 +24,7 @@ from realtime.tests.support import DaphneServer, free_port, start_test_server, s
 from telephony.services import phone_number_assign, phone_number_claim
 from telephony.tests.twilio_side import PUBLIC_BASE_URL, make_account, parse_twiml, sign, status_params, voice_params
 from telephony.webhooks import BUSY_SENTENCE
+from voiceagent import throttling
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -212,3 +214,22 @@ def test_uploads_over_the_per_process_bound_get_a_429(servers, make_persona, mak
         pool.shutdown(wait=True)
     # The slot is free again.
     assert upload("c.txt").status_code == 200
+
+
+def test_the_rate_limit_fails_open_with_a_warning_when_redis_is_down(make_persona, settings, caplog) -> None:
+    # Nothing listens on this port: every cache call fails, as during a Redis restart.
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
+    _plan("launch", api_requests_per_second=0.01, api_burst=1)
+    persona = make_persona("Blip", plan="launch")
+    throttling._last_failure_log = 0.0  # the warning is written at most once a minute
+    with caplog.at_level(logging.WARNING, logger="voiceagent.throttling"):
+        statuses = [persona.client.get("/public/v1/agents").status_code for _ in range(3)]
+    assert statuses == [200, 200, 200]  # over the burst of 1, yet let through: never a 500
+    warnings = [r for r in caplog.records if r.name == "voiceagent.throttling"]
+    assert len(warnings) == 1 and "rate limits not enforced" in warnings[0].getMessage()
