@@ -102,9 +102,13 @@ def main() -> None:
 
     engine = "PostgreSQL" if env["DATABASE_URL"].startswith("postgres") else "SQLite"
     cache = "Redis" if env.get("REDIS_URL") else "local memory"
+    limits = (
+        f"rate limit checked, buckets in {cache}" if env.get("API_RATE_LIMITS", "true") != "false" else "no rate limit"
+    )
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     print(
-        f"REST at saturation: GET {PATH} ({args.agents} agents), one Daphne process, {engine}, "
-        f"rate-limit buckets in {cache}, {args.seconds:g} s per concurrency"
+        f"REST at saturation: GET {PATH} ({args.agents} agents), one Daphne process, {engine}, {limits}, "
+        f"{args.seconds:g} s per concurrency; load average {load} on {os.cpu_count()} CPUs"
     )
     print(f"{'clients':>8} {'requests':>9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
     for concurrency, r in results.items():
