@@ -162,7 +162,9 @@ def upload_bound(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
                 code=UPLOADS_BUSY,
                 retry_after=UPLOADS_RETRY_AFTER_SECONDS,
             )
-            return JsonResponse(error.body(), status=429, headers=response_headers(error))
+            response = JsonResponse(error.body(), status=429, headers=response_headers(error))
+            response._has_been_logged = True  # expected under load; not a WARNING line per refusal
+            return response
         try:
             return await run(request, *args, **kwargs)
         finally:

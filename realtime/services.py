@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote, urlsplit
@@ -19,6 +20,8 @@ from realtime import tokens
 from realtime.models import UsedSessionToken
 from realtime.selectors import session_agent_get
 from voiceagent.errors import ApiError
+
+logger = logging.getLogger(__name__)
 
 INPUT_SAMPLE_RATE = 16000
 OUTPUT_SAMPLE_RATE = 24000
@@ -114,12 +117,18 @@ def realtime_session_create(*, organization: Organization, agent_id: str) -> Rea
     if agent.status != AgentStatus.ACTIVE:
         raise ApiError.conflict(f"Agent is {agent.status}; only an active agent can start realtime sessions")
     token, claims = tokens.issue_token(agent_id=agent.pk, organization_id=organization.pk)
-    call_slot_reserve(
-        organization_id=organization.pk,
-        channel=CallChannel.WEB,
-        key=claims.token_id,
-        expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),
-    )
+    try:
+        call_slot_reserve(
+            organization_id=organization.pk,
+            channel=CallChannel.WEB,
+            key=claims.token_id,
+            expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),
+        )
+    except ConcurrentCallLimitExceeded as exc:
+        logger.info(
+            "realtime session refused: organization %s is at its %s concurrent calls", organization.pk, exc.limit
+        )
+        raise
     return RealtimeSession(
         token=token,
         expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),

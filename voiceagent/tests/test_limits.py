@@ -136,15 +136,20 @@ def test_the_documented_plan_limits_leave_room_for_real_use() -> None:
     }
 
 
-def test_the_limit_holds_in_the_test_process_too(make_persona) -> None:
+def test_the_limit_holds_in_the_test_process_too_with_one_log_line_for_many_refusals(make_persona, caplog) -> None:
     # Without REDIS_URL (the embedded default) the local buckets of this process; with it, Redis.
     _plan("launch", api_requests_per_second=0.01, api_burst=3)
     persona = make_persona("Embedded", plan="launch")
-    statuses = [persona.client.get("/public/v1/agents").status_code for _ in range(4)]
-    assert statuses == [200, 200, 200, 429]
+    with caplog.at_level(logging.INFO):
+        statuses = [persona.client.get("/public/v1/agents").status_code for _ in range(10)]
+    assert statuses == [200] * 3 + [429] * 7
     response = persona.client.get("/public/v1/agents")
     assert response.status_code == 429 and int(response["Retry-After"]) >= 1
     assert response.json()["code"] == "RATE_LIMITED"
+    # A flood past the limit does not flood the log: one line names the key by its prefix, never in full.
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1 and "over its rate limit" in lines[0]
+    assert persona.api_key[:10] in lines[0] and persona.api_key not in lines[0]
 
 
 # --- concurrent calls per organization -------------------------------------------------------------
