@@ -191,6 +191,21 @@ def test_the_concurrent_call_cap_holds_for_browser_and_phone_across_processes(se
     _assert_429(_post(first, sessions, persona.api_key), "CONCURRENT_CALL_LIMIT_EXCEEDED")
 
 
+def test_simultaneous_session_requests_on_two_processes_get_exactly_the_cap(servers, make_persona, make_agent):
+    first, second = servers
+    _plan("trial", max_concurrent_calls=3)
+    persona = make_persona("Racing", plan="trial")
+    agent = make_agent(persona.organization, status=AgentStatus.ACTIVE)
+    sessions = f"/public/v1/agents/{agent.pk}/realtime-sessions"
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        answers = list(pool.map(lambda i: _post((first, second)[i % 2], sessions, persona.api_key), range(12)))
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [200] * 3 + [429] * 9
+    for answer in answers:
+        if answer.status_code == 429:
+            _assert_429(answer, "CONCURRENT_CALL_LIMIT_EXCEEDED")
+
+
 # --- concurrent uploads per process ----------------------------------------------------------------
 def test_uploads_over_the_per_process_bound_get_a_429(servers, make_persona, make_agent) -> None:
     first, _ = servers  # KNOWLEDGE_MAX_CONCURRENT_UPLOADS=1
