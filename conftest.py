@@ -47,6 +47,7 @@ def _seeded_plans(request: Any) -> None:
     from django.apps import apps
 
     importlib.import_module("accounts.migrations.0002_seed_plans").seed(apps, None)
+    importlib.import_module("accounts.migrations.0004_seed_plan_limits").seed(apps, None)
 
 
 @dataclass

@@ -19,8 +19,17 @@ USAGE_CHART_DAYS = 30
 
 @admin.register(Plan)
 class PlanAdmin(admin.ModelAdmin):
-    list_display = ("code", "name", "max_active_agents", "ambient_sounds_allowed", "included_minutes")
-    list_editable = ("included_minutes",)
+    list_display = (
+        "code",
+        "name",
+        "max_active_agents",
+        "ambient_sounds_allowed",
+        "included_minutes",
+        "api_requests_per_second",
+        "api_burst",
+        "max_concurrent_calls",
+    )
+    list_editable = ("included_minutes", "api_requests_per_second", "api_burst", "max_concurrent_calls")
     search_fields = ("code", "name")
     list_filter = ("ambient_sounds_allowed",)
 

@@ -1,5 +1,6 @@
 import uuid
 
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -17,6 +18,22 @@ class Plan(models.Model):
     max_active_agents = models.PositiveIntegerField(null=True, blank=True, help_text="Empty means unlimited.")
     ambient_sounds_allowed = models.BooleanField(default=False)
     included_minutes = models.PositiveIntegerField(help_text="Included call minutes per billing period.")
+    # Limits (docs/limits.md). The defaults are the Launch values; the seed migration sets each plan's own.
+    # A float so that a plan may allow less than one request a second (0.5: one every two seconds).
+    api_requests_per_second = models.FloatField(
+        default=20,
+        validators=[MinValueValidator(0.001)],
+        help_text="Sustained public API requests per second, per API key.",
+    )
+    api_burst = models.PositiveIntegerField(
+        default=200, help_text="Requests an API key may make at once, above the sustained rate, after a pause."
+    )
+    max_concurrent_calls = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=5,
+        help_text="Live calls (browser and phone) an organization may hold at once. Empty means unlimited.",
+    )
 
     class Meta:
         ordering = ["id"]
@@ -60,3 +77,22 @@ class ApiKey(models.Model):
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+class CallReservation(models.Model):
+    """A live-call slot taken when a session token (browser) or a stream token (phone) is handed out,
+    before any call record exists: it counts against the plan's max_concurrent_calls until the socket
+    opens (then the call counts) or the token expires. Rows are taken under the organization's row lock
+    (realtime.services.call_slot_reserve), so two processes cannot both take the last slot."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="call_reservations")
+    channel = models.CharField(max_length=8)
+    # The session token's id (browser) or the carrier's call id (phone: Twilio's CallSid).
+    key = models.CharField(max_length=64)
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["channel", "key"], name="call_reservation_channel_key")]
+
+    def __str__(self) -> str:
+        return f"{self.channel} {self.key}"

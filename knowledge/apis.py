@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
@@ -20,7 +27,7 @@ from knowledge.serializers import (
     DocumentListItemSerializer,
 )
 from voiceagent.api import JsonParser, PublicApiView, content_length
-from voiceagent.errors import ApiError
+from voiceagent.errors import ApiError, response_headers
 from voiceagent.fields import parse
 
 TAGS = ["Knowledge"]
@@ -65,6 +72,11 @@ class KnowledgeListCreateApi(PublicApiView):
             413: OpenApiResponse(
                 description="Larger than the maximum upload size (KNOWLEDGE_MAX_UPLOAD_BYTES); `maxBytes` gives it"
             ),
+            429: OpenApiResponse(
+                description="Over the API key's rate limit (`RATE_LIMITED`), or this server is handling its "
+                "maximum of concurrent uploads (`UPLOADS_BUSY`, KNOWLEDGE_MAX_CONCURRENT_UPLOADS); "
+                "`Retry-After` says when to try again"
+            ),
         },
         description="Adds a document to the agent's knowledge: JSON with `content` (text or Markdown), or "
         "multipart/form-data with a `file` (.txt, .md or .markdown in UTF-8, or .pdf). Answers at once; the "
@@ -103,3 +115,59 @@ class KnowledgeDetailApi(PublicApiView):
     def delete(self, request: Request, agent_id: str, document_id: str) -> Response:
         pk = services.document_delete(organization=self.organization, agent_id=agent_id, document_id=document_id)
         return Response({"id": str(pk)})
+
+
+# --- the per-process bound on concurrent uploads (docs/limits.md) -----------------------------------
+UPLOADS_BUSY = "UPLOADS_BUSY"
+UPLOADS_RETRY_AFTER_SECONDS = 5
+
+
+class _UploadSlots:
+    """KNOWLEDGE_MAX_CONCURRENT_UPLOADS uploads in this process at once; a counter under a lock (a
+    non-blocking semaphore whose bound is read from settings at each request)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.in_use = 0
+
+    def try_acquire(self) -> bool:
+        with self._lock:
+            if self.in_use >= settings.KNOWLEDGE_MAX_CONCURRENT_UPLOADS:
+                return False
+            self.in_use += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self.in_use -= 1
+
+
+upload_slots = _UploadSlots()
+
+
+def upload_bound(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
+    """Wrap the upload view: a POST over the bound is a 429 UPLOADS_BUSY with Retry-After. The slot is
+    taken here, in the server's event loop, because under Daphne every sync view of a process runs in one
+    thread: uploads queued behind a long one are counted too, not only the one running."""
+
+    @functools.wraps(view)
+    async def bounded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        run = sync_to_async(view)
+        if request.method != "POST":
+            return await run(request, *args, **kwargs)
+        if not upload_slots.try_acquire():
+            limit = settings.KNOWLEDGE_MAX_CONCURRENT_UPLOADS
+            error = ApiError.too_many(
+                f"Too many knowledge uploads in progress ({limit} at once per server process); retry shortly.",
+                code=UPLOADS_BUSY,
+                retry_after=UPLOADS_RETRY_AFTER_SECONDS,
+            )
+            response = JsonResponse(error.body(), status=429, headers=response_headers(error))
+            response._has_been_logged = True  # expected under load; not a WARNING line per refusal
+            return response
+        try:
+            return await run(request, *args, **kwargs)
+        finally:
+            upload_slots.release()
+
+    return bounded

@@ -49,6 +49,11 @@ class RealtimeSessionCreateApi(PublicApiView):
             200: RealtimeSessionSerializer,
             404: OpenApiResponse(description="Agent not found"),
             409: OpenApiResponse(description="The agent is not active"),
+            429: OpenApiResponse(
+                description="Over the API key's rate limit (`RATE_LIMITED`), or the organization holds its "
+                "plan's concurrent calls (`CONCURRENT_CALL_LIMIT_EXCEEDED`, with `maxConcurrentCalls`); "
+                "`Retry-After` says when to try again"
+            ),
             500: OpenApiResponse(
                 description="Realtime sessions are not configured on this server "
                 "(REALTIME_WS_URL or REALTIME_TOKEN_SECRET)"

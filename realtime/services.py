@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from accounts.models import Organization
+from accounts.models import CallReservation, Organization
 from agents.models import Agent, AgentStatus
 from agents.selectors import agent_get
+from calls.models import Call, CallChannel, CallStatus
 from realtime import tokens
 from realtime.models import UsedSessionToken
 from realtime.selectors import session_agent_get
 from voiceagent.errors import ApiError
+
+logger = logging.getLogger(__name__)
 
 INPUT_SAMPLE_RATE = 16000
 OUTPUT_SAMPLE_RATE = 24000
@@ -54,12 +59,76 @@ class RealtimeSession:
     websocket_url: str
 
 
+CONCURRENT_CALL_LIMIT = "CONCURRENT_CALL_LIMIT_EXCEEDED"
+# A refused caller may try again once a call ends; there is no telling when, so a short hint.
+CONCURRENT_CALL_RETRY_AFTER_SECONDS = 5
+
+
+class ConcurrentCallLimitExceeded(ApiError):
+    """The organization holds its plan's max_concurrent_calls live calls (and pending sessions)."""
+
+    def __init__(self, *, limit: int) -> None:
+        super().__init__(
+            f"Concurrent call limit reached: the plan allows {limit} live calls at once (browser and phone).",
+            status_code=429,
+            code=CONCURRENT_CALL_LIMIT,
+            extra={"maxConcurrentCalls": limit, "retryAfter": CONCURRENT_CALL_RETRY_AFTER_SECONDS},
+        )
+        self.limit = limit
+
+
+def live_call_count(*, organization_id: object, now: datetime) -> int:
+    """Calls that hold a slot: active call records, plus reservations whose socket has not opened yet
+    (unexpired, and neither the session token spent nor the phone call's record created)."""
+    active = Call.objects.filter(organization_id=organization_id, status=CallStatus.ACTIVE).count()
+    spent_token = UsedSessionToken.objects.filter(token_id=OuterRef("key"))
+    phone_call = Call.objects.filter(organization_id=organization_id, provider_call_id=OuterRef("key"))
+    pending = CallReservation.objects.filter(organization_id=organization_id, expires_at__gt=now).exclude(
+        channel=CallChannel.WEB, key__in=spent_token.values("token_id")
+    )
+    pending = pending.exclude(Exists(phone_call), channel=CallChannel.PHONE)
+    return active + pending.count()
+
+
+def call_slot_reserve(*, organization_id: object, channel: str, key: str, expires_at: datetime) -> None:
+    """Take one of the organization's live-call slots for a session about to start (`key`: the session
+    token's id, or the phone call's CallSid), or raise ConcurrentCallLimitExceeded. The count and the
+    insert run under the organization's row lock, so processes racing for the last slot are serialized."""
+    now = timezone.now()
+    with transaction.atomic():
+        organization = Organization.objects.select_for_update().select_related("plan").get(pk=organization_id)
+        limit = organization.plan.max_concurrent_calls
+        if limit is not None and live_call_count(organization_id=organization_id, now=now) >= limit:
+            raise ConcurrentCallLimitExceeded(limit=limit)
+        CallReservation.objects.filter(expires_at__lt=now - timedelta(minutes=5)).delete()
+        CallReservation.objects.update_or_create(
+            channel=channel, key=key[:64], defaults={"organization_id": organization_id, "expires_at": expires_at}
+        )
+
+
+def call_slot_release(*, channel: str, key: str) -> None:
+    """Give a slot back before its token expires (a phone call that ended before its stream opened)."""
+    CallReservation.objects.filter(channel=channel, key=key[:64]).delete()
+
+
 def realtime_session_create(*, organization: Organization, agent_id: str) -> RealtimeSession:
     agent = agent_get(organization=organization, agent_id=agent_id)
     base = _websocket_base()
     if agent.status != AgentStatus.ACTIVE:
         raise ApiError.conflict(f"Agent is {agent.status}; only an active agent can start realtime sessions")
     token, claims = tokens.issue_token(agent_id=agent.pk, organization_id=organization.pk)
+    try:
+        call_slot_reserve(
+            organization_id=organization.pk,
+            channel=CallChannel.WEB,
+            key=claims.token_id,
+            expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),
+        )
+    except ConcurrentCallLimitExceeded as exc:
+        logger.info(
+            "realtime session refused: organization %s is at its %s concurrent calls", organization.pk, exc.limit
+        )
+        raise
     return RealtimeSession(
         token=token,
         expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),

@@ -394,6 +394,17 @@ def incoming_call_answer(*, account: TelephonyAccount, call_sid: str, from_numbe
         language, sentence = refusal_sentence(agent.language if agent is not None else None)
         return provider.answer_refusal(message=sentence, language=language)
     urls = public_urls()
+    # One of the organization's live-call slots (plan max_concurrent_calls, docs/limits.md); over the cap
+    # ConcurrentCallLimitExceeded, which the voice webhook answers with a spoken sorry.
+    from realtime.services import call_slot_reserve
+    from telephony.streams import STREAM_TOKEN_TTL_SECONDS
+
+    call_slot_reserve(
+        organization_id=account.organization_id,
+        channel="phone",
+        key=call_sid or uuid.uuid4().hex,
+        expires_at=timezone.now() + timedelta(seconds=STREAM_TOKEN_TTL_SECONDS),
+    )
     token = stream_token_issue(
         organization_id=account.organization_id,
         agent_id=agent.pk,

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from realtime.services import ConcurrentCallLimitExceeded, call_slot_release
 from realtime.tokens import TokenError
 from telephony import services
 from telephony.models import TelephonyAccount
@@ -21,6 +22,8 @@ from voiceagent.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 
+# Said to a caller over the organization's concurrent-call cap (docs/limits.md), then the call hangs up.
+BUSY_SENTENCE = "Sorry, all our lines are busy right now. Please call again in a few minutes. Goodbye."
 _NOT_CONFIGURED = "PUBLIC_BASE_URL is not set: this service cannot check Twilio's signatures or answer calls."
 
 
@@ -64,6 +67,16 @@ def twilio_voice(request: HttpRequest) -> HttpResponse:
             from_number=request.POST.get("From", "")[:64],
             to_number=request.POST.get("To", "")[:64],
         )
+    except ConcurrentCallLimitExceeded as exc:
+        # No call record: the call never reached an agent (its status callback finds nothing to close).
+        logger.info(
+            "phone call %s refused: organization %s is at its limit of %s concurrent calls",
+            request.POST.get("CallSid", "")[:64],
+            account.organization_id,
+            exc.limit,
+        )
+        document = provider_for(account).answer_refusal(message=BUSY_SENTENCE, language="en-US")
+        return HttpResponse(document, content_type="text/xml")
     except (ProviderError, TokenError) as exc:
         logger.error("cannot answer phone calls: %s", exc.message)
         return HttpResponse(exc.message, status=503, content_type="text/plain")
@@ -80,6 +93,9 @@ async def twilio_status(request: HttpRequest) -> HttpResponse:
     account = await sync_to_async(_verified_account)(request)
     if account is None:
         return HttpResponse("Forbidden", status=403, content_type="text/plain")
+    if request.POST.get("CallStatus", "") in services.CALL_ENDED_STATUSES:
+        # A call that ended before its stream opened gives its live-call slot back at once.
+        await sync_to_async(call_slot_release)(channel="phone", key=request.POST.get("CallSid", ""))
     await services.call_status_receive(
         organization_id=account.organization_id,
         call_sid=request.POST.get("CallSid", "")[:64],

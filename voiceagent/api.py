@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from django.conf import settings
@@ -11,6 +13,13 @@ from rest_framework.views import APIView
 
 from accounts.models import Organization
 from voiceagent.errors import ApiError
+from voiceagent.throttling import rate_limit_take
+
+logger = logging.getLogger(__name__)
+
+RATE_LIMITED = "RATE_LIMITED"
+REFUSAL_LOG_INTERVAL_SECONDS = 60.0
+_refusals_logged: dict[Any, float] = {}  # API key id -> when this process last logged a refusal of it
 
 
 class JsonParser(parsers.JSONParser):
@@ -40,7 +49,8 @@ class PublicApiView(APIView):
         return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
-        super().initial(request, *args, **kwargs)
+        super().initial(request, *args, **kwargs)  # authentication: a 401 spends no budget
+        enforce_rate_limit(request.user)
         limit = self.max_body_bytes()
         if limit is not None and content_length(request) > limit:
             raise ApiError("The request body is too large.", status_code=413, extra={"maxBytes": limit})
@@ -51,3 +61,42 @@ def content_length(request: Any) -> int:
         return int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         return 0
+
+
+def enforce_rate_limit(principal: Any) -> None:
+    """The API key's token bucket (plan's api_requests_per_second and api_burst); 429 RATE_LIMITED when empty."""
+    api_key = getattr(principal, "api_key", None)
+    if api_key is None:
+        return
+    plan = principal.organization.plan
+    decision = rate_limit_take(
+        bucket=f"apikey:{api_key.pk}", per_second=plan.api_requests_per_second, burst=plan.api_burst
+    )
+    if not decision.allowed:
+        _log_refusal(api_key, plan)
+        raise ApiError.too_many(
+            f"Rate limit exceeded: {plan.api_requests_per_second:g} requests per second per API key "
+            f"(bursts up to {plan.api_burst}). Retry after {decision.retry_after} s.",
+            code=RATE_LIMITED,
+            retry_after=decision.retry_after,
+            limit=plan.api_requests_per_second,
+            burst=plan.api_burst,
+        )
+
+
+def _log_refusal(api_key: Any, plan: Any) -> None:
+    """One WARNING a minute per API key and process, however many requests are refused (the key's
+    prefix only: the key itself is a secret)."""
+    now = time.monotonic()
+    if now - _refusals_logged.get(api_key.pk, -REFUSAL_LOG_INTERVAL_SECONDS) < REFUSAL_LOG_INTERVAL_SECONDS:
+        return
+    if len(_refusals_logged) > 10_000:
+        _refusals_logged.clear()
+    _refusals_logged[api_key.pk] = now
+    logger.warning(
+        "API key %s… of organization %s is over its rate limit (%g/s, burst %s): refusing with 429",
+        api_key.prefix,
+        api_key.organization_id,
+        plan.api_requests_per_second,
+        plan.api_burst,
+    )

@@ -66,6 +66,20 @@ class ApiError(Exception):
     def forbidden(cls, message: str, code: str | None = None) -> ApiError:
         return cls(message, status_code=403, code=code)
 
+    @classmethod
+    def too_many(cls, message: str, *, code: str, retry_after: int, **extra: Any) -> ApiError:
+        """A 429: the caller is over a limit; `retryAfter` (whole seconds) also goes out as Retry-After."""
+        return cls(message, status_code=429, code=code, extra={"retryAfter": retry_after, **extra})
+
+
+def response_headers(error: ApiError) -> dict[str, str]:
+    headers = {}
+    if error.status_code == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="api"'
+    if "retryAfter" in error.extra:
+        headers["Retry-After"] = str(error.extra["retryAfter"])
+    return headers
+
 
 def _flatten_issues(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     """Turn DRF's nested error detail into {"field.sub.0": ["message", ...]}."""
@@ -146,13 +160,14 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     error = _as_api_error(exc, context)
     if error is None:
         return None  # unexpected: JsonErrorMiddleware logs it and answers a JSON 500
-    headers = {}
-    if error.status_code == 401:
-        headers["WWW-Authenticate"] = 'Bearer realm="api"'
-    response = Response(error.body(), status=error.status_code, headers=headers)
+    response = Response(error.body(), status=error.status_code, headers=response_headers(error))
     if error.status_code >= 500:
         _log_server_side(error, context.get("request"))
         response._has_been_logged = True  # Django's request logger would log it again as an error
+    if error.status_code == 429:
+        # A client hammering past its limit would write a WARNING line per refused request; the limiter
+        # logs refusals itself, at most one line a minute per API key (voiceagent.api.enforce_rate_limit).
+        response._has_been_logged = True
     return response
 
 
@@ -178,7 +193,7 @@ class JsonErrorMiddleware:
             return None
         error = _as_api_error(exception)
         if error is not None:
-            response = JsonResponse(error.body(), status=error.status_code)
+            response = JsonResponse(error.body(), status=error.status_code, headers=response_headers(error))
             if error.status_code >= 500:
                 _log_server_side(error, request)
                 response._has_been_logged = True

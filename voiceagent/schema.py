@@ -24,7 +24,8 @@ ERROR_SCHEMA: dict[str, Any] = {
         "code": {
             "type": "string",
             "description": "A stable code for errors a program may handle, e.g. AGENT_LIMIT_EXCEEDED, "
-            "FEATURE_NOT_AVAILABLE, PHONE_NUMBER_NOT_FOUND, PHONE_NUMBER_NOT_CLAIMED, PHONE_NUMBER_LIMIT_EXCEEDED.",
+            "FEATURE_NOT_AVAILABLE, PHONE_NUMBER_NOT_FOUND, PHONE_NUMBER_NOT_CLAIMED, PHONE_NUMBER_LIMIT_EXCEEDED, "
+            "RATE_LIMITED, CONCURRENT_CALL_LIMIT_EXCEEDED, UPLOADS_BUSY.",
         },
         "issues": {
             "type": "object",
@@ -33,6 +34,16 @@ ERROR_SCHEMA: dict[str, Any] = {
         },
         "maxAgents": {"type": "integer", "description": "With AGENT_LIMIT_EXCEEDED: the plan's active-agent cap."},
         "maxBytes": {"type": "integer", "description": "With a 413: the size limit in bytes."},
+        "retryAfter": {
+            "type": "integer",
+            "description": "With a 429: seconds to wait before retrying (also the Retry-After header).",
+        },
+        "limit": {"type": "number", "description": "With RATE_LIMITED: the API key's sustained requests per second."},
+        "burst": {"type": "integer", "description": "With RATE_LIMITED: the API key's burst."},
+        "maxConcurrentCalls": {
+            "type": "integer",
+            "description": "With CONCURRENT_CALL_LIMIT_EXCEEDED: the plan's cap on live calls.",
+        },
         "updatedAt": {
             "type": "string",
             "format": "date-time",
@@ -49,6 +60,10 @@ BAD_REQUEST = (
 )
 NOT_FOUND = "Not found, or it belongs to another organization."
 TOO_LARGE = "The request body is too large."
+RATE_LIMITED = (
+    "Over the API key's rate limit (`RATE_LIMITED`: the plan's requests per second and burst); "
+    "`Retry-After` (whole seconds) says when to try again."
+)
 UNSUPPORTED = "Unsupported Content-Type: the body must be {types}."
 
 # An operation extension (extend_schema(extensions=...)) for a JSON array body: its maxItems.
@@ -244,6 +259,7 @@ def _complete_operation(operation: dict[str, Any]) -> None:
     standard: dict[str, str] = {}
     if operation.get("security"):
         standard["401"] = UNAUTHORIZED
+        standard["429"] = RATE_LIMITED
     if has_ids or has_query or body_types:
         standard["400"] = BAD_REQUEST
     if has_ids:
@@ -256,6 +272,10 @@ def _complete_operation(operation: dict[str, Any]) -> None:
     for status, response in responses.items():
         if status[0] in "45":
             response["content"] = _error_content()
+        if status == "429":
+            response["headers"] = {
+                "Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "integer"}}
+            }
     operation["responses"] = dict(sorted(responses.items()))
 
 

@@ -167,6 +167,29 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE: dict = {}
 
+# --- limits: cache, API rate limits, uploads (docs/limits.md) ---------------------------------
+# The cache holds the per-API-key rate-limit buckets: Redis (shared by every server process) with
+# REDIS_URL, this process's memory otherwise. Short socket timeouts: when Redis is unreachable the rate
+# limit lets requests through (with a warning) instead of holding them.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "va",
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "voiceagent"}}
+# Per-API-key rate limits from the organization's plan (api_requests_per_second, api_burst); false: off.
+API_RATE_LIMITS = env.bool("API_RATE_LIMITS", default=True)
+API_RATE_LIMIT_CACHE = "default"
+# Knowledge uploads one server process handles at once; more are answered 429 with Retry-After.
+KNOWLEDGE_MAX_CONCURRENT_UPLOADS = env.int("KNOWLEDGE_MAX_CONCURRENT_UPLOADS", default=3)
+if KNOWLEDGE_MAX_CONCURRENT_UPLOADS < 1:
+    raise ImproperlyConfigured("KNOWLEDGE_MAX_CONCURRENT_UPLOADS must be at least 1")
+
 # --- REST framework and OpenAPI ---------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.auth.ApiKeyAuthentication"],
