@@ -17,6 +17,7 @@ without it, only loopback clients are answered (403 otherwise).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import hmac
 import logging
@@ -107,6 +108,22 @@ QUEUE_DEPTH = Gauge(
     ["queue"],
     multiprocess_mode="livesum",
 )
+
+
+def multiprocess() -> bool:
+    return bool(os.environ.get(MULTIPROCESS_DIR_ENV))
+
+
+def _forget_this_process() -> None:
+    from prometheus_client import multiprocess as mp
+
+    mp.mark_process_dead(os.getpid())
+
+
+if multiprocess():
+    # A process that exits leaves the live gauges (livesum): its sessions no longer count. A process
+    # that is killed cannot do this; the directory is emptied before the processes start (docs/metrics.md).
+    atexit.register(_forget_this_process)
 
 
 # --- what the rest of the service calls ------------------------------------------------------------
@@ -234,10 +251,6 @@ class _TaskQueueCollector:
 
 
 _task_queue_collector = _TaskQueueCollector()
-
-
-def multiprocess() -> bool:
-    return bool(os.environ.get(MULTIPROCESS_DIR_ENV))
 
 
 def exposition() -> bytes:

@@ -91,8 +91,9 @@ def test_several_processes_are_collected_together_in_multiprocess_mode(tmp_path)
         [sys.executable, "-c", _PROCESS, "scrape"], cwd=REPO, env=env, check=True, timeout=60, capture_output=True
     ).stdout.decode()
     assert value(scraped, "voiceagent_rate_limit_refusals_total", limit="sessions") == 5
-    # livesum: only live processes count; these two have exited without mark_process_dead, so they still do.
-    assert value(scraped, "voiceagent_queue_depth", queue="webhooks") == 2
+    # Live gauges (livesum) count live processes only: both writers have exited (mark_process_dead at exit).
+    assert not value(scraped, "voiceagent_queue_depth", queue="webhooks")
+    assert not list(tmp_path.glob("gauge_live*"))
 
 
 def test_the_call_latency_summary_has_p50_and_p95_per_stage():
