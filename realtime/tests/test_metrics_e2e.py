@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import os
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -172,6 +173,9 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
     assert sample(after, "voiceagent_live_sessions", channel="web", engine="realtime") == 0
     assert sample(after, "voiceagent_event_loop_lag_seconds_count") >= 1
     assert "voiceagent_rate_limit_refusals_total" in after and "voiceagent_provider_errors_total" in after
+    if os.environ.get("REDIS_URL"):  # the Celery queue's length, read from Redis at scrape time
+        assert sample(after, "voiceagent_task_queue_length", queue="celery") >= 0
+        assert "voiceagent_task_queue_length{" in after
 
     # The same turn on the call record: p50/p95 per stage in the call detail.
     response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")
