@@ -136,7 +136,8 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
     server, provider, collector, owner, make_agent, realtime_settings, hook
 ):
     agent = await sync_to_async(order_desk)(owner, make_agent, hook)
-    _, before = await asyncio.to_thread(scrape, server)
+    status, before = await asyncio.to_thread(scrape, server)
+    assert status == 200, before[:200]
     token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
     async with VoiceClient(f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}") as client:
         first = await client.wait_for(is_type("session.started"), timeout=60)
