@@ -1,6 +1,13 @@
 from django.apps import AppConfig
+from django.core import checks
 
 
 class CallsConfig(AppConfig):
     name = "calls"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from voiceagent.metrics import check_metrics_token
+
+        # The metrics endpoint's token (voiceagent/metrics.py): refused when weak with DEBUG off.
+        checks.register(check_metrics_token)

@@ -47,6 +47,16 @@ class ToolEntry:
     truncated: bool
 
 
+# The stored latency stages as the call page names them (keys of calls.latency.STAGE_KEYS values).
+LATENCY_LABELS = (
+    ("End of turn (caller silent until the turn is taken)", "endOfTurnMs"),
+    ("Recognition", "recognitionMs"),
+    ("First model token", "firstTokenMs"),
+    ("First audio byte (after the first token)", "firstAudioMs"),
+    ("Total (caller silent until the first audio byte)", "totalMs"),
+)
+
+
 def _relative(call: Call, at: Any) -> str:
     return "+" + clock(max(0.0, (at - call.started_at).total_seconds()), tenths=True)
 
@@ -121,6 +131,17 @@ def usage_totals(call: Call) -> dict[str, Any]:
     }
 
 
+def latency_rows(call: Call) -> list[dict[str, Any]]:
+    """The call's stored per-turn latency (calls/latency.py) as table rows: stage, p50, p95 (ms)."""
+    latency = call.latency or {}
+    rows = []
+    for label, key in LATENCY_LABELS:
+        figures = latency.get(key)
+        if isinstance(figures, dict):
+            rows.append({"stage": label, "p50": figures.get("p50"), "p95": figures.get("p95")})
+    return rows
+
+
 def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
     """The template context of the call page. Without the transcript permission the messages and the tool
     requests and responses are not passed to the page (the timeline uses only their times, word counts and
@@ -140,6 +161,8 @@ def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
         "timeline_from_log": bool(log_lines),
         "log_session": log_lines[0].session_id if log_lines else "",
         "usage": usage_totals(call),
+        "latency_turns": (call.latency or {}).get("turns", 0),
+        "latency_rows": latency_rows(call),
     }
 
 

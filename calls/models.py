@@ -74,6 +74,8 @@ class Call(models.Model):
     usage_classification = models.CharField(max_length=12, choices=UsageClassification.choices, blank=True)
     # The start of the billing period the call was allocated to (null: active or unallocated).
     billing_period_start = models.DateTimeField(null=True, blank=True)
+    # The engine's per-turn latency, p50/p95 of each stage in ms (calls.latency; null: no answered turn).
+    latency = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -104,6 +104,8 @@ def call_detail(call: Call) -> dict[str, Any]:
             }
             for u in call.llm_usage.all()
         ],
+        # The engine's per-turn latency, p50/p95 per stage (calls/latency.py); null without an answered turn.
+        "latency": call.latency,
     }
 
 
@@ -167,11 +169,40 @@ class LlmUsageSchema(serializers.Serializer):
     createdAt = serializers.DateTimeField()
 
 
+class LatencyFiguresSchema(serializers.Serializer):
+    p50 = serializers.IntegerField(help_text="Median over the call's answered turns, in milliseconds.")
+    p95 = serializers.IntegerField(help_text="95th percentile over the call's answered turns, in milliseconds.")
+
+
+class CallLatencySchema(serializers.Serializer):
+    turns = serializers.IntegerField(help_text="Caller turns the agent answered (with audio).")
+    endOfTurnMs = LatencyFiguresSchema(
+        allow_null=True, help_text="From the caller's last speech until the turn was taken (embedded engine)."
+    )
+    recognitionMs = LatencyFiguresSchema(
+        allow_null=True, help_text="From the turn taken until its words were recognized (embedded engine)."
+    )
+    firstTokenMs = LatencyFiguresSchema(
+        allow_null=True, help_text="From the words known (or the turn taken) until the model's first output."
+    )
+    firstAudioMs = LatencyFiguresSchema(
+        allow_null=True, help_text="From the model's first output until the answer's first audio byte."
+    )
+    totalMs = LatencyFiguresSchema(
+        allow_null=True, help_text="From the caller's last speech (or the turn taken) until the first audio byte."
+    )
+
+
 class CallDetailSchema(CallSummarySchema):
     summary = serializers.CharField()
     messages = CallMessageSchema(many=True)
     toolInvocationsLog = ToolInvocationSchema(many=True)
     llmUsage = LlmUsageSchema(many=True)
+    latency = CallLatencySchema(
+        allow_null=True,
+        help_text="Per-turn latency of the voice engine, stored when the call ends: null while it is active and "
+        "for calls without an answered caller turn.",
+    )
 
 
 class AgentLogSchema(serializers.Serializer):

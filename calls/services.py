@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
@@ -163,18 +164,19 @@ def record_llm_usage(
     )
 
 
-def finish_call(*, call: Call, status: str) -> Call:
-    """Close the call: duration, summary, billing. Idempotent: a call that is no longer active is
-    returned as it is (a socket that closes twice does not bill twice)."""
+def finish_call(*, call: Call, status: str, latency: dict[str, Any] | None = None) -> Call:
+    """Close the call: duration, summary, billing, and the per-turn latency summary of the engine
+    (calls.latency.latency_summary). Idempotent: a call that is no longer active is returned as it is
+    (a socket that closes twice does not bill twice)."""
     if status not in (CallStatus.COMPLETED, CallStatus.FAILED):
         raise ValueError(f"status must be completed or failed, not {status!r}")
-    finished = _finish(call_id=call.pk, status=status, ended_at=timezone.now())
+    finished = _finish(call_id=call.pk, status=status, ended_at=timezone.now(), latency=latency)
     for field in (f.attname for f in Call._meta.concrete_fields):
         setattr(call, field, getattr(finished, field))
     return call
 
 
-def _finish(*, call_id: UUID, status: str, ended_at: datetime) -> Call:
+def _finish(*, call_id: UUID, status: str, ended_at: datetime, latency: dict[str, Any] | None = None) -> Call:
     current = Call.objects.filter(pk=call_id).values("status", "organization_id").first()
     if current is None:
         raise ValueError(f"call {call_id} does not exist")
@@ -195,6 +197,8 @@ def _finish(*, call_id: UUID, status: str, ended_at: datetime) -> Call:
         row.ended_at = ended_at
         row.duration_seconds = int((ended_at - row.started_at).total_seconds())
         row.summary = summary
+        if latency is not None:
+            row.latency = latency  # with the final state, in the same transaction
         row.billable_seconds = billing.billable_seconds(row.duration_seconds)
         period = billing.period_bounds(organization.billing_period_start, ended_at)
         if period is None:
@@ -322,5 +326,5 @@ async def arecord_llm_usage(
     )
 
 
-async def afinish_call(*, call: Call, status: str) -> Call:
-    return await sync_to_async(finish_call)(call=call, status=status)
+async def afinish_call(*, call: Call, status: str, latency: dict[str, Any] | None = None) -> Call:
+    return await sync_to_async(finish_call)(call=call, status=status, latency=latency)

@@ -490,3 +490,9 @@ LOGGING = {
         "mcp": {"level": "WARNING"},
     },
 }
+
+# --- metrics (docs/metrics.md) -----------------------------------------------------------------
+# GET /metrics (Prometheus): with a token, scrapes need "Authorization: Bearer <token>"; without one,
+# only loopback clients are answered. PROMETHEUS_MULTIPROC_DIR (read by prometheus-client itself) turns
+# on multi-process collection; OTEL_EXPORTER_OTLP_ENDPOINT (read by voiceagent/tracing.py) turns on traces.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")

@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerSpli
 
 from voiceagent import schema as _schema  # noqa: F401 - registers the OpenAPI field descriptions
 from voiceagent.health import healthz, livez
+from voiceagent.metrics import metrics_view
 
 admin.site.site_header = "Voice Agent Service: dashboard"
 admin.site.site_title = "Voice Agent dashboard"
@@ -19,6 +20,7 @@ public_v1 = [
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("livez", livez, name="livez"),
+    path("metrics", metrics_view, name="metrics"),  # Prometheus (docs/metrics.md): token or loopback only
     # The agent page's "Talk to this agent" panel (agents/talk_admin.py), under the admin's prefix.
     path("admin/", include("agents.talk_admin")),
     path("admin/", admin.site.urls),

@@ -30,9 +30,11 @@ from django.conf import settings
 from realtime.engine.brain import Brain, TextPiece, ToolCall, Usage, brain_for
 from realtime.engine.listener import Listener
 from realtime.engine.phrases import phrase
+from realtime.engine.timing import TurnTiming
 from realtime.engine.turn_taking import UNFINISHED, UNSURE, reading
 from realtime.engine.voice import VoiceKit, ensure_preloaded, voice_kit
 from realtime.selectors import agent_vocabulary_texts
+from voiceagent import metrics
 from voiceagent.providers import ProviderError
 
 if TYPE_CHECKING:
@@ -52,6 +54,7 @@ class _Job:
     audio: bytes
     verdict: bool | None = None
     pause: int | None = None
+    timing: TurnTiming | None = None  # "finish": when the caller stopped speaking and the turn ended
 
 
 @dataclass(eq=False)
@@ -188,7 +191,17 @@ class CascadePipeline:
                 session.recorder.log("info", "barge-in", speechMs=heard.speech_ms)
                 await session.interrupt(now)
             for kind, audio in heard.jobs:
-                self._asr_q.put_nowait(_Job(kind, audio, self._verdict() if kind == "finish" else None, heard.pause))
+                if kind == "finish":
+                    self._asr_q.put_nowait(_Job(kind, audio, self._verdict(), heard.pause, self._turn_ended(now)))
+                else:
+                    self._asr_q.put_nowait(_Job(kind, audio, None, heard.pause))
+
+    def _turn_ended(self, now: float) -> TurnTiming:
+        """The caller's turn ends now: the detector knows how long they have been silent."""
+        assert self.listener is not None
+        silence_ms = getattr(self.listener.detector, "silence_ms", None)
+        spoke = now - silence_ms / 1000 if isinstance(silence_ms, int | float) else None
+        return TurnTiming(turn_ended_at=now, speech_ended_at=spoke)
 
     def _verdict(self) -> bool:
         """Whether the utterance that just ended is the caller's turn: speech that began over the
@@ -219,7 +232,9 @@ class CascadePipeline:
                 elif not last.verdict:
                     session.recorder.log("debug", "short speech over the agent ignored")
                 else:
-                    await self.text_turn(text)
+                    timing = last.timing or TurnTiming(turn_ended_at=session.clock.now())
+                    timing.recognized_at = session.clock.now()
+                    await self._take_turn(text, timing)
 
     def _paused(self, pause: int | None, words: str) -> None:
         """The caller has paused (VAD_QUICK_END_SILENCE_MS) after `words`: the turn ends now when they
@@ -234,7 +249,8 @@ class CascadePipeline:
             return
         after_ms = int(settings.VAD_UNSURE_SILENCE_MS) if verdict == UNSURE else 0
         if self.listener.end_turn(pause, after_ms=after_ms):
-            self._asr_q.put_nowait(_Job("finish", b"", self._verdict(), None))
+            timing = self._turn_ended(self.session.clock.now())
+            self._asr_q.put_nowait(_Job("finish", b"", self._verdict(), None, timing))
 
     async def _recognition_failed(self, exc: ProviderError, *, take: bool) -> None:
         """The speech recognition provider failed on a caller turn: log it and, unless the turn was
@@ -242,6 +258,7 @@ class CascadePipeline:
         assert self.session is not None
         session = self.session
         session.recorder.log("error", "speech recognition failed", reason=exc.message, permanent=exc.permanent)
+        metrics.record_provider_error("asr", permanent=exc.permanent)
         if not take or session.transferring:
             return
         if session.agent_speaking():
@@ -253,9 +270,14 @@ class CascadePipeline:
     async def text_turn(self, text: str) -> None:
         """A caller turn as text (recognized speech, or keys pressed on a phone): the brain answers."""
         assert self.session is not None
+        await self._take_turn(text, TurnTiming(turn_ended_at=self.session.clock.now()))
+
+    async def _take_turn(self, text: str, timing: TurnTiming) -> None:
+        assert self.session is not None
         session = self.session
         if await session.user_said(text):
             response = session.begin_response(turn_ended_at=session.clock.now())
+            response.timing = timing
             self._respond_task = session.spawn(self._respond(response), "respond")
 
     async def _respond(self, response: Response) -> None:
@@ -269,6 +291,8 @@ class CascadePipeline:
                 calls: list[ToolCall] = []
                 pending = ""
                 async for output in self.brain.respond(session.context, list(session.history)):
+                    if response.timing is not None and isinstance(output, TextPiece | ToolCall):
+                        response.timing.first_token(session.clock.now())
                     if isinstance(output, TextPiece):
                         done, pending = self._complete_sentences(pending + output.text)
                         for sentence in done:
@@ -319,6 +343,7 @@ class CascadePipeline:
         except ProviderError as exc:
             if offline is None:
                 raise
+            metrics.record_provider_error("tts", permanent=exc.permanent)
             self._offline_answer = item.response
             self._provider_voice_off = self._provider_voice_off or exc.permanent
             session.recorder.log(

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from calls import services as calls
+from calls.latency import latency_summary
 from calls.logging import LogSession, agent_log, new_session_id
 from calls.models import Call, CallStatus
 
@@ -40,6 +41,7 @@ class CallRecorder:
         self._writes: asyncio.Queue[Callable[[], Awaitable[Any]] | None] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
         self._finished = False
+        self.turn_latencies: list[dict[str, float | None]] = []  # each answered caller turn's stages (ms)
 
     @property
     def session_id(self) -> str:
@@ -99,6 +101,11 @@ class CallRecorder:
         call = self.call
         self._writes.put_nowait(lambda: calls.arecord_llm_usage(call=call, provider=provider, model=model, **figures))
 
+    def turn_latency(self, stages_ms: dict[str, float | None]) -> None:
+        """One answered caller turn's latency stages; their p50/p95 are stored when the call ends."""
+        if self.call is not None and not self._finished:
+            self.turn_latencies.append(dict(stages_ms))
+
     async def finish(self, status: str) -> Call | None:
         """Write what is queued, then close the call (idempotent)."""
         if self.call is None or self._finished:
@@ -107,7 +114,9 @@ class CallRecorder:
         if self._writer is not None:
             self._writes.put_nowait(None)
             await asyncio.shield(self._writer)
-        self.call = await calls.afinish_call(call=self.call, status=status)
+        self.call = await calls.afinish_call(
+            call=self.call, status=status, latency=latency_summary(self.turn_latencies)
+        )
         self.log(
             "info" if status == CallStatus.COMPLETED else "error",
             "session ended",

@@ -40,9 +40,11 @@ from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.phrases import phrase
 from realtime.engine.playout import EndMarker, Playout, Segment
 from realtime.engine.records import CallRecorder
+from realtime.engine.timing import TurnTiming
 from realtime.engine.tools import ToolDispatcher, ToolOutcome
 from realtime.engine.transport import Ending, Transport
 from realtime.engine.voice import Mixer, pipeline_class
+from voiceagent import metrics, tracing
 from voiceagent.providers import ProviderError
 
 logger = logging.getLogger(__name__)
@@ -68,6 +70,7 @@ class Response:
     in_history: int = 0  # leading sentences already in the history (said before a tool call)
     transfer_to: str | None = None  # hand the caller to this number once the response has played
     then_end: tuple[Ending, str] | None = None  # or end the session once it has played
+    timing: TurnTiming | None = None  # the caller turn it answers (None: the shell's own, the greeting)
 
     def heard_text(self, now: float, *, first_sentence: int = 0) -> str:
         """The words the listener has heard by `now` (whole sentences, then a proportional share of
@@ -162,6 +165,8 @@ class Session:
         self._transferring = False
         self._failure: asyncio.Task[None] | None = None
         self._ending: asyncio.Task[None] | None = None
+        self._live: metrics.Live | None = None  # the live gauges, once the engine is known
+        self._trace = tracing.CallTrace.start(channel=recorder.channel)
 
     # --- transport side ------------------------------------------------------------------------
 
@@ -221,6 +226,10 @@ class Session:
             await self._close_parts()
             await self.recorder.finish(status)
         finally:
+            if self._live is not None:
+                self._live.close()
+            engine = self.pipeline.name if self.pipeline is not None else None
+            self._trace.end(call_id=self.call_id, status=str(status), engine=engine)
             self._ended.set()
 
     async def fail(self, exc: BaseException) -> None:
@@ -232,6 +241,9 @@ class Session:
         await self.stop(CallStatus.FAILED)
         # A configuration problem is the operator's to fix and safe to name; anything else stays generic.
         permanent = isinstance(exc, ProviderError) and exc.permanent
+        if isinstance(exc, ProviderError):
+            engine = self.pipeline.name if self.pipeline is not None else "engine"
+            metrics.record_provider_error("speech_to_speech" if engine == "realtime" else engine, permanent=permanent)
         message = str(exc) if permanent else "The conversation engine failed"
         await self._hang_up(Ending.FAILED, message)
 
@@ -242,6 +254,8 @@ class Session:
         started = time.monotonic()
         if self.pipeline is None:
             self.pipeline = (await self.run_blocking(pipeline_class))()
+        live = self._live = metrics.Live(channel=self.recorder.channel, engine=self.pipeline.name)
+        live.session_started()
         await self.pipeline.prepare(self)
         ambient = agent.ambient_sound if await sync_to_async(ambient_sound_playable)(agent) else None
         mixer = await self.run_blocking(
@@ -257,6 +271,7 @@ class Session:
         )
         call = await self.recorder.start()
         self.call_id = str(call.pk)
+        live.call_opened()
         specs = await self.tools.load()
         self.recorder.log(
             "info",
@@ -310,6 +325,7 @@ class Session:
                 to_number=self.recorder.call.to_number if self.recorder.call else None,
             )
         except ProviderError as exc:
+            metrics.record_provider_error("prompt", permanent=exc.permanent)
             has_saved = bool(self.agent.identity.strip() or self.agent.instructions.strip())
             self.recorder.log(
                 "error",
@@ -371,6 +387,19 @@ class Session:
         segment = Segment(text=text, audio=audio, owner=response, index=index)
         response.segments.append(segment)
         self.playout.enqueue(segment)
+        timing = response.timing
+        if timing is not None and timing.first_audio_at is None:
+            timing.first_audio_at = self.clock.now()
+            self._turn_measured(timing)
+
+    def _turn_measured(self, timing: TurnTiming) -> None:
+        """A caller turn's answer has begun: its stages go to the metrics, the call record and the trace."""
+        stages = timing.stages_ms()
+        engine = self.pipeline.name if self.pipeline is not None else "unknown"
+        metrics.record_turn(stages, engine=engine)
+        self.recorder.turn_latency(stages)
+        began = timing.speech_ended_at if timing.speech_ended_at is not None else timing.turn_ended_at
+        self._trace.turn(stages, started_ago=self.clock.now() - began, engine=engine)
 
     def finish_response(self, response: Response) -> None:
         """Everything of `response` is queued: once it has played, it is committed to the history."""
@@ -458,6 +487,7 @@ class Session:
     def brain_failed(self, exc: ProviderError) -> str:
         """A brain's provider failed during a turn: log it; the pipeline speaks the apology returned."""
         self.recorder.log("error", "language model request failed", reason=exc.message, permanent=exc.permanent)
+        metrics.record_provider_error("llm", permanent=exc.permanent)
         return phrase("apology", self.agent.language)
 
     def handoff_sentence(self) -> str:
@@ -600,4 +630,4 @@ def open_session(
     return Session(agent=agent, transport=transport, recorder=recorder, **parts)
 
 
-__all__: Sequence[str] = ("Response", "Session", "VoicePipeline", "open_session")
+__all__: Sequence[str] = ("Response", "Session", "TurnTiming", "VoicePipeline", "open_session")

@@ -49,6 +49,7 @@ from django.conf import settings
 from realtime.engine.brain import ToolCall
 from realtime.engine.brain.openai_chat import language_name, parse_arguments
 from realtime.engine.playout import Segment
+from realtime.engine.timing import TurnTiming
 from voiceagent.providers import ProviderError
 
 if TYPE_CHECKING:
@@ -327,7 +328,10 @@ class RealtimePipeline:
                 "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
             }
         )
-        self._request(session.begin_response(turn_ended_at=session.clock.now()))
+        now = session.clock.now()
+        response = session.begin_response(turn_ended_at=now)
+        response.timing = TurnTiming(turn_ended_at=now)
+        self._request(response)
 
     def interrupt(self) -> None:
         """The shell cut the current response: stop the provider generating it, and cut its items in
@@ -557,6 +561,10 @@ class RealtimePipeline:
             response = request.response
         else:  # the provider answers the caller's turn by itself (server VAD)
             response = session.begin_response(turn_ended_at=self._speech_stopped_at)
+            # The provider's own voice activity detection took the turn: its end-of-turn wait and
+            # recognition happen inside the provider, so the turn is timed from its speech_stopped.
+            if self._speech_stopped_at is not None:
+                response.timing = TurnTiming(turn_ended_at=self._speech_stopped_at)
         script = request.script if request is not None else ""
         turn = _Turn(id=response_id, response=response, first_index=len(response.sentences), script=script)
         self._turns[response_id] = turn
@@ -600,10 +608,15 @@ class RealtimePipeline:
         self._items[item_id] = item
         return item
 
+    def _first_token(self, turn: _Turn | None) -> None:
+        if turn is not None and turn.response.timing is not None and self.session is not None:
+            turn.response.timing.first_token(self.session.clock.now())
+
     async def _on_audio_delta(self, event: dict[str, Any]) -> None:
         item, turn = self._item(event), self._turn(event)
         if item is None or turn is None or item.response.cancelled:
             return
+        self._first_token(turn)
         pcm = base64.b64decode(event.get("delta") or "")
         turn.output_bytes += len(pcm)
         pcm = item.pending + pcm
@@ -637,6 +650,7 @@ class RealtimePipeline:
 
     async def _on_transcript_delta(self, event: dict[str, Any]) -> None:
         item = self._item(event)
+        self._first_token(self._turn(event))
         if item is not None:
             item.transcript += str(event.get("delta") or "")
             item.place_words()
@@ -649,6 +663,7 @@ class RealtimePipeline:
 
     async def _on_function_call(self, event: dict[str, Any]) -> None:
         turn = self._turn(event)
+        self._first_token(turn)
         if turn is not None:
             self._add_call(turn, event)
 

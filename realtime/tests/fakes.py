@@ -45,6 +45,11 @@ class FakeDetector:
         self._quiet = 0
         self._pos = 0
 
+    @property
+    def silence_ms(self) -> int:
+        """The silence since the last speech (what the real detector reports for the turn latency)."""
+        return self._quiet
+
     def feed(self, pcm: bytes) -> list[Event]:
         events = []
         for i in range(0, len(pcm) - 1, IN_BYTES_PER_MS):  # one decision per millisecond

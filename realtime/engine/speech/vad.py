@@ -114,6 +114,12 @@ class VoiceActivityDetector:
         return Event("speech_end", self._position_ms)
 
     @property
+    def silence_ms(self) -> int:
+        """The silence since the caller's last speech in the current (or the just ended) utterance: how
+        long the end of turn waited when an utterance ends (turn latency metrics)."""
+        return self._silent_ms
+
+    @property
     def current_speech_ms(self) -> int:
         """How long the current utterance has lasted (0 when not speaking)."""
         return self._position_ms - self._started_at_ms if self.speaking else 0

@@ -35,6 +35,7 @@ import json
 import logging
 import re
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,7 @@ from realtime.engine.tools import search_knowledge, transfer_call
 from realtime.engine.tools.base import CallContext, ToolError, ToolKind, ToolTimeout, seconds_words
 from realtime.engine.tools.delivery import ServerEndpoint
 from realtime.selectors import SessionTools, session_tools_get
+from voiceagent import metrics
 from voiceagent.providers import ProviderError, Registry
 
 logger = logging.getLogger(__name__)
@@ -66,6 +68,7 @@ KINDS = Registry(
     },
 )
 
+WEBHOOK_KINDS = frozenset({"webhook", "http"})
 RESERVED_NAMES = frozenset({"search_knowledge", "transfer_call"})
 # Time limit of tools without timeoutMs: MCP selections and the native tools.
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -185,8 +188,11 @@ class ToolDispatcher:
 
         failure: ProviderError
         try:
-            async with asyncio.timeout(offered.timeout_s + TIMEOUT_GRACE_SECONDS):
-                result = await offered.adapter.invoke(arguments, tool_call_id=call.id, context=self._context())
+            # Deliveries to the agent's own servers count as the webhook queue while they are out.
+            outgoing = metrics.pending("webhooks") if offered.adapter.kind in WEBHOOK_KINDS else nullcontext()
+            with outgoing:
+                async with asyncio.timeout(offered.timeout_s + TIMEOUT_GRACE_SECONDS):
+                    result = await offered.adapter.invoke(arguments, tool_call_id=call.id, context=self._context())
             if offered.response is not None and not _matches(offered.response, result):
                 where = _where(best_match(offered.response.iter_errors(result)))
                 raise ToolError(
@@ -243,9 +249,11 @@ class ToolDispatcher:
             duration_ms=duration_ms,
             agent_tool_id=offered.agent_tool_id if offered else None,
         )
+        kind = offered.adapter.kind if offered else "unknown"
+        metrics.record_tool_call(kind=kind, outcome=str(status), seconds=elapsed_ms / 1000)
         fields: dict[str, Any] = {
             "tool": call.name[:64],
-            "kind": offered.adapter.kind if offered else "unknown",
+            "kind": kind,
             "status": str(status),
             "durationMs": round(elapsed_ms, 2),
         }

@@ -1,0 +1,215 @@
+"""Metrics an operator can watch, end to end: a real Daphne process (VOICE_ENGINE=realtime against the
+scripted speech-to-speech provider, a webhook tool on loopback, METRICS_TOKEN set and traces sent to a
+scripted OTLP/HTTP receiver) takes a call with a caller turn that calls a tool; then /metrics is
+scraped, the call detail read, the dashboard's call page opened and the received spans decoded."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.test import Client
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agents.models import AgentTool
+from realtime import tokens
+from realtime.tests.loopback import LoopbackReceiver, Reply
+from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
+from realtime.tests.support import DaphneServer, VoiceClient, is_type, start_test_server, stop_test_server
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
+
+METRICS_TOKEN = "scrape-7Qv2-mK9d-Xw4p-Lr8n"
+ANSWER = "Order 3561 shipped yesterday."
+ORDER_NUMBER = {
+    "type": "object",
+    "properties": {"order_number": {"type": "string"}},
+    "required": ["order_number"],
+}
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[ProviderServer]:
+    with ProviderServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def collector() -> Iterator[LoopbackReceiver]:
+    """A scripted OpenTelemetry collector: accepts OTLP/HTTP protobuf exports on /v1/traces."""
+    with LoopbackReceiver(Reply(status=200, body=b"", content_type="application/x-protobuf")).in_thread() as receiver:
+        yield receiver
+
+
+@pytest.fixture(scope="module")
+def server(
+    django_db_setup: Any,
+    django_db_blocker: Any,
+    tmp_path_factory: Any,
+    provider: ProviderServer,
+    collector: LoopbackReceiver,
+) -> Iterator[DaphneServer]:
+    env = {
+        "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
+        "VOICE_ENGINE": "realtime",
+        "REALTIME_PROVIDER_URL": provider.url,
+        "REALTIME_PROVIDER_MODEL": "gpt-realtime-metrics",
+        "REALTIME_PROVIDER_API_KEY": "sk-metrics-e2e",
+        "METRICS_TOKEN": METRICS_TOKEN,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.base,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",  # export spans within 0.1 s (the SDK's default is 5 s)
+    }
+    with django_db_blocker.unblock():
+        started = start_test_server(tmp_path_factory, "metrics", env)
+    yield started
+    with django_db_blocker.unblock():
+        stop_test_server(started)
+
+
+@pytest.fixture
+def hook() -> Iterator[LoopbackReceiver]:
+    with LoopbackReceiver(Reply(json={"message": ANSWER})).in_thread() as receiver:
+        yield receiver
+
+
+def order_desk(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
+    agent = make_agent(
+        owner.organization,
+        name="Olive",
+        status="active",
+        instructions="You help callers with their orders.",
+        greeting_type="static",
+        static_greeting="Thanks for calling.",
+        agent_type="webhook",
+        server_url=hook.url("/hooks/voice"),
+        server_secret="whsec-metrics-e2e",
+    )
+    AgentTool.objects.create(
+        agent=agent, name="check_order_status", description="Look up an order", parameter_schema=ORDER_NUMBER
+    )
+    return agent
+
+
+def scrape(server: DaphneServer, token: str | None = METRICS_TOKEN) -> tuple[int, str]:
+    request = urllib.request.Request(f"{server.http_url}/metrics")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of one sample of the exposition (0 when absent)."""
+    for family in text_string_to_metric_families(text):
+        for found in family.samples:
+            if found.name == name and all(found.labels.get(key) == value for key, value in labels.items()):
+                return found.value
+    return 0.0
+
+
+def spans(collector: LoopbackReceiver) -> list[Any]:
+    found = []
+    for request in list(collector.requests):
+        if request.path != "/v1/traces":
+            continue
+        body = gzip.decompress(request.body) if request.headers.get("content-encoding") == "gzip" else request.body
+        export = ExportTraceServiceRequest.FromString(body)
+        for resource in export.resource_spans:
+            for scope in resource.scope_spans:
+                found.extend(scope.spans)
+    return found
+
+
+async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the_traces(
+    server, provider, collector, owner, make_agent, realtime_settings, hook
+):
+    agent = await sync_to_async(order_desk)(owner, make_agent, hook)
+    status, before = await asyncio.to_thread(scrape, server)
+    assert status == 200, before[:200]
+    token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
+    async with VoiceClient(f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}") as client:
+        first = await client.wait_for(is_type("session.started"), timeout=60)
+        call_id = client.messages[first].message["callId"]
+        await client.send_audio(b"\x00\x00" * 3200)
+        await client.wait_for(is_type("transcript", role="assistant"), timeout=30)  # the greeting
+        _, during = await asyncio.to_thread(scrape, server)
+        assert sample(during, "voiceagent_live_calls", channel="web", engine="realtime") == 1
+        assert sample(during, "voiceagent_live_sessions", channel="web", engine="realtime") == 1
+
+        # One caller turn: the provider calls the tool, then speaks the answer.
+        connection = provider.last
+        provider.script(Say(ANSWER))
+        mark = len(client.messages)
+        call = CallTool("check_order_status", {"order_number": "3561"}, call_id="call_metrics_1")
+        await provider.run(lambda: connection.caller_turn("Where is order 3561?", call))
+        await client.wait_for(is_type("transcript", role="assistant"), after=mark, timeout=30)
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
+
+    status, after = await asyncio.to_thread(scrape, server)
+    assert status == 200
+
+    def counted(name: str, **labels: str) -> float:
+        return sample(after, name, **labels) - sample(before, name, **labels)
+
+    # The caller's turn (not the greeting) in each stage the speech-to-speech engine measures.
+    for stage in ("first_token", "first_audio", "total"):
+        assert counted("voiceagent_turn_latency_seconds_count", stage=stage, engine="realtime") == 1, stage
+    assert counted("voiceagent_turn_latency_seconds_count", stage="recognition", engine="realtime") == 0
+    assert counted("voiceagent_turn_latency_seconds_sum", stage="total", engine="realtime") > 0
+    assert counted("voiceagent_tool_call_duration_seconds_count", kind="webhook", outcome="success") == 1
+    assert sample(after, "voiceagent_live_calls", channel="web", engine="realtime") == 0
+    assert sample(after, "voiceagent_live_sessions", channel="web", engine="realtime") == 0
+    assert sample(after, "voiceagent_event_loop_lag_seconds_count") >= 1
+    assert "voiceagent_rate_limit_refusals_total" in after and "voiceagent_provider_errors_total" in after
+    if os.environ.get("REDIS_URL"):  # the Celery queue's length, read from Redis at scrape time
+        assert sample(after, "voiceagent_task_queue_length", queue="celery") >= 0
+        assert "voiceagent_task_queue_length{" in after
+
+    # The same turn on the call record: p50/p95 per stage in the call detail.
+    response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")
+    latency = response.json()["latency"]
+    assert latency["turns"] == 1
+    assert latency["endOfTurnMs"] is None and latency["recognitionMs"] is None  # inside the provider
+    for key in ("firstTokenMs", "firstAudioMs", "totalMs"):
+        assert set(latency[key]) == {"p50", "p95"} and latency[key]["p50"] == latency[key]["p95"] >= 0
+    assert latency["totalMs"]["p50"] >= latency["firstAudioMs"]["p50"]
+
+    # ... and on the dashboard's call page.
+    def call_page() -> str:
+        browser = Client()
+        browser.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+        return browser.get(f"/admin/calls/call/{call_id}/change/").content.decode()
+
+    page = await sync_to_async(call_page)()
+    assert "Turn latency" in page and "1 answered turn" in page
+    assert f"<td>{latency['totalMs']['p50']}</td><td>{latency['totalMs']['p95']}</td>" in page
+
+    # A trace per call with a span per answered turn.
+    await eventually(lambda: any(span.name == "voice.call" for span in spans(collector)), what="the call's span")
+    received = spans(collector)
+    (call_span,) = [span for span in received if span.name == "voice.call"]
+    turn_spans = [span for span in received if span.name == "voice.turn"]
+    assert len(turn_spans) == 1 and turn_spans[0].parent_span_id == call_span.span_id
+    attributes = {attribute.key: attribute.value for attribute in call_span.attributes}
+    assert attributes["voiceagent.call_id"].string_value == call_id
+    assert attributes["voiceagent.status"].string_value == "completed"
+
+
+def test_the_metrics_endpoint_refuses_a_missing_or_wrong_token(server):
+    assert scrape(server, token=None)[0] == 401
+    assert scrape(server, token="scrape-7Qv2-mK9d-Xw4p-Lr8X")[0] == 401
+    status, body = scrape(server)
+    assert status == 200 and "# TYPE voiceagent_turn_latency_seconds histogram" in body
