@@ -26,6 +26,7 @@ from knowledge.serializers import (
     DocumentFileSerializer,
     DocumentListItemSerializer,
 )
+from voiceagent import metrics
 from voiceagent.api import JsonParser, PublicApiView, content_length
 from voiceagent.errors import ApiError, response_headers
 from voiceagent.fields import parse
@@ -156,6 +157,7 @@ def upload_bound(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
         if request.method != "POST":
             return await run(request, *args, **kwargs)
         if not upload_slots.try_acquire():
+            metrics.record_rate_limit_refusal("uploads")
             limit = settings.KNOWLEDGE_MAX_CONCURRENT_UPLOADS
             error = ApiError.too_many(
                 f"Too many knowledge uploads in progress ({limit} at once per server process); retry shortly.",

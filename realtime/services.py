@@ -19,6 +19,7 @@ from calls.models import Call, CallChannel, CallStatus
 from realtime import tokens
 from realtime.models import UsedSessionToken
 from realtime.selectors import session_agent_get
+from voiceagent import metrics
 from voiceagent.errors import ApiError
 
 logger = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ def call_slot_reserve(*, organization_id: object, channel: str, key: str, expire
         organization = Organization.objects.select_for_update().select_related("plan").get(pk=organization_id)
         limit = organization.plan.max_concurrent_calls
         if limit is not None and live_call_count(organization_id=organization_id, now=now) >= limit:
+            metrics.record_rate_limit_refusal("concurrent_calls")
             raise ConcurrentCallLimitExceeded(limit=limit)
         CallReservation.objects.filter(expires_at__lt=now - timedelta(minutes=5)).delete()
         CallReservation.objects.update_or_create(

@@ -12,6 +12,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.views import APIView
 
 from accounts.models import Organization
+from voiceagent import metrics
 from voiceagent.errors import ApiError
 from voiceagent.throttling import rate_limit_take
 
@@ -74,6 +75,7 @@ def enforce_rate_limit(principal: Any) -> None:
     )
     if not decision.allowed:
         _log_refusal(api_key, plan)
+        metrics.record_rate_limit_refusal("api_key")
         raise ApiError.too_many(
             f"Rate limit exceeded: {plan.api_requests_per_second:g} requests per second per API key "
             f"(bursts up to {plan.api_burst}). Retry after {decision.retry_after} s.",
