@@ -34,7 +34,7 @@ def session_error_response(request: HttpRequest, error: ApiError) -> JsonRespons
     response = JsonResponse(error.body(), status=error.status_code)
     if error.status_code >= 500:
         logger.warning(
-            "%s %s answered %s (server configuration): %s",
+            "%s %s answered %s (server side): %s",
             request.method,
             request.path,
             error.status_code,

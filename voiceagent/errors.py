@@ -9,12 +9,16 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent
+from django.db import OperationalError
 from django.http import Http404, JsonResponse, UnreadablePostError
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import status
 from rest_framework.response import Response
 
 logger = logging.getLogger(__name__)
+
+DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
+DATABASE_RETRY_AFTER_SECONDS = 5
 
 
 class ApiError(Exception):
@@ -137,6 +141,15 @@ def _as_api_error(exc: Exception, context: dict[str, Any] | None = None) -> ApiE
         return ApiError.invalid("The request body could not be read.")
     if isinstance(exc, PermissionDenied):
         return ApiError.forbidden("Permission denied")
+    if isinstance(exc, OperationalError):
+        # The database is unreachable or busy (a restart, a failover, a full pool): the request may be
+        # retried as it is, so a 503 with Retry-After, not a 500 (bench/faults/postgres_restart.py).
+        return ApiError(
+            "The database is unavailable; retry shortly.",
+            status_code=503,
+            code=DATABASE_UNAVAILABLE,
+            extra={"retryAfter": DATABASE_RETRY_AFTER_SECONDS},
+        )
     return None
 
 
@@ -149,11 +162,11 @@ def _unsupported_media_type(exc: drf_exceptions.UnsupportedMediaType, context: d
 
 
 def _log_server_side(error: ApiError, request: Any) -> None:
-    """An ApiError of 5xx is a condition the operator must fix (REALTIME_WS_URL unset, ...), not a bug:
-    one WARNING line says which, instead of the traceback and "Internal Server Error" of a crash."""
+    """An ApiError of 5xx is a condition the operator must fix (REALTIME_WS_URL unset, the database
+    down, ...), not a bug: one WARNING line says which, instead of the traceback of a crash."""
     method = getattr(request, "method", "?")
     path = getattr(request, "path", "?")
-    logger.warning("%s %s answered %s (server configuration): %s", method, path, error.status_code, error.message)
+    logger.warning("%s %s answered %s (server side): %s", method, path, error.status_code, error.message)
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

@@ -78,6 +78,6 @@ def test_refusals_carry_the_services_message(admin_client: Client, ava: Any, set
     # A configuration the operator must fix: one warning line naming it, no error with a traceback.
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
     assert [r.getMessage() for r in caplog.records if r.name == "realtime.demo"] == [
-        f"POST {session_url(ava)} answered 500 (server configuration): {response.json()['error']}"
+        f"POST {session_url(ava)} answered 500 (server side): {response.json()['error']}"
     ]
     assert admin_client.post("/admin/agents/agent/8b7c2f0e-0000-4000-8000-000000000000/talk/session").status_code == 404
