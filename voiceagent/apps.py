@@ -10,7 +10,8 @@ class VoiceagentConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from voiceagent.checks import check_secrets
+        from voiceagent.checks import check_secrets, check_shared_secret_key
 
         # Not tagged `deploy`: every management command (migrate, check) refuses weak secrets in production.
         checks.register(check_secrets, checks.Tags.security)
+        checks.register(check_shared_secret_key, checks.Tags.security, deploy=True)

@@ -87,7 +87,18 @@ def test_the_secret_rules(settings, monkeypatch):
     assert _secret_errors(settings, monkeypatch, SECRET_KEY="k" * 20) == ["voiceagent.E002"]
     assert _secret_errors(settings, monkeypatch, DEBUG=True, REALTIME_TOKEN_SECRET="change-me-too") == []
     monkeypatch.delenv("SECRET_KEY", raising=False)
-    assert _secret_errors(settings, monkeypatch, DATABASE_URL="postgres://u@db/voiceagent") == ["voiceagent.E003"]
+    assert _secret_errors(settings, monkeypatch, DATABASE_URL="postgres://u@db/voiceagent") == []
+
+
+def test_check_deploy_wants_one_secret_key_for_every_process(settings, monkeypatch):
+    from voiceagent.checks import check_shared_secret_key
+
+    settings.DEBUG = False
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    monkeypatch.setenv("DATABASE_URL", "postgres://u@db/voiceagent")
+    assert [error.id for error in check_shared_secret_key()] == ["voiceagent.E003"]
+    monkeypatch.setenv("SECRET_KEY", secrets.token_urlsafe(48))
+    assert check_shared_secret_key() == []
 
 
 def test_every_value_the_docs_show_is_refused(settings, monkeypatch):
