@@ -36,6 +36,7 @@ from calls.models import (
     ToolInvocationStatus,
 )
 from calls.summary import summarize
+from voiceagent import liveness
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,9 @@ def start_call(
         status=CallStatus.ACTIVE,
         started_at=timezone.now(),
         provider_call_id=provider_call_id or None,
+        heartbeat_at=liveness.first_beat(),
     )
+    liveness.hold(Call, call.pk)
     from calls.maintenance import ensure_inprocess_maintenance
 
     ensure_inprocess_maintenance()
@@ -177,6 +180,7 @@ def finish_call(*, call: Call, status: str, latency: dict[str, Any] | None = Non
 
 
 def _finish(*, call_id: UUID, status: str, ended_at: datetime, latency: dict[str, Any] | None = None) -> Call:
+    liveness.release(Call, call_id)
     current = Call.objects.filter(pk=call_id).values("status", "organization_id").first()
     if current is None:
         raise ValueError(f"call {call_id} does not exist")
@@ -226,19 +230,23 @@ def _finish(*, call_id: UUID, status: str, ended_at: datetime, latency: dict[str
 
 
 def call_close_stale(*, idle_for: timedelta | None = None) -> int:
-    """Close as `failed` the active calls left behind by a crashed process: started more than
-    `idle_for` ago (CALLS_STALE_AFTER_SECONDS) and with no message, tool call or model turn since.
-    They end (and are billed) at their last recorded activity. Returns how many were closed."""
+    """Close as `failed` the active calls left behind by a crashed process: those whose process's
+    heartbeat stopped more than LIVENESS_EXPIRY_SECONDS ago (voiceagent/liveness.py), and those without a
+    heartbeat (it was off) started more than `idle_for` ago (CALLS_STALE_AFTER_SECONDS) with no message,
+    tool call or model turn since. They end (and are billed) at their last recorded activity. Returns
+    how many were closed."""
+    now = timezone.now()
     idle_for = idle_for or timedelta(seconds=settings.CALLS_STALE_AFTER_SECONDS)
-    cutoff = timezone.now() - idle_for
+    cutoff = now - idle_for
     recent = Q(occurred_at__gte=cutoff)
-    stale = (
-        Call.objects.filter(status=CallStatus.ACTIVE, started_at__lt=cutoff)
-        .exclude(Exists(CallMessage.objects.filter(recent, call=OuterRef("pk"))))
-        .exclude(Exists(ToolInvocation.objects.filter(call=OuterRef("pk"), created_at__gte=cutoff)))
-        .exclude(Exists(LlmUsage.objects.filter(call=OuterRef("pk"), created_at__gte=cutoff)))
-        .values_list("pk", "started_at")
+    idle = (
+        Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+        & ~Exists(CallMessage.objects.filter(recent, call=OuterRef("pk")))
+        & ~Exists(ToolInvocation.objects.filter(call=OuterRef("pk"), created_at__gte=cutoff))
+        & ~Exists(LlmUsage.objects.filter(call=OuterRef("pk"), created_at__gte=cutoff))
     )
+    orphaned = Q(heartbeat_at__lt=now - timedelta(seconds=settings.LIVENESS_EXPIRY_SECONDS))
+    stale = Call.objects.filter(idle | orphaned, status=CallStatus.ACTIVE).values_list("pk", "started_at")
     closed = 0
     for call_id, started_at in list(stale[:1000]):
         last = [

@@ -40,6 +40,8 @@ class KnowledgeDocument(models.Model):
     pages = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Written by the process ingesting (or queueing) the document (voiceagent/liveness.py).
+    heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         db_table = "knowledge_document"

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
@@ -22,6 +23,7 @@ from knowledge.embeddings import embed, to_bytes
 from knowledge.extraction import extract_upload, looks_binary, normalize
 from knowledge.models import AgentKnowledgeIndex, DocumentStatus, DocumentType, KnowledgeChunk, KnowledgeDocument
 from knowledge.suggest import suggest_description, suggest_name
+from voiceagent import liveness
 from voiceagent.errors import ApiError
 from voiceagent.validation import parse_uuid
 
@@ -149,9 +151,26 @@ def document_ingest(*, document_id: str) -> None:
     # Claim the document: `updated_at` marks when ingestion last started, which the sweep of documents
     # stuck in `processing` (document_fail_stuck) measures from.
     if not KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
-        updated_at=timezone.now()
+        updated_at=timezone.now(), heartbeat_at=liveness.first_beat()
     ):
         return
+    liveness.hold(KnowledgeDocument, document_id)
+    try:
+        _ingest(document_id)
+    finally:
+        liveness.release(KnowledgeDocument, document_id)
+
+
+def document_hold_queued(*, document_id: str) -> None:
+    """A document queued on this process's in-memory ingestion worker: lost with the process, so
+    this process keeps its heartbeat (and the sweep fails it soon after a crash)."""
+    KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
+        heartbeat_at=liveness.first_beat()
+    )
+    liveness.hold(KnowledgeDocument, document_id)
+
+
+def _ingest(document_id: str) -> None:
     document = KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).first()
     if document is None:
         return
@@ -207,14 +226,18 @@ STUCK_ERROR = (
 
 
 def document_fail_stuck(*, older_than: timedelta | None = None) -> int:
-    """Mark `failed` (with STUCK_ERROR) the documents still `processing` whose ingestion started, or
-    whose upload happened, longer ago than KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS: the process that was
-    ingesting them died. One conditional UPDATE, so two sweeping processes cannot race; an ingestion
-    that finishes later finds the document no longer `processing` and stores nothing. Returns the count."""
+    """Mark `failed` (with STUCK_ERROR) the documents still `processing` whose process died: its
+    heartbeat (voiceagent/liveness.py) stopped more than LIVENESS_EXPIRY_SECONDS ago, or, for documents
+    no process holds (queued for a Celery worker), ingestion started or the upload happened longer ago
+    than KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS. One conditional UPDATE, so two sweeping processes cannot
+    race; an ingestion that finishes later finds the document no longer `processing` and stores
+    nothing. Returns the count."""
+    now = timezone.now()
     older_than = older_than or timedelta(seconds=settings.KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS)
+    dead = Q(heartbeat_at__lt=now - timedelta(seconds=settings.LIVENESS_EXPIRY_SECONDS))
     failed = KnowledgeDocument.objects.filter(
-        status=DocumentStatus.PROCESSING, updated_at__lt=timezone.now() - older_than
-    ).update(status=DocumentStatus.FAILED, error=STUCK_ERROR, updated_at=timezone.now())
+        dead | Q(updated_at__lt=now - older_than), status=DocumentStatus.PROCESSING
+    ).update(status=DocumentStatus.FAILED, error=STUCK_ERROR, updated_at=now)
     if failed:
         logger.warning("marked %d knowledge document(s) stuck in processing as failed", failed)
     return failed

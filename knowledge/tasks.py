@@ -19,6 +19,8 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from knowledge import services
+from knowledge.models import KnowledgeDocument
+from voiceagent import liveness
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +37,7 @@ def ingest_document(document_id: str) -> None:
 def ingest_in_background(document_id: str) -> None:
     """Queue the ingestion on this process's background worker (call after the document's commit)."""
     global _pool
+    services.document_hold_queued(document_id=document_id)
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=settings.KNOWLEDGE_INGEST_WORKERS, thread_name_prefix="ingest")
@@ -49,4 +52,5 @@ def _run(document_id: str) -> None:
     except Exception:
         logger.exception("background ingestion of knowledge document %s failed", document_id)
     finally:
+        liveness.release(KnowledgeDocument, document_id)
         connections.close_all()  # this thread's connection only

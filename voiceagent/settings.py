@@ -442,6 +442,17 @@ KNOWLEDGE_SEARCH_CACHE_AGENTS = env.int("KNOWLEDGE_SEARCH_CACHE_AGENTS", default
 KNOWLEDGE_MODEL_CACHE = env.str("KNOWLEDGE_MODEL_CACHE", default="")
 
 # --- upkeep and background ingestion (calls/maintenance.py, knowledge/tasks.py) -------------------
+# Liveness (voiceagent/liveness.py): every process writes a heartbeat on the calls and ingestions it
+# holds; a call or document whose heartbeat is older than the expiry belongs to a dead process and the
+# upkeep sweep closes it (a call `failed` at its last activity). 0 turns the heartbeat off.
+LIVENESS_HEARTBEAT_SECONDS = env.float("LIVENESS_HEARTBEAT_SECONDS", default=15.0)
+LIVENESS_EXPIRY_SECONDS = env.float("LIVENESS_EXPIRY_SECONDS", default=60.0)
+if LIVENESS_HEARTBEAT_SECONDS < 0 or (
+    LIVENESS_HEARTBEAT_SECONDS > 0 and LIVENESS_EXPIRY_SECONDS < 2 * LIVENESS_HEARTBEAT_SECONDS
+):
+    raise ImproperlyConfigured(
+        "LIVENESS_HEARTBEAT_SECONDS must be >= 0 and LIVENESS_EXPIRY_SECONDS at least twice the heartbeat"
+    )
 # Every serving process sweeps once when it starts (stale calls, stuck documents...), then on its timer.
 CALLS_MAINTENANCE_AT_START = env.bool("CALLS_MAINTENANCE_AT_START", default=True)
 # A document still `processing` this long after ingestion last started (or after the upload, when it

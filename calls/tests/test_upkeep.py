@@ -44,3 +44,37 @@ def test_a_failing_job_does_not_stop_the_others(monkeypatch):
     assert done["closedCalls"] == 0 and done["purgedSessionTokens"] == 1
     with pytest.raises(RuntimeError, match="database gone"):
         maintenance.run_maintenance(strict=True)
+
+
+def test_a_call_whose_process_stopped_its_heartbeat_is_failed_and_a_beating_one_is_kept(owner, make_agent, settings):
+    from calls.models import Call, CallMessage
+
+    settings.LIVENESS_EXPIRY_SECONDS = 60
+    agent = make_agent(owner.organization)
+    now = timezone.now()
+
+    def call(*, heartbeat_seconds_ago: float) -> Call:
+        started = now - timedelta(minutes=10)
+        made = Call.objects.create(
+            organization=owner.organization,
+            agent=agent,
+            agent_name=agent.name,
+            channel="web",
+            from_number="web-client",
+            to_number="web-agent",
+            status="active",
+            started_at=started,
+            heartbeat_at=now - timedelta(seconds=heartbeat_seconds_ago),
+        )
+        CallMessage.objects.create(
+            call=made, role="assistant", content="Hello", occurred_at=started + timedelta(seconds=7), sequence=1
+        )
+        return made
+
+    dead, alive = call(heartbeat_seconds_ago=90), call(heartbeat_seconds_ago=20)
+    assert maintenance.run_maintenance()["closedCalls"] == 1
+    dead.refresh_from_db()
+    alive.refresh_from_db()
+    # Well within CALLS_STALE_AFTER_SECONDS (an hour), yet the dead process's call is closed at its last activity.
+    assert (dead.status, dead.duration_seconds) == ("failed", 7)
+    assert alive.status == "active"

@@ -30,8 +30,8 @@ from realtime.tests.support import (
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
 GREETING = "Hello, this is Ava from Acme. How can I help you today?"
-# Timers of the restarted servers: a sweep every second.
-SWEEP = {"CALLS_MAINTENANCE_SECONDS": "1"}
+# A sweep every second; a heartbeat every second, a process silent for 5 s counts as dead.
+SWEEP = {"CALLS_MAINTENANCE_SECONDS": "1", "LIVENESS_HEARTBEAT_SECONDS": "1", "LIVENESS_EXPIRY_SECONDS": "5"}
 
 
 def api(server: DaphneServer, key: str, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
@@ -93,18 +93,12 @@ async def test_a_call_orphaned_by_a_killed_process_is_failed_at_restart_without_
         await sync_to_async(kill)(first)
     await sync_to_async(stop_test_server)(first)
     assert (await sync_to_async(Call.objects.get)(pk=call.pk)).status == "active"
+    last_activity = await sync_to_async(
+        lambda: max(CallMessage.objects.filter(call=call).values_list("occurred_at", flat=True))
+    )()
 
-    # The crash was long ago: move the call's record back past CALLS_STALE_AFTER_SECONDS (an hour).
-    def age() -> Any:
-        shift = timedelta(hours=2)
-        Call.objects.filter(pk=call.pk).update(started_at=call.started_at - shift)
-        for message in CallMessage.objects.filter(call=call):
-            CallMessage.objects.filter(pk=message.pk).update(occurred_at=message.occurred_at - shift)
-        return max(CallMessage.objects.filter(call=call).values_list("occurred_at", flat=True))
-
-    last_activity = await sync_to_async(age)()
-
-    # Restarted, and nobody calls: the start-up sweep closes the orphan.
+    # Restarted, and nobody calls: the sweep closes the orphan once its heartbeat is older than the
+    # expiry (a few seconds here; LIVENESS_EXPIRY_SECONDS).
     second = await sync_to_async(start_test_server)(tmp_path_factory, "restarted", SWEEP)
     try:
 
@@ -112,14 +106,14 @@ async def test_a_call_orphaned_by_a_killed_process_is_failed_at_restart_without_
             detail = api(second, owner.api_key, "GET", f"/public/v1/calls/{call.pk}")
             return detail if detail["status"] != "active" else None
 
-        detail = await sync_to_async(wait_until)(closed, timeout=10, what="the orphan call is still active")
+        detail = await sync_to_async(wait_until)(closed, timeout=20, what="the orphan call is still active")
         assert detail["status"] == "failed"
         assert parse_time(detail["endedAt"]) == last_activity  # ended, and billed, at its last activity
         (greeting,) = detail["messages"]  # transcript kept
         assert greeting["role"] == "assistant" and greeting["content"].endswith(GREETING)
         # Billed for what was used: from the start to the last activity, not to the restart.
         lived = parse_time(detail["endedAt"]) - parse_time(detail["startedAt"])
-        assert detail["durationSeconds"] == int(lived.total_seconds()) < 30
+        assert detail["durationSeconds"] == int(lived.total_seconds()) < 60
         assert not await sync_to_async(Call.objects.exclude(pk=call.pk).exists)()
 
         # A live call of the running server is never closed by its timer; another crash's orphan is,
@@ -128,6 +122,15 @@ async def test_a_call_orphaned_by_a_killed_process_is_failed_at_restart_without_
         async with VoiceClient(f"{second.ws_url}/ws/agents/{ava.pk}/realtime?token={token}") as live:
             await live.wait_for(is_type("session.started"), timeout=60)
             live_call = await sync_to_async(Call.objects.exclude(pk=call.pk).get)()
+            # The live call outlives the expiry: its own process's heartbeat keeps it.
+            await sync_to_async(wait_until)(
+                lambda: (
+                    (beat := Call.objects.get(pk=live_call.pk).heartbeat_at) is not None
+                    and (beat - live_call.started_at).total_seconds() > 6
+                ),
+                timeout=20,
+                what="the live call's heartbeat",
+            )
 
             def orphan() -> Call:
                 other = Call.objects.create(
@@ -138,7 +141,8 @@ async def test_a_call_orphaned_by_a_killed_process_is_failed_at_restart_without_
                     from_number="web-client",
                     to_number="web-agent",
                     status="active",
-                    started_at=live_call.started_at - timedelta(hours=3),
+                    started_at=live_call.started_at - timedelta(minutes=5),
+                    heartbeat_at=live_call.started_at - timedelta(minutes=4),
                 )
                 return other
 
@@ -163,7 +167,7 @@ def test_a_document_whose_ingestion_was_killed_does_not_stay_processing(owner, m
     # The embedded default (no broker) under test, also when the suite runs with REDIS_URL: ingestion on
     # the serving process's background worker (the broker path: knowledge/tests/test_celery_worker.py).
     embedded = {"REDIS_URL": ""}
-    first = start_test_server(tmp_path_factory, "ingesting", embedded)
+    first = start_test_server(tmp_path_factory, "ingesting", {**embedded, **SWEEP})
     try:
         # An upload answers at once; the server's background worker makes the document ready.
         small = api(first, owner.api_key, "POST", path, {"content": "# Parking\n\nVisitors park in bay 12."})
@@ -183,10 +187,8 @@ def test_a_document_whose_ingestion_was_killed_does_not_stay_processing(owner, m
         kill(first)
         stop_test_server(first)
 
-    # Restarted with a short bound for stuck documents: the start-up sweep fails it, with the reason.
-    second = start_test_server(
-        tmp_path_factory, "after-kill", {**embedded, **SWEEP, "KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS": "1"}
-    )
+    # Restarted: the sweep fails it, with the reason, once the dead process's heartbeat expired.
+    second = start_test_server(tmp_path_factory, "after-kill", {**embedded, **SWEEP})
     try:
         item = wait_until_indexed(listed(second), created["id"], timeout=15)
         assert item["status"] == "failed" and item["chunkCount"] == 0
