@@ -233,8 +233,9 @@ def call_close_stale(*, idle_for: timedelta | None = None) -> int:
     """Close as `failed` the active calls left behind by a crashed process: those whose process's
     heartbeat stopped more than LIVENESS_EXPIRY_SECONDS ago (voiceagent/liveness.py), and those without a
     heartbeat (it was off) started more than `idle_for` ago (CALLS_STALE_AFTER_SECONDS) with no message,
-    tool call or model turn since. They end (and are billed) at their last recorded activity. Returns
-    how many were closed."""
+    tool call or model turn since. They end (and are billed) at their last sign of life: the last
+    recorded activity or heartbeat, both written while the call was still held (never after the crash,
+    so never over-billed). Returns how many were closed."""
     now = timezone.now()
     idle_for = idle_for or timedelta(seconds=settings.CALLS_STALE_AFTER_SECONDS)
     cutoff = now - idle_for
@@ -246,10 +247,13 @@ def call_close_stale(*, idle_for: timedelta | None = None) -> int:
         & ~Exists(LlmUsage.objects.filter(call=OuterRef("pk"), created_at__gte=cutoff))
     )
     orphaned = Q(heartbeat_at__lt=now - timedelta(seconds=settings.LIVENESS_EXPIRY_SECONDS))
-    stale = Call.objects.filter(idle | orphaned, status=CallStatus.ACTIVE).values_list("pk", "started_at")
+    stale = Call.objects.filter(idle | orphaned, status=CallStatus.ACTIVE).values_list(
+        "pk", "started_at", "heartbeat_at"
+    )
     closed = 0
-    for call_id, started_at in list(stale[:1000]):
+    for call_id, started_at, heartbeat_at in list(stale[:1000]):
         last = [
+            heartbeat_at,
             CallMessage.objects.filter(call_id=call_id).aggregate(t=Max("occurred_at"))["t"],
             ToolInvocation.objects.filter(call_id=call_id).aggregate(t=Max("created_at"))["t"],
             LlmUsage.objects.filter(call_id=call_id).aggregate(t=Max("created_at"))["t"],

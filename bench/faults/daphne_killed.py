@@ -1,13 +1,13 @@
 """Fault: the Daphne process SIGKILLed mid-call, then started again with no new call.
 
-Opens a browser session and a phone stream on one Daphne process (CALLS_MAINTENANCE_SECONDS and
-CALLS_STALE_AFTER_SECONDS small), talks for a few seconds, kills the process (SIGKILL: no disconnect
-runs, the calls are orphans), starts a new process on the same database, opens no call, and waits
-until the orphans have been idle for CALLS_STALE_AFTER_SECONDS plus one sweep interval. Prints what
-happened to every call: an orphan should end `failed` at its last activity (the upkeep sweep of the
-restarted process), billed no more than the socket lived.
+Opens a browser session and a phone stream on one Daphne process (CALLS_MAINTENANCE_SECONDS small),
+talks for a few seconds, kills the process (SIGKILL: no disconnect runs, the calls are orphans and their
+heartbeat stops), starts a new process on the same database, opens no call, and waits until the
+heartbeat has expired (LIVENESS_EXPIRY_SECONDS) plus one sweep interval. Prints what happened to every
+call: an orphan should end `failed` at its last activity (the upkeep sweep of the restarted process),
+billed no more than the socket lived.
 
-Usage: .venv/bin/python bench/faults/daphne_killed.py [--sweep 5] [--stale 60]
+Usage: .venv/bin/python bench/faults/daphne_killed.py [--sweep 5] [--expiry 60]
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def statuses(sockets: list[Socket]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", type=int, default=5, help="CALLS_MAINTENANCE_SECONDS of the servers")
-    parser.add_argument("--stale", type=int, default=60, help="CALLS_STALE_AFTER_SECONDS (60 at least)")
+    parser.add_argument("--expiry", type=int, default=60, help="LIVENESS_EXPIRY_SECONDS (heartbeat: a quarter)")
     args = parser.parse_args()
 
     from realtime.tests.support import DaphneServer, free_port
@@ -76,7 +76,8 @@ def main() -> None:
         "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
         "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
         "CALLS_MAINTENANCE_SECONDS": str(args.sweep),
-        "CALLS_STALE_AFTER_SECONDS": str(args.stale),
+        "LIVENESS_EXPIRY_SECONDS": str(args.expiry),
+        "LIVENESS_HEARTBEAT_SECONDS": str(args.expiry / 4),
     }
     log = ROOT / "var" / "bench-faults-killed-daphne.log"
     first = DaphneServer(env=server_env, port=port, log_path=log).start()
@@ -88,9 +89,9 @@ def main() -> None:
     restarted = DaphneServer(env=server_env, port=port, log_path=ROOT / "var" / "bench-faults-killed-daphne-2.log")
     restarted.start()
     started = time.monotonic()
-    print(f"daphne started again (no new call); waiting {args.stale} s of idleness + one sweep ({args.sweep} s)")
+    print(f"daphne started again (no new call); waiting for the {args.expiry} s expiry + one sweep ({args.sweep} s)")
     try:
-        deadline = max(socket.opened for socket in sockets) + args.stale + 2 * args.sweep + 5
+        deadline = started + args.expiry + 2 * args.sweep + 5
         while time.monotonic() < deadline and "active" in statuses(sockets):
             time.sleep(1)
         waited = time.monotonic() - started

@@ -75,6 +75,8 @@ def test_a_call_whose_process_stopped_its_heartbeat_is_failed_and_a_beating_one_
     assert maintenance.run_maintenance()["closedCalls"] == 1
     dead.refresh_from_db()
     alive.refresh_from_db()
-    # Well within CALLS_STALE_AFTER_SECONDS (an hour), yet the dead process's call is closed at its last activity.
-    assert (dead.status, dead.duration_seconds) == ("failed", 7)
+    # Well within CALLS_STALE_AFTER_SECONDS (an hour), yet the dead process's call is closed, at its last
+    # sign of life: the heartbeat, later than its last message.
+    assert (dead.status, dead.ended_at) == ("failed", dead.heartbeat_at)
+    assert dead.duration_seconds == 10 * 60 - 90
     assert alive.status == "active"

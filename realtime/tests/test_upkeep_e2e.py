@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
 from calls.models import Call, CallMessage
 from realtime import tokens
@@ -91,11 +92,14 @@ async def test_a_call_orphaned_by_a_killed_process_is_failed_at_restart_without_
             lambda: CallMessage.objects.filter(call=call).exists(), timeout=30, what="greeting stored"
         )
         await sync_to_async(kill)(first)
+        killed_at = timezone.now()
     await sync_to_async(stop_test_server)(first)
-    assert (await sync_to_async(Call.objects.get)(pk=call.pk)).status == "active"
+    orphan = await sync_to_async(Call.objects.get)(pk=call.pk)
+    assert orphan.status == "active"
     last_activity = await sync_to_async(
         lambda: max(CallMessage.objects.filter(call=call).values_list("occurred_at", flat=True))
     )()
+    last_sign_of_life = max(last_activity, orphan.heartbeat_at)
 
     # Restarted, and nobody calls: the sweep closes the orphan once its heartbeat is older than the
     # expiry (a few seconds here; LIVENESS_EXPIRY_SECONDS).
@@ -108,10 +112,11 @@ async def test_a_call_orphaned_by_a_killed_process_is_failed_at_restart_without_
 
         detail = await sync_to_async(wait_until)(closed, timeout=20, what="the orphan call is still active")
         assert detail["status"] == "failed"
-        assert parse_time(detail["endedAt"]) == last_activity  # ended, and billed, at its last activity
+        # Ended, and billed, at its last sign of life (its last heartbeat or message), never after the crash.
+        assert parse_time(detail["endedAt"]) == last_sign_of_life <= killed_at
         (greeting,) = detail["messages"]  # transcript kept
         assert greeting["role"] == "assistant" and greeting["content"].endswith(GREETING)
-        # Billed for what was used: from the start to the last activity, not to the restart.
+        # Billed for what was used: from the start to the last sign of life, not to the restart.
         lived = parse_time(detail["endedAt"]) - parse_time(detail["startedAt"])
         assert detail["durationSeconds"] == int(lived.total_seconds()) < 60
         assert not await sync_to_async(Call.objects.exclude(pk=call.pk).exists)()
