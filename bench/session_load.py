@@ -271,6 +271,14 @@ def serve_provider(control_port: int) -> None:
         async def info(request: web.Request) -> web.Response:
             return web.json_response({"url": provider.url, "connections": len(provider.connections)})
 
+        async def wait(request: web.Request) -> web.Response:
+            known = int(request.match_info["known"])
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 60
+            while len(provider.connections) <= known and loop.time() < deadline:
+                await asyncio.sleep(0.005)
+            return web.json_response({"connections": len(provider.connections)})
+
         async def turn(request: web.Request) -> web.Response:
             connection = provider.connections[int(request.match_info["index"])]
             known = len(connection.first_audio_times)
@@ -283,6 +291,7 @@ def serve_provider(control_port: int) -> None:
 
         app = web.Application()
         app.router.add_get("/info", info)
+        app.router.add_get("/wait/{known}", wait)
         app.router.add_post("/turn/{index}", turn)
         app.router.add_get("/times/{index}", times)
         runner = web.AppRunner(app, access_log=None)
@@ -317,6 +326,10 @@ class RemoteProvider:
     async def connections(self) -> int:
         return (await self.http.get("/info")).json()["connections"]
 
+    async def wait(self, known: int) -> int:
+        """The number of connections once there are more than `known` (or after 60 s)."""
+        return (await self.http.get(f"/wait/{known}")).json()["connections"]
+
     async def turn(self, index: int) -> int:
         response = await self.http.post(f"/turn/{index}")
         response.raise_for_status()
@@ -348,6 +361,7 @@ def mic_frames(frame_ms: int) -> tuple[str, str]:
 class Caller:
     index: int
     speaking: bool = False
+    holding: bool = False  # done talking, waiting for the others to open: the microphone sends silence
     client: object = None
     connection: int = -1  # its provider connection's index
     greeted_at: float = 0.0
@@ -414,7 +428,7 @@ class Load:
             for caller in list(self.open):
                 if caller.index % slots != tick % slots or caller.client.closed:  # type: ignore[attr-defined]
                     continue
-                if not caller.speaking and self.args.mic == "turns":
+                if not caller.speaking and not caller.holding and self.args.mic == "turns":
                     continue
                 caller.sent.append(time.monotonic())
                 try:
@@ -427,22 +441,18 @@ class Load:
     async def open_one(self, http: httpx.AsyncClient, caller: Caller) -> None:
         from realtime.tests.support import VoiceClient
 
+        response = await http.post(f"/public/v1/agents/{self.agent_id}/realtime-sessions")
+        if not response.is_success:
+            raise RuntimeError(f"POST realtime-sessions answered {response.status_code}: {response.text[:200]}")
         async with self.opening:
-            response = await http.post(f"/public/v1/agents/{self.agent_id}/realtime-sessions")
-            if not response.is_success:
-                raise RuntimeError(f"POST realtime-sessions answered {response.status_code}: {response.text[:200]}")
             known = await self.provider.connections()
             caller.client = VoiceClient(response.json()["websocketUrl"], on_message=caller.on_message)
             caller.expect_answer()
             await caller.client.__aenter__()  # type: ignore[attr-defined]
             # The engine connects to the provider before it says session.started; its greeting is the
             # connection's first response.
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 60
-            while await self.provider.connections() <= known:
-                if loop.time() > deadline or caller.client.closed:  # type: ignore[attr-defined]
-                    raise RuntimeError("the engine did not connect to the provider")
-                await asyncio.sleep(0.02)
+            if await self.provider.wait(known) <= known:
+                raise RuntimeError("the engine did not connect to the provider")
             caller.connection = known
         self.open.append(caller)
         caller.greeted_at = await caller.answered(60)
@@ -464,7 +474,9 @@ class Load:
             caller.turn_latency.append((arrived - ended) * 1000)
             await caller.said(30)
             await asyncio.sleep(args.pause_ms / 1000)
-        # Hang up only once all N have been open at once (the ramp is over).
+        # Hang up only once all N have been open at once (the ramp is over); until then the microphone
+        # streams silence, as an open browser page does (and the server's input-idle timer wants).
+        caller.holding = True
         await self.all_open.wait()
         if caller in self.open:
             self.open.remove(caller)
@@ -504,6 +516,11 @@ class Load:
             if caller.client is not None:
                 await caller.client.__aexit__(None, None, None)  # type: ignore[attr-defined]
 
+    def other_cpu(self) -> tuple[float, float]:
+        """CPU seconds of the provider process and of this one (the clients)."""
+        mine = os.times()
+        return cpu_seconds([self.provider.process.pid]), mine.user + mine.system  # type: ignore[attr-defined]
+
     async def run(self, pid: int) -> dict:
         args = self.args
         headers = {"Authorization": f"Bearer {self.api_key}"}
@@ -516,6 +533,7 @@ class Load:
             lag_before = await scrape_lag(probe, token)
             response_lag: list[float] = []
             rss_before, cpu_before, wall_before = rss_bytes(pid), cpu_seconds([pid]), time.monotonic()
+            others_before = self.other_cpu()
             microphones = asyncio.create_task(self.microphones())
             prober = asyncio.create_task(probe_response_lag(probe, response_lag, self.failures))
             tasks = []
@@ -534,6 +552,7 @@ class Load:
             self.all_open.set()
             await asyncio.gather(*tasks)
             cpu, wall = cpu_seconds([pid]) - cpu_before, time.monotonic() - wall_before
+            others = [after - before for after, before in zip(self.other_cpu(), others_before, strict=True)]
             prober.cancel()
             microphones.cancel()
             lag_after = await scrape_lag(probe, token)
@@ -549,6 +568,7 @@ class Load:
             "open": open_count,
             "rss": (rss_before, rss_open, rss_after),
             "cpu": cpu,
+            "others": others,
             "wall": wall,
             "lag": lag,
             "response_lag": response_lag,
@@ -666,6 +686,13 @@ def report(args: argparse.Namespace, load: Load, result: dict, statuses: dict[st
     print(
         f"server CPU: {result['cpu']:.1f} s over {result['wall']:.1f} s "
         f"({100 * result['cpu'] / result['wall']:.0f} % of one core; {result['cpu'] / n:.2f} s per session)"
+    )
+    provider_cpu, client_cpu = result["others"]
+    print(
+        f"bench CPU over the same time: the scripted provider {provider_cpu:.1f} s "
+        f"({100 * provider_cpu / result['wall']:.0f} %), the clients {client_cpu:.1f} s "
+        f"({100 * client_cpu / result['wall']:.0f} %); load average at the end {os.getloadavg()[0]:.1f} "
+        "(other work on the machine included)"
     )
     lag = result["lag"]
     if isinstance(lag, dict) and lag["count"]:
