@@ -127,8 +127,13 @@ def raise_plan_limits(plan: object) -> list[str]:
     return raised
 
 
-def seed(env: dict[str, str]) -> tuple[str, str, list[str]]:
-    """Migrate the bench database; an organization on the agency plan with one active agent."""
+def marker(index: int) -> str:
+    return f"(bench caller {index}.)"
+
+
+def seed(env: dict[str, str], agents: int) -> tuple[list[str], str, list[str]]:
+    """Migrate the bench database; an organization on the agency plan with one active agent per caller
+    (its instructions carry marker(i): the provider tells which connection is whose by its session.update)."""
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
     import django
@@ -143,27 +148,43 @@ def seed(env: dict[str, str]) -> tuple[str, str, list[str]]:
     call_command("migrate", verbosity=0)
     organization, issued = organization_create(name="Session load bench", plan_code="agency")
     raised = raise_plan_limits(organization.plan)
-    agent = Agent.objects.create(
-        organization=organization,
-        name="Ava",
-        status="active",
-        identity="Ava, the assistant of the Acme shop",
-        instructions="Answer questions about orders.",
-        greeting_type="static",
-        static_greeting=GREETING,
-        updated_at=timezone.now(),
+    now = timezone.now()
+    created = Agent.objects.bulk_create(
+        [
+            Agent(
+                organization=organization,
+                name=f"Ava {index}",
+                status="active",
+                identity="Ava, the assistant of the Acme shop",
+                instructions=f"Answer questions about orders. {marker(index)}",
+                greeting_type="static",
+                static_greeting=GREETING,
+                updated_at=now,
+            )
+            for index in range(agents)
+        ]
     )
-    return str(agent.pk), issued.raw_key, raised
+    ids = (
+        [str(agent.pk) for agent in created]
+        if created[0].pk
+        else [
+            str(pk)
+            for pk in Agent.objects.filter(organization=organization)
+            .order_by("created_at", "name")
+            .values_list("pk", flat=True)
+        ]
+    )
+    return ids, issued.raw_key, raised
 
 
-def call_statuses(agent_id: str) -> dict[str, int]:
+def call_statuses() -> dict[str, int]:
     from django.db import connection
     from django.db.models import Count
 
     from calls.models import Call
 
     connection.close()  # the server wrote them: a fresh connection
-    rows = Call.objects.filter(agent_id=agent_id).values("status").annotate(n=Count("id"))
+    rows = Call.objects.filter(organization__name="Session load bench").values("status").annotate(n=Count("id"))
     return {row["status"]: row["n"] for row in rows}
 
 
@@ -279,6 +300,18 @@ def serve_provider(control_port: int) -> None:
                 await asyncio.sleep(0.005)
             return web.json_response({"connections": len(provider.connections)})
 
+        async def find(request: web.Request) -> web.Response:
+            """The index of the connection whose session.update carries the marker (long poll, 60 s)."""
+            wanted = request.query["marker"]
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 60
+            while loop.time() < deadline:
+                for index, connection in enumerate(provider.connections):
+                    if wanted in json.dumps(connection.session):
+                        return web.json_response({"index": index})
+                await asyncio.sleep(0.02)
+            return web.json_response({"index": -1})
+
         async def turn(request: web.Request) -> web.Response:
             connection = provider.connections[int(request.match_info["index"])]
             known = len(connection.first_audio_times)
@@ -292,6 +325,7 @@ def serve_provider(control_port: int) -> None:
         app = web.Application()
         app.router.add_get("/info", info)
         app.router.add_get("/wait/{known}", wait)
+        app.router.add_get("/find", find)
         app.router.add_post("/turn/{index}", turn)
         app.router.add_get("/times/{index}", times)
         runner = web.AppRunner(app, access_log=None)
@@ -329,6 +363,9 @@ class RemoteProvider:
     async def wait(self, known: int) -> int:
         """The number of connections once there are more than `known` (or after 60 s)."""
         return (await self.http.get(f"/wait/{known}")).json()["connections"]
+
+    async def find(self, index: int) -> int:
+        return (await self.http.get("/find", params={"marker": marker(index)})).json()["index"]
 
     async def turn(self, index: int) -> int:
         response = await self.http.post(f"/turn/{index}")
@@ -402,16 +439,17 @@ class Caller:
 
 
 class Load:
-    def __init__(self, args: argparse.Namespace, provider: object, base_url: str, api_key: str, agent_id: str):
+    def __init__(
+        self, args: argparse.Namespace, provider: RemoteProvider, base_url: str, api_key: str, agent_ids: list[str]
+    ):
         self.args = args
         self.provider = provider
         self.base_url = base_url
         self.api_key = api_key
-        self.agent_id = agent_id
+        self.agent_ids = agent_ids
         self.silence, self.speech = mic_frames(args.frame_ms)
         self.callers: list[Caller] = []
         self.open: list[Caller] = []  # callers whose microphone streams
-        self.opening = asyncio.Lock()  # one socket at a time: its provider connection is the next one
         self.all_open = asyncio.Event()
         self.failures: list[str] = []
 
@@ -441,19 +479,17 @@ class Load:
     async def open_one(self, http: httpx.AsyncClient, caller: Caller) -> None:
         from realtime.tests.support import VoiceClient
 
-        response = await http.post(f"/public/v1/agents/{self.agent_id}/realtime-sessions")
+        response = await http.post(f"/public/v1/agents/{self.agent_ids[caller.index]}/realtime-sessions")
         if not response.is_success:
             raise RuntimeError(f"POST realtime-sessions answered {response.status_code}: {response.text[:200]}")
-        async with self.opening:
-            known = await self.provider.connections()
-            caller.client = VoiceClient(response.json()["websocketUrl"], on_message=caller.on_message)
-            caller.expect_answer()
-            await caller.client.__aenter__()  # type: ignore[attr-defined]
-            # The engine connects to the provider before it says session.started; its greeting is the
-            # connection's first response.
-            if await self.provider.wait(known) <= known:
-                raise RuntimeError("the engine did not connect to the provider")
-            caller.connection = known
+        caller.client = VoiceClient(response.json()["websocketUrl"], on_message=caller.on_message)
+        caller.expect_answer()
+        await caller.client.__aenter__()  # type: ignore[attr-defined]
+        # Its provider connection: the one whose instructions carry this caller's marker. Its greeting
+        # is that connection's first response.
+        caller.connection = await self.provider.find(caller.index)
+        if caller.connection < 0:
+            raise RuntimeError("the engine did not connect to the provider")
         self.open.append(caller)
         caller.greeted_at = await caller.answered(60)
         await caller.said(60)
@@ -540,17 +576,25 @@ class Load:
             self.callers = [Caller(index) for index in range(args.sessions)]
             loop = asyncio.get_running_loop()
             ramp_start = loop.time()
+            deadline = ramp_start + args.deadline_s
             for caller in self.callers:
                 await asyncio.sleep(max(0.0, ramp_start + caller.index * args.ramp_s / args.sessions - loop.time()))
                 tasks.append(asyncio.create_task(self.run_caller(caller, http)))
             # The ramp is over once every socket is open and greeted (or failed).
             while not all(t.done() or c.greeted_at > 0 for c, t in zip(self.callers, tasks, strict=True)):
+                if loop.time() > deadline:
+                    break
                 await asyncio.sleep(0.1)
             ramp_seconds = loop.time() - ramp_start
             rss_open = rss_bytes(pid)
             open_count = sum(1 for c in self.callers if c.client is not None and not c.client.closed)  # type: ignore[attr-defined]
             self.all_open.set()
-            await asyncio.gather(*tasks)
+            _, unfinished = await asyncio.wait(tasks, timeout=max(0.0, deadline - loop.time()))
+            for task in unfinished:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if unfinished:
+                self.failures.append(f"{len(unfinished)} sessions unfinished at the deadline (--deadline-s)")
             cpu, wall = cpu_seconds([pid]) - cpu_before, time.monotonic() - wall_before
             others = [after - before for after, before in zip(self.other_cpu(), others_before, strict=True)]
             prober.cancel()
@@ -575,12 +619,14 @@ class Load:
         }
 
 
-async def warm_up(provider: object, base_url: str, api_key: str, agent_id: str, args: argparse.Namespace) -> None:
+async def warm_up(
+    provider: RemoteProvider, base_url: str, api_key: str, agent_ids: list[str], args: argparse.Namespace
+) -> None:
     """One session of one turn: the server's imports and first connections are not in the figures."""
     warm = argparse.Namespace(**{**vars(args), "sessions": 1, "turns": 1, "ramp_s": 0})
-    load = Load(warm, provider, base_url, api_key, agent_id)
+    load = Load(warm, provider, base_url, api_key, agent_ids)
     microphones = asyncio.create_task(load.microphones())
-    caller = Caller(0)
+    caller = Caller(args.sessions)  # the agent after the callers' ones
     load.all_open.set()
     async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {api_key}"}) as http:
         await load.run_caller(caller, http)
@@ -604,7 +650,7 @@ async def main_async(args: argparse.Namespace) -> None:
     provider = await RemoteProvider().start()
     try:
         env = bench_env(provider.url)
-        agent_id, api_key, raised = await asyncio.to_thread(seed, env)
+        agent_ids, api_key, raised = await asyncio.to_thread(seed, env, args.sessions + 1)
         port = free_port()
         server = DaphneServer(
             env={**env, "REALTIME_WS_URL": f"ws://127.0.0.1:{port}"},
@@ -621,12 +667,12 @@ async def main_async(args: argparse.Namespace) -> None:
                 f"VOICE_ENGINE=realtime against the scripted provider on loopback; {os.cpu_count()} CPUs; "
                 f"plan limits lifted for the bench: {', '.join(raised) or 'none on the plan'}"
             )
-            await warm_up(provider, server.http_url, api_key, agent_id, args)
-            load = Load(args, provider, server.http_url, api_key, agent_id)
-            result = await asyncio.wait_for(load.run(pid), args.deadline_s)
+            await warm_up(provider, server.http_url, api_key, agent_ids, args)
+            load = Load(args, provider, server.http_url, api_key, agent_ids)
+            result = await asyncio.wait_for(load.run(pid), args.deadline_s + 120)
         finally:
             await asyncio.to_thread(server.stop)
-        statuses = await asyncio.to_thread(call_statuses, agent_id)
+        statuses = await asyncio.to_thread(call_statuses)
     finally:
         await provider.stop()
     report(args, load, result, statuses)
