@@ -43,6 +43,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import secrets
 import statistics
 import subprocess
@@ -102,9 +103,11 @@ def ensure_postgres_database(url: str) -> None:
 
 
 def raise_plan_limits(plan: object) -> list[str]:
-    """Lift the bench plan's limits on concurrent sessions and API request rates, if the plan has such
-    fields (issue 17 adds them): the bench measures the engine, not the limiter. Empty (None) means
-    unlimited where the field allows it, otherwise a number no bench reaches."""
+    """Lift the bench plan's limits on concurrent calls and API request rates, where the plan has such
+    fields (docs/limits.md: max_concurrent_calls, api_requests_per_second, api_burst; the agency plan
+    allows 100 live calls and 100 requests/s per key): the bench measures the service, not the limiter,
+    which still runs. Empty (None) means unlimited where the field allows it, otherwise a number no
+    bench reaches. Only the bench's own database is changed."""
     raised = []
     for model_field in plan._meta.concrete_fields:  # type: ignore[attr-defined]
         name = model_field.name
@@ -288,6 +291,7 @@ def serve_provider(control_port: int) -> None:
 
     async def run() -> None:
         provider = await ProviderServer().astart()
+        indexed: dict[str, int] = {}  # the marker in a connection's instructions -> its index
 
         async def info(request: web.Request) -> web.Response:
             return web.json_response({"url": provider.url, "connections": len(provider.connections)})
@@ -306,11 +310,26 @@ def serve_provider(control_port: int) -> None:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 60
             while loop.time() < deadline:
-                for index, connection in enumerate(provider.connections):
-                    if wanted in json.dumps(connection.session):
-                        return web.json_response({"index": index})
-                await asyncio.sleep(0.02)
+                if wanted in indexed:
+                    return web.json_response({"index": indexed[wanted]})
+                await asyncio.sleep(0.05)
             return web.json_response({"index": -1})
+
+        async def scan() -> None:
+            """Each connection is read once, after its first session.update: marker -> index."""
+            unread = 0
+            waiting: list[int] = []
+            while True:
+                waiting.extend(range(unread, len(provider.connections)))
+                unread = len(provider.connections)
+                for index in list(waiting):
+                    instructions = str(provider.connections[index].session.get("instructions") or "")
+                    if instructions:
+                        waiting.remove(index)
+                        found = re.search(r"\(bench caller \d+\.\)", instructions)
+                        if found:
+                            indexed[found.group(0)] = index
+                await asyncio.sleep(0.02)
 
         async def turn(request: web.Request) -> web.Response:
             connection = provider.connections[int(request.match_info["index"])]
@@ -331,7 +350,7 @@ def serve_provider(control_port: int) -> None:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", control_port).start()
-        await asyncio.Event().wait()
+        await scan()
 
     asyncio.run(run())
 
