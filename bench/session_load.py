@@ -429,6 +429,7 @@ class Caller:
     turn_latency: list[float] = field(default_factory=list)  # ms, end of caller audio -> first output_audio
     relays: list[float] = field(default_factory=list)
     completed: bool = False
+    step: str = "creating the session"
     _audio: asyncio.Future | None = None
     _said: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -506,11 +507,14 @@ class Load:
         await caller.client.__aenter__()  # type: ignore[attr-defined]
         # Its provider connection: the one whose instructions carry this caller's marker. Its greeting
         # is that connection's first response.
+        caller.step = "waiting for the engine's provider connection"
         caller.connection = await self.provider.find(caller.index)
         if caller.connection < 0:
             raise RuntimeError("the engine did not connect to the provider")
         self.open.append(caller)
+        caller.step = "waiting for the greeting's audio"
         caller.greeted_at = await caller.answered(60)
+        caller.step = "waiting for the greeting's end"
         await caller.said(60)
 
     async def converse(self, caller: Caller, http: httpx.AsyncClient) -> None:
@@ -523,10 +527,13 @@ class Load:
             # The end of the caller's audio: the last speech frame was sent one frame ago at most.
             ended = time.monotonic()
             caller.expect_answer()
+            caller.step = "ending a turn at the provider"
             known = await self.provider.turn(caller.connection)
+            caller.step = "waiting for the answer's audio"
             arrived = await caller.answered(30)
             caller.arrivals.append((known, ended, arrived))
             caller.turn_latency.append((arrived - ended) * 1000)
+            caller.step = "waiting for the answer's end"
             await caller.said(30)
             await asyncio.sleep(args.pause_ms / 1000)
         # Hang up only once all N have been open at once (the ramp is over); until then the microphone
@@ -546,10 +553,14 @@ class Load:
             await asyncio.sleep(0.2)
         caller.greeting = (caller.greeted_at - first_audio[0]) * 1000
         caller.answers = [(arrived - first_audio[known]) * 1000 for known, _, arrived in caller.arrivals]
-        if len(arrivals) < len(caller.sent) - 1:
+        if len(arrivals) != len(caller.sent) - 1:
+            # Frames lost on the way (the engine drops caller audio when the provider socket does not
+            # keep up): sends and arrivals can no longer be paired, so no relay figures for this caller.
             caller.errors.append(f"{len(caller.sent) - 1 - len(arrivals)} audio frames never reached the provider")
-        pairs = list(zip(caller.sent[len(caller.sent) - len(arrivals) :], arrivals, strict=False))
-        caller.relays = [(arrived - sent) * 1000 for sent, arrived in pairs]
+        else:
+            pairs = list(zip(caller.sent[1:], arrivals, strict=True))
+            caller.relays = [(arrived - sent) * 1000 for sent, arrived in pairs]
+        caller.step = "hanging up"
         await caller.client.send({"type": "stop"})  # type: ignore[attr-defined]
         code = await caller.client.wait_closed(30)  # type: ignore[attr-defined]
         if code == 1000:
@@ -562,9 +573,9 @@ class Load:
             await self.converse(caller, http)
         except Exception as exc:  # noqa: BLE001 - every failure is counted and printed
             if caller.client is not None and caller.client.closed:  # type: ignore[attr-defined]
-                caller.errors.append(f"socket closed ({caller.client.close_code}): {type(exc).__name__}")  # type: ignore[attr-defined]
+                caller.errors.append(f"socket closed ({caller.client.close_code}) {caller.step}: {type(exc).__name__}")  # type: ignore[attr-defined]
             else:
-                caller.errors.append(f"{type(exc).__name__}: {exc}")
+                caller.errors.append(f"{type(exc).__name__} {caller.step}: {exc}")
         finally:
             if caller in self.open:
                 self.open.remove(caller)
