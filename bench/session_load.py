@@ -540,12 +540,14 @@ class Load:
         # streams silence, as an open browser page does (and the server's input-idle timer wants).
         caller.holding = True
         await self.all_open.wait()
+        # Callers hang up spread over --hangup-s, as real ones do (not all in the same instant).
+        await asyncio.sleep(args.hangup_s * caller.index / args.sessions)
         if caller in self.open:
             self.open.remove(caller)
         # Every frame sent reaches the provider, but the resampler's first: wait for them, then pair
         # sends and arrivals from the end (as s2s_overhead.py does).
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 10
+        deadline = loop.time() + 30
         while True:
             first_audio, arrivals = await self.provider.times(caller.connection)
             if len(arrivals) >= len(caller.sent) - 1 or loop.time() > deadline:
@@ -562,7 +564,7 @@ class Load:
             caller.relays = [(arrived - sent) * 1000 for sent, arrived in pairs]
         caller.step = "hanging up"
         await caller.client.send({"type": "stop"})  # type: ignore[attr-defined]
-        code = await caller.client.wait_closed(30)  # type: ignore[attr-defined]
+        code = await caller.client.wait_closed(60)  # type: ignore[attr-defined]
         if code == 1000:
             caller.completed = True
         else:
@@ -700,6 +702,11 @@ async def main_async(args: argparse.Namespace) -> None:
             await warm_up(provider, server.http_url, api_key, agent_ids, args)
             load = Load(args, provider, server.http_url, api_key, agent_ids)
             result = await asyncio.wait_for(load.run(pid), args.deadline_s + 120)
+            # The server closes each call record after its socket: give it up to 60 s before stopping it.
+            for _ in range(120):
+                if not (await asyncio.to_thread(call_statuses)).get("active"):
+                    break
+                await asyncio.sleep(0.5)
         finally:
             await asyncio.to_thread(server.stop)
         statuses = await asyncio.to_thread(call_statuses)
@@ -725,7 +732,7 @@ def report(args: argparse.Namespace, load: Load, result: dict, statuses: dict[st
         kinds[error[:120]] = kinds.get(error[:120], 0) + 1
     for kind, count in sorted(kinds.items(), key=lambda item: -item[1])[:10]:
         print(f"  {count} x {kind}")
-    print(f"call records (warm-up included): {statuses}")
+    print(f"call records after the run (warm-up included; the server had up to 60 s to close them): {statuses}")
     print(
         "  "
         + line(
@@ -798,6 +805,7 @@ def main() -> None:
     )
     parser.add_argument("--speech-ms", type=int, default=1500, help="caller speech per turn")
     parser.add_argument("--pause-ms", type=int, default=1000, help="pause after each answer")
+    parser.add_argument("--hangup-s", type=float, default=10.0, help="callers hang up spread over this")
     parser.add_argument("--frame-ms", type=int, default=20, help="microphone frame (the browser client: 20)")
     parser.add_argument("--deadline-s", type=float, default=300.0, help="stop after this, whatever happens")
     parser.add_argument("--serve-provider", type=int, default=0, help=argparse.SUPPRESS)
