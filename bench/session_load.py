@@ -655,7 +655,7 @@ async def warm_up(
     provider: RemoteProvider, base_url: str, api_key: str, agent_ids: list[str], args: argparse.Namespace
 ) -> None:
     """One session of one turn: the server's imports and first connections are not in the figures."""
-    warm = argparse.Namespace(**{**vars(args), "sessions": 1, "turns": 1, "ramp_s": 0})
+    warm = argparse.Namespace(**{**vars(args), "sessions": 1, "turns": 1, "ramp_s": 0, "hangup_s": 0})
     load = Load(warm, provider, base_url, api_key, agent_ids)
     microphones = asyncio.create_task(load.microphones())
     caller = Caller(args.sessions)  # the agent after the callers' ones
