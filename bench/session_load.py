@@ -14,7 +14,9 @@ frames, one ticker for every microphone).
      the provider answers at once with a scripted tone (0.9 s), then --pause-ms. With --mic turns
      (the default) frames are sent only while the caller speaks; with --mic continuous silence is sent
      in between, as the browser client does (about 2.5 times the frames);
-  3. hang up: each sends `stop` after its last answer, once all N have been open at once.
+  3. hang up: each sends `stop` after its last answer, once all N have been open at once (streaming
+     silence while it waits), the hang-ups spread over --hangup-s; the server then gets up to 60 s to
+     close the call records before it is stopped.
 
 It prints: sessions started / completed (closed 1000 after `stop`, call record `completed`), errors
 (any `error` message, unexpected close, REST failure or timeout: must be 0), the engine's added latency
