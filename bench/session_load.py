@@ -284,7 +284,8 @@ async def probe_response_lag(http: httpx.AsyncClient, samples: list[float], fail
 # --- the provider, in a process of its own ----------------------------------------------------
 def serve_provider(control_port: int) -> None:
     """The scripted provider on loopback, and a control endpoint for this script: GET /info (the
-    provider's URL and its number of connections), POST /turn/{i} (connection i's caller ends a turn;
+    provider's URL and its number of connections), GET /find?marker= (the index of the connection
+    whose instructions carry a caller's marker), POST /turn/{i} (connection i's caller ends a turn;
     the provider answers with ANSWER; returns the index of that answer's first-audio timestamp),
     GET /times/{i} (connection i's first-audio and append timestamps, time.monotonic())."""
     from aiohttp import web
@@ -297,14 +298,6 @@ def serve_provider(control_port: int) -> None:
 
         async def info(request: web.Request) -> web.Response:
             return web.json_response({"url": provider.url, "connections": len(provider.connections)})
-
-        async def wait(request: web.Request) -> web.Response:
-            known = int(request.match_info["known"])
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 60
-            while len(provider.connections) <= known and loop.time() < deadline:
-                await asyncio.sleep(0.005)
-            return web.json_response({"connections": len(provider.connections)})
 
         async def find(request: web.Request) -> web.Response:
             """The index of the connection whose session.update carries the marker (long poll, 60 s)."""
@@ -345,7 +338,6 @@ def serve_provider(control_port: int) -> None:
 
         app = web.Application()
         app.router.add_get("/info", info)
-        app.router.add_get("/wait/{known}", wait)
         app.router.add_get("/find", find)
         app.router.add_post("/turn/{index}", turn)
         app.router.add_get("/times/{index}", times)
@@ -377,13 +369,6 @@ class RemoteProvider:
                 if loop.time() > deadline or self.process.poll() is not None:
                     raise RuntimeError("the provider process did not start") from None
                 await asyncio.sleep(0.1)
-
-    async def connections(self) -> int:
-        return (await self.http.get("/info")).json()["connections"]
-
-    async def wait(self, known: int) -> int:
-        """The number of connections once there are more than `known` (or after 60 s)."""
-        return (await self.http.get(f"/wait/{known}")).json()["connections"]
 
     async def find(self, index: int) -> int:
         return (await self.http.get("/find", params={"marker": marker(index)})).json()["index"]
