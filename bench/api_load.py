@@ -12,7 +12,16 @@ seeds an organization with 1,000 agents, and measures latency (sequential reques
                                bench/calls_bench.py in a second organization; --skip-calls leaves it out)
 It prints p50/p95 latency, requests/s, the ratio to the baseline, and the SQL queries one list takes.
 
+--saturate: instead, each endpoint is driven by 1, 2, 4, 8... concurrent clients (keep-alive
+connections, each sending its next request as soon as the last is answered) for --seconds per step,
+until throughput stops rising (two steps in a row under 5 % above the best so far) or --max-clients;
+each step prints requests/s, p50/p99 latency and errors (any response but 2xx, or a transport error:
+must be 0). The saturation row is the step with the most requests/s. Both bench organizations are on
+the "agency" plan, and per-plan API rate limits, where the plan has them, are lifted for them in the
+bench's own database (lift_rate_limits): the bench measures the service, not the limiter.
+
 Usage: .venv/bin/python bench/api_load.py [--agents 1000] [--requests 200] [--concurrency 8] [--calls 100000]
+       .venv/bin/python bench/api_load.py --saturate [--seconds 5] [--max-clients 128] [--calls 10000]
 """
 
 from __future__ import annotations
@@ -97,11 +106,12 @@ def seed(n_agents: int) -> str:
 
 
 def lift_rate_limits() -> None:
-    """The bench measures the API, not its rate limit: the bench database's plans allow a million
-    requests a second per key (the limit is still checked on every request, docs/limits.md)."""
+    """The benches measure the service, not its limits: the bench database's plans allow a million
+    requests a second per key and any number of live calls (the limits are still checked on every
+    request and session, docs/limits.md). Only the bench's own database is changed."""
     from accounts.models import Plan
 
-    Plan.objects.update(api_requests_per_second=1_000_000, api_burst=1_000_000)
+    Plan.objects.update(api_requests_per_second=1_000_000, api_burst=1_000_000, max_concurrent_calls=None)
 
 
 def list_query_count() -> int:
@@ -176,6 +186,73 @@ async def run_http(port: int, key: str, n: int, conc: int, calls: tuple[str, str
     return results
 
 
+async def saturate_step(
+    base_url: str, method: str, path: str, body: dict | None, headers: dict[str, str], clients: int, seconds: float
+) -> dict:
+    """`clients` keep-alive connections, each sending its next request as soon as the last is answered,
+    for `seconds`: requests/s, latencies and errors."""
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, limits=limits, timeout=60) as client:
+        await asyncio.gather(*(client.get("/livez") for _ in range(clients)))  # open the connections
+        stop = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            while time.perf_counter() < stop:
+                start = time.perf_counter()
+                try:
+                    response = await client.request(method, path, json=body)
+                    outcome = None if response.is_success else f"HTTP {response.status_code}"
+                except httpx.HTTPError as exc:
+                    outcome = type(exc).__name__
+                latencies.append((time.perf_counter() - start) * 1000)
+                if outcome is not None:
+                    errors[outcome] = errors.get(outcome, 0) + 1
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        elapsed = time.perf_counter() - start
+    return {
+        "clients": clients,
+        "rps": len(latencies) / elapsed,
+        "p50": statistics.median(latencies),
+        "p99": pct(latencies, 99),
+        "requests": len(latencies),
+        "errors": errors,
+    }
+
+
+def saturate(port: int, endpoints: list[tuple[str, str, str, dict | None, str]], seconds: float, max_clients: int):
+    """endpoints: (label, method, path, body, API key). Prints every step and the saturation row."""
+    base_url = f"http://127.0.0.1:{port}"
+    summary = []
+    for label, method, path, body, key in endpoints:
+        headers = {"Authorization": f"Bearer {key}"}
+        asyncio.run(saturate_step(base_url, method, path, body, headers, 2, 1.0))  # warm-up
+        print(f"{label}: {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'requests':>9} errors")
+        steps, clients, flat = [], 1, 0
+        while clients <= max_clients:
+            step = asyncio.run(saturate_step(base_url, method, path, body, headers, clients, seconds))
+            steps.append(step)
+            errors = ", ".join(f"{n} x {kind}" for kind, n in step["errors"].items()) or "0"
+            print(
+                f"{'':{len(label) + 1}} {clients:7d} {step['rps']:8.0f} {step['p50']:8.1f} {step['p99']:8.1f} "
+                f"{step['requests']:9d} {errors}"
+            )
+            best = max(s["rps"] for s in steps[:-1]) if len(steps) > 1 else 0.0
+            flat = flat + 1 if step["rps"] < 1.05 * best else 0
+            if flat >= 2:
+                break
+            clients *= 2
+        top = max(steps, key=lambda s: s["rps"])
+        summary.append((label, top, sum(sum(s["errors"].values()) for s in steps)))
+    print("at saturation (the step with the most requests/s):")
+    print(f"{'endpoint':34} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors (all steps)':>19}")
+    for label, top, errors in summary:
+        print(f"{label:34} {top['clients']:7d} {top['rps']:8.0f} {top['p50']:8.1f} {top['p99']:8.1f} {errors:19d}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, default=1000)
@@ -183,6 +260,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--calls", type=int, default=100_000, help="calls of the agent whose calls are listed")
     parser.add_argument("--skip-calls", action="store_true", help="skip the calls listing benchmark")
+    parser.add_argument("--saturate", action="store_true", help="raise the concurrency until throughput stops rising")
+    parser.add_argument("--seconds", type=float, default=5.0, help="--saturate: seconds per step")
+    parser.add_argument("--max-clients", type=int, default=128, help="--saturate: most concurrent clients")
     args = parser.parse_args()
 
     env = bench_env()
@@ -216,6 +296,25 @@ def main() -> None:
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
+        if args.saturate:
+            engine = "PostgreSQL" if env["DATABASE_URL"].startswith("postgres") else "SQLite"
+            print(f"REST at saturation on one Daphne process ({engine}), {args.agents} agents, {os.cpu_count()} CPUs")
+            endpoints = [
+                ("GET /livez", "GET", "/livez", None, key),
+                ("GET /public/v1/agents", "GET", "/public/v1/agents", None, key),
+                (
+                    "POST /public/v1/agents",
+                    "POST",
+                    "/public/v1/agents",
+                    {"name": "Bench agent", "instructions": "Hi."},
+                    key,
+                ),
+            ]
+            if calls is not None:
+                path = f"/public/v1/calls?agentId={calls[1]}&limit=100"
+                endpoints.insert(2, ("GET /public/v1/calls (100)", "GET", path, None, calls[0]))
+            saturate(port, endpoints, args.seconds, args.max_clients)
+            return
         results = asyncio.run(run_http(port, key, args.requests, args.concurrency, calls))
     finally:
         server.terminate()
