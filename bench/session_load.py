@@ -307,7 +307,12 @@ def serve_provider(control_port: int) -> None:
 
         async def times(request: web.Request) -> web.Response:
             connection = provider.connections[int(request.match_info["index"])]
-            return web.json_response({"firstAudio": connection.first_audio_times, "appends": connection.append_times})
+            return web.json_response(
+                {
+                    "firstAudio": connection.first_audio_times,
+                    "appends": list(zip(connection.append_times, connection.append_ends, strict=True)),
+                }
+            )
 
         app = web.Application()
         app.router.add_get("/info", info)
@@ -351,7 +356,7 @@ class RemoteProvider:
         response.raise_for_status()
         return response.json()["known"]
 
-    async def times(self, index: int) -> tuple[list[float], list[float]]:
+    async def times(self, index: int) -> tuple[list[float], list[tuple[float, int]]]:
         body = (await self.http.get(f"/times/{index}")).json()
         return body["firstAudio"], body["appends"]
 
@@ -504,24 +509,29 @@ class Load:
         await asyncio.sleep(args.hangup_s * caller.index / args.sessions)
         if caller in self.open:
             self.open.remove(caller)
-        # Every frame sent reaches the provider, but the resampler's first: wait for them, then pair
-        # sends and arrivals from the end (as s2s_overhead.py does).
+        # Every frame sent reaches the provider, but what the resampler holds back (less than a frame).
+        # The engine sends each frame as one append while it keeps up and merges the frames that queued
+        # up into one append when it does not, so arrivals are matched by the audio they carry: an
+        # append that ends with the audio of frame j was made possible by the send of frame j + 1.
+        frame_bytes = args.frame_ms * 48  # 24 kHz PCM16 at the provider
+        expected = (len(caller.sent) - 1) * frame_bytes
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 30
         while True:
             first_audio, arrivals = await self.provider.times(caller.connection)
-            if len(arrivals) >= len(caller.sent) - 1 or loop.time() > deadline:
+            received = arrivals[-1][1] if arrivals else 0
+            if received >= expected or loop.time() > deadline:
                 break
             await asyncio.sleep(0.2)
         caller.greeting = (caller.greeted_at - first_audio[0]) * 1000
         caller.answers = [(arrived - first_audio[known]) * 1000 for known, _, arrived in caller.arrivals]
-        if len(arrivals) != len(caller.sent) - 1:
-            # Frames lost on the way (the engine drops caller audio when the provider socket does not
-            # keep up): sends and arrivals can no longer be paired, so no relay figures for this caller.
-            caller.errors.append(f"{len(caller.sent) - 1 - len(arrivals)} audio frames never reached the provider")
+        if received < expected:
+            # Audio dropped on the way (the engine drops caller audio when the provider socket does not
+            # keep up).
+            caller.errors.append(f"{(expected - received) // frame_bytes} audio frames never reached the provider")
         else:
-            pairs = list(zip(caller.sent[1:], arrivals, strict=True))
-            caller.relays = [(arrived - sent) * 1000 for sent, arrived in pairs]
+            last = len(caller.sent) - 1
+            caller.relays = [(arrived - caller.sent[min(end // frame_bytes, last)]) * 1000 for arrived, end in arrivals]
         caller.step = "hanging up"
         await caller.client.send({"type": "stop"})  # type: ignore[attr-defined]
         code = await caller.client.wait_closed(60)  # type: ignore[attr-defined]

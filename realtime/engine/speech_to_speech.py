@@ -63,7 +63,11 @@ FRAME_BYTES = 960  # 20 ms of PCM16 mono 24 kHz: the playout's frame
 BYTES_PER_SECOND = 48000
 SECONDS_PER_WORD = 0.4  # speaking rate assumed while an item's audio is still arriving
 CONNECT_TIMEOUT_SECONDS = 10.0
-MAX_PENDING_OUTPUT = 1000  # client events waiting for the socket (about 20 s of caller audio)
+MAX_PENDING_OUTPUT = 1000  # client events waiting for the socket
+# Caller audio waiting for the socket: beyond 20 s of it, new audio is dropped (the provider cannot keep up).
+MAX_PENDING_AUDIO_BYTES = 20 * 48000
+# One input_audio_buffer.append carries at most this much of the caller audio that queued up meanwhile.
+MAX_APPEND_BYTES = 48000
 MAX_TOOL_ROUNDS = 4
 ERROR_DETAIL_CHARS = 300
 PCM_24K = {"type": "audio/pcm", "rate": PROVIDER_RATE}
@@ -244,6 +248,12 @@ class RealtimePipeline:
         self._speech_stopped_at: float | None = None
         self._input_bytes = 0  # caller audio appended since the last response.done (24 kHz)
         self._dropped = 0
+        # Caller audio not sent yet: the open batch takes every chunk that arrives until the send loop
+        # takes it (one append instead of one per 20 ms chunk when the socket or the loop falls behind;
+        # an idle loop sends each chunk at once). Any other event closes it, so the order of the
+        # provider's events is kept.
+        self._audio_batch: bytearray | None = None
+        self._pending_audio = 0
 
     @classmethod
     def preload(cls) -> None:
@@ -295,13 +305,18 @@ class RealtimePipeline:
         if not len(samples):
             return
         pcm = samples.astype("<i2").tobytes()
-        if self._out.qsize() >= MAX_PENDING_OUTPUT:
+        if self._pending_audio + len(pcm) > MAX_PENDING_AUDIO_BYTES or self._out.qsize() >= MAX_PENDING_OUTPUT:
             self._dropped += 1
             if self._dropped == 1 and self.session is not None:
                 self.session.recorder.log("warn", "the provider socket does not keep up; caller audio dropped")
             return
         self._input_bytes += len(pcm)
-        self._queue({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode("ascii")})
+        self._pending_audio += len(pcm)
+        if self._audio_batch is not None and len(self._audio_batch) + len(pcm) <= MAX_APPEND_BYTES:
+            self._audio_batch += pcm
+            return
+        self._audio_batch = bytearray(pcm)
+        self._out.put_nowait({"type": "input_audio_buffer.append", "audio": self._audio_batch})
 
     def say(self, response: Response, text: str) -> None:
         """The shell's own words (disclosure, greeting): asked of the provider word for word at `end`."""
@@ -373,6 +388,7 @@ class RealtimePipeline:
     # --- what we send --------------------------------------------------------------------------
 
     def _queue(self, event: dict[str, Any], *, best_effort: bool = False) -> None:
+        self._audio_batch = None  # audio after this event goes after it
         event["event_id"] = f"va_{next(self._event_ids)}"
         if best_effort:
             self._best_effort.add(event["event_id"])
@@ -468,6 +484,16 @@ class RealtimePipeline:
         await self._send(update)
         while True:
             event = await self._out.get()
+            audio = event.get("audio")
+            if isinstance(audio, bytearray):  # a batch of caller audio: closed now, sent as one append
+                if audio is self._audio_batch:
+                    self._audio_batch = None
+                self._pending_audio -= len(audio)
+                event = {
+                    "type": "input_audio_buffer.append",
+                    "audio": base64.b64encode(audio).decode("ascii"),
+                    "event_id": f"va_{next(self._event_ids)}",
+                }
             await self._send(event)
 
     async def _send(self, event: dict[str, Any]) -> None:

@@ -94,6 +94,7 @@ class Connection:
         self.received: list[dict[str, Any]] = []
         self.appended_bytes = 0
         self.append_times: list[float] = []  # time.monotonic() at each append's arrival (bench)
+        self.append_ends: list[int] = []  # appended_bytes after each append (bench: which audio it carried)
         self.first_audio_times: list[float] = []  # time.monotonic() before each response's first delta
         self.active: asyncio.Task[None] | None = None
         self.closed = False
@@ -242,6 +243,7 @@ class Connection:
         if kind == "input_audio_buffer.append":
             self.append_times.append(time.monotonic())
             self.appended_bytes += len(base64.b64decode(event.get("audio") or ""))
+            self.append_ends.append(self.appended_bytes)
         elif kind == "session.update":
             await self.send({"type": "session.updated", "session": event.get("session")})
         elif kind == "response.create":
