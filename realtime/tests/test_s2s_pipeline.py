@@ -6,6 +6,7 @@ hand-driven clock for the playout (provider events arrive over a real socket: te
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any
 
 import pytest
@@ -176,6 +177,27 @@ async def test_caller_audio_is_relayed_at_24_khz_and_counted_as_input_audio(agen
     call = await h.stop()
     usage = await sync_to_async(list)(LlmUsage.objects.filter(call=call).order_by("created_at", "sequence").values())
     assert sum(row["input_audio_seconds"] for row in usage) == pytest.approx(1.0, abs=0.03)
+
+
+async def test_caller_audio_that_queued_up_goes_to_the_provider_in_few_appends_and_in_order(agent, provider):
+    # A loop too busy to send each 20 ms chunk at once (many sessions in one process) must not fall
+    # behind by one provider message per chunk: what queued up goes as one append (at most a second).
+    h = Harness(agent)
+    await h.start()
+    await h.greeted()
+    connection = provider.last
+    before = len([e for e in connection.received if e.get("type") == "input_audio_buffer.append"])
+    for _ in range(100):  # two seconds of chunks arrive while the send loop cannot run
+        assert h.conversation.push_audio(silence(20))
+    await eventually(lambda: connection.appended_bytes >= 94_000, what="the relayed audio")
+    appends = [e for e in connection.received if e.get("type") == "input_audio_buffer.append"][before:]
+    assert 2 <= len(appends) <= 3  # not 100
+    assert all(len(base64.b64decode(e["audio"])) <= 48_000 for e in appends)
+    # The conversation goes on as usual.
+    await provider.run(lambda: connection.caller_turn("hello", Say("Hi there.")))
+    await h.received(0.2)
+    await h.clock.advance(0.5)
+    await h.stop()
 
 
 async def test_a_late_caller_transcript_is_recorded_without_cutting_the_answer(agent, provider):
