@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from realtime.tests.support import free_port, recreate_postgres_database  # noqa: E402
 
 
 def bench_env() -> dict[str, str]:
@@ -55,21 +56,6 @@ def bench_env() -> dict[str, str]:
         env["DATABASE_URL"] = f"sqlite:///{path}"
     env.setdefault("LOG_LEVEL", "WARNING")
     return env
-
-
-def ensure_postgres_database(url: str) -> None:
-    import psycopg
-
-    base, _, name = url.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def seed(n_agents: int) -> str:
@@ -267,7 +253,7 @@ def main() -> None:
 
     env = bench_env()
     if env["DATABASE_URL"].startswith("postgres"):
-        ensure_postgres_database(env["DATABASE_URL"])
+        recreate_postgres_database(env["DATABASE_URL"])
     os.environ.update(env)
     python = sys.executable
     subprocess.run([python, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)

@@ -62,6 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.api_load import lift_rate_limits  # noqa: E402
 from bench.voice_latency import cpu_seconds, percentile, with_children  # noqa: E402
+from realtime.tests.support import recreate_postgres_database  # noqa: E402
 
 SECRET = "session-load-bench-secret-0123456789abcdef"
 MODEL = "scripted-realtime"
@@ -77,7 +78,7 @@ def bench_env(provider_url: str) -> dict[str, str]:
     if url.startswith("postgres"):
         base, _, name = url.partition("?")[0].rpartition("/")
         database_url = f"{base}/{name or 'voiceagent'}_sessionload"
-        ensure_postgres_database(database_url)
+        recreate_postgres_database(database_url)
     else:
         path = ROOT / "var" / "bench-session-load.sqlite3"
         for suffix in ("", "-wal", "-shm"):
@@ -94,15 +95,6 @@ def bench_env(provider_url: str) -> dict[str, str]:
         # The Prometheus endpoint's token (a random one per run, never printed).
         "METRICS_TOKEN": os.environ.get("METRICS_TOKEN") or secrets.token_urlsafe(24),
     }
-
-
-def ensure_postgres_database(url: str) -> None:
-    import psycopg
-
-    base, _, name = url.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def marker(index: int) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from realtime.tests.support import free_port, recreate_postgres_database  # noqa: E402
 
 
 def bench_env() -> dict[str, str]:
@@ -43,21 +44,6 @@ def bench_env() -> dict[str, str]:
     env["REALTIME_PRELOAD"] = "false"
     env["REALTIME_TOKEN_SECRET"] = "faults-bench-secret-0123456789abcdef"
     return env
-
-
-def ensure_postgres_database(url: str) -> None:
-    import psycopg
-
-    base, _, name = url.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def seed() -> tuple[str, str]:
@@ -111,7 +97,7 @@ def main() -> None:
 
     env = bench_env()
     if env["DATABASE_URL"].startswith("postgres"):
-        ensure_postgres_database(env["DATABASE_URL"])
+        recreate_postgres_database(env["DATABASE_URL"])
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     key, agent_id = seed()

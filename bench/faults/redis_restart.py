@@ -17,7 +17,6 @@ import time
 
 from common import (
     ROOT,
-    RedisServer,
     Socket,
     bench_env,
     browser_url,
@@ -28,6 +27,8 @@ from common import (
     status_callback,
     wait_until,
 )
+
+from realtime.tests.support import RedisServer
 
 
 async def scenario(server: object, browser_agent: object, phone_agent: object, redis: RedisServer, outage: float):
@@ -109,7 +110,7 @@ def main() -> None:
     organization = setup(env)
     browser_agent = make_agent(organization, "Browser")
     phone_agent = make_agent(organization, "Phone", phone=True)
-    redis = RedisServer(free_port()).start()
+    redis = RedisServer().start()
     port = free_port()
     log = ROOT / "var" / "bench-faults-redis-daphne.log"
     server = DaphneServer(

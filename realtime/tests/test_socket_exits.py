@@ -7,7 +7,6 @@ call, joins its call group again and is still ended by Twilio's status callback,
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -24,8 +23,8 @@ from realtime import tokens
 from realtime.tests.loopback import LoopbackReceiver, Reply
 from realtime.tests.support import (
     DaphneServer,
+    RedisServer,
     VoiceClient,
-    free_port,
     is_type,
     start_test_server,
     stop_test_server,
@@ -225,35 +224,9 @@ async def test_a_nested_frame_on_the_phone_stream_is_ignored_and_a_drop_ends_the
 # --- Redis stopped and started under live sessions -----------------------------------------------
 
 
-class RedisServer:
-    """The test's own redis-server on a fixed port (no persistence: a restart forgets everything)."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True).stdout != b"PONG\n":
-            if time.monotonic() > deadline:
-                raise RuntimeError("redis-server did not start")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-
 @pytest.fixture
 def redis_server() -> Iterator[RedisServer]:
-    redis = RedisServer(free_port())
-    redis.start()
+    redis = RedisServer().start()
     yield redis
     redis.kill()
 

@@ -5,22 +5,18 @@ proved the way a deployment with several processes sees them, on SQLite and on P
 from __future__ import annotations
 
 import logging
-import shutil
-import subprocess
-import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 import httpx
 import pytest
-import redis
 from django.db import transaction
 
 from accounts.models import ApiKey, Plan
 from agents.models import AgentStatus
 from calls.models import Call
-from realtime.tests.support import DaphneServer, free_port, start_test_server, stop_test_server
+from realtime.tests.support import DaphneServer, RedisServer, free_port, start_test_server, stop_test_server
 from telephony.services import phone_number_assign, phone_number_claim
 from telephony.tests.twilio_side import PUBLIC_BASE_URL, make_account, parse_twiml, sign, status_params, voice_params
 from telephony.webhooks import BUSY_SENTENCE
@@ -36,28 +32,9 @@ STATUS = "/telephony/twilio/status"
 @pytest.fixture(scope="module")
 def redis_url() -> Iterator[str]:
     """A redis-server of this module's own (no persistence), on a free port."""
-    binary = shutil.which("redis-server")
-    assert binary, "redis-server is needed (apt install redis-server)"
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                process.kill()
-                raise
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    process.terminate()
-    process.wait(timeout=10)
+    server = RedisServer().start()
+    yield server.url
+    server.kill()
 
 
 @pytest.fixture(scope="module")
