@@ -127,6 +127,10 @@ def start_test_server(tmp_path_factory: Any, name: str, env: dict[str, str] | No
         "REALTIME_TOKEN_SECRET": SECRET,
         "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
         "DATABASE_POOL": "false",
+        # No upkeep sweep of its own unless a test asks (env): a module's server lives across tests,
+        # and a sweep overlapping the flush between two tests could deadlock it on PostgreSQL.
+        "CALLS_MAINTENANCE_AT_START": "false",
+        "CALLS_MAINTENANCE_SECONDS": "0",
     }
     log = tmp_path_factory.mktemp("daphne") / f"{name}.log"
     return DaphneServer(env={**base, **(env or {})}, port=port, log_path=log).start()

@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.models import AgentTool
+from calls.models import AgentLog
 from realtime import tokens
 from realtime.tests.loopback import LoopbackReceiver, Reply
 from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
@@ -177,6 +178,16 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
     if os.environ.get("REDIS_URL"):  # the Celery queue's length, read from Redis at scrape time
         assert sample(after, "voiceagent_task_queue_length", queue="celery") >= 0
         assert "voiceagent_task_queue_length{" in after
+
+    # The server writes the call's last agent-log lines after the socket closed (every second): wait for
+    # them, so that no write of the server overlaps the database flush after the test.
+    def session_ended() -> bool:
+        return AgentLog.objects.filter(content__message="session ended", content__callId=str(call_id)).exists()
+
+    deadline = asyncio.get_running_loop().time() + 15
+    while not await sync_to_async(session_ended)():
+        assert asyncio.get_running_loop().time() < deadline, "no 'session ended' agent log"
+        await asyncio.sleep(0.2)
 
     # The same turn on the call record: p50/p95 per stage in the call detail.
     response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")

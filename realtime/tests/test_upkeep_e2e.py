@@ -32,7 +32,12 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.
 
 GREETING = "Hello, this is Ava from Acme. How can I help you today?"
 # A sweep every second; a heartbeat every second, a process silent for 5 s counts as dead.
-SWEEP = {"CALLS_MAINTENANCE_SECONDS": "1", "LIVENESS_HEARTBEAT_SECONDS": "1", "LIVENESS_EXPIRY_SECONDS": "5"}
+SWEEP = {
+    "CALLS_MAINTENANCE_AT_START": "true",
+    "CALLS_MAINTENANCE_SECONDS": "1",
+    "LIVENESS_HEARTBEAT_SECONDS": "1",
+    "LIVENESS_EXPIRY_SECONDS": "5",
+}
 
 
 def api(server: DaphneServer, key: str, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:

@@ -185,7 +185,7 @@ def test_the_system_check_warns_when_an_account_exists_without_public_base_url(o
         return err.getvalue()
 
     settings.PUBLIC_BASE_URL = ""
-    settings.REALTIME_TOKEN_SECRET = "set"
+    settings.REALTIME_TOKEN_SECRET = "a-token-secret-of-at-least-32-bytes-for-the-check"
     assert "telephony.W001" not in warnings()
     make_account(owner.organization)
     assert "telephony.W001" in warnings() and "PUBLIC_BASE_URL is not set" in warnings()
