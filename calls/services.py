@@ -1,7 +1,8 @@
 """The one write path of call history: start, transcript, tool log, model usage, finish and billing.
 
 Every function is keyword-only and synchronous; each has an async twin (`a` + name) for the
-realtime engine, which runs the ORM work in a worker thread (asgiref `sync_to_async`).
+realtime engine, which runs the ORM work in a worker thread (Channels' `database_sync_to_async`: stale
+connections are closed around each call, since the socket consumers skip Channels' per-frame close).
 Invalid arguments from the engine are programming errors and raise ValueError.
 """
 
@@ -15,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, Max, OuterRef, Q, Sum
@@ -287,13 +288,13 @@ async def astart_call(
     to_number: str | None = None,
     provider_call_id: str | None = None,
 ) -> Call:
-    return await sync_to_async(start_call)(
+    return await database_sync_to_async(start_call)(
         agent=agent, channel=channel, from_number=from_number, to_number=to_number, provider_call_id=provider_call_id
     )
 
 
 async def aappend_message(*, call: Call, role: str, content: str, occurred_at: datetime | None = None) -> CallMessage:
-    return await sync_to_async(append_message)(call=call, role=role, content=content, occurred_at=occurred_at)
+    return await database_sync_to_async(append_message)(call=call, role=role, content=content, occurred_at=occurred_at)
 
 
 async def arecord_tool_invocation(
@@ -306,7 +307,7 @@ async def arecord_tool_invocation(
     duration_ms: int,
     agent_tool_id: UUID | None = None,
 ) -> ToolInvocation:
-    return await sync_to_async(record_tool_invocation)(
+    return await database_sync_to_async(record_tool_invocation)(
         call=call,
         tool_name=tool_name,
         request=request,
@@ -327,7 +328,7 @@ async def arecord_llm_usage(
     input_audio_seconds: float = 0.0,
     output_audio_seconds: float = 0.0,
 ) -> LlmUsage:
-    return await sync_to_async(record_llm_usage)(
+    return await database_sync_to_async(record_llm_usage)(
         call=call,
         provider=provider,
         model=model,
@@ -339,4 +340,4 @@ async def arecord_llm_usage(
 
 
 async def afinish_call(*, call: Call, status: str, latency: dict[str, Any] | None = None) -> Call:
-    return await sync_to_async(finish_call)(call=call, status=status, latency=latency)
+    return await database_sync_to_async(finish_call)(call=call, status=status, latency=latency)

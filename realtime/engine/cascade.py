@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 
 from realtime.engine.brain import Brain, TextPiece, ToolCall, Usage, brain_for
@@ -110,7 +110,7 @@ class CascadePipeline:
         if self._vocabulary_texts is not None:
             texts = await self._vocabulary_texts()
         else:
-            texts = await sync_to_async(agent_vocabulary_texts)(agent_id=agent.pk)
+            texts = await database_sync_to_async(agent_vocabulary_texts)(agent_id=agent.pk)
         recognizer = await session.run_blocking(kit.recognizer, agent, texts)
         self.listener = Listener(detector=kit.detector(), recognizer=recognizer)
         pairs = getattr(recognizer, "known_word_pairs", None)

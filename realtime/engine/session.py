@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
@@ -257,7 +257,7 @@ class Session:
         live = self._live = metrics.Live(channel=self.recorder.channel, engine=self.pipeline.name)
         live.session_started()
         await self.pipeline.prepare(self)
-        ambient = agent.ambient_sound if await sync_to_async(ambient_sound_playable)(agent) else None
+        ambient = agent.ambient_sound if await database_sync_to_async(ambient_sound_playable)(agent) else None
         mixer = await self.run_blocking(
             self._make_mixer, ambient, float(agent.ambient_sound_volume), bool(agent.ambient_sound_ducking)
         )

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from jsonschema.exceptions import ValidationError, best_match
 
 from agents.models import Agent, AgentType, ToolOnError
@@ -155,7 +155,7 @@ class ToolDispatcher:
     async def load(self) -> tuple[ToolSpec, ...]:
         """Read the agent's tools (once; at session start, after the call record exists)."""
         if not self._loaded:
-            setup = await sync_to_async(session_tools_get)(agent=self.agent, to_number=self.to_number)
+            setup = await database_sync_to_async(session_tools_get)(agent=self.agent, to_number=self.to_number)
             self._build(setup)
             self._loaded = True
         return self._specs
