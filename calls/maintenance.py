@@ -32,12 +32,13 @@ def run_maintenance(*, strict: bool = False) -> dict[str, int]:
     first failure is raised after the others ran, for `manage.py calls_maintenance`)."""
     from calls.services import agent_log_purge, call_close_stale
     from knowledge.services import document_fail_stuck
+    from realtime.services import used_session_tokens_purge
 
     jobs = {
         "closedCalls": call_close_stale,
         "purgedLogs": agent_log_purge,
         "failedDocuments": document_fail_stuck,
-        "purgedSessionTokens": _spent_session_tokens_purge,
+        "purgedSessionTokens": used_session_tokens_purge,
     }
     done: dict[str, int] = {}
     failure: Exception | None = None
@@ -51,20 +52,6 @@ def run_maintenance(*, strict: bool = False) -> dict[str, int]:
     if strict and failure is not None:
         raise failure
     return done
-
-
-def _spent_session_tokens_purge() -> int:
-    """Rows of spent session tokens are needed only until the token expires (a reuse is refused as
-    expired then). Opening a socket purges them too, so this matters for a server that stays idle."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from realtime.models import UsedSessionToken
-
-    # The same 5 minutes of margin as realtime.services.session_token_redeem.
-    deleted, _ = UsedSessionToken.objects.filter(expires_at__lt=timezone.now() - timedelta(minutes=5)).delete()
-    return deleted
 
 
 def start_upkeep() -> None:

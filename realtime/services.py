@@ -113,6 +113,17 @@ def call_slot_release(*, channel: str, key: str) -> None:
     CallReservation.objects.filter(channel=channel, key=key[:64]).delete()
 
 
+# Rows of spent tokens are kept this long past the token's expiry (clock skew between processes); after
+# it a reuse is refused as expired anyway.
+SPENT_TOKEN_MARGIN = timedelta(minutes=5)
+
+
+def used_session_tokens_purge(*, now: datetime | None = None) -> int:
+    """Delete the rows of spent session and stream tokens that expired more than the margin ago; the count."""
+    deleted, _ = UsedSessionToken.objects.filter(expires_at__lt=(now or timezone.now()) - SPENT_TOKEN_MARGIN).delete()
+    return deleted
+
+
 def realtime_session_create(*, organization: Organization, agent_id: str) -> RealtimeSession:
     agent = agent_get(organization=organization, agent_id=agent_id)
     base = _websocket_base()
@@ -154,8 +165,7 @@ def session_token_redeem(*, token: str | None, agent_id: str, now: float | None 
             )
     except IntegrityError:
         raise tokens.TokenError("Session token already used", close_code=tokens.CLOSE_CONFLICT) from None
-    # Rows of tokens that are expired anyway are no longer needed to refuse a reuse.
-    UsedSessionToken.objects.filter(expires_at__lt=used_at - timedelta(minutes=5)).delete()
+    used_session_tokens_purge(now=used_at)
     agent = session_agent_get(organization_id=claims.organization_id, agent_id=claims.agent_id)
     if agent is None:
         raise tokens.TokenError("Agent not found", close_code=tokens.CLOSE_NOT_FOUND)

@@ -12,7 +12,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from uuid import UUID
 
 from django.conf import settings
@@ -21,6 +21,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from realtime.models import UsedSessionToken
+from realtime.services import used_session_tokens_purge
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_INVALID_TOKEN, CLOSE_NOT_CONFIGURED, TokenError
 
 __all__ = [
@@ -119,7 +120,7 @@ def stream_token_redeem(token: str | None, *, now: float | None = None) -> Strea
             )
     except IntegrityError:
         raise TokenError("Stream token already used", close_code=CLOSE_CONFLICT) from None
-    UsedSessionToken.objects.filter(expires_at__lt=used_at - timedelta(minutes=5)).delete()
+    used_session_tokens_purge(now=used_at)
     return grant
 
 
