@@ -25,7 +25,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from realtime.tests.support import free_port, recreate_postgres_database  # noqa: E402
+from realtime.tests.support import DaphneServer, free_port, recreate_postgres_database  # noqa: E402
 
 
 def bench_env() -> dict[str, str]:
@@ -64,21 +64,7 @@ def seed() -> tuple[str, str]:
 
 
 def serve(env: dict[str, str], port: int, extra: dict[str, str]) -> subprocess.Popen[bytes]:
-    daphne = Path(sys.executable).with_name("daphne")
-    process = subprocess.Popen(
-        [str(daphne), "-b", "127.0.0.1", "-p", str(port), "voiceagent.asgi:application"],
-        cwd=ROOT,
-        env={**env, **extra},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(600):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/livez", timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError("daphne did not start")
+    return DaphneServer(env={**env, **extra}, port=port).start(timeout=120).process  # type: ignore[return-value]
 
 
 def document(paragraphs: int, tag: str) -> str:

@@ -31,7 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from realtime.tests.support import free_port  # noqa: E402
+from realtime.tests.support import DaphneServer, free_port  # noqa: E402
 
 SECRET = "faults-bench-secret-0123456789abcdef"
 
@@ -100,21 +100,7 @@ def seed() -> tuple[str, str]:
 
 
 def serve(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    daphne = Path(sys.executable).with_name("daphne")
-    process = subprocess.Popen(
-        [str(daphne), "-b", "127.0.0.1", "-p", str(port), "voiceagent.asgi:application"],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    for _ in range(600):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/livez", timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError("daphne did not start")
+    return DaphneServer(env=env, port=port, log_path=log).start(timeout=120).process  # type: ignore[return-value]
 
 
 async def scenario(port: int, key: str, agent_id: str, cluster: Cluster, outage: int, after: int) -> None:
