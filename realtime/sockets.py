@@ -80,6 +80,11 @@ class JsonSocketConsumer(AsyncWebsocketConsumer):
         self.base_send = send
         clean = False
         try:
+            if len(sources) == 1:
+                # One source (no channel layer: the browser session): a plain loop. Channels' general
+                # loop makes a task and an asyncio.wait per message, for every 20 ms audio frame.
+                while True:
+                    await self.dispatch(await receive())
             await await_many_dispatch(sources, self.dispatch)
         except StopConsumer:
             clean = True

@@ -254,6 +254,14 @@ class RealtimePipeline:
         # provider's events is kept.
         self._audio_batch: bytearray | None = None
         self._pending_audio = 0
+        # Caller audio goes out in appends of REALTIME_PROVIDER_APPEND_MS (100 ms, as LiveKit's
+        # realtime plugins send): one provider message per 20 ms chunk was the largest single cost of a
+        # loaded server's event loop (bench/session_load.py). The send loop holds an open batch until it
+        # is that long, another event is queued behind it, or its first audio is that old.
+        self._append_seconds = settings.REALTIME_PROVIDER_APPEND_MS / 1000
+        self._append_bytes = int(BYTES_PER_SECOND * self._append_seconds)
+        self._batch_opened_at = 0.0
+        self._batch_ready = asyncio.Event()
 
     @classmethod
     def preload(cls) -> None:
@@ -314,9 +322,12 @@ class RealtimePipeline:
         self._pending_audio += len(pcm)
         if self._audio_batch is not None and len(self._audio_batch) + len(pcm) <= MAX_APPEND_BYTES:
             self._audio_batch += pcm
-            return
-        self._audio_batch = bytearray(pcm)
-        self._out.put_nowait({"type": "input_audio_buffer.append", "audio": self._audio_batch})
+        else:
+            self._audio_batch = bytearray(pcm)
+            self._batch_opened_at = self.session.clock.now() if self.session is not None else 0.0
+            self._out.put_nowait({"type": "input_audio_buffer.append", "audio": self._audio_batch})
+        if len(self._audio_batch) >= self._append_bytes:
+            self._batch_ready.set()
 
     def say(self, response: Response, text: str) -> None:
         """The shell's own words (disclosure, greeting): asked of the provider word for word at `end`."""
@@ -389,6 +400,7 @@ class RealtimePipeline:
 
     def _queue(self, event: dict[str, Any], *, best_effort: bool = False) -> None:
         self._audio_batch = None  # audio after this event goes after it
+        self._batch_ready.set()  # and the batch before it goes now
         event["event_id"] = f"va_{next(self._event_ids)}"
         if best_effort:
             self._best_effort.add(event["event_id"])
@@ -486,6 +498,11 @@ class RealtimePipeline:
             event = await self._out.get()
             audio = event.get("audio")
             if isinstance(audio, bytearray):  # a batch of caller audio: closed now, sent as one append
+                if audio is self._audio_batch and len(audio) < self._append_bytes:
+                    self._batch_ready.clear()
+                    await self.session.clock.sleep_until(
+                        self._batch_opened_at + self._append_seconds, self._batch_ready
+                    )
                 if audio is self._audio_batch:
                     self._audio_batch = None
                 self._pending_audio -= len(audio)

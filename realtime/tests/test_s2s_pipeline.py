@@ -165,12 +165,18 @@ async def test_caller_audio_is_relayed_at_24_khz_and_counted_as_input_audio(agen
     h = Harness(agent)
     await h.start()
     await h.greeted()
+    connection = provider.last
+    before = len(connection.events("input_audio_buffer.append"))
     for _ in range(50):  # one second in 20 ms chunks
         assert h.conversation.push_audio(silence(20))
         await h.clock.advance(0.02)
-    connection = provider.last
+    await h.clock.advance(0.1)  # the last append goes once its first audio is 100 ms old
     await eventually(lambda: connection.appended_bytes >= 46_500, what="the relayed audio")
     assert connection.appended_bytes <= 48_000
+    # In appends of 100 ms (REALTIME_PROVIDER_APPEND_MS), not one per 20 ms chunk.
+    appends = connection.events("input_audio_buffer.append")[before:]
+    assert 9 <= len(appends) <= 11
+    assert all(len(base64.b64decode(e["audio"])) <= 5_760 for e in appends)  # 100 ms, a chunk more at most
     await provider.run(lambda: connection.caller_turn("hello", Say("Hi there.")))
     await h.received(0.2)
     await h.clock.advance(0.5)

@@ -124,8 +124,13 @@ class Mixer:
     def next_frame(self, speech: bytes | None, *, user_speaking: bool, keyboard: bool) -> bytes:
         """The next 20 ms of the stream: `speech` (up to 960 bytes of the agent's PCM16, or None while
         it is silent; shorter is padded with silence) over the bed and, while `keyboard`, the typing."""
-        if self._bed is None and speech is None and not keyboard and self._keys.gain == 0.0:
-            return _SILENCE
+        if self._bed is None and not keyboard and self._keys.gain == 0.0:
+            # Nothing to mix in: the frame is the speech itself (padded), without the float round trip.
+            if speech is None:
+                return _SILENCE
+            if len(speech) >= FRAME_BYTES:
+                return speech[:FRAME_BYTES] if len(speech) > FRAME_BYTES else speech
+            return speech[: len(speech) & ~1] + _SILENCE[len(speech) & ~1 :]
         mix = self._mix
         if speech:
             count = min(len(speech) // 2, FRAME_SAMPLES)
