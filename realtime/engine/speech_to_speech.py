@@ -307,26 +307,26 @@ class RealtimePipeline:
         self.session.spawn(self._read_loop(), "provider-read")
 
     def push_audio(self, pcm16_16k: bytes) -> None:
-        if self._resampler is None:
+        # The batch keeps the caller's 16 kHz audio; the send loop resamples it once per append (one
+        # soxr call per 100 ms instead of one per 20 ms chunk). Sizes are counted at the provider's rate.
+        if self._resampler is None or not pcm16_16k:
             return
-        samples = self._resampler.resample_chunk(np.frombuffer(pcm16_16k, dtype="<i2"))
-        if not len(samples):
-            return
-        pcm = samples.astype("<i2").tobytes()
-        if self._pending_audio + len(pcm) > MAX_PENDING_AUDIO_BYTES or self._out.qsize() >= MAX_PENDING_OUTPUT:
+        size = len(pcm16_16k) * PROVIDER_RATE // IN_RATE
+        if self._pending_audio + size > MAX_PENDING_AUDIO_BYTES or self._out.qsize() >= MAX_PENDING_OUTPUT:
             self._dropped += 1
             if self._dropped == 1 and self.session is not None:
                 self.session.recorder.log("warn", "the provider socket does not keep up; caller audio dropped")
             return
-        self._input_bytes += len(pcm)
-        self._pending_audio += len(pcm)
-        if self._audio_batch is not None and len(self._audio_batch) + len(pcm) <= MAX_APPEND_BYTES:
-            self._audio_batch += pcm
+        self._input_bytes += size
+        self._pending_audio += size
+        batch = self._audio_batch
+        if batch is not None and (len(batch) + len(pcm16_16k)) * PROVIDER_RATE // IN_RATE <= MAX_APPEND_BYTES:
+            batch += pcm16_16k
         else:
-            self._audio_batch = bytearray(pcm)
+            batch = self._audio_batch = bytearray(pcm16_16k)
             self._batch_opened_at = self.session.clock.now() if self.session is not None else 0.0
-            self._out.put_nowait({"type": "input_audio_buffer.append", "audio": self._audio_batch})
-        if len(self._audio_batch) >= self._append_bytes:
+            self._out.put_nowait({"type": "input_audio_buffer.append", "audio": batch})
+        if len(batch) * PROVIDER_RATE // IN_RATE >= self._append_bytes:
             self._batch_ready.set()
 
     def say(self, response: Response, text: str) -> None:
@@ -498,17 +498,20 @@ class RealtimePipeline:
             event = await self._out.get()
             audio = event.get("audio")
             if isinstance(audio, bytearray):  # a batch of caller audio: closed now, sent as one append
-                if audio is self._audio_batch and len(audio) < self._append_bytes:
+                if audio is self._audio_batch and len(audio) * PROVIDER_RATE // IN_RATE < self._append_bytes:
                     self._batch_ready.clear()
                     await self.session.clock.sleep_until(
                         self._batch_opened_at + self._append_seconds, self._batch_ready
                     )
                 if audio is self._audio_batch:
                     self._audio_batch = None
-                self._pending_audio -= len(audio)
+                self._pending_audio -= len(audio) * PROVIDER_RATE // IN_RATE
+                samples = self._resampler.resample_chunk(np.frombuffer(audio, dtype="<i2"))
+                if not len(samples):
+                    continue  # the resampler holds back its first milliseconds
                 event = {
                     "type": "input_audio_buffer.append",
-                    "audio": base64.b64encode(audio).decode("ascii"),
+                    "audio": base64.b64encode(samples.astype("<i2").tobytes()).decode("ascii"),
                     "event_id": f"va_{next(self._event_ids)}",
                 }
             await self._send(event)
