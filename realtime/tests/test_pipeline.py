@@ -438,34 +438,18 @@ async def test_a_transfer_ends_the_call_and_every_stage_of_the_session(agent):
     assert call.status == "completed"
 
 
-def speech_events(h: Harness) -> list[tuple[float, str, Any]]:
-    """The transport's events with the client messages named by their type (`agent_speech`...)."""
-    return [(at, value["type"] if kind == "event" else kind, value) for at, kind, value in h.transport.events]
-
-
 async def test_each_sentence_is_sent_as_agent_speech_when_its_audio_starts_playing(agent):
     h = Harness(agent)
     await h.start()
     await h.feed(silence(2300))
-    events = speech_events(h)
-    kinds = [kind for _, kind, _ in events]
-    first_audio = next(at for at, kind, _ in events if kind == "audio")
-    spoken = [(at, value["text"]) for at, kind, value in events if kind == "agent_speech"]
-    assert [text for _, text in spoken] == [DISCLOSURE, "Welcome to Acme.", "How can I help?"]
-    # Each at the moment its first audio plays at the listener: after 13 and 16 words of 100 ms.
-    assert [at - first_audio for at, _ in spoken] == [
-        pytest.approx(0.0, abs=0.001),
-        pytest.approx(1.3, abs=0.021),
-        pytest.approx(1.6, abs=0.021),
-    ]
-    assert kinds.index("agent_speech") < kinds.index("audio")  # the first sentence's caption leads its audio
-    # While it plays, audio keeps coming after each caption; once it has played: ended, then the transcript.
-    ended = kinds.index("agent_speech.ended")
-    assert events[ended][2] == {"type": "agent_speech.ended", "interrupted": False}
-    assert kinds[ended + 1] == "transcript" and events[ended + 1][2] == ("assistant", f"{DISCLOSURE} {GREETING}")
-    last_caption = max(index for index, kind in enumerate(kinds) if kind == "agent_speech")
-    # "How can I help?" is 400 ms: at most the 200 ms lead of it went out before its caption.
-    assert h.transport.audio_ms(since=events[last_caption][0]) >= 400 - 200
+    # Each as its first audio plays at the listener: after 13 and 16 words of 100 ms; then ended, then the
+    # transcript once the whole greeting has played.
+    sentences = [DISCLOSURE, "Welcome to Acme.", "How can I help?"]
+    h.transport.assert_captioned(sentences, [0.0, 1.3, 1.6], f"{DISCLOSURE} {GREETING}")
+    # Audio keeps coming after each caption: "How can I help?" is 400 ms, at most the 200 ms lead of it
+    # went out before its caption.
+    last_caption = max(at for at, kind, _ in h.transport.messages() if kind == "agent_speech")
+    assert h.transport.audio_ms(since=last_caption) >= 400 - 200
     await h.stop()
 
 
@@ -479,7 +463,7 @@ async def test_a_barge_in_ends_the_agent_speech_as_interrupted_before_the_cut_tr
     await h.talk(600, then_silence_ms=150)
     await h.feed(silence(500))
     await h.talk(600, then_silence_ms=300)
-    events = speech_events(h)[before:]
+    events = h.transport.messages()[before:]
     kinds = [kind for _, kind, _ in events]
     clear = kinds.index("clear")
     captions = [value["text"] for _, kind, value in events[:clear] if kind == "agent_speech"]
@@ -491,7 +475,7 @@ async def test_a_barge_in_ends_the_agent_speech_as_interrupted_before_the_cut_tr
     assert kinds.index("transcript", clear) == clear + 2  # then the heard part of the answer
     # The answer to the next turn gets its own captions.
     await h.feed(silence(1500))
-    later = [value["text"] for _, kind, value in speech_events(h)[before:][clear:] if kind == "agent_speech"]
+    later = [value["text"] for _, kind, value in h.transport.messages()[before:][clear:] if kind == "agent_speech"]
     assert later == ["Okay."]
     await h.stop()
 
@@ -513,7 +497,7 @@ async def test_a_finished_tool_call_says_how_it_went_and_why_a_failed_one_failed
     await h.feed(silence(800))
     await h.talk(600)
     await h.feed(silence(800))
-    finished = [value for _, kind, value in speech_events(h) if kind == "tool.finished"]
+    finished = [value for _, kind, value in h.transport.messages() if kind == "tool.finished"]
     assert finished == [
         {"type": "tool.finished", "name": "find_table", "status": "success"},
         {"type": "tool.finished", "name": "book_table", "status": "error", "error": reason},

@@ -226,21 +226,30 @@ async def test_barge_in_clears_cancels_and_truncates_to_what_was_played(agent, p
     await h.greeted()
     connection = provider.last
     long = "One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen."
+    before = len(h.transport.events)
     await provider.run(lambda: connection.caller_turn("tell me a story", Say(long)))
     await h.received(1.6)
     await h.clock.advance(0.8)  # about eight words played
     await provider.run(connection.speech_started)
     await eventually(lambda: "clear" in h.transport.kinds())
+    # The client saw the sentence as it began, then the cut: ended (interrupted), then what was heard.
+    events = h.transport.messages()[before:]
+    kinds = [kind for _, kind, _ in events]
+    clear = kinds.index("clear")
+    assert [value["text"] for _, kind, value in events if kind == "agent_speech"] == [long]
+    assert events[clear + 1][2] == {"type": "agent_speech.ended", "interrupted": True}
+    assert kinds[clear + 2] == "transcript"
     await eventually(lambda: connection.events("conversation.item.truncate"))
     truncate = connection.events("conversation.item.truncate")[0]
     assert truncate["content_index"] == 0 and truncate["item_id"].startswith("item_")
     assert truncate["audio_end_ms"] == pytest.approx(800, abs=30)
     cut = h.transport.transcripts()[-1]
     assert cut[0] == "assistant" and long.startswith(cut[1]) and 7 <= len(cut[1].split()) <= 9
-    # Nothing more of the cut answer is played.
+    # Nothing more of the cut answer is played or captioned.
     after = h.transport.audio_ms()
     await h.clock.advance(1.0)
     assert h.transport.audio_ms() == after
+    assert [kind for _, kind, _ in h.transport.messages()[before:]].count("agent_speech") == 1
     call = await h.stop()
     assert (await messages(call))[-1] == cut
 
@@ -493,54 +502,12 @@ async def test_a_refused_truncation_is_logged_and_the_call_goes_on(agent, provid
     assert call.status == "completed"
 
 
-def client_events(h: Harness) -> list[tuple[float, str, Any]]:
-    """The transport's events with the client messages named by their type (`agent_speech`...)."""
-    return [(at, value["type"] if kind == "event" else kind, value) for at, kind, value in h.transport.events]
-
-
 async def test_the_provider_transcript_is_sent_as_agent_speech_sentence_by_sentence_as_it_plays(agent, provider):
     h = Harness(agent)
     await h.start()
     await h.greeted()
-    events = client_events(h)
-    kinds = [kind for _, kind, _ in events]
-    first_audio = next(at for at, kind, _ in events if kind == "audio")
-    spoken = [(at, value["text"]) for at, kind, value in events if kind == "agent_speech"]
     # One provider item of 20 words (2 s of audio, 100 ms a word), cut at its sentence ends, each sent as
     # its first word starts playing.
-    assert [text for _, text in spoken] == [DISCLOSURE, "Welcome to Acme.", "How can I help?"]
-    assert [at - first_audio for at, _ in spoken] == [
-        pytest.approx(0.0, abs=0.001),
-        pytest.approx(1.3, abs=0.021),
-        pytest.approx(1.6, abs=0.021),
-    ]
-    ended = kinds.index("agent_speech.ended")
-    assert events[ended][2] == {"type": "agent_speech.ended", "interrupted": False}
-    assert kinds[ended + 1] == "transcript" and events[ended + 1][2] == ("assistant", f"{DISCLOSURE} {GREETING}")
-    await h.stop()
-
-
-async def test_a_barge_in_ends_the_provider_answer_s_agent_speech_as_interrupted(agent, provider):
-    h = Harness(agent)
-    await h.start()
-    await h.greeted()
-    connection = provider.last
-    before = len(h.transport.events)
-    long = "One two three four five six seven eight nine ten. Eleven twelve thirteen fourteen fifteen sixteen."
-    await provider.run(lambda: connection.caller_turn("tell me a story", Say(long)))
-    await h.received(1.6)
-    await h.clock.advance(0.8)  # about eight words played
-    await provider.run(connection.speech_started)
-    await eventually(lambda: "clear" in h.transport.kinds())
-    events = client_events(h)[before:]
-    kinds = [kind for _, kind, _ in events]
-    clear = kinds.index("clear")
-    assert [value["text"] for _, kind, value in events if kind == "agent_speech"] == [
-        "One two three four five six seven eight nine ten."
-    ]
-    assert events[clear + 1][2] == {"type": "agent_speech.ended", "interrupted": True}
-    role, cut = events[clear + 2][2]
-    assert role == "assistant" and long.startswith(cut) and 7 <= len(cut.split()) <= 9
-    await h.clock.advance(1.0)  # nothing more of the cut answer is captioned
-    assert [kind for _, kind, _ in client_events(h)[before:]].count("agent_speech") == 1
+    sentences = [DISCLOSURE, "Welcome to Acme.", "How can I help?"]
+    h.transport.assert_captioned(sentences, [0.0, 1.3, 1.6], f"{DISCLOSURE} {GREETING}")
     await h.stop()
