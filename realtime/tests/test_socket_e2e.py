@@ -236,6 +236,11 @@ async def test_the_agent_s_words_arrive_sentence_by_sentence_as_it_speaks_them(s
         assert messages[ended] == {"type": "agent_speech.ended", "interrupted": False} and ended == final - 1
         for start, end in zip(captions, [*captions[1:], ended], strict=True):
             assert len(client.audio(start, end)) / 48000 > 0.5, messages[start]
+        at = [client.messages[index].at for index in captions]
+        print(
+            f"captions at {', '.join(f'{t - at[0]:.2f}' for t in at)} s; the transcript of the "
+            f"{len(client.audio(0, final)) / 48000:.1f} s greeting {client.messages[final].at - at[0]:.2f} s after the first"
+        )
         await client.send({"type": "stop"})
         assert await client.wait_closed() == 1000
 
