@@ -1,6 +1,8 @@
 """The playout stage: mixes agent speech with the ambient bed and keyboard loop and sends it to the
 transport paced to real time, never more than `lead_ms` ahead of the listener's playback, so that a
-barge-in can cut the answer within that lead."""
+barge-in can cut the answer within that lead. It knows when each segment starts playing at the
+listener (`on_start`, at that moment: the live caption of what the agent says) and when a response
+has played out (its end marker's `on_played`)."""
 
 from __future__ import annotations
 
@@ -63,6 +65,7 @@ class Playout:
         clock: Clock,
         user_speaking: Callable[[], bool],
         keyboard: Callable[[], bool],
+        on_start: Callable[[Segment], Awaitable[None]] | None = None,
         lead_ms: int = 200,
         chunk_ms: int = 60,
     ) -> None:
@@ -71,12 +74,15 @@ class Playout:
         self.clock = clock
         self.user_speaking = user_speaking
         self.keyboard = keyboard
+        self.on_start = on_start
         self.lead = lead_ms / 1000
         # Audio goes out in chunks of about chunk_ms, topping the lead back up to lead_ms.
         self.chunk = min(chunk_ms, lead_ms) / 1000
         self.wake = asyncio.Event()
         self._queue: deque[Segment | EndMarker] = deque()
         self._ending: list[tuple[float, EndMarker]] = []
+        self._starting: deque[tuple[float, Segment]] = deque()  # (play_start, segment) whose on_start is due
+        self._cuts = 0
         self._anchor: float | None = None  # clock time at which stream frame 0 plays
         self._frames = 0
         self._keyboard_tail = 0  # frames still to stream for the keyboard's fade-out
@@ -92,6 +98,8 @@ class Playout:
         dropped += [item for item in self._queue if isinstance(item, EndMarker)]
         self._queue.clear()
         self._ending.clear()
+        self._starting.clear()
+        self._cuts += 1
         self._anchor = None  # the listener's buffer is emptied: the stream restarts now
         self.wake.set()
         return dropped
@@ -113,11 +121,27 @@ class Playout:
         assert isinstance(segment, Segment)
         if segment.position == 0:
             segment.play_start = self._stream_end()
+            if self.on_start is not None:
+                self._starting.append((segment.play_start, segment))
         piece = segment.audio[segment.position : segment.position + FRAME_BYTES]
         segment.position += FRAME_BYTES
         if segment.position >= len(segment.audio):
             self._queue.popleft()
         return piece
+
+    async def _start_due(self, now: float) -> None:
+        while self._starting and self._starting[0][0] <= now + 1e-6:
+            _, segment = self._starting.popleft()
+            assert self.on_start is not None
+            await self.on_start(segment)
+
+    def _deadline(self, deadline: float) -> float:
+        """`deadline`, or earlier when a segment starts or a response ends before it."""
+        if self._starting:
+            deadline = min(deadline, self._starting[0][0])
+        if self._ending:
+            deadline = min(deadline, self._ending[0][0])
+        return deadline
 
     async def _finish_due(self, now: float) -> None:
         while self._ending and self._ending[0][0] <= now + 1e-6:
@@ -135,12 +159,13 @@ class Playout:
     async def run(self) -> None:
         while True:
             now = self.clock.now()
+            await self._start_due(now)
             await self._finish_due(now)
             bed = self._background()
             if not bed and not any(isinstance(item, Segment) for item in self._queue):
                 while self._queue:  # end markers with nothing before them
                     self._mark_end(self._queue.popleft(), now)  # type: ignore[arg-type]
-                deadline = self._ending[0][0] if self._ending else math.inf
+                deadline = self._deadline(math.inf)
                 if deadline <= now:
                     continue
                 await self.clock.sleep_until(deadline, self.wake)
@@ -159,10 +184,14 @@ class Playout:
                     bed = self._background()
                 frames.append(self.mixer.next_frame(speech, user_speaking=self.user_speaking(), keyboard=keyboard))
                 self._frames += 1
+            # A segment that starts now is announced before its first audio goes out (unless a barge-in
+            # cut the playout meanwhile: then these frames are not sent at all).
+            cuts = self._cuts
+            await self._start_due(now)
+            if self._cuts != cuts:
+                continue
             if frames:
                 await self.transport.send_audio(b"".join(frames))
-            deadline = self._stream_end() - self.lead + self.chunk
-            if self._ending:
-                deadline = min(deadline, self._ending[0][0])
+            deadline = self._deadline(self._stream_end() - self.lead + self.chunk)
             await self.clock.sleep_until(deadline, self.wake)
             self.wake.clear()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from django.utils import timezone
 from agents.disclosure import disclosure_for
 from agents.models import Agent, BackgroundSound, GreetingType, PromptType
 from agents.services import ambient_sound_playable
-from calls.models import CallStatus
+from calls.models import CallStatus, ToolInvocationStatus
 from realtime.engine.brain import BrainContext, ToolCall, Turn, Usage
 from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.phrases import phrase
@@ -55,6 +56,8 @@ INPUT_BURST_SECONDS = 3.0  # how far a caller's audio may run ahead of real time
 # How long stop() waits for the cancelled stages before it finishes the call anyway: a stage that
 # does not end when cancelled (a bug) must not leave the call `active` and the socket open.
 STOP_GRACE_SECONDS = 5.0
+# A word that ends a sentence (the live caption of a speech-to-speech answer goes sentence by sentence).
+SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
 
 
 @dataclass(eq=False)
@@ -71,6 +74,8 @@ class Response:
     transfer_to: str | None = None  # hand the caller to this number once the response has played
     then_end: tuple[Ending, str] | None = None  # or end the session once it has played
     timing: TurnTiming | None = None  # the caller turn it answers (None: the shell's own, the greeting)
+    shown: dict[int, int] = field(default_factory=dict)  # sentence number -> its words sent as agent_speech
+    speaking: bool = False  # an agent_speech was sent and its agent_speech.ended not yet
 
     def heard_text(self, now: float, *, first_sentence: int = 0) -> str:
         """The words the listener has heard by `now` (whole sentences, then a proportional share of
@@ -85,6 +90,26 @@ class Response:
             if fraction < 1.0:
                 break
         return " ".join(words)
+
+    def starting(self, segment: Segment) -> str:
+        """The words that start playing with `segment` and were not shown yet: its whole sentence (a
+        cascade's segment is one sentence). A speech-to-speech item's words are spread over many
+        segments: the words placed on this segment and the earlier ones of its item, carried on to
+        the end of their sentence as far as the provider's transcript has come."""
+        index = segment.index
+        words = (self.sentences[index] if index < len(self.sentences) else segment.text).split()
+        due = 0
+        for earlier in self.segments:
+            if earlier.index == index and earlier.text:
+                due += earlier.text.count(" ") + 1  # placed words are joined by single spaces
+            if earlier is segment:
+                break
+        shown = self.shown.get(index, 0)
+        if min(due, len(words)) <= shown:
+            return ""
+        end = next((n + 1 for n in range(due - 1, len(words)) if SENTENCE_END.search(words[n])), len(words))
+        self.shown[index] = end
+        return " ".join(words[shown:end])
 
     def interruptible(self, now: float) -> bool:
         if self.locked == 0:
@@ -267,6 +292,7 @@ class Session:
             clock=self.clock,
             user_speaking=lambda: self.user_speaking,
             keyboard=lambda: self._tools_running > 0 and agent.background_sound == BackgroundSound.KEYBOARD,
+            on_start=self._segment_playing,
             lead_ms=self.lead_ms,
         )
         call = await self.recorder.start()
@@ -448,20 +474,26 @@ class Session:
             self.playout.cut()
         await self.transport.clear()
         if response is not None and not response.done:
+            await self._speech_ended(response, interrupted=True)
             await self._close_response(response, heard_by, tell=True)
 
     async def run_tool(self, call: ToolCall) -> ToolOutcome:
         """Run one tool call of the brain through the dispatcher, with the background sound and the
-        client's tool events."""
+        client's tool events (`tool.finished` says how it went, and why a failed one failed)."""
         self._tools_running += 1
         if self.playout is not None:
             self.playout.wake.set()  # the keyboard may start playing over silence
         await self.transport.send_event({"type": "tool.started", "name": call.name})
+        finished: dict[str, Any] = {"type": "tool.finished", "name": call.name}
         try:
-            return await self.tools.run(call)
+            outcome = await self.tools.run(call)
+            finished["status"] = outcome.status
+            if outcome.status != ToolInvocationStatus.SUCCESS and outcome.reason:
+                finished["error"] = outcome.reason
+            return outcome
         finally:
             self._tools_running -= 1
-            await self.transport.send_event({"type": "tool.finished", "name": call.name})
+            await self.transport.send_event(finished)
 
     def tool_round(
         self, response: Response, said: str, calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]
@@ -506,6 +538,7 @@ class Session:
         fields: dict[str, Any] = {"words": len(text.split())}
         if response.turn_ended_at is not None and response.segments and response.segments[0].play_start:
             fields["latencyMs"] = round((response.segments[0].play_start - response.turn_ended_at) * 1000)
+        await self._speech_ended(response, interrupted=False)
         await self._commit_assistant(text, "assistant turn", fields)
         if response.transfer_to or response.then_end is not None:
             # This runs in the playout stage, and ending the call stops every stage: a task does not
@@ -513,6 +546,22 @@ class Session:
             self._ending = asyncio.get_running_loop().create_task(
                 self._end_after(response), name=f"end-{self.recorder.session_id}"
             )
+
+    async def _segment_playing(self, segment: Segment) -> None:
+        """A segment starts playing at the listener: the words it begins go to the client as they are
+        spoken (`agent_speech`; the transcript follows once the answer has played or was cut)."""
+        response = segment.owner
+        if not isinstance(response, Response) or response.done or response.cancelled:
+            return
+        text = response.starting(segment)
+        if text:
+            response.speaking = True
+            await self.transport.send_event({"type": "agent_speech", "text": text})
+
+    async def _speech_ended(self, response: Response, *, interrupted: bool) -> None:
+        if response.speaking:
+            response.speaking = False
+            await self.transport.send_event({"type": "agent_speech.ended", "interrupted": interrupted})
 
     async def _end_after(self, response: Response) -> None:
         if response.transfer_to:

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import pytest
+
 from realtime.engine.brain import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn
 from realtime.engine.tools import ToolOutcome
 from realtime.engine.transport import Ending
@@ -155,6 +157,25 @@ class RecordingTransport:
 
     def kinds(self) -> list[str]:
         return [kind for _, kind, _ in self.events]
+
+    def messages(self) -> list[tuple[float, str, Any]]:
+        """The events with each client message named by its type (`agent_speech`, `tool.finished`...)."""
+        return [(at, value["type"] if kind == "event" else kind, value) for at, kind, value in self.events]
+
+    def assert_captioned(self, sentences: Sequence[str], starts: Sequence[float], transcript: str) -> None:
+        """The first answer was sent as `agent_speech` sentence by sentence, each at its `starts` offset
+        (seconds) into the audio (the first one before any audio), then `agent_speech.ended`, then its
+        transcript."""
+        events = self.messages()
+        kinds = [kind for _, kind, _ in events]
+        first_audio = next(at for at, kind, _ in events if kind == "audio")
+        spoken = [(at, value["text"]) for at, kind, value in events if kind == "agent_speech"]
+        assert [text for _, text in spoken] == list(sentences)
+        assert [at - first_audio for at, _ in spoken] == [pytest.approx(start, abs=0.021) for start in starts]
+        assert kinds.index("agent_speech") < kinds.index("audio")
+        ended = kinds.index("agent_speech.ended")
+        assert events[ended][2] == {"type": "agent_speech.ended", "interrupted": False}
+        assert kinds[ended + 1] == "transcript" and events[ended + 1][2] == ("assistant", transcript)
 
     def transcripts(self) -> list[tuple[str, str]]:
         return [value for _, kind, value in self.events if kind == "transcript"]

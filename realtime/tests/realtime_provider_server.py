@@ -12,7 +12,8 @@ whose instructions say "Say exactly ... "<text>"" is answered by saying <text>; 
 `response.create` takes the next script item (`Say`, `CallTool`, `Fail`, `HangUp`), then `fallback`.
 A test plays the caller's side with `caller_turn` (speech_started, speech_stopped, committed, the
 provider's own response as server VAD would create it, then the late input transcription) and
-`speech_started` (a barge-in), or sends any event with `send`. `response.cancel` stops the running
+`speech_started` (a barge-in), or sends any event with `send` (through `run`, or `run_sync` from a
+thread without an event loop). `response.cancel` stops the running
 response (`response.done` with status cancelled). Audio is a tone of WORD_MS per word, or eSpeak NG
 speech at 24 kHz (`Say(speech=True)`); `beta=True` uses the older beta event names.
 """
@@ -372,6 +373,11 @@ class ProviderServer:
             return await action()
         future = asyncio.run_coroutine_threadsafe(action(), self._loop)
         return await asyncio.wrap_future(future)
+
+    def run_sync(self, action: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
+        """`run` for a caller without an event loop of its own (a Playwright test): thread mode only."""
+        assert self._loop is not None, "run_sync needs the server on a loop of its own (with provider:)"
+        return asyncio.run_coroutine_threadsafe(action(), self._loop).result(timeout)
 
     def __enter__(self) -> ProviderServer:
         return self.start()

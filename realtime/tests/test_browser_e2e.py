@@ -3,7 +3,9 @@ against a real Daphne server on the test database, with eSpeak NG speech as the 
 
 The demo page: greeting, the caller's words, the agent's answer, and a barge-in whose `clear` empties
 the playback queue. The dashboard: a staff login, the agent page's "Talk to this agent" panel, and
-the call record reached through the call id link. Screenshots land in var/test-artifacts/."""
+the call record reached through the call id link. On both, the agent's words show while it speaks them,
+with a speaking indicator. With the speech-to-speech engine (a scripted provider): the same, and a tool
+that fails, shown with its reason. Screenshots land in var/test-artifacts/."""
 
 from __future__ import annotations
 
@@ -16,17 +18,24 @@ import time
 import wave
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import numpy as np
 import pytest
+from django.contrib.auth import get_user_model
 
 from calls.models import Call
 from realtime import tokens
 from realtime.tests.conftest import SECRET
+from realtime.tests.loopback import LoopbackReceiver, Reply
+from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say
 from realtime.tests.support import REPO, DaphneServer, VoiceClient, database_url, free_port, is_type
+from realtime.tests.test_s2s_e2e import DISCLOSURE as OLIVE_DISCLOSURE
+from realtime.tests.test_s2s_e2e import GREETING as OLIVE_GREETING
+from realtime.tests.test_s2s_e2e import olive
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -106,9 +115,9 @@ def ava(owner: Any, make_agent: Any) -> Any:
     )
 
 
-@pytest.fixture
-def server(ava: Any, tmp_path: Path, realtime_settings: Any) -> Iterator[DaphneServer]:
-    """A server on the test database whose demo organization is Ava's."""
+@contextmanager
+def _daphne(ava: Any, tmp_path: Path, **extra: str) -> Iterator[DaphneServer]:
+    """A server on the test database whose demo organization is Ava's; `extra` adds settings."""
     from django.db import connection
 
     port = free_port()
@@ -119,6 +128,7 @@ def server(ava: Any, tmp_path: Path, realtime_settings: Any) -> Iterator[DaphneS
         "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
         "DEMO_PAGES": "true",
         "DEMO_ORGANIZATION_ID": str(ava.organization_id),
+        **extra,
     }
     log = tmp_path / "daphne.log"
     started = DaphneServer(env=env, port=port, log_path=log).start()
@@ -142,6 +152,37 @@ def server(ava: Any, tmp_path: Path, realtime_settings: Any) -> Iterator[DaphneS
                 if cursor.fetchone()[0] == 0:
                     break
             time.sleep(0.05)
+
+
+@pytest.fixture
+def server(ava: Any, tmp_path: Path, realtime_settings: Any) -> Iterator[DaphneServer]:
+    with _daphne(ava, tmp_path) as started:
+        yield started
+
+
+@pytest.fixture
+def provider() -> Iterator[ProviderServer]:
+    with ProviderServer(speech=True) as scripted:
+        yield scripted
+
+
+@pytest.fixture
+def failing_hook() -> Iterator[LoopbackReceiver]:
+    with LoopbackReceiver(Reply(status=500, json={"detail": "database down"})).in_thread() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def s2s_server(ava: Any, tmp_path: Path, realtime_settings: Any, provider: ProviderServer) -> Iterator[DaphneServer]:
+    """A server whose voice engine is the scripted speech-to-speech provider."""
+    settings = {
+        "VOICE_ENGINE": "realtime",
+        "REALTIME_PROVIDER_URL": provider.url,
+        "REALTIME_PROVIDER_MODEL": "gpt-realtime-browser",
+        "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
+    }
+    with _daphne(ava, tmp_path, **settings) as started:
+        yield started
 
 
 async def _warm_up(server: DaphneServer, agent: Any) -> None:
@@ -211,6 +252,59 @@ def wait_until(page: Any, expression: str, *, arg: Any = None, timeout: float = 
         if time.monotonic() > deadline:
             raise TimeoutError(f"not true within {timeout / 1000:g} s: {expression}")
         page.wait_for_timeout(100)
+
+
+def speaking_now(page: Any, timeout: float = 30_000) -> dict[str, Any]:
+    """The panel at the first moment it shows the agent speaking, read at that one instant: the live
+    line's words, whether the speaking indicator is visible, and the log's final agent lines then."""
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        seen = page.evaluate(
+            """() => {
+              const panel = document.getElementById("talk-panel");
+              const caption = panel.querySelector('[data-role="log"] li.talk-live [data-role="caption"]');
+              if (!caption || panel.dataset.speaking !== "true") return null;
+              const indicator = panel.querySelector('[data-role="speaking"]');
+              const lines = [...panel.querySelectorAll('[data-role="log"] li')];
+              return {
+                caption: caption.textContent,
+                line: caption.parentElement.textContent,
+                indicator: indicator.checkVisibility() ? indicator.textContent.trim() : null,
+                clientSpeaking: panel.talk.client.speaking,
+                finalAgentLines: lines.filter((li) => li.className === "talk-assistant").length,
+              };
+            }"""
+        )
+        if seen:
+            return seen
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the panel did not show the agent speaking within {timeout / 1000:g} s")
+        page.wait_for_timeout(50)
+
+
+def assert_the_greeting_shows_as_it_is_spoken(page: Any, first_sentence: str, name: str) -> None:
+    """While the opening plays, its first sentence is on the panel with the speaking indicator, before
+    its transcript; once it has played, the indicator goes."""
+    seen = speaking_now(page)
+    print(f"while the agent speaks: {seen}")
+    assert seen["caption"].startswith(first_sentence) and seen["line"].startswith("Agent: ")
+    assert seen["indicator"] == "Agent speaking" and seen["clientSpeaking"] is True
+    assert seen["finalAgentLines"] == 0  # its transcript has not come: the agent is still speaking
+    screenshot(page, name)
+    wait_until(page, 'document.getElementById("talk-panel").dataset.speaking === "false"', timeout=30_000)
+    assert not page.is_visible('#talk-panel [data-role="speaking"]')
+
+
+def staff_login(page: Any, server: DaphneServer, agent: Any) -> None:
+    """Log in as a new superuser and open the agent's dashboard page."""
+    in_thread(lambda: get_user_model().objects.create_superuser("staff", "staff@example.com", "correct-horse-battery"))
+    page.goto(f"{server.http_url}/admin/agents/agent/{agent.pk}/change/")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", "correct-horse-battery")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**/admin/agents/agent/{agent.pk}/change/")
+    assert "Talk to this agent" in page.inner_text("#talk-panel h2")
+    assert "va_" not in page.content()
 
 
 def wait_for_conversation(page: Any, *, users: int, clears: int, timeout_ms: int = 90_000) -> None:
@@ -291,6 +385,7 @@ def test_the_demo_page_talks_with_an_agent_and_a_barge_in_empties_the_playback_q
     assert button.inner_text() == "Stop"
     call_id = page.get_attribute("#talk-panel", "data-call-id")
     assert call_id and call_id in page.inner_text('#talk-panel [data-role="call"]')
+    assert_the_greeting_shows_as_it_is_spoken(page, "Just so you know, you are speaking with an AI", "demo-speaking")
 
     # The caller's sentence, the answer, the sentence again over the answer (a barge-in), its answer.
     wait_for_conversation(page, users=2, clears=1)
@@ -339,25 +434,19 @@ def test_the_demo_page_talks_with_an_agent_and_a_barge_in_empties_the_playback_q
 
 
 @pytest.mark.parametrize("microphone_wav", [REAL_PERSON], indirect=True)
-def test_staff_talk_to_an_agent_from_its_dashboard_page_and_open_the_call_record(
-    server, ava, page, django_user_model, microphone_wav
-):
+def test_staff_talk_to_an_agent_from_its_dashboard_page_and_open_the_call_record(server, ava, page, microphone_wav):
     def prepare() -> None:
-        django_user_model.objects.create_superuser("staff", "staff@example.com", "correct-horse-battery")
         ava.handoff_phone_number = HANDOFF
         ava.save(update_fields=["handoff_phone_number"])
 
     in_thread(prepare)
-    page.goto(f"{server.http_url}/admin/agents/agent/{ava.pk}/change/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", "correct-horse-battery")
-    page.click("input[type=submit]")
-    page.wait_for_url(f"**/admin/agents/agent/{ava.pk}/change/")
-    assert "Talk to this agent" in page.inner_text("#talk-panel h2")
-    assert "va_" not in page.content()
+    staff_login(page, server, ava)
 
     page.click('#talk-panel [data-role="toggle"]')
     wait_until(page, 'document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
+    assert_the_greeting_shows_as_it_is_spoken(
+        page, "Just so you know, you are speaking with an AI", "dashboard-speaking"
+    )
     # The caller asks for a person: the agent calls transfer_call, says so, and the server ends the call.
     wait_until(page, 'document.getElementById("talk-panel").dataset.state === "closed"', timeout=90_000)
     lines = log_lines(page)
@@ -379,3 +468,38 @@ def test_staff_talk_to_an_agent_from_its_dashboard_page_and_open_the_call_record
     assert call_id in body and "Ava" in body and f"Call transferred to {HANDOFF}" in body
     screenshot(page, "dashboard-call-record")
     assert in_thread(lambda: Call.objects.get(pk=call_id).status) == "completed"
+
+
+def test_the_dashboard_panel_shows_a_speech_to_speech_agent_s_words_as_it_speaks_and_a_failed_tool(
+    s2s_server, page, provider, failing_hook, owner, make_agent
+):
+    olive_agent = in_thread(lambda: olive(owner, make_agent, failing_hook))
+    staff_login(page, s2s_server, olive_agent)
+    page.click('#talk-panel [data-role="toggle"]')
+    wait_until(page, 'document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
+    assert_the_greeting_shows_as_it_is_spoken(page, OLIVE_DISCLOSURE, "dashboard-s2s-speaking")
+    assert log_lines(page)[0] == {"kind": "talk-assistant", "text": f"Agent: {OLIVE_DISCLOSURE} {OLIVE_GREETING}"}
+
+    # The caller asks about an order; the tool's server fails; the panel says so, then the apology plays.
+    sorry = "Sorry, I cannot look that order up right now. Please try again later."
+    provider.script(Say(sorry, speech=True))
+    connection = provider.last
+    call = CallTool("check_order_status", {"order_number": "3561"}, call_id="call_browser_fail")
+    provider.run_sync(lambda: connection.caller_turn("Where is order 3561?", call))
+    seen = speaking_now(page)
+    assert seen["caption"] == "Sorry, I cannot look that order up right now." and seen["indicator"]
+    wait_until(page, 'document.getElementById("talk-panel").dataset.speaking === "false"', timeout=30_000)
+    lines = log_lines(page)
+    print(json.dumps(lines, indent=1))
+    # The caller's late transcript and the tool's start may come in either order; then the failure
+    # with its reason (the agent log's), then the answer's line, which was the live line.
+    assert sorted(line["text"] for line in lines[1:3]) == [
+        "Tool check_order_status started",
+        "You: Where is order 3561?",
+    ]
+    assert lines[3:] == [
+        {"kind": "talk-tool talk-failed", "text": "Tool check_order_status failed: The tool answered HTTP 500"},
+        {"kind": "talk-assistant", "text": f"Agent: {sorry}"},
+    ]
+    screenshot(page, "dashboard-s2s-failed-tool")
+    stop_call(page)

@@ -436,3 +436,70 @@ async def test_a_transfer_ends_the_call_and_every_stage_of_the_session(agent):
     assert stages == []
     call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
     assert call.status == "completed"
+
+
+async def test_each_sentence_is_sent_as_agent_speech_when_its_audio_starts_playing(agent):
+    h = Harness(agent)
+    await h.start()
+    await h.feed(silence(2300))
+    # Each as its first audio plays at the listener: after 13 and 16 words of 100 ms; then ended, then the
+    # transcript once the whole greeting has played.
+    sentences = [DISCLOSURE, "Welcome to Acme.", "How can I help?"]
+    h.transport.assert_captioned(sentences, [0.0, 1.3, 1.6], f"{DISCLOSURE} {GREETING}")
+    # Audio keeps coming after each caption: "How can I help?" is 400 ms, at most the 200 ms lead of it
+    # went out before its caption.
+    last_caption = max(at for at, kind, _ in h.transport.messages() if kind == "agent_speech")
+    assert h.transport.audio_ms(since=last_caption) >= 400 - 200
+    await h.stop()
+
+
+async def test_a_barge_in_ends_the_agent_speech_as_interrupted_before_the_cut_transcript(agent):
+    sentences = ["One two three four five.", "Six seven eight nine ten.", "Eleven twelve."]
+    brain = ScriptedBrain([TextPiece(" ".join(sentences))])
+    h = Harness(agent, texts=["question", "stop please"], brain=brain)
+    await h.start()
+    await h.feed(silence(2000))
+    before = len(h.transport.events)
+    await h.talk(600, then_silence_ms=150)
+    await h.feed(silence(500))
+    await h.talk(600, then_silence_ms=300)
+    events = h.transport.messages()[before:]
+    kinds = [kind for _, kind, _ in events]
+    clear = kinds.index("clear")
+    captions = [value["text"] for _, kind, value in events[:clear] if kind == "agent_speech"]
+    cut = next(value[1] for _, kind, value in events[clear:] if kind == "transcript" and value[0] == "assistant")
+    # Captions went out sentence by sentence while the answer played, and covered every word that was heard.
+    assert captions and captions == sentences[: len(captions)]
+    assert " ".join(captions).startswith(cut)
+    assert events[clear + 1][2] == {"type": "agent_speech.ended", "interrupted": True}
+    assert kinds.index("transcript", clear) == clear + 2  # then the heard part of the answer
+    # The answer to the next turn gets its own captions.
+    await h.feed(silence(1500))
+    later = [value["text"] for _, kind, value in h.transport.messages()[before:][clear:] if kind == "agent_speech"]
+    assert later == ["Okay."]
+    await h.stop()
+
+
+async def test_a_finished_tool_call_says_how_it_went_and_why_a_failed_one_failed(agent):
+    reason = "The tool answered HTTP 500"
+    tools = ScriptedTools(
+        {
+            "book_table": ToolOutcome(result=f'{{"error": "{reason}"}}', status="error", reason=reason),
+            "find_table": ToolOutcome(result='{"table": 4}', status="success"),
+        }
+    )
+    brain = ScriptedBrain([ToolCall(name="find_table", arguments={}, id="t1")])
+    h = Harness(agent, texts=["find a table", "book it"], brain=brain, tools=tools)
+    brain.scripts.append([ToolCall(name="book_table", arguments={}, id="t2")])
+    await h.start()
+    await h.feed(silence(2000))
+    await h.talk(600)
+    await h.feed(silence(800))
+    await h.talk(600)
+    await h.feed(silence(800))
+    finished = [value for _, kind, value in h.transport.messages() if kind == "tool.finished"]
+    assert finished == [
+        {"type": "tool.finished", "name": "find_table", "status": "success"},
+        {"type": "tool.finished", "name": "book_table", "status": "error", "error": reason},
+    ]
+    await h.stop()

@@ -67,6 +67,12 @@ def hook() -> Iterator[LoopbackReceiver]:
         yield receiver
 
 
+@pytest.fixture
+def failing_hook() -> Iterator[LoopbackReceiver]:
+    with LoopbackReceiver(Reply(status=500, json={"detail": "database down"})).in_thread() as receiver:
+        yield receiver
+
+
 def olive(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
     agent = make_agent(
         owner.organization,
@@ -208,6 +214,57 @@ async def test_a_conversation_through_the_speech_to_speech_provider(
     messages = [content["message"] for _, content in rows]
     assert "barge-in" in messages and "provider answer truncated" in messages
     assert not any(API_KEY in str(content) for _, content in rows)
+
+
+async def test_the_agent_s_words_and_a_failed_tool_reach_the_client_as_they_happen(
+    server, provider, owner, make_agent, realtime_settings, failing_hook
+):
+    agent = await sync_to_async(olive)(owner, make_agent, failing_hook)
+    sorry = "Sorry, I cannot look that order up right now. Please try again later."
+    async with VoiceClient(socket_url(server, agent)) as client:
+        await client.wait_for(is_type("session.started"), timeout=60)
+        done = asyncio.Event()
+        mic = asyncio.create_task(client.stream(silence(60_000), stop_when=done.is_set))
+        try:
+            greeting = await client.wait_for(is_type("transcript", role="assistant"), timeout=30)
+            messages = [m.message for m in client.messages[: greeting + 1]]
+            kinds = [m["type"] for m in messages]
+            captions = [index for index, kind in enumerate(kinds) if kind == "agent_speech"]
+            # The provider's transcript, sentence by sentence as each one's first word plays, before the
+            # transcript of the whole turn and while its audio still arrives.
+            assert [messages[index]["text"] for index in captions] == [DISCLOSURE, GREETING]
+            ended = kinds.index("agent_speech.ended")
+            assert messages[ended] == {"type": "agent_speech.ended", "interrupted": False} and ended == greeting - 1
+            for start, end in zip(captions, [*captions[1:], ended], strict=True):
+                assert len(client.audio(start, end)) / 48000 > 0.5, messages[start]
+
+            # The tool fails (its server answers 500): the client learns why, then hears the apology.
+            provider.script(Say(sorry, speech=True))
+            connection = provider.last
+            before = len(client.messages)
+            call = CallTool("check_order_status", {"order_number": "3561"}, call_id="call_e2e_fail")
+            await provider.run(lambda: connection.caller_turn("Where is order 3561?", call))
+            finished = await client.wait_for(is_type("tool.finished"), after=before, timeout=30)
+            assert client.messages[finished].message == {
+                "type": "tool.finished",
+                "name": "check_order_status",
+                "status": "error",
+                "error": "The tool answered HTTP 500",
+            }
+            answer = await client.wait_for(is_type("transcript", role="assistant"), after=finished, timeout=30)
+            assert client.messages[answer].message["text"] == sorry
+            spoken = [
+                m.message["text"] for m in client.messages[finished:answer] if m.message["type"] == "agent_speech"
+            ]
+            assert spoken == ["Sorry, I cannot look that order up right now.", "Please try again later."]
+        finally:
+            done.set()
+            await mic
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
+    rows = await logged(agent, "tool call", "warn")
+    (line,) = [content for _, content in rows if content.get("message") == "tool call"]
+    assert line["reason"] == "The tool answered HTTP 500"  # the agent log says the same
 
 
 async def test_a_provider_disconnect_ends_the_call_as_failed(

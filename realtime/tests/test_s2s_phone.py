@@ -139,6 +139,8 @@ async def test_a_phone_call_through_the_speech_to_speech_provider(server, provid
             await line
         await twilio.stop()
         await twilio.wait_closed()
+        # The phone line gets Twilio's own messages only: no captions (agent_speech) or tool events.
+        assert {item.message["event"] for item in twilio.messages} <= {"media", "mark", "clear"}
     call = await wait_call(call_sid, status="completed")
     rows = await sync_to_async(
         lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content"))

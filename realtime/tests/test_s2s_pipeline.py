@@ -232,21 +232,30 @@ async def test_barge_in_clears_cancels_and_truncates_to_what_was_played(agent, p
     await h.greeted()
     connection = provider.last
     long = "One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen."
+    before = len(h.transport.events)
     await provider.run(lambda: connection.caller_turn("tell me a story", Say(long)))
     await h.received(1.6)
     await h.clock.advance(0.8)  # about eight words played
     await provider.run(connection.speech_started)
     await eventually(lambda: "clear" in h.transport.kinds())
+    # The client saw the sentence as it began, then the cut: ended (interrupted), then what was heard.
+    events = h.transport.messages()[before:]
+    kinds = [kind for _, kind, _ in events]
+    clear = kinds.index("clear")
+    assert [value["text"] for _, kind, value in events if kind == "agent_speech"] == [long]
+    assert events[clear + 1][2] == {"type": "agent_speech.ended", "interrupted": True}
+    assert kinds[clear + 2] == "transcript"
     await eventually(lambda: connection.events("conversation.item.truncate"))
     truncate = connection.events("conversation.item.truncate")[0]
     assert truncate["content_index"] == 0 and truncate["item_id"].startswith("item_")
     assert truncate["audio_end_ms"] == pytest.approx(800, abs=30)
     cut = h.transport.transcripts()[-1]
     assert cut[0] == "assistant" and long.startswith(cut[1]) and 7 <= len(cut[1].split()) <= 9
-    # Nothing more of the cut answer is played.
+    # Nothing more of the cut answer is played or captioned.
     after = h.transport.audio_ms()
     await h.clock.advance(1.0)
     assert h.transport.audio_ms() == after
+    assert [kind for _, kind, _ in h.transport.messages()[before:]].count("agent_speech") == 1
     call = await h.stop()
     assert (await messages(call))[-1] == cut
 
@@ -497,3 +506,14 @@ async def test_a_refused_truncation_is_logged_and_the_call_goes_on(agent, provid
     assert h.transport.ended is None and not h.task.done()
     call = await h.stop()
     assert call.status == "completed"
+
+
+async def test_the_provider_transcript_is_sent_as_agent_speech_sentence_by_sentence_as_it_plays(agent, provider):
+    h = Harness(agent)
+    await h.start()
+    await h.greeted()
+    # One provider item of 20 words (2 s of audio, 100 ms a word), cut at its sentence ends, each sent as
+    # its first word starts playing.
+    sentences = [DISCLOSURE, "Welcome to Acme.", "How can I help?"]
+    h.transport.assert_captioned(sentences, [0.0, 1.3, 1.6], f"{DISCLOSURE} {GREETING}")
+    await h.stop()

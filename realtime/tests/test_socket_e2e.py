@@ -190,6 +190,9 @@ async def test_a_spoken_conversation_end_to_end(server, ava, speech_16k):
         clear_index = await client.wait_for(is_type("clear"), after=answer_audio)
         cut_index = await client.wait_for(is_type("transcript", role="assistant"), after=user_index)
         assert cut_index > clear_index  # the cut answer's transcript keeps only what was sent
+        # The client was shown the answer as it was spoken, and told that it was cut.
+        ended = await client.wait_for(is_type("agent_speech.ended"), after=user_index)
+        assert client.messages[ended].message["interrupted"] is True and clear_index < ended < cut_index
         cut_text = client.messages[cut_index].message["text"]
         assert cut_text and ANSWER.startswith(cut_text) and cut_text != ANSWER
         await speaking
@@ -210,6 +213,36 @@ async def test_a_spoken_conversation_end_to_end(server, ava, speech_16k):
     assert rows[0][1] == greeting_text and rows[1][1] == heard and rows[2][1] == cut_text
     samples = np.frombuffer(greeting_audio, dtype="<i2")
     assert samples.max() > 1000 and samples.min() < -1000
+
+
+async def test_the_agent_s_words_arrive_sentence_by_sentence_as_it_speaks_them(server, ava):
+    async with VoiceClient(socket_url(server, ava.pk, issue(ava))) as client:
+        await client.wait_for(is_type("session.started"), timeout=60)
+        greeted = asyncio.Event()
+        mic = asyncio.create_task(client.stream(silence(30_000), stop_when=greeted.is_set))
+        final = await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
+        greeted.set()
+        await mic
+        messages = [m.message for m in client.messages[: final + 1]]
+        kinds = [m["type"] for m in messages]
+        captions = [index for index, kind in enumerate(kinds) if kind == "agent_speech"]
+        texts = [messages[index]["text"] for index in captions]
+        assert texts[0] == "Just so you know, you are speaking with an AI, not a person." and len(texts) >= 2
+        assert " ".join(texts) == messages[final]["text"]
+        # Each sentence arrives as its audio starts: none of the greeting's audio comes before the first,
+        # and its sentence's audio keeps arriving after each (seconds of speech, not a tail).
+        assert client.audio(0, captions[0]) == b""
+        ended = kinds.index("agent_speech.ended")
+        assert messages[ended] == {"type": "agent_speech.ended", "interrupted": False} and ended == final - 1
+        for start, end in zip(captions, [*captions[1:], ended], strict=True):
+            assert len(client.audio(start, end)) / 48000 > 0.5, messages[start]
+        at = [client.messages[index].at for index in captions]
+        print(
+            f"captions at {', '.join(f'{t - at[0]:.2f}' for t in at)} s; the transcript of the "
+            f"{len(client.audio(0, final)) / 48000:.1f} s greeting {client.messages[final].at - at[0]:.2f} s after the first"
+        )
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
 
 
 async def test_closing_the_socket_completes_the_call(server, ava):

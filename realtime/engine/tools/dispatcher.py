@@ -83,6 +83,7 @@ class ToolOutcome:
     result: str  # the JSON string the brain gets (a JSON object serialized)
     status: str  # "success" | "error" | "timeout"  (calls.models.ToolInvocationStatus values)
     transfer_to: str | None = None  # set by transfer_call: the E.164 destination the shell must transfer to
+    reason: str | None = None  # a failure in plain words, as in the agent log (no URL, secret or argument)
 
 
 @dataclass(frozen=True, eq=False)
@@ -260,7 +261,7 @@ class ToolDispatcher:
         if reason:
             fields["reason"] = reason[:300]
         self.recorder.log("info" if status == ToolInvocationStatus.SUCCESS else "warn", "tool call", **fields)
-        return ToolOutcome(result=text, status=str(status), transfer_to=transfer_to)
+        return ToolOutcome(result=text, status=str(status), transfer_to=transfer_to, reason=fields.get("reason"))
 
     def _skip(self, name: str, reason: str) -> None:
         self.recorder.log("warn", "tool not offered", tool=name[:64], reason=reason)

@@ -1,6 +1,7 @@
 // The "talk to an agent" panel of the demo page and of the dashboard's agent page: a Start/Stop button,
-// the call id, a microphone meter, live transcripts and tool calls. The session URL comes from the
-// page's own backend (POST with the CSRF token); the panel never sees an API key.
+// the call id, a microphone meter, a speaking indicator, the agent's words as it speaks them, the
+// transcripts, and tool calls (with the reason of a failed one). The session URL comes from the page's
+// own backend (POST with the CSRF token); the panel never sees an API key.
 import { VoiceClient } from "../voice-client/v1/voice-client.js";
 
 const LABELS = {
@@ -22,21 +23,75 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
   const status = $("status");
   const call = $("call");
   const meter = $("level");
+  const speaking = $("speaking");
   const log = $("log");
   const csrf = root.querySelector("[name=csrfmiddlewaretoken]").value;
   // What tests (and curious developers) can read: the client, and each barge-in's queue before/after.
-  const talk = { client: null, clears: [], lastQueued: 0, maxLevel: 0 };
+  const talk = { client: null, clears: [], lastQueued: 0, maxLevel: 0, captions: [] };
   root.talk = talk;
+  // The agent's answer as it speaks it: one log line that grows sentence by sentence and becomes the
+  // answer's transcript line when that arrives (with only the words heard, after a barge-in).
+  let live = null; // {item, words}: the line of the answer being spoken
+  let unheard = null; // the line of an answer that stopped, until its transcript replaces it
 
-  function line(kind, label, text) {
+  function line(kind, label, text, before = null) {
     const item = document.createElement("li");
     item.className = `talk-${kind}`;
     const who = document.createElement("strong");
     who.textContent = label;
     item.append(who, document.createTextNode(` ${text}`));
-    log.append(item);
+    log.insertBefore(item, before);
     log.scrollTop = log.scrollHeight;
     return item;
+  }
+
+  function setSpeaking(on) {
+    root.dataset.speaking = on ? "true" : "false";
+    speaking.hidden = !on;
+  }
+
+  function caption({ speaking: on, text, interrupted }) {
+    if (on) {
+      talk.captions.push(text);
+      if (!live) {
+        unheard = null;
+        const item = line("assistant talk-live", "Agent:", "");
+        const words = document.createElement("span");
+        words.dataset.role = "caption";
+        item.append(words);
+        live = { item, words };
+      }
+      live.words.textContent = live.words.textContent ? `${live.words.textContent} ${text}` : text;
+      log.scrollTop = log.scrollHeight;
+    } else if (live) {
+      live.item.classList.remove("talk-live");
+      if (interrupted) live.item.classList.add("talk-cut");
+      unheard = live.item;
+      live = null;
+    }
+    setSpeaking(on);
+  }
+
+  function agentTranscript(text) {
+    const item = live ? live.item : unheard;
+    if (!item) {
+      line("assistant", "Agent:", text);
+      return;
+    }
+    item.replaceChildren(Object.assign(document.createElement("strong"), { textContent: "Agent:" }));
+    item.append(document.createTextNode(` ${text}`));
+    item.className = "talk-assistant";
+    if (live) live = null;
+    unheard = null;
+  }
+
+  function toolLine({ name, phase, status, error }) {
+    if (phase === "finished" && status && status !== "success") {
+      const what = status === "timeout" ? "timed out" : "failed";
+      line("tool talk-failed", "Tool", `${name} ${what}${error ? `: ${error}` : ""}`);
+    } else {
+      line("tool", "Tool", `${name} ${phase}`);
+    }
   }
 
   function show(state, detail) {
@@ -74,6 +129,9 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
     call.replaceChildren();
     talk.clears = [];
     talk.maxLevel = 0;
+    talk.captions = [];
+    live = unheard = null;
+    setSpeaking(false);
     const client = new VoiceClient();
     talk.client = client;
     client.on("state", ({ state }) => {
@@ -86,8 +144,13 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
       target.textContent = callId;
       call.replaceChildren(document.createTextNode("Call "), target);
     });
-    client.on("transcript", ({ role, text }) => line(role, role === "user" ? "You:" : "Agent:", text));
-    client.on("tool", ({ name, phase }) => line("tool", "Tool", `${name} ${phase}`));
+    client.on("transcript", ({ role, text }) => {
+      if (role === "assistant") agentTranscript(text);
+      // A caller's words recognized while the agent already answers them go above that answer.
+      else line(role, "You:", text, live ? live.item : null);
+    });
+    client.on("speech", caption);
+    client.on("tool", toolLine);
     client.on("transfer", ({ phoneNumber }) => line("transfer", "Transfer", `to ${phoneNumber}`));
     client.on("queue", ({ queuedSamples }) => {
       talk.lastQueued = queuedSamples;
@@ -101,14 +164,14 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
     client.on("error", ({ code, message }) => {
       line("error", "Error:", `${message} (${code})`);
     });
-    client.on("level", ({ rms }) => {
+    client.on("level", ({ rms, meter: fill }) => {
       talk.maxLevel = Math.max(talk.maxLevel, rms);
-      // -60..0 dBFS across the bar.
-      const db = rms > 0 ? 20 * Math.log10(rms) : -100;
-      meter.style.width = `${Math.max(0, Math.min(100, ((db + 60) / 60) * 100))}%`;
+      meter.style.width = `${Math.round(fill * 100)}%`; // -60..0 dBFS across the bar
+      meter.parentElement.setAttribute("aria-valuenow", String(Math.round(fill * 100)));
     });
     client.on("closed", ({ code, reason }) => {
       meter.style.width = "0%";
+      meter.parentElement.setAttribute("aria-valuenow", "0");
       const why = reason ? `: ${reason}` : "";
       show("closed", client.callId ? `Call ended (close code ${code}${why}).` : `Could not start${why}.`);
     });
@@ -123,5 +186,6 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
     else start();
   });
   show("idle");
+  setSpeaking(false);
   return talk;
 }

@@ -91,6 +91,16 @@ export function rms(samples) {
   return Math.sqrt(sum / samples.length);
 }
 
+/**
+ * A level meter's fill (0..1) for an RMS level (0..1): decibels from `floorDb` (-60 dBFS: empty) to 0
+ * dBFS (full), so that quiet speech still moves the meter. Silence and NaN are 0.
+ */
+export function meterFill(level, floorDb = -60) {
+  if (!(level > 0)) return 0;
+  const db = 20 * Math.log10(level);
+  return Math.max(0, Math.min(1, (db - floorDb) / -floorDb));
+}
+
 // Zeroth-order modified Bessel function of the first kind (power series), for the Kaiser window.
 function besselI0(x) {
   let sum = 1;

@@ -4,29 +4,50 @@
 //   import { VoiceClient } from "/static/voice-client/v1/voice-client.js";
 //   const client = new VoiceClient();
 //   client.on("transcript", ({ role, text }) => ...);
+//   client.on("speech", ({ speaking, text }) => ...);   // the agent's words as it speaks them
 //   client.connect(fetch("/my-backend/voice-session").then((r) => r.json()).then((s) => s.websocketUrl));
 //   ...
 //   client.stop();
 //
 // The page only ever handles the short-lived websocketUrl that its own backend obtained with the API key.
-import { base64ToBytes, bytesToBase64, pcm16ToBytes } from "./audio-math.js";
+import { base64ToBytes, bytesToBase64, meterFill, pcm16ToBytes } from "./audio-math.js";
+
+export { meterFill };
 
 export const VERSION = "1";
 const WORKLET_URL = new URL("./voice-worklet.js", import.meta.url);
-const EVENTS = ["state", "started", "transcript", "clear", "tool", "transfer", "closed", "error", "level", "queue"];
+const EVENTS = [
+  "state",
+  "started",
+  "transcript",
+  "speech",
+  "clear",
+  "tool",
+  "transfer",
+  "closed",
+  "error",
+  "level",
+  "queue",
+];
 
 /**
  * One conversation. Events (`on(name, handler)`, handler gets one object):
  * - `state` {state}: "idle" -> "connecting" -> "live" (after session.started) -> "stopping" -> "closed"
  * - `started` {callId}
  * - `transcript` {role: "user" | "assistant", text}
+ * - `speech` {speaking, text, answer, interrupted}: the agent's words as it speaks them. While it
+ *   speaks (`speaking` true): `text` is the sentence whose audio starts playing now, `answer` the
+ *   answer's sentences so far. When it stops (`speaking` false, `text` ""): `interrupted` says whether
+ *   it was cut (barge-in, or the call ended). The `assistant` transcript follows with what was heard.
  * - `clear` {droppedSamples, queuedSamples, sampleRate}: barge-in; the queued agent audio was dropped
- * - `tool` {name, phase: "started" | "finished"}
+ * - `tool` {name, phase: "started" | "finished", status, error}: `status` ("success", "error",
+ *   "timeout") and, for a failure, `error` (the reason in plain words) come with "finished"
  * - `transfer` {phoneNumber}
  * - `closed` {code, reason}
  * - `error` {code, message}: the server's `error` messages, and the client's own ("microphone",
  *   "audio", "socket")
- * - `level` {rms}: microphone level (0..1) of each sent frame, for meters
+ * - `level` {rms, meter}: microphone level (0..1) of each 20 ms frame, and `meter`, its fill (0..1)
+ *   on a -60..0 dBFS scale, for meters
  * - `queue` {queuedSamples, playing, sampleRate}: the playback queue's length when it changes
  */
 export class VoiceClient {
@@ -44,6 +65,10 @@ export class VoiceClient {
     this.source = null;
     this.queued = 0;
     this.stopTimer = null;
+    this.speaking = false; // the agent is speaking (between agent_speech and agent_speech.ended)
+    this.speechText = ""; // the sentence it is speaking
+    this.answerText = ""; // its answer so far (the sentences of this answer)
+    this.micLevel = 0; // the microphone's last level (RMS, 0..1)
   }
 
   on(name, handler) {
@@ -147,7 +172,8 @@ export class VoiceClient {
 
   onCaptured(message) {
     if (message.type !== "audio") return;
-    this.emit("level", { rms: message.level });
+    this.micLevel = message.level;
+    this.emit("level", { rms: message.level, meter: meterFill(message.level) });
     // Audio counts from session.started on: before it the server is not listening yet.
     if (this.state !== "live" || this.socket.readyState !== WebSocket.OPEN) return;
     const bytes = pcm16ToBytes(new Int16Array(message.pcm));
@@ -197,9 +223,22 @@ export class VoiceClient {
       case "transcript":
         this.emit("transcript", { role: message.role, text: message.text });
         break;
+      case "agent_speech":
+        if (typeof message.text === "string" && message.text) this.speechStarted(message.text);
+        break;
+      case "agent_speech.ended":
+        this.speechEnded(Boolean(message.interrupted));
+        break;
       case "tool.started":
+        this.emit("tool", { name: message.name, phase: "started" });
+        break;
       case "tool.finished":
-        this.emit("tool", { name: message.name, phase: message.type.slice(5) });
+        this.emit("tool", {
+          name: message.name,
+          phase: "finished",
+          status: message.status || null,
+          error: message.error || null,
+        });
         break;
       case "transfer":
         this.emit("transfer", { phoneNumber: message.phoneNumber });
@@ -210,6 +249,20 @@ export class VoiceClient {
       default:
         break; // later protocol versions may add messages
     }
+  }
+
+  speechStarted(text) {
+    this.answerText = this.speaking ? `${this.answerText} ${text}` : text;
+    this.speaking = true;
+    this.speechText = text;
+    this.emit("speech", { speaking: true, text, answer: this.answerText, interrupted: false });
+  }
+
+  speechEnded(interrupted) {
+    if (!this.speaking) return;
+    this.speaking = false;
+    this.speechText = "";
+    this.emit("speech", { speaking: false, text: "", answer: this.answerText, interrupted });
   }
 
   /** Ends the conversation: sends `stop`, stops the microphone and playback; `closed` follows. */
@@ -248,6 +301,7 @@ export class VoiceClient {
   finish(code, reason) {
     if (this.state === "closed") return;
     this.queued = 0;
+    this.speechEnded(true);
     this.setState("closed");
     this.emit("closed", { code, reason });
   }
