@@ -14,7 +14,7 @@ from realtime.tests.test_pipeline import GREETING, Harness
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
-ANSWER = "One two three four five. Six seven eight nine ten. Eleven twelve."
+ANSWER = "One two three four five. Six seven eight nine ten. Eleven twelve thirteen fourteen fifteen."
 
 
 class LateListener(RecordingTransport):
@@ -44,7 +44,8 @@ async def cut_answer(agent: Any, lag: float | None) -> str:
     await h.start()
     await h.feed(silence(2000))
     await h.talk(600, then_silence_ms=150)
-    await h.feed(silence(500))
+    # Late enough that even the late listener has heard the answer (REALTIME_CONTINUE_TURN_MS): a barge-in.
+    await h.feed(silence(800))
     await h.talk(600, then_silence_ms=300)
     await h.stop()
     return [text for role, text in h.transport.transcripts() if role == "assistant"][1]
