@@ -54,7 +54,7 @@ async def conversation(agent: Any, lag: float | None, *, pause_ms: int) -> list[
 
 async def cut_answer(agent: Any, lag: float | None) -> str:
     # Late enough that even the late listener has heard the answer (REALTIME_CONTINUE_TURN_MS): a barge-in.
-    return [text for role, text in await conversation(agent, lag, pause_ms=850) if role == "assistant"][0]
+    return next(text for role, text in await conversation(agent, lag, pause_ms=850) if role == "assistant")
 
 
 async def test_a_late_listener_is_credited_with_less_of_a_cut_answer(agent):
