@@ -325,6 +325,9 @@ REALTIME_WS_URL = env.str("REALTIME_WS_URL", default="")
 REALTIME_TOKEN_SECRET = env.str("REALTIME_TOKEN_SECRET", default="")
 # Caller speech over the agent longer than this interrupts it (barge-in); shorter is a backchannel.
 REALTIME_BARGE_IN_MS = env.int("REALTIME_BARGE_IN_MS", default=300)
+# Caller speech that starts while the answer to their last turn is being prepared, or before it has
+# played this long, goes on with that turn: the answer is dropped and the whole turn answered once.
+REALTIME_CONTINUE_TURN_MS = env.int("REALTIME_CONTINUE_TURN_MS", default=500)
 # How far agent audio may run ahead of real time at the listener (what a barge-in can still cut).
 REALTIME_OUTPUT_LEAD_MS = env.int("REALTIME_OUTPUT_LEAD_MS", default=200)
 # Load the speech models when the ASGI app starts (off: on the first session).

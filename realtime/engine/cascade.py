@@ -9,6 +9,13 @@ On an interruption (`interrupt`) the pipeline drops the sentences it has queued 
 running answer; every queued item belongs to a response, and a cancelled response's items are
 dropped wherever they are.
 
+A caller who goes on speaking before hearing the answer to their turn (a pause between two sentences
+long enough to end the turn) has not finished it: speech that starts while the turn's words are being
+recognized, its answer prepared, or before the answer has played REALTIME_CONTINUE_TURN_MS, drops that
+answer once it has lasted REALTIME_BARGE_IN_MS (shorter sounds are ignored, as over any answer) and
+joins the turn (`Session.user_went_on`): one caller turn in the history and the call record, one
+answer to all of it. Speech that starts later is a barge-in.
+
 A speech provider's failure (ASR_PROVIDER / TTS_PROVIDER other than embedded) never ends the call:
 it is logged to the agent log, and the caller hears the offline voice (eSpeak NG). A turn the
 recognizer failed on gets the apology phrase ("could you say that again?"); a sentence the voice
@@ -55,6 +62,7 @@ class _Job:
     verdict: bool | None = None
     pause: int | None = None
     timing: TurnTiming | None = None  # "finish": when the caller stopped speaking and the turn ended
+    joins: bool = False  # "finish": the utterance goes on with the caller's last turn
 
 
 @dataclass(eq=False)
@@ -84,12 +92,18 @@ class CascadePipeline:
         self.brain = brain
         self._vocabulary_texts = vocabulary_texts
         self.barge_in_ms = int(settings.REALTIME_BARGE_IN_MS)
+        self.continue_turn_seconds = int(settings.REALTIME_CONTINUE_TURN_MS) / 1000
         self._audio_in: asyncio.Queue[bytes] = asyncio.Queue()
         self._speech_q: asyncio.Queue[_Say | _End] = asyncio.Queue()
         self._asr_q: asyncio.Queue[_Job] = asyncio.Queue()
         self._respond_task: asyncio.Task[None] | None = None
         self._over_agent = False  # the current utterance began while the agent was speaking
         self._barged = False  # ... and has already interrupted it
+        self._goes_on = False  # the current utterance began before the answer to the last turn was heard
+        self._turns_in_flight = 0  # caller turns that have ended and whose words are not taken yet
+        # The answer to the caller's last spoken turn, until it has been heard (the caller may still go
+        # on with that turn); cancelled when dropped for that.
+        self._answer: Response | None = None
         self._dropped_input = 0
         self._offline_answer: Response | None = None  # the provider voice failed during this answer
         self._provider_voice_off = False  # ... permanently
@@ -176,10 +190,15 @@ class CascadePipeline:
             if heard.speech_started:
                 self._over_agent = session.agent_speaking()
                 self._barged = False
+                self._goes_on = self._turn_unanswered(now - heard.speech_ms / 1000)
+            if not self._goes_on and self._answer is not None and self._heard(self._answer, now):
+                self._answer = None
+                session.recorder.release_caller_message()  # the caller's turn is complete
             response = session.response
+            joins = self._goes_on and response is not None and response is self._answer
             if (
                 heard.speaking
-                and self._over_agent
+                and (self._over_agent or joins)
                 and not self._barged
                 and heard.speech_ms >= self.barge_in_ms
                 and response is not None
@@ -188,13 +207,31 @@ class CascadePipeline:
                 and not session.transferring
             ):
                 self._barged = True
-                session.recorder.log("info", "barge-in", speechMs=heard.speech_ms)
-                await session.interrupt(now)
+                if joins:
+                    session.recorder.log("info", "caller went on before hearing the answer", speechMs=heard.speech_ms)
+                    await session.interrupt(now, forget=True)
+                else:
+                    session.recorder.log("info", "barge-in", speechMs=heard.speech_ms)
+                    self._answer = None
+                    await session.interrupt(now)
             for kind, audio in heard.jobs:
                 if kind == "finish":
-                    self._asr_q.put_nowait(_Job(kind, audio, self._verdict(), heard.pause, self._turn_ended(now)))
+                    self._asr_q.put_nowait(self._finish_job(now))
                 else:
                     self._asr_q.put_nowait(_Job(kind, audio, None, heard.pause))
+
+    def _turn_unanswered(self, at: float) -> bool:
+        """Whether the caller's last turn is still unanswered at `at`: its words are being recognized,
+        or its answer has not been heard yet."""
+        return self._turns_in_flight > 0 or (self._answer is not None and not self._heard(self._answer, at))
+
+    def _heard(self, answer: Response, now: float) -> bool:
+        """Whether the caller has heard `answer` by `now`: it has played REALTIME_CONTINUE_TURN_MS, or
+        whole (a dropped answer was not heard)."""
+        assert self.session is not None
+        if answer.done:
+            return not answer.cancelled
+        return answer.heard_seconds(self.session.heard_by(now)) >= self.continue_turn_seconds
 
     def _turn_ended(self, now: float) -> TurnTiming:
         """The caller's turn ends now: the detector knows how long they have been silent."""
@@ -203,12 +240,15 @@ class CascadePipeline:
         spoke = now - silence_ms / 1000 if isinstance(silence_ms, int | float) else None
         return TurnTiming(turn_ended_at=now, speech_ended_at=spoke)
 
-    def _verdict(self) -> bool:
-        """Whether the utterance that just ended is the caller's turn: speech that began over the
-        agent and never interrupted it is a backchannel."""
-        verdict = not (self._over_agent and not self._barged)
-        self._over_agent = self._barged = False
-        return verdict
+    def _finish_job(self, now: float) -> _Job:
+        """The recognizer's last job for the utterance that ends now: whether it is the caller's turn
+        (speech that began over the agent and never interrupted it is a backchannel), and whether it
+        goes on with the caller's last turn."""
+        take = not (self._over_agent and not self._barged)
+        joins = take and self._goes_on
+        self._over_agent = self._barged = self._goes_on = False
+        self._turns_in_flight += take
+        return _Job("finish", b"", take, None, self._turn_ended(now), joins)
 
     async def _recognize(self) -> None:
         assert self.listener is not None and self.session is not None
@@ -224,6 +264,7 @@ class CascadePipeline:
                 texts = await session.run_blocking(self.listener.recognize, [(job.kind, job.audio) for job in jobs])
             except ProviderError as exc:
                 if last.kind == "finish":
+                    self._turns_in_flight -= bool(last.verdict)
                     await self._recognition_failed(exc, take=bool(last.verdict))
                 continue
             for kind, text in texts:
@@ -232,9 +273,10 @@ class CascadePipeline:
                 elif not last.verdict:
                     session.recorder.log("debug", "short speech over the agent ignored")
                 else:
+                    self._turns_in_flight -= 1
                     timing = last.timing or TurnTiming(turn_ended_at=session.clock.now())
                     timing.recognized_at = session.clock.now()
-                    await self._take_turn(text, timing)
+                    await self._take_turn(text, timing, joins=last.joins, spoken=True)
 
     def _paused(self, pause: int | None, words: str) -> None:
         """The caller has paused (VAD_QUICK_END_SILENCE_MS) after `words`: the turn ends now when they
@@ -249,8 +291,7 @@ class CascadePipeline:
             return
         after_ms = int(settings.VAD_UNSURE_SILENCE_MS) if verdict == UNSURE else 0
         if self.listener.end_turn(pause, after_ms=after_ms):
-            timing = self._turn_ended(self.session.clock.now())
-            self._asr_q.put_nowait(_Job("finish", b"", self._verdict(), None, timing))
+            self._asr_q.put_nowait(self._finish_job(self.session.clock.now()))
 
     async def _recognition_failed(self, exc: ProviderError, *, take: bool) -> None:
         """The speech recognition provider failed on a caller turn: log it and, unless the turn was
@@ -261,6 +302,7 @@ class CascadePipeline:
         metrics.record_provider_error("asr", permanent=exc.permanent)
         if not take or session.transferring:
             return
+        self._answer = None
         if session.agent_speaking():
             await session.interrupt(session.clock.now())
         response = session.begin_response(turn_ended_at=session.clock.now())
@@ -272,12 +314,27 @@ class CascadePipeline:
         assert self.session is not None
         await self._take_turn(text, TurnTiming(turn_ended_at=self.session.clock.now()))
 
-    async def _take_turn(self, text: str, timing: TurnTiming) -> None:
+    async def _take_turn(self, text: str, timing: TurnTiming, *, joins: bool = False, spoken: bool = False) -> None:
+        """Answer a caller turn; `joins`: words that went on with the caller's last turn before its
+        answer was heard, which then answers the whole turn instead (if that answer is still unheard)."""
         assert self.session is not None
         session = self.session
-        if await session.user_said(text):
+        answer = self._answer if joins else None
+        if answer is not None and answer.done and not answer.cancelled:
+            answer = None  # it has played whole meanwhile: these words are a turn of their own
+        if answer is not None and not answer.cancelled and not text.strip():
+            session.recorder.log("info", "caller speech not recognised")  # a sound: the answer goes on
+            return
+        if answer is not None:
+            if not answer.done:
+                await session.interrupt(session.clock.now(), forget=True)
+            taken = await session.user_went_on(text)
+        else:
+            taken = await session.user_said(text)
+        if taken:
             response = session.begin_response(turn_ended_at=session.clock.now())
             response.timing = timing
+            self._answer = response if spoken else None
             self._respond_task = session.spawn(self._respond(response), "respond")
 
     async def _respond(self, response: Response) -> None:

@@ -42,6 +42,7 @@ class CallRecorder:
         self._writer: asyncio.Task[None] | None = None
         self._finished = False
         self.turn_latencies: list[dict[str, float | None]] = []  # each answered caller turn's stages (ms)
+        self._caller_message: tuple[str, datetime] | None = None  # held until the caller's turn is complete
 
     @property
     def session_id(self) -> str:
@@ -62,11 +63,34 @@ class CallRecorder:
         return self.call
 
     def message(self, role: str, text: str, occurred_at: datetime | None = None) -> None:
-        """Queue one transcript message (written in order, without blocking the caller)."""
+        """Queue one transcript message (written in order, without blocking the caller). A caller's
+        message is held until the next message, `release_caller_message()` or the end of the call: a
+        caller who goes on before hearing the answer extends it (`extend_caller_message`)."""
         if self.call is None or self._finished or not text:
             return
-        call, at = self.call, occurred_at or timezone.now()
-        self._writes.put_nowait(lambda: calls.aappend_message(call=call, role=role, content=text, occurred_at=at))
+        self.release_caller_message()
+        at = occurred_at or timezone.now()
+        if role == "user":
+            self._caller_message = (text, at)
+        else:
+            self._write_message(role, text, at)
+
+    def extend_caller_message(self, text: str) -> None:
+        """More words of the caller's held message (its time stays that of its first words)."""
+        if self._caller_message is not None and text:
+            held, at = self._caller_message
+            self._caller_message = (f"{held} {text}", at)
+
+    def release_caller_message(self) -> None:
+        """The caller's turn is complete: queue its held message."""
+        if self._caller_message is not None:
+            (text, at), self._caller_message = self._caller_message, None
+            self._write_message("user", text, at)
+
+    def _write_message(self, role: str, text: str, at: datetime) -> None:
+        call = self.call
+        if call is not None:
+            self._writes.put_nowait(lambda: calls.aappend_message(call=call, role=role, content=text, occurred_at=at))
 
     def tool_invocation(
         self,
@@ -110,6 +134,7 @@ class CallRecorder:
         """Write what is queued, then close the call (idempotent)."""
         if self.call is None or self._finished:
             return self.call
+        self.release_caller_message()
         self._finished = True
         if self._writer is not None:
             self._writes.put_nowait(None)

@@ -111,6 +111,11 @@ class Response:
         self.shown[index] = end
         return " ".join(words[shown:end])
 
+    def heard_seconds(self, now: float) -> float:
+        """How long the listener has been hearing it by `now` (0 before its first audio plays)."""
+        start = self.segments[0].play_start if self.segments else None
+        return max(0.0, now - start) if start is not None else 0.0
+
     def interruptible(self, now: float) -> bool:
         if self.locked == 0:
             return True
@@ -177,6 +182,7 @@ class Session:
         self.call_id: str | None = None
         self.response: Response | None = None
         self.user_speaking = False  # set by the pipeline's voice activity detection
+        self._last_user: int | None = None  # the caller's last turn in the history
 
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tools_running = 0
@@ -453,21 +459,48 @@ class Session:
             return False
         if interrupt and self.agent_speaking():
             await self.interrupt(self.clock.now())
+        self._last_user = len(self.history)
         self.history.append(Turn(role="user", text=text))
         self.recorder.message("user", text, timezone.now())
         self.recorder.log("info", "user turn", words=len(text.split()))
         await self.transport.send_transcript("user", text)
         return True
 
-    async def interrupt(self, now: float) -> None:
-        """Barge-in, or a new user turn while the agent still answers: the one interruption signal."""
+    async def user_went_on(self, text: str) -> bool:
+        """The caller went on speaking before hearing the answer to their last turn, and the pipeline
+        dropped that answer (`interrupt(forget=True)`): `text` joins that turn in the history and the
+        call record (one turn), the client gets it as another `user` transcript, and the whole turn is
+        answered again (also when `text` is empty: nothing was understood). False when the turn is not
+        taken (the call is being transferred or ends)."""
+        if self._last_user is None:
+            return await self.user_said(text)
+        if self._transferring or self._stopping:
+            return False
+        del self.history[self._last_user + 1 :]  # the dropped answer's tool rounds
+        text = text.strip()
+        if text:
+            joined = f"{self.history[self._last_user].text} {text}"
+            self.history[self._last_user] = Turn(role="user", text=joined)
+            self.recorder.extend_caller_message(text)
+            self.recorder.log("info", "user turn continued", words=len(text.split()))
+            await self.transport.send_transcript("user", text)
+        return True
+
+    def heard_by(self, now: float) -> float:
+        """How far the listener has heard the agent's audio by `now`, in clock time: a transport that
+        learns when its listener really played the audio (a phone stream's marks) says how far behind
+        the playout's estimate the listener is."""
+        lag = getattr(self.transport, "playback_lag", None)
+        return now - lag(now) if lag is not None else now
+
+    async def interrupt(self, now: float, *, forget: bool = False) -> None:
+        """Barge-in, or a new user turn while the agent still answers: the one interruption signal.
+        Only what was heard of the answer is kept; nothing with `forget` (the caller went on with
+        their turn before hearing it: see `user_went_on`)."""
         response = self.response
         if response is not None:
             response.cancelled = True
-        # A transport that learns when its listener really played the audio (a phone stream's marks)
-        # says how far behind the playout's estimate the listener is: only what was heard is kept.
-        lag = getattr(self.transport, "playback_lag", None)
-        heard_by = now - lag(now) if lag is not None else now
+        heard_by = self.heard_by(now)
         if self.pipeline is not None:
             self.pipeline.interrupt()
         if self.playout is not None:
@@ -475,7 +508,10 @@ class Session:
         await self.transport.clear()
         if response is not None and not response.done:
             await self._speech_ended(response, interrupted=True)
-            await self._close_response(response, heard_by, tell=True)
+            if forget:
+                response.done = True
+            else:
+                await self._close_response(response, heard_by, tell=True)
 
     async def run_tool(self, call: ToolCall) -> ToolOutcome:
         """Run one tool call of the brain through the dispatcher, with the background sound and the

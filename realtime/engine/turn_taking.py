@@ -22,6 +22,10 @@ before, at the price of most turns of the offline recognizer taking 500 ms. A mi
 
 Only languages with an offline recognizer have word lists (English); elsewhere every turn keeps the
 full window.
+
+A turn ended too early is mended afterwards: a caller who goes on before hearing the answer (it is
+still being prepared, or has played less than REALTIME_CONTINUE_TURN_MS) continues the same turn, and
+the answer is dropped for one to the whole turn (realtime/engine/cascade.py).
 """
 
 from __future__ import annotations

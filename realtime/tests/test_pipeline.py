@@ -212,6 +212,126 @@ async def test_the_disclosure_cannot_be_interrupted_but_the_greeting_can(agent):
     await h.stop()
 
 
+class ThinkingBrain:
+    """An echo brain that takes `seconds` of the clock to answer (a language model's wait), and
+    remembers the caller turns it was asked about."""
+
+    def __init__(self, seconds: float = 0.8) -> None:
+        self.seconds = seconds
+        self.clock: ManualClock | None = None
+        self.asked: list[list[str]] = []
+
+    async def respond(self, context, history):
+        users = [turn.text for turn in history if turn.role == "user"]
+        self.asked.append(users)
+        assert self.clock is not None
+        await self.clock.sleep_until(self.clock.now() + self.seconds)
+        yield TextPiece(f"You said: {users[-1]}.")
+
+
+FIRST, SECOND = "where is the visitor parking garage", "where can i park my car"
+
+
+async def greeted(h: Harness) -> None:
+    await h.start()
+    await h.feed(silence(2300))  # the disclosure and the greeting have played
+
+
+async def test_a_caller_who_goes_on_while_the_answer_is_prepared_gets_one_turn_and_one_answer(agent):
+    brain = ThinkingBrain(0.8)
+    h = Harness(agent, texts=[FIRST, SECOND], brain=brain)
+    brain.clock = h.clock
+    await greeted(h)
+    await h.talk(600, then_silence_ms=300)  # the turn ends after 100 ms of silence: the brain thinks
+    assert h.transport.transcripts()[-1] == ("user", FIRST)
+    await h.talk(600, then_silence_ms=2500)  # the caller goes on before any answer plays
+    joined = f"{FIRST} {SECOND}"
+    assert brain.asked == [[FIRST], [joined]]  # the first answer was dropped, the whole turn answered
+    transcripts = h.transport.transcripts()
+    assert transcripts[1:] == [("user", FIRST), ("user", SECOND), ("assistant", f"You said: {joined}.")]
+    call = await h.stop()
+    assert await messages(call) == [
+        ("assistant", f"{DISCLOSURE} {GREETING}"),
+        ("user", joined),
+        ("assistant", f"You said: {joined}."),
+    ]
+
+
+@pytest.mark.parametrize("pause_ms", [150, 400])
+async def test_a_caller_who_goes_on_as_the_answer_starts_playing_gets_it_dropped_and_one_answer(agent, pause_ms):
+    h = Harness(agent, texts=[FIRST, SECOND])
+    await greeted(h)
+    await h.talk(600, then_silence_ms=150)  # the answer starts playing 100 ms into the pause
+    started = h.clock.now() - 0.05
+    await h.feed(silence(pause_ms - 150))
+    await h.talk(600, then_silence_ms=2500)  # heard for less than REALTIME_CONTINUE_TURN_MS (500 ms)
+    joined = f"{FIRST} {SECOND}"
+    cleared_at = next(at for at, kind, _ in h.transport.events if kind == "clear")
+    assert h.transport.audio_ms(since=started) > 0 and cleared_at > started  # it had begun: it was cut
+    # Nothing of the dropped answer is in the transcript, and the answer is to all the caller said.
+    assert h.transport.transcripts()[1:] == [("user", FIRST), ("user", SECOND), ("assistant", f"You said: {joined}.")]
+    call = await h.stop()
+    assert await messages(call) == [
+        ("assistant", f"{DISCLOSURE} {GREETING}"),
+        ("user", joined),
+        ("assistant", f"You said: {joined}."),
+    ]
+    await sync_to_async(flush_agent_logs)()
+    texts = await sync_to_async(list)(
+        AgentLog.objects.filter(session_id=h.recorder.session_id).values_list("content__message", flat=True)
+    )
+    assert "caller went on before hearing the answer" in texts and "barge-in" not in texts
+
+
+async def test_speech_after_the_answer_has_been_heard_is_a_barge_in_and_a_turn_of_its_own(agent):
+    brain = ScriptedBrain([TextPiece("One two three four five. Six seven eight nine ten. Eleven twelve thirteen.")])
+    h = Harness(agent, texts=[FIRST, SECOND], brain=brain)
+    await greeted(h)
+    await h.talk(600, then_silence_ms=150)
+    await h.feed(silence(650))  # the answer has played 700 ms when the caller speaks again
+    await h.talk(600, then_silence_ms=1500)
+    transcripts = h.transport.transcripts()
+    cut = transcripts[2][1]
+    assert transcripts[1:] == [("user", FIRST), ("assistant", cut), ("user", SECOND), ("assistant", "Okay.")]
+    assert cut.startswith("One two three four five. Six") and "thirteen" not in cut
+    assert [[turn.text for turn in seen if turn.role == "user"][-1] for seen in brain.seen] == [FIRST, SECOND]
+    call = await h.stop()
+    assert await messages(call) == [
+        ("assistant", f"{DISCLOSURE} {GREETING}"),
+        ("user", FIRST),
+        ("assistant", cut),
+        ("user", SECOND),
+        ("assistant", "Okay."),
+    ]
+
+
+async def test_words_that_go_on_with_a_turn_drop_the_tool_calls_of_its_unheard_answer(agent):
+    tools = ScriptedTools({"search_knowledge": ToolOutcome(result='{"passages": []}', status="success")}, wait=True)
+    search = ToolCall(name="search_knowledge", arguments={"query": FIRST}, id="t1")
+    brain = ScriptedBrain([search], [TextPiece("Behind the clinic.")])
+    h = Harness(agent, texts=[FIRST, SECOND], brain=brain, tools=tools)
+    await greeted(h)
+    await h.talk(600, then_silence_ms=200)
+    assert [call.name for call in tools.calls] == ["search_knowledge"]  # still searching
+    await h.talk(600, then_silence_ms=1500)
+    # The brain is asked once more, about the whole turn, without the dropped answer's tool round.
+    assert brain.seen[-1][-1] == Turn(role="user", text=f"{FIRST} {SECOND}")
+    assert [turn.role for turn in brain.seen[-1]].count("tool") == 0
+    assert h.transport.transcripts()[-1] == ("assistant", "Behind the clinic.")
+    call = await h.stop()
+    assert [role for role, _ in await messages(call)] == ["assistant", "user", "assistant"]
+
+
+async def test_a_sound_that_goes_on_with_a_turn_but_is_not_understood_gets_the_turn_answered_once(agent):
+    h = Harness(agent, texts=[FIRST, ""])
+    await greeted(h)
+    await h.talk(600, then_silence_ms=150)
+    await h.talk(600, then_silence_ms=2500)  # long enough to drop the answer, but not understood
+    assert h.transport.transcripts()[1:] == [("user", FIRST), ("assistant", f"You said: {FIRST}.")]
+    call = await h.stop()
+    assert [text for role, text in await messages(call) if role != "assistant"] == [FIRST]
+
+
 def waiting_tools() -> ScriptedTools:
     return ScriptedTools({"book_table": ToolOutcome(result='{"status": "booked"}', status="success")}, wait=True)
 

@@ -14,7 +14,7 @@ from realtime.tests.test_pipeline import GREETING, Harness
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
-ANSWER = "One two three four five. Six seven eight nine ten. Eleven twelve."
+ANSWER = "One two three four five. Six seven eight nine ten. Eleven twelve thirteen fourteen fifteen."
 
 
 class LateListener(RecordingTransport):
@@ -36,18 +36,25 @@ def agent(active_agent: Any) -> Any:
     return active_agent
 
 
-async def cut_answer(agent: Any, lag: float | None) -> str:
+async def conversation(agent: Any, lag: float | None, *, pause_ms: int) -> list[tuple[str, str]]:
+    """The caller asks, and speaks again `pause_ms` after the answer starts playing (as the playout
+    reckons); the transcripts after the greeting."""
     h = Harness(agent, texts=["question", "stop please"], brain=ScriptedBrain([TextPiece(ANSWER)]))
     if lag is not None:
         h.transport = LateListener(h.clock, lag)
         h.conversation.transport = h.transport
     await h.start()
     await h.feed(silence(2000))
-    await h.talk(600, then_silence_ms=150)
-    await h.feed(silence(500))
+    await h.talk(600, then_silence_ms=150)  # the answer starts playing 100 ms into the pause
+    await h.feed(silence(pause_ms - 50))
     await h.talk(600, then_silence_ms=300)
     await h.stop()
-    return [text for role, text in h.transport.transcripts() if role == "assistant"][1]
+    return h.transport.transcripts()[1:]
+
+
+async def cut_answer(agent: Any, lag: float | None) -> str:
+    # Late enough that even the late listener has heard the answer (REALTIME_CONTINUE_TURN_MS): a barge-in.
+    return next(text for role, text in await conversation(agent, lag, pause_ms=850) if role == "assistant")
 
 
 async def test_a_late_listener_is_credited_with_less_of_a_cut_answer(agent):
@@ -55,3 +62,14 @@ async def test_a_late_listener_is_credited_with_less_of_a_cut_answer(agent):
     late = await cut_answer(agent, 0.3)  # the fake voice speaks a word per 100 ms
     assert ANSWER.startswith(late) and ANSWER.startswith(on_time)
     assert len(on_time.split()) - len(late.split()) == pytest.approx(3, abs=1)
+
+
+async def test_a_caller_who_speaks_before_really_hearing_the_answer_goes_on_with_the_turn(agent):
+    # 550 ms into the answer as the playout reckons: heard for longer than REALTIME_CONTINUE_TURN_MS
+    # (500 ms), a barge-in; but the late listener has heard only 250 ms of it: the turn goes on.
+    on_time = await conversation(agent, None, pause_ms=550)
+    assert [role for role, _ in on_time] == ["user", "assistant", "user", "assistant"]
+    assert ANSWER.startswith(on_time[1][1]) and on_time[-1] == ("assistant", "Okay.")
+    late = await conversation(agent, 0.3, pause_ms=550)
+    # The unheard answer was dropped; the whole turn is answered once.
+    assert late == [("user", "question"), ("user", "stop please"), ("assistant", "Okay.")]

@@ -293,9 +293,12 @@ async def test_a_phone_call_end_to_end(server, ava, voice):
         await twilio.send({"event": "media", "streamSid": twilio.stream_sid, "media": {"payload": "%%%"}})
         await twilio.send({"event": "media", "streamSid": "MZother", "media": {"payload": "AAAA"}})
 
-        # The caller speaks; while the answer plays the caller speaks again: Twilio is told to clear.
+        # The caller speaks; once a second of the answer has played (earlier, speech goes on with the
+        # caller's turn) the caller speaks again: Twilio is told to clear.
         await twilio.stream(voice[SENTENCE] + bytes([audio.SILENCE_BYTE]) * 8000)
         answer = await twilio.wait_for(is_event("media"), after=after_greeting + 1, timeout=30)
+        while len(twilio.audio(answer)) < 8000:
+            await twilio.wait_for(is_event("media"), after=len(twilio.messages), timeout=30)
         barge_in = asyncio.create_task(twilio.stream(voice[SECOND] + bytes([audio.SILENCE_BYTE]) * 12000))
         cleared = await twilio.wait_for(is_event("clear"), after=answer, timeout=30)
         assert twilio.messages[cleared].message == {"event": "clear", "streamSid": twilio.stream_sid}
