@@ -15,6 +15,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import IS_POPUP_VAR
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -145,6 +146,8 @@ class AgentForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if "static_greeting" in self.fields:
+            self.fields["static_greeting"].empty_value = None  # blank reads back as null, as the model keeps it
         if not self.instance._state.adding:
             self.fields["expected_updated_at"].initial = iso(self.instance.updated_at)
 
@@ -318,6 +321,13 @@ class AgentAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Agent, form: AgentForm, change: bool) -> None:
         """Nothing left to do: the form's validation saved the agent through the service."""
+
+    def response_add(self, request: HttpRequest, obj: Agent, post_url_continue: str | None = None) -> HttpResponse:
+        response = super().response_add(request, obj, post_url_continue)  # its success message
+        if "_addanother" in request.POST or IS_POPUP_VAR in request.POST:
+            return response
+        # On to the agent's page, where its tools, documents and numbers are added.
+        return HttpResponseRedirect(self._agent_url(obj))
 
     def delete_model(self, request: HttpRequest, obj: Agent) -> None:
         agent_delete(organization=obj.organization, agent_id=str(obj.pk))
