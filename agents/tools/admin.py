@@ -369,8 +369,9 @@ async def _trial(agent: Agent, tool: AgentTool, arguments: Any) -> ToolTrial:
 class ToolTestForm(forms.Form):
     arguments = JsonTextField(
         label="Sample arguments",
+        required=False,  # {} counts as empty for a form field, and is a valid arguments object
         widget=forms.Textarea(attrs={"rows": 8, "class": "vLargeTextField"}),
-        help_text="The arguments object the model would send, as JSON. They are checked against the parameter "
+        help_text="The arguments object the model would send, as JSON (blank: {}). They are checked against the parameter "
         "schema first, as in a call.",
     )
 
@@ -441,7 +442,8 @@ class AgentToolAdmin(admin.ModelAdmin):
         form = ToolTestForm(request.POST or None, initial={"arguments": {}})
         trial = None
         if request.method == "POST" and form.is_valid():
-            trial = tool_trial(tool=tool, arguments=form.cleaned_data["arguments"])
+            arguments = form.cleaned_data["arguments"]
+            trial = tool_trial(tool=tool, arguments={} if arguments is None else arguments)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Test the tool {tool.name}",
