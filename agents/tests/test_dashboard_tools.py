@@ -112,7 +112,8 @@ def test_a_webhook_agent_without_a_server_url_cannot_get_a_tool(
 
     assert response.status_code == 200
     assert any(
-        "serverUrl: Save a serverUrl on the agent before you create a tool." in e for e in errors(response.content.decode())
+        "serverUrl: Save a serverUrl on the agent before you create a tool." in e
+        for e in errors(response.content.decode())
     )
     assert AgentTool.objects.count() == 0
 
