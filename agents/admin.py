@@ -26,7 +26,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 import agents.tools.admin  # noqa: F401 - registers the MCP server, custom tool and tool selection pages
-from agents.dashboard import header_lines, through_service, wire_sources
+from agents.dashboard import ServiceModelForm, header_lines, through_service, wire_sources
 from agents.disclosure import disclosure_for
 from agents.models import BUILTIN_VOICES, Agent, AgentStatus, AmbientSound, McpServer, McpServerStatus
 from agents.selectors import agent_get
@@ -108,7 +108,11 @@ CODE_FIELDS = {"FEATURE_NOT_AVAILABLE": "ambient_sound", "AGENT_LIMIT_EXCEEDED":
 LATEST_CALLS = 10
 
 
-class AgentForm(forms.ModelForm):
+class StaleEdit(Exception):
+    """The agent changed after the form was opened (the service's optimistic-concurrency refusal)."""
+
+
+class AgentForm(ServiceModelForm):
     """The agent's settings. Validating the form is the service call itself: a valid form is a saved
     agent, an invalid one changed nothing. serverHeaders and serverSecret are write-only."""
 
@@ -129,6 +133,8 @@ class AgentForm(forms.ModelForm):
     )
     clear_server_secret = forms.BooleanField(label="Remove the stored server secret", required=False)
     expected_updated_at = forms.CharField(required=False, widget=forms.HiddenInput)
+    issue_fields = FORM_FIELD_OF
+    issue_codes = CODE_FIELDS
 
     class Meta:
         model = Agent
@@ -165,7 +171,7 @@ class AgentForm(forms.ModelForm):
             body["serverSecret"] = data["new_server_secret"]
         return body
 
-    def _save(self) -> Agent:
+    def save_through_service(self) -> Agent:
         if self.instance._state.adding:
             organization = self.cleaned_data["organization"]
             return agent_create(organization=organization, data=parse(AgentWriteSerializer, self._wire()))
@@ -182,17 +188,11 @@ class AgentForm(forms.ModelForm):
             raise
 
     def _post_clean(self) -> None:
-        # Instead of the model's own validation: the service checks everything and saves in one step.
-        if self.errors:
-            return
-        submitted = dict(self.cleaned_data)
+        submitted = dict(getattr(self, "cleaned_data", {}))
         try:
-            saved = through_service(self, self._save, fields=FORM_FIELD_OF, codes=CODE_FIELDS)
+            super()._post_clean()
         except StaleEdit:
             self._show_current(submitted)
-            return
-        if saved is not None:
-            self.instance = saved
 
     def _show_current(self, submitted: dict[str, Any]) -> None:
         """Someone saved the agent since the form was opened: the form is shown again with the current
@@ -208,10 +208,6 @@ class AgentForm(forms.ModelForm):
             "Someone else saved this agent after you opened it; nothing was saved. The form now shows the "
             f"current values: make your changes again and save.{changed}",
         )
-
-
-class StaleEdit(Exception):
-    """The agent changed after the form was opened (the service's optimistic-concurrency refusal)."""
 
 
 class AssignNumberForm(forms.Form):

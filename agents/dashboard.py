@@ -64,6 +64,26 @@ def show_error(form: forms.BaseForm, error: ApiError, *, fields: Mapping[str, st
             form.add_error(None, [f"{where}{message}" for message in messages])
 
 
+class ServiceModelForm(forms.ModelForm):
+    """A model form whose validation is the service call: `save_through_service()` parses the values with
+    the API's serializer and calls the service. A valid form is a saved object (the admin's save_model
+    has nothing left to do); an invalid one changed nothing. The model's own validation is not run: the
+    service is the one place for the rules."""
+
+    issue_fields: Mapping[str, str] = {}  # wire name of an issue -> form field
+    issue_codes: Mapping[str, str] = {}  # error code without issues -> form field
+
+    def save_through_service(self) -> Any:
+        raise NotImplementedError
+
+    def _post_clean(self) -> None:
+        if self.errors:
+            return
+        saved = through_service(self, self.save_through_service, fields=self.issue_fields, codes=self.issue_codes)
+        if saved is not None:
+            self.instance = saved
+
+
 def header_lines(headers: Mapping[str, Any]) -> str:
     """Header names for a page, values hidden ("Authorization: (hidden)")."""
     names = sorted(str(name) for name in headers or {})

@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from agents.dashboard import through_service
+from agents.dashboard import ServiceModelForm
 from knowledge.models import AgentKnowledgeIndex, KnowledgeChunk, KnowledgeDocument
 from knowledge.serializers import DocumentCreateSerializer
 from knowledge.services import OMITTED, document_create, document_remove
@@ -28,11 +28,12 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class DocumentUploadForm(forms.ModelForm):
+class DocumentUploadForm(ServiceModelForm):
     """An upload, saved through document_create as the API's multipart upload is (same checks and
     limits): a valid form is a stored document, queued for indexing; an invalid one stored nothing."""
 
     file = forms.FileField(help_text="A .txt, .md or .markdown file in UTF-8, or a .pdf with text.")
+    issue_fields = {"file": "file", "name": "name", "description": "description"}
 
     class Meta:
         model = KnowledgeDocument
@@ -46,7 +47,7 @@ class DocumentUploadForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.fields["name"].required = False
 
-    def _save(self) -> KnowledgeDocument:
+    def save_through_service(self) -> KnowledgeDocument:
         data = self.cleaned_data
         body: dict[str, Any] = {"file": data["file"]}
         if data.get("name"):
@@ -62,14 +63,6 @@ class DocumentUploadForm(forms.ModelForm):
             name=parsed.get("name"),
             description=parsed.get("description", OMITTED),
         )
-
-    def _post_clean(self) -> None:
-        # Instead of the model's own validation: the service checks everything and stores in one step.
-        if self.errors:
-            return
-        saved = through_service(self, self._save, fields={"file": "file", "name": "name", "description": "description"})
-        if saved is not None:
-            self.instance = saved
 
 
 class KnowledgeChunkInline(admin.TabularInline):

@@ -7,8 +7,6 @@ Screenshots land in var/test-artifacts/."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,19 +20,13 @@ from knowledge.models import KnowledgeDocument
 from realtime.tests.loopback import LoopbackReceiver, Reply
 from realtime.tests.support import REPO, DaphneServer, start_test_server, stop_test_server
 from realtime.tests.test_browser_e2e import in_thread
+from voiceagent.tests.test_csp_browser import browser_page  # noqa: F401 - fixture: Chromium watching CSP violations
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = REPO / "var" / "test-artifacts"
 PASSWORD = "pw-staff-Xq4Lm8Tz"
 INDEXING_SECONDS = 240  # the server loads its embedding model for the first document
-WATCH_VIOLATIONS = """
-window.__cspViolations = [];
-document.addEventListener("securitypolicyviolation", (e) => {
-  window.__cspViolations.push(`${e.violatedDirective} blocked ${e.blockedURI || "inline"}`);
-});
-"""
 HOURS = (
     "# Opening hours\n\nThe Acme restaurant opens at noon and closes at eleven in the evening.\n\n"
     "## Parking\n\nVisitors park in bay 12, behind the kitchen.\n"
@@ -62,31 +54,6 @@ def server(owner: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
     stop_test_server(started)
 
 
-@pytest.fixture
-def browser_page() -> Iterator[tuple[Any, list[str]]]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:  # pragma: no cover - requirements-dev.txt pins it
-        pytest.skip("playwright is not installed (requirements-dev.txt)")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip("chromium is not installed (make setup installs it as root; .ci/run does)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        context.add_init_script(WATCH_VIOLATIONS)
-        page = context.new_page()
-        page.set_default_timeout(30_000)
-        console: list[str] = []
-        page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
-        page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
-        try:
-            yield page, console
-        finally:
-            browser.close()
-
-
 def screenshot(page: Any, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"dashboard-{name}.png"
@@ -101,8 +68,10 @@ def csp_problems(page: Any, console: list[str]) -> list[str]:
     )
 
 
-def test_staff_build_an_agent_in_the_dashboard(server, owner, tool_server, browser_page, tmp_path):
+def test_staff_build_an_agent_in_the_dashboard(server, owner, tool_server, browser_page, tmp_path):  # noqa: F811
     page, console = browser_page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.set_default_timeout(30_000)
     base = server.http_url
 
     page.goto(f"{base}/admin/login/")

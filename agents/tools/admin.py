@@ -21,7 +21,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from agents.dashboard import header_lines, through_service, wire_sources
+from agents.dashboard import ServiceModelForm, header_lines, wire_sources
 from agents.models import Agent, AgentTool, McpAuthType, McpServer, McpServerStatus, McpToolSelection
 from agents.tools import services
 from agents.tools.serializers import ToolWriteSerializer, parse_header_lines
@@ -170,7 +170,7 @@ TOOL_FORM_FIELD_OF = {
 }
 
 
-class AgentToolForm(forms.ModelForm):
+class AgentToolForm(ServiceModelForm):
     """A custom tool, saved through tool_create / tool_replace after the API's request serializer: a valid
     form is a saved tool, an invalid one changed nothing. toolHeaders are write-only."""
 
@@ -195,21 +195,11 @@ class AgentToolForm(forms.ModelForm):
         "never shown again; leave blank to keep the stored headers.",
     )
     clear_tool_headers = forms.BooleanField(label="Remove the stored tool headers", required=False)
+    issue_fields = TOOL_FORM_FIELD_OF
 
     class Meta:
         model = AgentTool
-        fields = (
-            "agent",
-            "name",
-            "description",
-            "parameter_schema",
-            "response_schema",
-            "timeout_ms",
-            "on_error",
-            "enabled",
-            "tool_url",
-            "tool_method",
-        )
+        fields = ("agent", *(name for name in services.TOOL_FIELDS if name != "tool_headers"))
         labels = {
             "timeout_ms": "Timeout (ms)",
             "on_error": "On error",
@@ -244,7 +234,7 @@ class AgentToolForm(forms.ModelForm):
             body["toolHeaders"] = AgentTool.objects.get(pk=self.instance.pk).tool_headers  # kept as they are
         return body
 
-    def _save(self) -> AgentTool:
+    def save_through_service(self) -> AgentTool:
         data = parse(ToolWriteSerializer, self._wire())
         if self.instance._state.adding:
             agent = self.cleaned_data["agent"]
@@ -253,14 +243,6 @@ class AgentToolForm(forms.ModelForm):
         return services.tool_replace(
             organization=agent.organization, agent_id=str(agent.pk), tool_id=str(self.instance.pk), data=data
         )
-
-    def _post_clean(self) -> None:
-        # Instead of the model's own validation: the service checks everything and saves in one step.
-        if self.errors:
-            return
-        saved = through_service(self, self._save, fields=TOOL_FORM_FIELD_OF)
-        if saved is not None:
-            self.instance = saved
 
 
 # --- test calls ----------------------------------------------------------------------------------
