@@ -22,7 +22,6 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 import agents.tools.admin  # noqa: F401 - registers the MCP server, custom tool and tool selection pages
@@ -524,10 +523,3 @@ class AgentAdmin(admin.ModelAdmin):
                 return HttpResponseRedirect(self._agent_url(agent))
         intro = "The selected tools are offered to the model in this agent's calls, with the server's own schemas."
         return self._form_page(request, agent, title="Choose MCP tools", form=form, intro=intro)
-
-
-def agent_link(agent: Agent | None) -> str:
-    """A link to the agent's page (for lists of other pages)."""
-    if agent is None:
-        return "-"
-    return format_html('<a href="{}">{}</a>', reverse("admin:agents_agent_change", args=[agent.pk]), agent.name)

@@ -344,3 +344,20 @@ def test_mcp_tools_are_chosen_from_the_agent_page(staff_client: Client, owner: A
     assert list(McpToolSelection.objects.values_list("tool_name", "enabled")) == [("lookup_order", True)]
     api = owner.client.get(f"/public/v1/agents/{agent.pk}/mcp-tools").json()
     assert [item["toolName"] for item in api] == ["lookup_order"]
+
+
+def test_deleting_an_agent_goes_through_the_service(staff_client: Client, owner: Any, make_agent: Any) -> None:
+    agent = make_agent(owner.organization, name="Ava")
+    number = phone_number_claim(organization=owner.organization, number="+14155550100")
+    PhoneNumber.objects.filter(pk=number.pk).update(assigned_agent=agent, handoff_phone_number="+14155550199")
+
+    response = staff_client.post(f"/admin/agents/agent/{agent.pk}/delete/", {"post": "yes"})
+
+    assert response.status_code == 302
+    assert not Agent.objects.exists()
+    number.refresh_from_db()  # unassigned with its handoff number, still the organization's
+    assert (number.assigned_agent_id, number.handoff_phone_number, number.organization) == (
+        None,
+        None,
+        owner.organization,
+    )

@@ -440,7 +440,8 @@ class AgentToolAdmin(admin.ModelAdmin):
 
 @admin.register(McpToolSelection)
 class McpToolSelectionAdmin(admin.ModelAdmin):
-    """Read-only: selections are managed with PUT /public/v1/agents/{id}/mcp-tools."""
+    """Read-only: selections are chosen on the agent page (Choose MCP tools) or with PUT
+    /public/v1/agents/{id}/mcp-tools."""
 
     list_display = ("tool_name", "server", "agent", "enabled")
     list_filter = ("enabled",)

@@ -84,8 +84,9 @@ async def deliver(
     """Send one request through the guard and return its 2xx response (body read, at most
     MAX_REPLY_BYTES). `who` starts every failure message ("The tool", "serverUrl")."""
     watched = watched_exchanges.get()
-    exchange = Exchange(method, url, dict(headers), content)
+    exchange = None
     if watched is not None:
+        exchange = Exchange(method, url, dict(headers), content)
         watched.append(exchange)
     try:
         response = await outbound.send(
@@ -105,7 +106,8 @@ async def deliver(
         raise ProviderError(f"{who} could not be reached ({type(exc).__name__})") from None
     except (httpx.InvalidURL, ValueError, TypeError):
         raise ProviderError(f"{who} could not be called (invalid URL or header)", permanent=True) from None
-    exchange.response = response
+    if exchange is not None:
+        exchange.response = response
     status = response.status_code
     if not 200 <= status < 300:
         raise ProviderError(f"{who} answered HTTP {status}", permanent=400 <= status < 500 and status not in (408, 429))
