@@ -1,50 +1,363 @@
-"""Dashboard: agents (read-only), and through agents/tools/admin.py MCP servers, custom tools and MCP
-tool selections. Django's admin autodiscovery imports only `agents.admin`, so this module imports the
-tools pages: without it they are not registered."""
+"""Dashboard: agents, and through agents/tools/admin.py MCP servers, custom tools and MCP tool selections.
+Django's admin autodiscovery imports only `agents.admin`, so this module imports the tools pages: without
+it they are not registered.
 
-from django.contrib import admin
+Agents are created and edited through the same services and request serializers as the public API
+(agents.services.agent_create / agent_patch): every rule, the plan allowances and the optimistic
+concurrency check apply, and a refusal is shown on the form with nothing saved (agents/dashboard.py).
+The agent page also lists the agent's tools, MCP tool selections, knowledge documents, phone numbers and
+latest calls, with pages to assign numbers (telephony services) and choose MCP tools.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.options import IS_POPUP_VAR
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.views.decorators.http import require_POST
 
 import agents.tools.admin  # noqa: F401 - registers the MCP server, custom tool and tool selection pages
+from agents.dashboard import ServiceModelForm, header_lines, through_service, wire_sources
 from agents.disclosure import disclosure_for
-from agents.models import Agent, AmbientSound
-from agents.services import ambient_sound_playable
+from agents.models import BUILTIN_VOICES, Agent, AgentStatus, AmbientSound, McpServer, McpServerStatus
+from agents.selectors import agent_get
+from agents.serializers import AgentPatchSerializer, AgentWriteSerializer
+from agents.services import agent_create, agent_delete, agent_patch, ambient_sound_playable
+from agents.tools.selectors import mcp_tool_selection_list, tool_list
+from agents.tools.serializers import parse_header_lines, parse_selections
+from agents.tools.services import mcp_tools_replace
+from calls.selectors import call_list
+from knowledge.selectors import document_list
+from telephony.models import PhoneNumber, PhoneNumberStatus
+from telephony.selectors import agent_phone_numbers
+from telephony.serializers import AssignRequestSerializer
+from telephony.services import phone_number_assign, phone_number_unassign
+from voiceagent.errors import ApiError
+from voiceagent.fields import iso, parse
+
+# The agent's own settings, in the order the form shows them (status only once the agent exists).
+SETTINGS = (
+    "name",
+    "status",
+    "agent_type",
+    "prompt_type",
+    "identity",
+    "instructions",
+    "greeting_type",
+    "static_greeting",
+    "language",
+    "voice_name",
+    "ai_identity_disclosure_template_id",
+    "background_sound",
+    "ambient_sound",
+    "ambient_sound_volume",
+    "ambient_sound_ducking",
+    "server_url",
+    "handoff_phone_number",
+)
+LABELS = {
+    "agent_type": "Agent type",
+    "prompt_type": "Prompt type",
+    "instructions": "Instructions (prompt)",
+    "greeting_type": "Greeting type",
+    "static_greeting": "Greeting",
+    "voice_name": "Voice",
+    "ai_identity_disclosure_template_id": "AI identity disclosure",
+    "background_sound": "Background sound",
+    "ambient_sound": "Ambient sound",
+    "ambient_sound_volume": "Ambient sound volume",
+    "ambient_sound_ducking": "Duck the ambient sound while the agent speaks",
+    "server_url": "Server URL",
+    "handoff_phone_number": "Handoff phone number",
+}
+HELP = {
+    "status": "Active agents take calls and count against the plan's allowance of active agents.",
+    "agent_type": "webhook: custom tools (and a dynamic prompt) go to the server URL; http: each tool has "
+    "its own URL; static: no custom tools.",
+    "prompt_type": "static: the instructions below; dynamic: the server URL is asked at the start of each call.",
+    "identity": "Who the agent is, in a sentence (optional).",
+    "instructions": "What the agent does and how: required when the prompt type is static.",
+    "static_greeting": "Spoken after the AI identity disclosure when the greeting type is static.",
+    "language": "A language tag such as en-US, es-ES, es-US or it-IT.",
+    "ai_identity_disclosure_template_id": "The approved sentence every call starts with (wording below, once saved).",
+    "ambient_sound": "Office ambience under the call (Studio and Agency plans).",
+    "ambient_sound_volume": "From 0 to 1.",
+    "server_url": "Webhook agents only: receives tool calls and, for a dynamic prompt, the assistant request.",
+    "handoff_phone_number": "E.164, for example +14155550123: where transfer_call sends the caller "
+    "(a number's own handoff number, set when assigning it, wins).",
+}
+# Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
+FORM_FIELD_OF = {
+    **wire_sources(AgentPatchSerializer),
+    "serverHeaders": "new_server_headers",
+    "headers": "new_server_headers",
+    "serverSecret": "new_server_secret",
+    "expectedUpdatedAt": "",
+}
+# Refusals without issues, on the field they concern.
+CODE_FIELDS = {"FEATURE_NOT_AVAILABLE": "ambient_sound", "AGENT_LIMIT_EXCEEDED": "status"}
+LATEST_CALLS = 10
+
+
+class StaleEdit(Exception):
+    """The agent changed after the form was opened (the service's optimistic-concurrency refusal)."""
+
+
+class AgentForm(ServiceModelForm):
+    """The agent's settings. Validating the form is the service call itself: a valid form is a saved
+    agent, an invalid one changed nothing. serverHeaders and serverSecret are write-only."""
+
+    new_server_headers = forms.CharField(
+        label="New server headers",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One 'Name: value' per line, sent with every request to the server URL. Values are never "
+        "shown again; leave blank to keep the stored headers.",
+    )
+    clear_server_headers = forms.BooleanField(label="Remove the stored server headers", required=False)
+    new_server_secret = forms.CharField(
+        label="New server secret",
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Signs webhook requests (x-service-signature). Never shown again; leave blank to keep it.",
+    )
+    clear_server_secret = forms.BooleanField(label="Remove the stored server secret", required=False)
+    expected_updated_at = forms.CharField(required=False, widget=forms.HiddenInput)
+    issue_fields = FORM_FIELD_OF
+    issue_codes = CODE_FIELDS
+
+    class Meta:
+        model = Agent
+        fields = ("organization", *SETTINGS)
+        labels = LABELS
+        help_texts = HELP
+        widgets = {
+            "voice_name": forms.Select(choices=[(voice, voice) for voice in BUILTIN_VOICES]),
+            "language": forms.TextInput(attrs={"size": 10}),
+            "server_url": forms.URLInput(attrs={"size": 60}),
+            "handoff_phone_number": forms.TextInput(attrs={"size": 16}),
+            "static_greeting": forms.Textarea(attrs={"rows": 2}),
+            "identity": forms.Textarea(attrs={"rows": 2}),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "static_greeting" in self.fields:
+            self.fields["static_greeting"].empty_value = None  # blank reads back as null, as the model keeps it
+        if not self.instance._state.adding:
+            self.fields["expected_updated_at"].initial = iso(self.instance.updated_at)
+
+    def _wire(self) -> dict[str, Any]:
+        """The form's values as an API request body."""
+        data = self.cleaned_data
+        body = {wire: data[source] for wire, source in wire_sources(AgentWriteSerializer).items() if source in data}
+        if data.get("clear_server_headers"):
+            body["serverHeaders"] = {}
+        elif data.get("new_server_headers", "").strip():
+            body["serverHeaders"] = parse_header_lines(data["new_server_headers"].splitlines())
+        if data.get("clear_server_secret"):
+            body["serverSecret"] = None
+        elif data.get("new_server_secret"):
+            body["serverSecret"] = data["new_server_secret"]
+        return body
+
+    def save_through_service(self) -> Agent:
+        if self.instance._state.adding:
+            organization = self.cleaned_data["organization"]
+            return agent_create(organization=organization, data=parse(AgentWriteSerializer, self._wire()))
+        body = {**self._wire(), "expectedUpdatedAt": self.cleaned_data.get("expected_updated_at") or ""}
+        try:
+            return agent_patch(
+                organization=self.instance.organization,
+                agent_id=str(self.instance.pk),
+                data=parse(AgentPatchSerializer, body),
+            )
+        except ApiError as error:
+            if error.status_code == 409 and "updatedAt" in error.extra:
+                raise StaleEdit from None
+            raise
+
+    def _post_clean(self) -> None:
+        submitted = dict(getattr(self, "cleaned_data", {}))
+        try:
+            super()._post_clean()
+        except StaleEdit:
+            self._show_current(submitted)
+
+    def _show_current(self, submitted: dict[str, Any]) -> None:
+        """Someone saved the agent since the form was opened: the form is shown again with the current
+        values (and their updatedAt, so that the next save goes through), naming the fields that differ."""
+        current = agent_get(organization=self.instance.organization, agent_id=str(self.instance.pk))
+        shown = [name for name in SETTINGS if name in self.fields]
+        differing = [str(self.fields[name].label) for name in shown if submitted.get(name) != getattr(current, name)]
+        self.data = {name: getattr(current, name) for name in shown}
+        self.data["expected_updated_at"] = iso(current.updated_at)
+        changed = f" Your values differ in: {', '.join(differing)}." if differing else ""
+        self.add_error(
+            None,
+            "Someone else saved this agent after you opened it; nothing was saved. The form now shows the "
+            f"current values: make your changes again and save.{changed}",
+        )
+
+
+class AssignNumberForm(forms.Form):
+    phone_number = forms.ModelChoiceField(
+        queryset=PhoneNumber.objects.none(),
+        label="Phone number",
+        help_text="A claimed number of the organization; a number held by another agent moves to this one.",
+    )
+    handoff_phone_number = forms.CharField(
+        label="Handoff phone number",
+        required=False,
+        help_text="Optional, E.164 (for example +14155550123): where transfer_call sends callers of this number.",
+    )
+
+    def __init__(self, *args: Any, agent: Agent, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        numbers = PhoneNumber.objects.filter(organization_id=agent.organization_id, status=PhoneNumberStatus.CLAIMED)
+        field = self.fields["phone_number"]
+        field.queryset = numbers.select_related("assigned_agent").order_by("phone_number")
+        field.label_from_instance = lambda number: " ".join(
+            part
+            for part in (
+                number.phone_number,
+                f"({number.friendly_name})" if number.friendly_name else "",
+                f"- now on {number.assigned_agent.name}" if number.assigned_agent else "",
+            )
+            if part
+        )
+
+
+class McpToolsForm(forms.Form):
+    tools = forms.MultipleChoiceField(
+        label="MCP tools offered to this agent's calls",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The tools of the organization's active MCP servers (connect servers on the MCP servers page).",
+    )
+
+
+def _selection_key(server_id: Any, tool_name: str) -> str:
+    return f"{server_id} {tool_name}"
 
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
     list_display = ("name", "organization", "status", "agent_type", "language", "voice_name", "updated_at")
     list_filter = ("status", "agent_type", "language", "prompt_type", "ambient_sound", "organization__plan")
     search_fields = ("name", "id", "organization__name", "organization__id")
+    list_select_related = ("organization",)
+    autocomplete_fields = ("organization",)
+    actions = ("activate", "deactivate")
     readonly_fields = (
         "id",
+        "organization",
         "created_at",
         "updated_at",
         "ambient_sound_now",
         "disclosure_spoken",
         "server_header_names",
+        "server_secret_set",
     )
-    # serverHeaders hold credentials of the customer's server (API keys, basic auth), as tool headers do
-    # (agents/tools/admin.py): staff see which headers are sent, never their values.
-    exclude = ("server_secret", "server_headers")
-    list_select_related = ("organization",)
 
-    def has_add_permission(self, request) -> bool:
-        return False  # agents are created through the public API, where every rule is enforced
+    def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> tuple[str, ...]:
+        # A new agent's organization is chosen on the form; an agent never moves to another organization.
+        return tuple(f for f in self.readonly_fields if f != "organization") if obj is None else self.readonly_fields
 
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False  # read-only in the dashboard: edits go through the API's rules
+    def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> list[tuple[str | None, dict[str, Any]]]:
+        new = obj is None
+        return [
+            (None, {"fields": ["organization", "name"] if new else ["organization", "name", "status"]}),
+            ("Prompt", {"fields": ["prompt_type", "identity", "instructions", "greeting_type", "static_greeting"]}),
+            (
+                "Voice and language",
+                {
+                    "fields": ["language", "voice_name", "ai_identity_disclosure_template_id"]
+                    + ([] if new else ["disclosure_spoken"])
+                },
+            ),
+            (
+                "Sounds",
+                {
+                    "fields": ["background_sound", "ambient_sound", "ambient_sound_volume", "ambient_sound_ducking"]
+                    + ([] if new else ["ambient_sound_now"])
+                },
+            ),
+            (
+                "Server and tools",
+                {
+                    "fields": ["agent_type", "server_url"]
+                    + ([] if new else ["server_header_names"])
+                    + ["new_server_headers", "clear_server_headers"]
+                    + ([] if new else ["server_secret_set"])
+                    + ["new_server_secret", "clear_server_secret"]
+                },
+            ),
+            ("Handoff", {"fields": ["handoff_phone_number"]}),
+            (
+                "Record",
+                {
+                    "fields": ["expected_updated_at"]
+                    if new
+                    else ["id", "created_at", "updated_at", "expected_updated_at"]
+                },
+            ),
+        ]
 
-    def get_fields(self, request, obj=None) -> list[str]:
-        # Each effective setting right below the saved setting it explains.
-        after = {
-            "ambient_sound_now": "ambient_sound_ducking",
-            "disclosure_spoken": "ai_identity_disclosure_template_id",
-            "server_header_names": "server_url",
-        }
-        fields = [field for field in super().get_fields(request, obj) if field not in after]
-        for field, anchor in after.items():
-            fields.insert(fields.index(anchor) + 1 if anchor in fields else len(fields), field)
-        return fields
+    def save_model(self, request: HttpRequest, obj: Agent, form: AgentForm, change: bool) -> None:
+        """Nothing left to do: the form's validation saved the agent through the service."""
+
+    def response_add(self, request: HttpRequest, obj: Agent, post_url_continue: str | None = None) -> HttpResponse:
+        response = super().response_add(request, obj, post_url_continue)  # its success message
+        if "_addanother" in request.POST or IS_POPUP_VAR in request.POST:
+            return response
+        # On to the agent's page, where its tools, documents and numbers are added.
+        return HttpResponseRedirect(self._agent_url(obj))
+
+    def delete_model(self, request: HttpRequest, obj: Agent) -> None:
+        agent_delete(organization=obj.organization, agent_id=str(obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        for agent in queryset.select_related("organization"):
+            agent_delete(organization=agent.organization, agent_id=str(agent.pk))
+
+    # --- activation ---------------------------------------------------------------------------------
+
+    @admin.action(description="Activate the selected agents")
+    def activate(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        self._set_status(request, queryset, AgentStatus.ACTIVE)
+
+    @admin.action(description="Deactivate the selected agents")
+    def deactivate(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        self._set_status(request, queryset, AgentStatus.INACTIVE)
+
+    def _set_status(self, request: HttpRequest, queryset: QuerySet[Agent], status: str) -> None:
+        """Each agent through agent_patch, as PATCH {status} does (the plan allowance is checked)."""
+        done = []
+        for agent in queryset.select_related("organization").order_by("created_at", "id"):
+            if agent.status == status:
+                continue
+            try:
+                data = {"status": status, "expected_updated_at": agent.updated_at}
+                agent_patch(organization=agent.organization, agent_id=str(agent.pk), data=data)
+            except ApiError as error:
+                self.message_user(request, f"{agent.name}: not {status}: {error.message}", messages.ERROR)
+            else:
+                done.append(agent.name)
+        if done:
+            self.message_user(request, f"Now {status}: {', '.join(done)}.", messages.SUCCESS)
+
+    # --- read-only lines ----------------------------------------------------------------------------
 
     @admin.display(description="Ambient sound now")
     def ambient_sound_now(self, obj: Agent) -> str:
@@ -56,15 +369,157 @@ class AgentAdmin(admin.ModelAdmin):
         ducking = "ducked" if obj.ambient_sound_ducking else "not ducked"
         return f"{obj.ambient_sound} at {round(obj.ambient_sound_volume * 100)} %, {ducking}"
 
+    # serverHeaders hold credentials of the customer's server (API keys, basic auth), as tool headers do:
+    # staff see which headers are sent, never their values.
     @admin.display(description="Server headers")
     def server_header_names(self, obj: Agent) -> str:
-        names = sorted(str(name) for name in (obj.server_headers or {}))
-        return ", ".join(f"{name}: (hidden)" for name in names) if names else "none"
+        return header_lines(obj.server_headers)
 
-    @admin.display(description="AI-identity disclosure spoken")
+    @admin.display(description="Server secret")
+    def server_secret_set(self, obj: Agent) -> str:
+        return "set (hidden)" if obj.server_secret else "none"
+
+    @admin.display(description="AI identity disclosure spoken")
     def disclosure_spoken(self, obj: Agent) -> str:
         disclosure = disclosure_for(
             template_id=obj.ai_identity_disclosure_template_id, language=obj.language, agent_name=obj.name
         )
         fallback = "" if disclosure.language == obj.language else f"; no {obj.language} templates, English is spoken"
         return f"\u201c{disclosure.text}\u201d (version {disclosure.version}{fallback})"
+
+    # --- the agent page: its tools, documents, numbers and calls ------------------------------------
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        agent = self.get_object(request, unquote(object_id))
+        related = self._related(agent) if agent is not None else {}
+        return super().change_view(request, object_id, form_url, {**related, **(extra_context or {})})
+
+    def _related(self, agent: Agent) -> dict[str, Any]:
+        organization = agent.organization
+        return {
+            "agent_tools": tool_list(agent=agent),
+            "mcp_selections": mcp_tool_selection_list(agent=agent),
+            "documents": document_list(organization=organization, agent_id=str(agent.pk)),
+            "numbers": agent_phone_numbers(agent=agent),
+            "latest_calls": call_list(organization=organization, agent_id=agent.pk, limit=LATEST_CALLS),
+        }
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/numbers/assign/", view(self.assign_number_view), name="agents_agent_assign_number"),
+            path(
+                "<path:object_id>/numbers/<uuid:number_id>/unassign/",
+                view(require_POST(self.unassign_number_view)),
+                name="agents_agent_unassign_number",
+            ),
+            path("<path:object_id>/mcp-tools/", view(self.mcp_tools_view), name="agents_agent_mcp_tools"),
+            *super().get_urls(),
+        ]
+
+    def _editable_agent(self, request: HttpRequest, object_id: str) -> Agent:
+        agent = self.get_object(request, unquote(object_id))
+        if agent is None:
+            raise Http404("Agent not found")
+        if not self.has_change_permission(request, agent):
+            raise PermissionDenied
+        return agent
+
+    def _agent_url(self, agent: Agent) -> str:
+        return reverse("admin:agents_agent_change", args=[agent.pk])
+
+    def _form_page(
+        self, request: HttpRequest, agent: Agent, *, title: str, form: forms.Form, intro: str
+    ) -> HttpResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "subtitle": agent.name,
+            "opts": self.opts,
+            "original": agent,
+            "form": form,
+            "intro": intro,
+            "agent_url": self._agent_url(agent),
+        }
+        return TemplateResponse(request, "admin/agents/agent/form_page.html", context)
+
+    def assign_number_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Assign a claimed number with its own handoff number (POST .../phone-numbers of the API)."""
+        agent = self._editable_agent(request, object_id)
+        form = AssignNumberForm(request.POST or None, agent=agent)
+        if request.method == "POST" and form.is_valid():
+            number = form.cleaned_data["phone_number"]
+            body = {
+                "phoneNumberId": str(number.pk),
+                "handoffPhoneNumber": form.cleaned_data["handoff_phone_number"] or None,
+            }
+            assigned = through_service(
+                form,
+                lambda: phone_number_assign(
+                    organization=agent.organization, agent=agent, **parse(AssignRequestSerializer, body)
+                ),
+                fields={"phoneNumberId": "phone_number", "handoffPhoneNumber": "handoff_phone_number"},
+                codes={"PHONE_NUMBER_NOT_CLAIMED": "phone_number", "PHONE_NUMBER_NOT_FOUND": "phone_number"},
+            )
+            if assigned is not None:
+                self.message_user(
+                    request, f"{assigned.phone_number} is now assigned to {agent.name}.", messages.SUCCESS
+                )
+                return HttpResponseRedirect(self._agent_url(agent))
+        intro = "Calls to the number reach this agent. Claim numbers on the phone numbers page first."
+        return self._form_page(request, agent, title="Assign a phone number", form=form, intro=intro)
+
+    def unassign_number_view(self, request: HttpRequest, object_id: str, number_id: Any) -> HttpResponse:
+        agent = self._editable_agent(request, object_id)
+        try:
+            number = phone_number_unassign(organization=agent.organization, agent=agent, phone_number_id=number_id)
+        except ApiError as error:
+            self.message_user(request, error.message, messages.ERROR)
+        else:
+            self.message_user(
+                request, f"{number.phone_number} is no longer assigned to {agent.name}.", messages.SUCCESS
+            )
+        return HttpResponseRedirect(self._agent_url(agent))
+
+    def mcp_tools_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Choose the agent's MCP tools (PUT .../mcp-tools of the API): all or nothing."""
+        agent = self._editable_agent(request, object_id)
+        selected = {_selection_key(s["mcpServerId"], s["toolName"]): s for s in mcp_tool_selection_list(agent=agent)}
+        servers = McpServer.objects.filter(organization_id=agent.organization_id).defer("credentials")
+        choices = [
+            (_selection_key(server.pk, tool.get("name")), f"{server.name}: {tool.get('name')}")
+            for server in servers.filter(status=McpServerStatus.ACTIVE).order_by("name")
+            for tool in server.tools
+        ]
+        offered = {key for key, _ in choices}
+        choices += [
+            (key, f"{s['serverName']}: {s['toolName']} (not available: server {s['serverStatus']})")
+            for key, s in selected.items()
+            if key not in offered
+        ]
+        form = McpToolsForm(request.POST or None, initial={"tools": list(selected)})
+        form.fields["tools"].choices = choices
+        if request.method == "POST" and form.is_valid():
+            chosen = form.cleaned_data["tools"]
+            body = [
+                {
+                    "mcpServerId": key.split(" ", 1)[0],
+                    "toolName": key.split(" ", 1)[1],
+                    "enabled": selected[key]["enabled"] if key in selected else True,
+                }
+                for key in chosen
+            ]
+            saved = through_service(
+                form,
+                lambda: mcp_tools_replace(
+                    organization=agent.organization, agent_id=str(agent.pk), items=parse_selections(body)
+                ),
+                fields={str(index): "tools" for index in range(len(body))},
+            )
+            if saved is not None:
+                self.message_user(request, f"{agent.name} now has {len(body)} MCP tool(s).", messages.SUCCESS)
+                return HttpResponseRedirect(self._agent_url(agent))
+        intro = "The selected tools are offered to the model in this agent's calls, with the server's own schemas."
+        return self._form_page(request, agent, title="Choose MCP tools", form=form, intro=intro)

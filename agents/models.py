@@ -121,6 +121,7 @@ class AgentTool(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+        verbose_name = "custom tool"
         constraints = [models.UniqueConstraint(fields=["agent", "name"], name="agent_tool_name_unique")]
 
     def __str__(self) -> str:
@@ -178,6 +179,7 @@ class McpToolSelection(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+        verbose_name = "MCP tool selection"
         constraints = [models.UniqueConstraint(fields=["agent", "server", "tool_name"], name="mcp_selection_unique")]
 
     def __str__(self) -> str:

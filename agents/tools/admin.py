@@ -1,21 +1,35 @@
-"""Dashboard: connect MCP tool servers (the form really connects), refresh them, and read-only views of
-custom tools and MCP tool selections. Loaded by agents/admin.py (`import agents.tools.admin`)."""
+"""Dashboard: connect MCP tool servers (the form really connects) and refresh them; create, change and
+test custom tools (through the tool services and the conversation's tool dispatcher); a read-only list of
+MCP tool selections (chosen on the agent page). Loaded by agents/admin.py (`import agents.tools.admin`)."""
 
 from __future__ import annotations
 
+import json
+import uuid
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path
 
-from agents.models import AgentTool, McpAuthType, McpServer, McpServerStatus, McpToolSelection
+from agents.dashboard import ServiceModelForm, header_lines, wire_sources
+from agents.models import Agent, AgentTool, McpAuthType, McpServer, McpServerStatus, McpToolSelection
 from agents.tools import services
-from agents.tools.serializers import parse_header_lines
+from agents.tools.serializers import ToolWriteSerializer, parse_header_lines
+from realtime.engine.brain.base import ToolCall
+from realtime.engine.tools import ToolDispatcher
+from realtime.engine.tools.delivery import Exchange, watched_exchanges
 from voiceagent.errors import ApiError
+from voiceagent.fields import parse
 from voiceagent.validation import url_problem
 
 SECRET_FIELDS = ("bearer_token", "secret_headers", "token_url", "client_id", "client_secret", "scope")
@@ -139,26 +153,295 @@ class McpServerAdmin(admin.ModelAdmin):
             self._connect(request, server, None)
 
 
+class JsonTextField(forms.JSONField):
+    """JSON in a text box, shown indented."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, forms.fields.InvalidJSONInput) or value is None:
+            return value
+        return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+# Wire name of an issue -> form field.
+TOOL_FORM_FIELD_OF = {
+    **wire_sources(ToolWriteSerializer),
+    "toolHeaders": "new_tool_headers",
+    "headers": "new_tool_headers",
+}
+
+
+class AgentToolForm(ServiceModelForm):
+    """A custom tool, saved through tool_create / tool_replace after the API's request serializer: a valid
+    form is a saved tool, an invalid one changed nothing. toolHeaders are write-only."""
+
+    parameter_schema = JsonTextField(
+        label="Parameter schema",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 10, "class": "vLargeTextField"}),
+        help_text='JSON Schema of the arguments object, for example {"type": "object", "properties": {"order_id": '
+        '{"type": "string"}}, "required": ["order_id"]}. Blank: no arguments.',
+    )
+    response_schema = JsonTextField(
+        label="Response schema",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 5, "class": "vLargeTextField"}),
+        help_text="Optional JSON Schema the reply must match (a reply that does not is a failure).",
+    )
+    new_tool_headers = forms.CharField(
+        label="New tool headers",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="http agents: one 'Name: value' per line, sent with each request to the tool URL. Values are "
+        "never shown again; leave blank to keep the stored headers.",
+    )
+    clear_tool_headers = forms.BooleanField(label="Remove the stored tool headers", required=False)
+    issue_fields = TOOL_FORM_FIELD_OF
+
+    class Meta:
+        model = AgentTool
+        fields = ("agent", *(name for name in services.TOOL_FIELDS if name != "tool_headers"))
+        labels = {
+            "timeout_ms": "Timeout (ms)",
+            "on_error": "On error",
+            "tool_url": "Tool URL",
+            "tool_method": "Tool method",
+        }
+        help_texts = {
+            "name": "The function name the model calls: 1 to 64 letters, digits, _ or -.",
+            "description": "Tells the model when to call the tool.",
+            "timeout_ms": "1000 to 30000.",
+            "on_error": "return_error: the model hears what went wrong; return_empty: it gets {}.",
+            "tool_url": "http agents only (webhook agents' tools go to the agent's server URL).",
+        }
+        widgets = {"tool_url": forms.URLInput(attrs={"size": 60}), "description": forms.Textarea(attrs={"rows": 3})}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "tool_url" in self.fields:
+            self.fields["tool_url"].required = False
+
+    def _wire(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        body = {wire: data[source] for wire, source in wire_sources(ToolWriteSerializer).items() if source in data}
+        if body.get("parameterSchema") is None:
+            body.pop("parameterSchema", None)  # the API's default: no arguments
+        body["description"] = body.get("description") or ""
+        if data.get("clear_tool_headers"):
+            body["toolHeaders"] = {}
+        elif data.get("new_tool_headers", "").strip():
+            body["toolHeaders"] = parse_header_lines(data["new_tool_headers"].splitlines())
+        elif not self.instance._state.adding:
+            body["toolHeaders"] = AgentTool.objects.get(pk=self.instance.pk).tool_headers  # kept as they are
+        return body
+
+    def save_through_service(self) -> AgentTool:
+        data = parse(ToolWriteSerializer, self._wire())
+        if self.instance._state.adding:
+            agent = self.cleaned_data["agent"]
+            return services.tool_create(organization=agent.organization, agent_id=str(agent.pk), data=data)
+        agent = self.instance.agent
+        return services.tool_replace(
+            organization=agent.organization, agent_id=str(agent.pk), tool_id=str(self.instance.pk), data=data
+        )
+
+
+# --- test calls ----------------------------------------------------------------------------------
+
+SHOWN_CHARS = 4000
+SHOWN_HEADERS = frozenset({"content-type"})  # other header values may be credentials: names only
+
+
+@dataclass(frozen=True)
+class ShownExchange:
+    """One request of a test call as the page shows it (secrets hidden)."""
+
+    method: str
+    url: str
+    headers: list[tuple[str, str]]
+    body: str
+    status: int | None
+    content_type: str
+    reply: str
+
+
+@dataclass
+class ToolTrial:
+    offered: bool
+    exchanges: list[ShownExchange] = field(default_factory=list)
+    status: str | None = None  # success, error or timeout (as in the call's tool invocation log)
+    result: str | None = None  # what the model gets, as JSON
+    log: list[str] = field(default_factory=list)  # the agent log lines the dispatcher wrote
+
+
+class _TrialRecorder:
+    """The call recorder's part that the tool dispatcher uses, for a test without a call: no call record
+    (webhooks get call.id null), no tool invocation stored; the agent log lines are kept for the page."""
+
+    call = None
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def log(self, severity: str, message: str, **fields: Any) -> None:
+        details = ", ".join(f"{name} {value}" for name, value in fields.items())
+        self.lines.append(f"{severity}: {message}" + (f" ({details})" if details else ""))
+
+    def tool_invocation(self, **fields: Any) -> None:
+        pass
+
+
+def _readable(data: bytes | str | None) -> str:
+    if not data:
+        return ""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    try:
+        text = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
+    except (ValueError, RecursionError):
+        pass
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "\n... (cut)"
+
+
+def _shown(exchange: Exchange) -> ShownExchange:
+    response = exchange.response
+    return ShownExchange(
+        method=exchange.method,
+        url=exchange.url,
+        headers=[
+            (name, value if name.lower() in SHOWN_HEADERS else "(hidden)") for name, value in exchange.headers.items()
+        ],
+        body=_readable(exchange.body),
+        status=response.status_code if response is not None else None,
+        content_type=response.headers.get("content-type", "") if response is not None else "",
+        reply=_readable(response.content) if response is not None else "",
+    )
+
+
+def tool_trial(*, tool: AgentTool, arguments: Any) -> ToolTrial:
+    """Run the tool once through the conversation's tool dispatcher (the same checks, delivery, outbound
+    guard, time limit and onError as in a call) and keep every request it sent with its response."""
+    agent = Agent.objects.select_related("organization__plan").get(pk=tool.agent_id)
+    return async_to_sync(_trial)(agent, tool, arguments)
+
+
+async def _trial(agent: Agent, tool: AgentTool, arguments: Any) -> ToolTrial:
+    recorder = _TrialRecorder()
+    exchanges: list[Exchange] = []
+    watching = watched_exchanges.set(exchanges)
+    dispatcher = ToolDispatcher(agent=agent, recorder=recorder)  # type: ignore[arg-type]
+    try:
+        specs = await dispatcher.load()
+        if tool.name not in {spec.name for spec in specs}:
+            if not tool.enabled:
+                recorder.lines.append("The tool is disabled: calls do not offer it. Enable it to test it.")
+            return ToolTrial(offered=False, log=recorder.lines)
+        call = ToolCall(id=f"dashboard-test-{uuid.uuid4().hex[:12]}", name=tool.name, arguments=arguments)
+        outcome = await dispatcher.run(call)
+    finally:
+        watched_exchanges.reset(watching)
+        await dispatcher.aclose()
+    return ToolTrial(
+        offered=True,
+        exchanges=[_shown(exchange) for exchange in exchanges],
+        status=outcome.status,
+        result=_readable(outcome.result),
+        log=recorder.lines,
+    )
+
+
+class ToolTestForm(forms.Form):
+    arguments = JsonTextField(
+        label="Sample arguments",
+        required=False,  # {} counts as empty for a form field, and is a valid arguments object
+        widget=forms.Textarea(attrs={"rows": 8, "class": "vLargeTextField"}),
+        help_text="The arguments object the model would send, as JSON (blank: {}). They are checked against the parameter "
+        "schema first, as in a call.",
+    )
+
+
 @admin.register(AgentTool)
 class AgentToolAdmin(admin.ModelAdmin):
-    """Read-only: tools are managed through the public API, where every rule is enforced."""
+    """Custom tools, created and changed through the tool services (the API's rules), and tested from the
+    page with sample arguments through the conversation's own tool dispatcher."""
 
+    form = AgentToolForm
     list_display = ("name", "agent", "enabled", "timeout_ms", "tool_method", "tool_url")
     list_filter = ("enabled", "on_error", "tool_method")
     search_fields = ("name", "id", "agent__name", "agent__id")
-    exclude = ("tool_headers",)  # may hold API keys of the tool's service
     list_select_related = ("agent",)
+    autocomplete_fields = ("agent",)
+    readonly_fields = ("agent", "tool_header_names", "created_at", "updated_at")
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+    def get_readonly_fields(self, request: HttpRequest, obj: AgentTool | None = None) -> tuple[str, ...]:
+        # The agent is chosen when the tool is created; a tool never moves to another agent.
+        return ("tool_header_names",) if obj is None else self.readonly_fields
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    def get_fieldsets(
+        self, request: HttpRequest, obj: AgentTool | None = None
+    ) -> list[tuple[str | None, dict[str, Any]]]:
+        headers = (
+            ["new_tool_headers", "clear_tool_headers"]
+            if obj is None
+            else ["tool_header_names", "new_tool_headers", "clear_tool_headers"]
+        )
+        return [
+            (None, {"fields": ["agent", "name", "description", "enabled"]}),
+            ("Arguments and reply", {"fields": ["parameter_schema", "response_schema", "timeout_ms", "on_error"]}),
+            ("http agents", {"fields": ["tool_url", "tool_method", *headers]}),
+            *([] if obj is None else [("Record", {"fields": ["created_at", "updated_at"]})]),
+        ]
+
+    @admin.display(description="Tool headers")
+    def tool_header_names(self, obj: AgentTool) -> str:
+        return header_lines(obj.tool_headers)  # may hold API keys of the tool's service: names only
+
+    def save_model(self, request: HttpRequest, obj: AgentTool, form: AgentToolForm, change: bool) -> None:
+        """Nothing left to do: the form's validation saved the tool through the service."""
+
+    def delete_model(self, request: HttpRequest, obj: AgentTool) -> None:
+        agent = obj.agent
+        services.tool_delete(organization=agent.organization, agent_id=str(agent.pk), tool_id=str(obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[AgentTool]) -> None:
+        for tool in queryset.select_related("agent__organization"):
+            self.delete_model(request, tool)
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path(
+                "<path:object_id>/test/", self.admin_site.admin_view(self.test_call_view), name="agents_agenttool_test"
+            ),
+            *super().get_urls(),
+        ]
+
+    def test_call_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Call the tool once with sample arguments, as a call of its agent would, and show the request
+        sent, the response received and what the model would get."""
+        tool = self.get_object(request, unquote(object_id))
+        if tool is None:
+            raise Http404("Tool not found")
+        if not self.has_change_permission(request, tool):
+            raise PermissionDenied
+        form = ToolTestForm(request.POST or None, initial={"arguments": {}})
+        trial = None
+        if request.method == "POST" and form.is_valid():
+            arguments = form.cleaned_data["arguments"]
+            trial = tool_trial(tool=tool, arguments={} if arguments is None else arguments)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Test the tool {tool.name}",
+            "subtitle": tool.agent.name,
+            "opts": self.opts,
+            "original": tool,
+            "form": form,
+            "trial": trial,
+        }
+        return TemplateResponse(request, "admin/agents/agenttool/test_call.html", context)
 
 
 @admin.register(McpToolSelection)
 class McpToolSelectionAdmin(admin.ModelAdmin):
-    """Read-only: selections are managed with PUT /public/v1/agents/{id}/mcp-tools."""
+    """Read-only: selections are chosen on the agent page (Choose MCP tools) or with PUT
+    /public/v1/agents/{id}/mcp-tools."""
 
     list_display = ("tool_name", "server", "agent", "enabled")
     list_filter = ("enabled",)

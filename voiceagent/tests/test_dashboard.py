@@ -118,8 +118,8 @@ def test_the_mcp_and_custom_tool_pages_are_in_the_dashboard(admin_client: Client
     index = admin_client.get("/admin/").content.decode()
     for title, url in (
         ("MCP servers", "/admin/agents/mcpserver/"),
-        ("Agent tools", "/admin/agents/agenttool/"),
-        ("Mcp tool selections", "/admin/agents/mcptoolselection/"),
+        ("Custom tools", "/admin/agents/agenttool/"),
+        ("MCP tool selections", "/admin/agents/mcptoolselection/"),
     ):
         assert f'href="{url}"' in index and title in index
         assert admin_client.get(url).status_code == 200

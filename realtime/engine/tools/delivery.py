@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,21 @@ class ServerEndpoint:
         )
 
 
+@dataclass
+class Exchange:
+    """One delivery as it went out, and the response that came back (None when none did)."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes | None
+    response: httpx.Response | None = None
+
+
+# Set by the dashboard's tool test (agents/tools/admin.py) to see each exchange of its call; None otherwise.
+watched_exchanges: ContextVar[list[Exchange] | None] = ContextVar("watched_exchanges", default=None)
+
+
 def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
@@ -67,6 +83,11 @@ async def deliver(
 ) -> httpx.Response:
     """Send one request through the guard and return its 2xx response (body read, at most
     MAX_REPLY_BYTES). `who` starts every failure message ("The tool", "serverUrl")."""
+    watched = watched_exchanges.get()
+    exchange = None
+    if watched is not None:
+        exchange = Exchange(method, url, dict(headers), content)
+        watched.append(exchange)
     try:
         response = await outbound.send(
             method, url, headers=headers, content=content, timeout_s=timeout_s, max_response_bytes=MAX_REPLY_BYTES
@@ -85,6 +106,8 @@ async def deliver(
         raise ProviderError(f"{who} could not be reached ({type(exc).__name__})") from None
     except (httpx.InvalidURL, ValueError, TypeError):
         raise ProviderError(f"{who} could not be called (invalid URL or header)", permanent=True) from None
+    if exchange is not None:
+        exchange.response = response
     status = response.status_code
     if not 200 <= status < 300:
         raise ProviderError(f"{who} answered HTTP {status}", permanent=400 <= status < 500 and status not in (408, 429))

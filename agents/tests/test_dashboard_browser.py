@@ -1,0 +1,157 @@
+"""The dashboard builds an agent in a real browser: headless Chromium (Debian's package, driven by
+Playwright) against a real Daphne server on the test database. Staff create an agent (the organization
+picked by name), upload a knowledge file and wait for it to be indexed, add a tool and test-call it
+against a loopback server, and activate the agent; no page breaks its Content-Security-Policy.
+Screenshots land in var/test-artifacts/."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from agents.models import Agent, AgentTool
+from knowledge.models import KnowledgeDocument
+from realtime.tests.loopback import LoopbackReceiver, Reply
+from realtime.tests.support import REPO, DaphneServer, start_test_server, stop_test_server
+from realtime.tests.test_browser_e2e import in_thread
+from voiceagent.tests.test_csp_browser import browser_page  # noqa: F401 - fixture: Chromium watching CSP violations
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+ARTIFACTS = REPO / "var" / "test-artifacts"
+PASSWORD = "pw-staff-Xq4Lm8Tz"
+INDEXING_SECONDS = 240  # the server loads its embedding model for the first document
+HOURS = (
+    "# Opening hours\n\nThe Acme restaurant opens at noon and closes at eleven in the evening.\n\n"
+    "## Parking\n\nVisitors park in bay 12, behind the kitchen.\n"
+)
+SCHEMA = {
+    "type": "object",
+    "properties": {"date": {"type": "string"}, "people": {"type": "integer"}},
+    "required": ["date"],
+}
+
+
+@pytest.fixture
+def tool_server(owner: Any) -> Iterator[LoopbackReceiver]:
+    with LoopbackReceiver(default=Reply(json={"available": True, "table": 7})).in_thread() as hook:
+        yield hook
+
+
+@pytest.fixture
+def server(owner: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
+    User.objects.create_superuser("staff", "staff@example.com", PASSWORD)
+    started = start_test_server(
+        tmp_path_factory, "dashboard", {"OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8", "REALTIME_PRELOAD": "false"}
+    )
+    yield started
+    stop_test_server(started)
+
+
+def screenshot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"dashboard-{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def csp_problems(page: Any, console: list[str]) -> list[str]:
+    refused = [line for line in console if "Refused to" in line or "Content Security Policy" in line]
+    return (
+        page.evaluate("window.__cspViolations") + refused + [line for line in console if line.startswith("pageerror")]
+    )
+
+
+def test_staff_build_an_agent_in_the_dashboard(server, owner, tool_server, browser_page, tmp_path):  # noqa: F811
+    page, console = browser_page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.set_default_timeout(30_000)
+    base = server.http_url
+
+    page.goto(f"{base}/admin/login/")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}/admin/")
+
+    # A new agent: the organization is searched by name, then the agent's settings.
+    page.goto(f"{base}/admin/agents/agent/add/")
+    page.click(".field-organization .select2-selection")
+    page.fill(".select2-search__field", "Acm")
+    page.click(".select2-results__option:has-text('Acme')")
+    page.fill("#id_name", "Ava")
+    page.select_option("#id_agent_type", "http")
+    page.fill("#id_instructions", "You take table reservations for the Acme restaurant.")
+    page.select_option("#id_greeting_type", "static")
+    page.fill("#id_static_greeting", "Hello, this is Ava from Acme.")
+    page.select_option("#id_ai_identity_disclosure_template_id", "named_agent")
+    page.click("input[name=_save]")
+    page.wait_for_selector("#agent-related")
+    agent = in_thread(lambda: Agent.objects.select_related("organization").get())
+    assert (agent.organization, agent.agent_type, agent.status) == (owner.organization, "http", "draft")
+    assert page.url == f"{base}/admin/agents/agent/{agent.pk}/change/"
+    assert "Hi, I'm Ava, an AI agent." in page.inner_text(".field-disclosure_spoken")
+    assert csp_problems(page, console) == []
+
+    # A knowledge file, uploaded from the agent page and indexed by the server.
+    page.click("#agent-documents a.addlink")
+    assert page.input_value("#id_agent") == str(agent.pk)
+    hours = tmp_path / "hours.md"
+    hours.write_text(HOURS)
+    page.set_input_files("#id_file", str(hours))
+    page.click("input[name=_save]")
+    page.wait_for_selector(".field-status")
+    deadline = time.monotonic() + INDEXING_SECONDS
+    while page.inner_text(".field-status .readonly") == "Processing" and time.monotonic() < deadline:
+        page.wait_for_timeout(1000)
+        page.reload()
+    assert page.inner_text(".field-status .readonly") == "Ready"
+    assert "Visitors park in bay 12, behind the kitchen." in page.inner_text(".inline-group")
+    document = in_thread(lambda: KnowledgeDocument.objects.get())
+    assert document.status == "ready" and document.agent_id == agent.pk
+    assert document.description and document.description in page.inner_text(".field-description")
+    screenshot(page, "document")
+
+    # A tool, added from the agent page and test-called with sample arguments.
+    page.goto(f"{base}/admin/agents/agent/{agent.pk}/change/")
+    page.click("#agent-tools a.addlink")
+    page.fill("#id_name", "check_availability")
+    page.fill("#id_description", "Checks whether a table is free.")
+    page.fill("#id_parameter_schema", json.dumps(SCHEMA))
+    page.fill("#id_tool_url", tool_server.url("/availability"))
+    page.click("input[name=_save]")
+    page.wait_for_selector(".messagelist .success")
+    tool = in_thread(lambda: AgentTool.objects.get())
+    assert (tool.agent_id, tool.parameter_schema) == (agent.pk, SCHEMA)
+
+    page.goto(f"{base}/admin/agents/agent/{agent.pk}/change/")
+    page.click("#agent-tools a:has-text('Test')")
+    page.fill("#id_arguments", '{"date": "2026-12-24", "people": 4}')
+    page.click("input[name=_test]")
+    page.wait_for_selector("#trial-result")
+    assert [request.json() for request in tool_server.requests] == [{"date": "2026-12-24", "people": 4}]
+    result = page.inner_text("#trial-result")
+    assert "Request sent" in result and f"POST {tool_server.url('/availability')}" in result
+    assert "Response received" in result and "HTTP 200" in result
+    assert '"table": 7' in page.inner_text("#trial-model-result")
+    screenshot(page, "tool-test")
+    assert csp_problems(page, console) == []
+
+    # Activation.
+    page.goto(f"{base}/admin/agents/agent/{agent.pk}/change/")
+    page.select_option("#id_status", "active")
+    page.click("input[name=_save]")
+    page.wait_for_selector(".messagelist .success")
+    assert in_thread(lambda: Agent.objects.get().status) == "active"
+    page.goto(f"{base}/admin/agents/agent/{agent.pk}/change/")
+    assert page.input_value("#id_status") == "active"
+    assert "Opening hours" in page.inner_text("#agent-documents")
+    assert "check_availability" in page.inner_text("#agent-tools")
+    screenshot(page, "agent")
+    assert csp_problems(page, console) == []
