@@ -11,6 +11,10 @@ PORT ?= 8000
 # `make run` points sessions at ws://$(HOST):$(PORT) and signs tokens with a secret made once and kept
 # in this git-ignored file (like var/secret_key). The service itself still refuses sessions without them.
 REALTIME_SECRET_FILE := var/realtime_token_secret
+# Local development: tools, webhooks and MCP servers on this machine (http://127.0.0.1:..., http://[::1]:...)
+# may be called under `make run`: unless OUTBOUND_ALLOWED_NETWORKS is set (set it empty to refuse them as the
+# service does by default), `make run` allows loopback. Without `make run` only public addresses are reached.
+LOOPBACK_NETWORKS := 127.0.0.0/8,::1/128
 
 .PHONY: setup run test lint bench worker clean
 
@@ -35,7 +39,14 @@ run: setup
 		(mkdir -p $(dir $(REALTIME_SECRET_FILE)) && umask 077 && \
 		$(PY) -c 'import secrets; print(secrets.token_urlsafe(48))' > $(REALTIME_SECRET_FILE))
 	@echo "Serving on http://$(HOST):$(PORT)/ (dashboard /admin/, API docs /docs/); voice sessions at $${REALTIME_WS_URL:-ws://$(HOST):$(PORT)}"
+	@if [ -z "$${OUTBOUND_ALLOWED_NETWORKS+set}" ]; then \
+		echo "Local development: tools, webhooks and MCP servers on this machine may be called" \
+			"(make run sets OUTBOUND_ALLOWED_NETWORKS=$(LOOPBACK_NETWORKS); a server started otherwise refuses them)"; \
+	else \
+		echo "Outbound requests reach public addresses and OUTBOUND_ALLOWED_NETWORKS=$$OUTBOUND_ALLOWED_NETWORKS (as you set it)"; \
+	fi
 	REALTIME_WS_URL="$${REALTIME_WS_URL:-ws://$(HOST):$(PORT)}" \
+	OUTBOUND_ALLOWED_NETWORKS="$${OUTBOUND_ALLOWED_NETWORKS-$(LOOPBACK_NETWORKS)}" \
 	REALTIME_TOKEN_SECRET="$${REALTIME_TOKEN_SECRET:-$$(cat $(REALTIME_SECRET_FILE))}" \
 		$(VENV)/bin/daphne -b $(HOST) -p $(PORT) voiceagent.asgi:application
 

@@ -115,3 +115,35 @@ def make_agent(db: Any):
         return Agent.objects.create(organization=organization, **defaults)
 
     return make
+
+
+@dataclass(frozen=True)
+class RefusedUrl:
+    """A URL the outbound guard refuses without OUTBOUND_ALLOWED_NETWORKS, and the kind its reason names."""
+
+    url: str
+    kind: str
+
+    def reason_in(self, response: Any, field: str) -> str:
+        """The guard's reason in a save answered 400 naming `field` (the API's validation error shape)."""
+        assert response.status_code == 400, response.json()
+        body = response.json()
+        [reason] = body["issues"][field]
+        assert f"is a {self.kind}" in reason and "OUTBOUND_ALLOWED_NETWORKS" in reason
+        assert body["error"] == f"Invalid {field}: {reason}"
+        return reason
+
+
+@pytest.fixture(
+    params=[
+        RefusedUrl("http://169.254.169.254/latest/meta-data/", "link-local"),
+        RefusedUrl("http://10.0.0.1/hook", "private"),
+        RefusedUrl("http://127.0.0.1:9/hook", "loopback"),
+        RefusedUrl("http://[::1]:9/hook", "loopback"),
+        RefusedUrl("http://localhost:9/hook", "loopback"),  # a name is judged by the addresses it resolves to
+    ],
+    ids=lambda refused: refused.url,
+)
+def refused_url(request: Any) -> RefusedUrl:
+    """Each address every request would be refused (metadata, private, loopback by address and by name)."""
+    return request.param

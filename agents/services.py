@@ -1,7 +1,9 @@
 """Agent rules: creation, full replacement (PUT), partial update (PATCH), activation, ambient sound.
 
 Every write validates the whole resulting agent (the merged state), checks plan allowances under a
-row lock, and applies phone assignments in the same transaction: all or nothing.
+row lock, and applies phone assignments in the same transaction: all or nothing. A serverUrl sent in the
+body is first checked as the outbound guard checks every request to it (outside the transaction: its
+host is resolved), and refused when every call would be refused.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from accounts.models import Organization
 from agents.models import Agent, AgentStatus, AgentType, AmbientSound, GreetingType, PromptType
 from agents.selectors import agent_get
 from telephony.services import Assignment, phone_numbers_replace
+from voiceagent import outbound
 from voiceagent.errors import ApiError
 from voiceagent.fields import iso
 
@@ -180,8 +183,14 @@ def _write(
     return agent
 
 
+def _check_server_url(data: dict[str, Any]) -> None:
+    """A serverUrl in the body to which every webhook request would be refused is a 400 now."""
+    outbound.validate_destination(data.get("server_url"), field=WIRE_NAMES["server_url"])
+
+
 def agent_create(*, organization: Organization, data: dict[str, Any]) -> Agent:
     """POST: a new agent is always a draft, whatever `status` says (it consumes no allowance)."""
+    _check_server_url(data)
     state = {**DEFAULTS, **{k: v for k, v in data.items() if k in EDITABLE_FIELDS}}
     with transaction.atomic():
         return _write(
@@ -192,6 +201,7 @@ def agent_create(*, organization: Organization, data: dict[str, Any]) -> Agent:
 def agent_replace(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> Agent:
     """PUT: replaces the agent. Omitted fields take their defaults; omitted status and phone
     assignments are kept (they have their own operations)."""
+    _check_server_url(data)
     state = {**DEFAULTS, **{k: v for k, v in data.items() if k in EDITABLE_FIELDS}}
     with transaction.atomic():
         if data.get("status") == AgentStatus.ACTIVE:
@@ -210,6 +220,7 @@ def agent_patch(*, organization: Organization, agent_id: str, data: dict[str, An
     """PATCH: optimistic concurrency on expectedUpdatedAt; unsent fields are kept; the merged agent
     must be valid as a whole."""
     expected = data["expected_updated_at"]
+    _check_server_url(data)
     with transaction.atomic():
         if data.get("status") == AgentStatus.ACTIVE:
             organization = _lock_organization(organization)

@@ -19,6 +19,12 @@ whole exchange (DNS, connect, redirects, body) by the caller's timeout and caps 
 `send_sync` runs the same code on a private event loop for code without one (Celery tasks,
 management commands, sync views). `mcp_http_client` gives the MCP SDK an httpx2 client
 whose every request passes through the same guard.
+
+Saving a destination (a tool's toolUrl, an agent's serverUrl, an MCP server's URL or token endpoint):
+`validate_destination` runs the check of every request (`check_url`) once, so that an address every
+call would be refused is refused when it is saved, with the same reason. A host that does not resolve
+is not refused then (a name may start resolving later; a request is refused while it does not):
+`destination_warning` says so, for pages that show a saved destination.
 """
 
 from __future__ import annotations
@@ -52,6 +58,14 @@ class OutboundBlocked(ApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, status_code=400)
+
+
+class OutboundUnresolved(OutboundBlocked):
+    """The host has no address now (a DNS failure or an empty answer): refused for this request only."""
+
+    def __init__(self, host: str, detail: str = "") -> None:
+        super().__init__(f"Refused outbound request: {host} does not resolve{f' ({detail})' if detail else ''}")
+        self.host = host
 
 
 class OutboundTimeout(httpx.TimeoutException):
@@ -172,7 +186,10 @@ def address_problem(address: IPAddress) -> str | None:
             return None
     category = _category(candidate)
     if category:
-        return f"{address} is a {category} address; outbound requests may only reach public addresses"
+        return (
+            f"{address} is a {category} address; outbound requests may only reach public addresses "
+            "and the networks listed in OUTBOUND_ALLOWED_NETWORKS"
+        )
     return None
 
 
@@ -199,7 +216,7 @@ def _checked(host: str, infos: list[tuple[Any, ...]]) -> list[IPAddress]:
         if address not in addresses:
             addresses.append(address)
     if not addresses:
-        raise OutboundBlocked(f"Refused outbound request: {host} does not resolve")
+        raise OutboundUnresolved(host)
     for address in addresses:
         problem = address_problem(address)
         if problem:
@@ -215,7 +232,7 @@ def resolve_checked(host: str, port: int) -> list[IPAddress]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
-        raise OutboundBlocked(f"Refused outbound request: {host} does not resolve ({exc})") from None
+        raise OutboundUnresolved(host, str(exc)) from None
     return _checked(host, infos)
 
 
@@ -226,7 +243,7 @@ async def aresolve_checked(host: str, port: int) -> list[IPAddress]:
     try:
         infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
-        raise OutboundBlocked(f"Refused outbound request: {host} does not resolve ({exc})") from None
+        raise OutboundUnresolved(host, str(exc)) from None
     return _checked(host, infos)
 
 
@@ -239,6 +256,44 @@ def check_url(url: str) -> None:
 async def acheck_url(url: str) -> None:
     host, port = _split(url)
     await aresolve_checked(host, port)
+
+
+def destination_problem(url: str) -> str | None:
+    """Why every request to `url` would be refused now (by `check_url`, the check of every request), or
+    None. A host that does not resolve is no problem here: see `destination_warning`."""
+    try:
+        check_url(url)
+    except OutboundUnresolved:
+        return None
+    except OutboundBlocked as refused:
+        return refused.message
+    return None
+
+
+def validate_destination(url: str | None, *, field: str) -> None:
+    """Refuse saving `url` (None: no URL) when every request to it would be refused: a 400 naming `field`
+    with the guard's reason (ApiError.field, the API's validation error). Resolves the host: call it
+    outside database transactions."""
+    problem = destination_problem(url) if url else None
+    if problem:
+        raise ApiError.field(field, problem)
+
+
+def destination_warning(url: str | None) -> str | None:
+    """What to warn about a destination that was saved: its host does not resolve right now, so requests to
+    it are refused until it does. None when it resolves (or the URL is refused outright, or empty)."""
+    if not url:
+        return None
+    try:
+        check_url(url)
+    except OutboundUnresolved as unresolved:
+        return (
+            f"{unresolved.host} does not resolve right now: requests to it are refused until it does "
+            "(check the host name)."
+        )
+    except OutboundBlocked:
+        return None
+    return None
 
 
 def _pinned(request: Any, address: IPAddress) -> Any:

@@ -210,8 +210,9 @@ class OutboundUrlFieldSchema(OpenApiSerializerFieldExtension):
         return {
             "type": "string",
             "description": "An http or https URL with a host and no credentials, at most 2048 characters. Private, "
-            "loopback and link-local addresses are refused when the service calls it (unless the operator "
-            "allows them).",
+            "loopback and link-local addresses are refused (unless the operator allows them): when the URL is "
+            "saved (a 400 naming the field) and when the service calls it. A host that does not resolve yet is "
+            "accepted.",
             **string_rule(URL_PATTERN, length_in_pattern=True),
         }
 

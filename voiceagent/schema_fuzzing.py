@@ -13,7 +13,8 @@ What the fuzzer is told beyond the schema:
   sent to an existing agent, meet rules on its stored state (a tool's toolUrl depends on its agent's type,
   a selection must name a tool the server advertises, ...); an uploaded file must hold extractable text;
   a phone number may appear only once in phoneNumberAssignments (uniqueness of one field of the items); a
-  tool's parameterSchema and responseSchema must pass the JSON Schema meta-schema (see _unstated_rule).
+  tool's parameterSchema and responseSchema must pass the JSON Schema meta-schema; a serverUrl or toolUrl
+  may not resolve to an address the outbound guard refuses (see _unstated_rule).
 """
 
 from __future__ import annotations
@@ -222,16 +223,23 @@ def _agent_exists(case: Any) -> bool:
 
 def _unstated_rule(issues: Any) -> bool:
     """A 400 for a rule on the body that the schema names in words only, recognized by its issues: a phone
-    number twice in phoneNumberAssignments (uniqueness of one field of the items), or a tool schema that the
+    number twice in phoneNumberAssignments (uniqueness of one field of the items), a tool schema that the
     JSON Schema meta-schema refuses (the document pins the common keywords two levels deep; the recursive
-    meta-schema itself is too slow for generators, see agents/tools/schema.py)."""
+    meta-schema itself is too slow for generators, see agents/tools/schema.py), or a serverUrl or toolUrl
+    whose host is (or resolves to) an address the outbound guard refuses (known only after DNS)."""
     if issues == {"phoneNumberAssignments": ["Duplicate phoneNumberId."]}:
         return True
-    return (
-        isinstance(issues, dict)
-        and bool(issues)
-        and set(issues) <= {"parameterSchema", "responseSchema"}
-        and all(message.startswith("Not a valid JSON Schema") for messages in issues.values() for message in messages)
+
+    def only(fields: set[str], prefix: str) -> bool:
+        return (
+            isinstance(issues, dict)
+            and bool(issues)
+            and set(issues) <= fields
+            and all(message.startswith(prefix) for messages in issues.values() for message in messages)
+        )
+
+    return only({"parameterSchema", "responseSchema"}, "Not a valid JSON Schema") or only(
+        {"serverUrl", "toolUrl"}, "Refused outbound request"
     )
 
 

@@ -377,6 +377,39 @@ def test_server_secret_can_be_sent_alone(owner):
     assert listed(owner, agent_id)["serverSecret"] is None
 
 
+# --- serverUrl destinations -------------------------------------------------------------------
+
+
+def test_a_server_url_every_call_would_refuse_is_a_400_with_the_reason_and_nothing_is_saved(owner, refused_url):
+    response = owner.client.post("/public/v1/agents", {**BASE, "serverUrl": refused_url.url}, format="json")
+    reason = refused_url.reason_in(response, "serverUrl")
+    assert not Agent.objects.exists()
+
+    agent_id = create(owner, serverUrl="https://hooks.example.com/a")
+    before = listed(owner, agent_id)
+    url = refused_url.url
+    for response in (put(owner, agent_id, **BASE, serverUrl=url), patch(owner, agent_id, serverUrl=url)):
+        assert refused_url.reason_in(response, "serverUrl") == reason
+    assert listed(owner, agent_id) == before
+
+
+def test_loopback_server_urls_are_saved_when_the_operator_allows_loopback(owner, settings):
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1/128"]  # what `make run` sets
+    agent_id = create(owner, serverUrl="http://127.0.0.1:9/hook")
+    assert put(owner, agent_id, **BASE, serverUrl="http://localhost:9/hook").status_code == 200
+    assert patch(owner, agent_id, serverUrl="http://[::1]:9/hook").status_code == 200
+    assert listed(owner, agent_id)["serverUrl"] == "http://[::1]:9/hook"
+    # Only loopback: the cloud metadata address stays refused.
+    response = patch(owner, agent_id, serverUrl="http://169.254.169.254/")
+    assert response.status_code == 400 and "link-local" in response.json()["issues"]["serverUrl"][0]
+
+
+def test_a_server_url_whose_host_does_not_resolve_yet_is_saved(owner):
+    # DNS failures are refused call by call (the name may resolve later), never when saving.
+    agent_id = create(owner, serverUrl="https://no-such-host.invalid/hook")
+    assert listed(owner, agent_id)["serverUrl"] == "https://no-such-host.invalid/hook"
+
+
 # --- activation allowance ----------------------------------------------------------------------
 
 

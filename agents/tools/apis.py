@@ -28,14 +28,16 @@ MCP = ["MCP"]
 RULE_ERRORS = {
     400: OpenApiResponse(
         description="Invalid body or ID (`issues` names the fields), or a rule below is not met: a tool on a "
-        "static agent, a webhook agent without serverUrl, an http agent's tool without toolUrl, a name the "
-        "agent already uses"
+        "static agent, a webhook agent without serverUrl, an http agent's tool without toolUrl, a toolUrl the "
+        "outbound guard refuses (a private, loopback or metadata address), a name the agent already uses"
     ),
     404: OpenApiResponse(description="Agent or tool not found (or another organization's)"),
 }
 RULES = (
     "Rules: no custom tools on static agents; a webhook agent needs a saved serverUrl to create a tool or "
-    "to enable one, and its tools have toolUrl null; an http agent's tool needs toolUrl. parameterSchema and "
+    "to enable one, and its tools have toolUrl null; an http agent's tool needs toolUrl, which may not resolve to "
+    "a private, loopback, link-local or metadata address unless the operator allows it (OUTBOUND_ALLOWED_NETWORKS; "
+    "a host that does not resolve yet is accepted). parameterSchema and "
     "responseSchema must be valid JSON Schema; names are 1-64 letters, digits, `_` or `-`, unique per agent, "
     "and not search_knowledge or transfer_call."
 )

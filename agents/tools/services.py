@@ -1,7 +1,10 @@
 """Rules for custom tools, connected MCP servers and per-agent MCP tool selections.
 
-Network work (connecting to an MCP server) never runs inside a database transaction: it happens
-first, and the result is written in one short write afterwards.
+Network work (connecting to an MCP server, resolving a URL's host) never runs inside a database
+transaction: it happens first, and the result is written in one short write afterwards.
+
+A toolUrl, an MCP server URL or token endpoint that the outbound guard would refuse on every request is
+refused when it is saved, with the guard's reason (voiceagent.outbound.validate_destination).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from agents.models import Agent, AgentTool, AgentType, McpAuthType, McpServer, M
 from agents.selectors import agent_get
 from agents.tools import mcp
 from agents.tools.selectors import tool_get
+from voiceagent import outbound
 from voiceagent.errors import ApiError, validation_error
 from voiceagent.validation import headers_problem, url_problem
 
@@ -79,6 +83,7 @@ def _save_tool(tool: AgentTool) -> AgentTool:
 
 
 def tool_create(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> AgentTool:
+    outbound.validate_destination(data["tool_url"], field="toolUrl")
     with transaction.atomic():
         # The agent row lock serializes this check with agent updates (rule 4) and other tool writes.
         agent = agent_get(organization=organization, agent_id=agent_id, for_update=True)
@@ -91,6 +96,7 @@ def tool_create(*, organization: Organization, agent_id: str, data: dict[str, An
 
 def tool_replace(*, organization: Organization, agent_id: str, tool_id: str, data: dict[str, Any]) -> AgentTool:
     """PUT: every field is replaced; omitted optional fields take their defaults."""
+    outbound.validate_destination(data["tool_url"], field="toolUrl")
     with transaction.atomic():
         agent = agent_get(organization=organization, agent_id=agent_id, for_update=True)
         tool = tool_get(agent=agent, tool_id=tool_id)
@@ -152,7 +158,8 @@ def _single_line(value: Any, field: str) -> str:
 
 
 def mcp_credentials_clean(*, auth_type: str, credentials: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Check the credentials that `auth_type` needs and keep only those (ApiError naming the field)."""
+    """Check the credentials that `auth_type` needs and keep only those (ApiError naming the field). An OAuth
+    token endpoint the outbound guard would refuse on every request is refused (its host is resolved)."""
     credentials = credentials or {}
     if auth_type == McpAuthType.NONE:
         return None
@@ -166,7 +173,7 @@ def mcp_credentials_clean(*, auth_type: str, credentials: dict[str, Any] | None)
         return {"headers": dict(headers)}
     if auth_type == McpAuthType.OAUTH_CLIENT_CREDENTIALS:
         token_url = credentials.get("tokenUrl")
-        problem = url_problem(token_url) if token_url else "Required."
+        problem = (url_problem(token_url) or outbound.destination_problem(token_url)) if token_url else "Required."
         if problem:
             raise ApiError.field("tokenUrl", problem)
         result = {
@@ -193,13 +200,15 @@ def mcp_server_configure(
     auth_type: str,
     credentials: dict[str, Any] | None,
 ) -> McpServer:
-    """Validate and save where and how to reach the server (no network). A new server starts inactive."""
+    """Validate and save where and how to reach the server (no connection; the host of `url` and of an OAuth
+    token endpoint is resolved). A new server starts inactive."""
     name = (name or "").strip()
     if not name or len(name) > 200:
         raise ApiError.field("name", "Required, at most 200 characters.")
     problem = url_problem(url)
     if problem:
         raise ApiError.field("url", problem)
+    outbound.validate_destination(url, field="url")
     if McpServer.objects.filter(organization=organization, name=name).exclude(pk=server.pk).exists():
         raise ApiError.field("name", f"The organization already has a tool server named {name}.")
     server.organization = organization

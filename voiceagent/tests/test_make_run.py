@@ -1,7 +1,8 @@
 """The quickstart as a new user runs it: `make run` with nothing configured, in a fresh copy of the
 repository (its own var/, so its own SQLite database, secrets and demo key). The demo key it prints
 creates and activates an agent, a realtime session opens and its socket starts, the documented Python
-client holds a conversation; a knowledge upload reaches no message broker."""
+client holds a conversation; a knowledge upload reaches no message broker; an agent whose serverUrl is a
+server on this machine (127.0.0.1) is saved and called, while other non-public addresses stay refused."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from realtime.tests.loopback import LoopbackReceiver, Reply
 from realtime.tests.support import VoiceClient, free_port, is_type, wait_until_indexed
 
 pytestmark = pytest.mark.slow
@@ -128,11 +130,23 @@ def made_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeServer
         _stop_group(process)
 
 
+def create_active_agent(server: MadeServer, fields: dict[str, Any]) -> str:
+    status, created = server.request("POST", "/public/v1/agents", fields)
+    assert status == 200, created
+    status, agents = server.request("GET", "/public/v1/agents")
+    assert status == 200
+    updated_at = next(agent["updatedAt"] for agent in agents if agent["id"] == created["id"])
+    status, body = server.request(
+        "PATCH", f"/public/v1/agents/{created['id']}", {"status": "active", "expectedUpdatedAt": updated_at}
+    )
+    assert status == 200, body
+    return created["id"]
+
+
 @pytest.fixture(scope="module")
 def active_agent_id(made_server: MadeServer) -> str:
-    status, created = made_server.request(
-        "POST",
-        "/public/v1/agents",
+    return create_active_agent(
+        made_server,
         {
             "name": "Front desk",
             "agentType": "static",
@@ -141,15 +155,6 @@ def active_agent_id(made_server: MadeServer) -> str:
             "staticGreeting": "Hello! How can I help?",
         },
     )
-    assert status == 200, created
-    status, agents = made_server.request("GET", "/public/v1/agents")
-    assert status == 200
-    updated_at = next(agent["updatedAt"] for agent in agents if agent["id"] == created["id"])
-    status, body = made_server.request(
-        "PATCH", f"/public/v1/agents/{created['id']}", {"status": "active", "expectedUpdatedAt": updated_at}
-    )
-    assert status == 200, body
-    return created["id"]
 
 
 async def test_make_run_serves_voice_with_nothing_configured(made_server: MadeServer, active_agent_id: str) -> None:
@@ -162,6 +167,45 @@ async def test_make_run_serves_voice_with_nothing_configured(made_server: MadeSe
         assert client.messages[started].message["callId"]
         await client.send({"type": "stop"})
         assert await client.wait_closed() == 1000
+
+
+async def test_make_run_lets_agents_call_a_server_on_this_machine(made_server: MadeServer) -> None:
+    assert "make run sets OUTBOUND_ALLOWED_NETWORKS=127.0.0.0/8,::1/128" in made_server.log.read_text()
+    greeting = "Welcome to the desk served from this machine."
+    reply = Reply(json={"instructions": "Answer questions about the local desk.", "greeting": greeting})
+    with LoopbackReceiver(reply).in_thread() as hook:
+        # Saved without a word (a loopback serverUrl is refused by a server started without make run)...
+        agent_id = create_active_agent(
+            made_server,
+            {
+                "name": "Local desk",
+                "agentType": "webhook",
+                "serverUrl": hook.url("/hooks/voice"),
+                "promptType": "dynamic",
+                "greetingType": "dynamic",
+            },
+        )
+        status, session = made_server.request("POST", f"/public/v1/agents/{agent_id}/realtime-sessions")
+        assert status == 200, session
+        # ...and called: the conversation opens with the greeting the local server answered.
+        async with VoiceClient(session["websocketUrl"]) as client:
+            spoken = await client.wait_for(is_type("transcript", role="assistant"), timeout=180)
+            assert greeting in client.messages[spoken].message["text"]
+            await client.send({"type": "stop"})
+            assert await client.wait_closed() == 1000
+    [request] = hook.requests
+    assert request.json()["message"]["type"] == "agent:assistant-request"
+
+    # Only loopback is added: a private or cloud metadata address is still refused, with the reason.
+    status, agents = made_server.request("GET", "/public/v1/agents")
+    updated_at = next(agent["updatedAt"] for agent in agents if agent["id"] == agent_id)
+    status, body = made_server.request(
+        "PATCH",
+        f"/public/v1/agents/{agent_id}",
+        {"serverUrl": "http://169.254.169.254/latest/meta-data/", "expectedUpdatedAt": updated_at},
+    )
+    assert status == 400
+    assert "link-local" in body["issues"]["serverUrl"][0]
 
 
 def test_the_realtime_secret_is_made_once_and_kept_private(made_server: MadeServer) -> None:

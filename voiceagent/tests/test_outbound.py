@@ -128,6 +128,31 @@ def test_unresolvable_names_and_bad_urls_are_refused():
             outbound.check_url(url)
 
 
+def test_saving_refuses_what_every_request_refuses_but_only_warns_about_a_name_that_does_not_resolve():
+    # The save-time check is the request check: same verdict, same reason.
+    with pytest.raises(outbound.OutboundBlocked) as caught:
+        outbound.check_url("http://localhost:9/hook")
+    assert outbound.destination_problem("http://localhost:9/hook") == caught.value.message
+    with pytest.raises(ApiError) as refused:
+        outbound.validate_destination("http://localhost:9/hook", field="toolUrl")
+    assert (refused.value.status_code, refused.value.issues) == (400, {"toolUrl": [caught.value.message]})
+    assert outbound.destination_warning("http://localhost:9/hook") is None  # refused, not warned about
+
+    # A name that does not resolve: every request is refused, saving is not (it may resolve later).
+    with pytest.raises(outbound.OutboundBlocked, match="does not resolve"):
+        outbound.check_url("http://no-such-host.invalid/hook")
+    assert outbound.destination_problem("http://no-such-host.invalid/hook") is None
+    outbound.validate_destination("http://no-such-host.invalid/hook", field="toolUrl")
+    assert outbound.destination_warning("http://no-such-host.invalid/hook") == (
+        "no-such-host.invalid does not resolve right now: requests to it are refused until it does "
+        "(check the host name)."
+    )
+
+    assert outbound.destination_problem("https://8.8.8.8/hook") is None
+    assert outbound.destination_warning("https://8.8.8.8/hook") is None
+    outbound.validate_destination(None, field="serverUrl")  # no URL, nothing to check
+
+
 def test_listed_networks_are_allowed(settings):
     settings.OUTBOUND_ALLOWED_NETWORKS = ["10.0.0.0/8", "fd00::/8"]
     outbound.check_url("http://10.9.8.7/hook")

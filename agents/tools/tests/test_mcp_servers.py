@@ -4,6 +4,7 @@ credential byte, the ops command and the dashboard form and action."""
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -58,8 +59,17 @@ def test_an_unreachable_server_gets_the_error_status_with_the_reason(owner, clos
     assert server.tools == [] and server.last_synced_at is None
 
 
-def test_the_outbound_guard_applies_to_mcp_connections(owner, mcp_server):
-    server = connect(owner, mcp_server.url)  # loopback is not listed in OUTBOUND_ALLOWED_NETWORKS
+def test_the_outbound_guard_applies_to_mcp_connections(owner, mcp_server, allow_loopback, settings):
+    server = services.mcp_server_configure(
+        server=McpServer(),
+        organization=owner.organization,
+        name="Orders",
+        url=mcp_server.url,
+        auth_type="none",
+        credentials=None,
+    )  # saved while loopback was allowed
+    settings.OUTBOUND_ALLOWED_NETWORKS = []  # loopback is no longer listed when it connects
+    server = services.mcp_server_sync(server=server)
     assert server.status == "error"
     assert "loopback" in server.last_error
 
@@ -114,6 +124,11 @@ def test_oauth_client_credentials_through_a_token_endpoint(owner, mcp_server, al
             "tokenUrl",
         ),
         ("oauth_client_credentials", {"tokenUrl": "https://x.example.com/t", "clientSecret": "b"}, "clientId"),
+        (
+            "oauth_client_credentials",
+            {"tokenUrl": "http://169.254.169.254/token", "clientId": "a", "clientSecret": "b"},
+            "tokenUrl",
+        ),
         ("magic", None, "authType"),
     ],
 )
@@ -259,6 +274,25 @@ def test_the_command_reports_an_unreachable_server(owner, closed_port_url, allow
     result = json.loads(out.getvalue())
     assert result["status"] == "error" and result["tools"] == [] and result["error"].startswith("Cannot connect")
     assert McpServer.objects.get().status == "error"
+
+
+def test_a_url_every_connection_would_refuse_is_refused_with_the_reason_and_nothing_is_saved(
+    owner, mcp_server, settings, refused_url
+):
+    org = str(owner.organization.id)
+    refused = rf"^Invalid url: Refused outbound request to .* is a {re.escape(refused_url.kind)}"
+    with pytest.raises(CommandError, match=refused):
+        run_command("--org", org, "--name", "Orders", "--url", refused_url.url)
+    assert not McpServer.objects.exists()
+
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1/128"]  # what `make run` sets
+    assert run_command("--org", org, "--name", "Orders", "--url", mcp_server.url)["status"] == "active"
+    if refused_url.kind == "loopback":
+        settings.OUTBOUND_ALLOWED_NETWORKS = []
+    with pytest.raises(CommandError, match=refused):  # an update of the server of that name
+        run_command("--org", org, "--name", "Orders", "--url", refused_url.url)
+    server = McpServer.objects.get()
+    assert (server.url, server.status) == (mcp_server.url, "active")
 
 
 def test_the_command_rejects_bad_input(owner, db):

@@ -204,6 +204,40 @@ def test_tool_urls_must_be_http_without_credentials(owner, http_agent, url):
     assert "toolUrl" in response.json()["issues"]
 
 
+def test_a_tool_url_every_call_would_refuse_is_a_400_with_the_reason_and_nothing_is_saved(
+    owner, http_agent, refused_url
+):
+    response = owner.client.post(tools_url(http_agent.id), {**TOOL, "toolUrl": refused_url.url}, format="json")
+    reason = refused_url.reason_in(response, "toolUrl")
+    assert not AgentTool.objects.exists()
+
+    tool_id = create_tool(owner, http_agent, toolUrl="https://api.example.com/orders")
+    response = owner.client.put(tools_url(http_agent.id, tool_id), {**TOOL, "toolUrl": refused_url.url}, format="json")
+    assert refused_url.reason_in(response, "toolUrl") == reason
+    assert [tool["toolUrl"] for tool in listed_tools(owner, http_agent)] == ["https://api.example.com/orders"]
+
+
+def test_loopback_tool_urls_are_saved_when_the_operator_allows_loopback(owner, http_agent, settings):
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1/128"]  # what `make run` sets
+    tool_id = create_tool(owner, http_agent, toolUrl="http://127.0.0.1:9/orders")
+    response = owner.client.put(
+        tools_url(http_agent.id, tool_id), {**TOOL, "toolUrl": "http://[::1]:9/orders"}, format="json"
+    )
+    assert response.status_code == 200
+    assert [tool["toolUrl"] for tool in listed_tools(owner, http_agent)] == ["http://[::1]:9/orders"]
+    # Only loopback: the cloud metadata address stays refused.
+    response = owner.client.put(
+        tools_url(http_agent.id, tool_id), {**TOOL, "toolUrl": "http://169.254.169.254/"}, format="json"
+    )
+    assert response.status_code == 400 and "link-local" in response.json()["issues"]["toolUrl"][0]
+
+
+def test_a_tool_url_whose_host_does_not_resolve_yet_is_saved(owner, http_agent):
+    # DNS failures are refused call by call (the name may resolve later), never when saving.
+    create_tool(owner, http_agent, toolUrl="https://no-such-host.invalid/orders")
+    assert [tool["toolUrl"] for tool in listed_tools(owner, http_agent)] == ["https://no-such-host.invalid/orders"]
+
+
 def test_name_is_required_and_timeouts_at_the_limits_are_accepted(owner, webhook_agent):
     response = owner.client.post(tools_url(webhook_agent.id), {"description": "no name"}, format="json")
     assert response.status_code == 400
