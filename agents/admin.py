@@ -25,7 +25,7 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 import agents.tools.admin  # noqa: F401 - registers the MCP server, custom tool and tool selection pages
-from agents.dashboard import ServiceModelForm, header_lines, through_service, wire_sources
+from agents.dashboard import ServiceModelForm, header_lines, through_service, warn_destination, wire_sources
 from agents.disclosure import disclosure_for
 from agents.models import BUILTIN_VOICES, Agent, AgentStatus, AmbientSound, McpServer, McpServerStatus
 from agents.selectors import agent_get
@@ -394,6 +394,8 @@ class AgentAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         agent = self.get_object(request, unquote(object_id))
         related = self._related(agent) if agent is not None else {}
+        if agent is not None:
+            warn_destination(request, agent.server_url)
         return super().change_view(request, object_id, form_url, {**related, **(extra_context or {})})
 
     def _related(self, agent: Agent) -> dict[str, Any]:

@@ -11,13 +11,23 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from django import forms
+from django.contrib import messages as flash
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import HttpRequest
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError as DrfValidationError
 
+from voiceagent import outbound
 from voiceagent.errors import ApiError, validation_error
 
 T = TypeVar("T")
+
+
+def warn_destination(request: HttpRequest, url: str | None) -> None:
+    """On a page showing a saved destination: warn when its host does not resolve right now (saving
+    allowed it, since names can start resolving later; every request to it is refused until then)."""
+    if request.method == "GET" and (warning := outbound.destination_warning(url)):
+        flash.warning(request, warning)
 
 
 def wire_sources(serializer_class: type[serializers.Serializer]) -> dict[str, str]:

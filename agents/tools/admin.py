@@ -21,13 +21,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from agents.dashboard import ServiceModelForm, header_lines, wire_sources
+from agents.dashboard import ServiceModelForm, header_lines, warn_destination, wire_sources
 from agents.models import Agent, AgentTool, McpAuthType, McpServer, McpServerStatus, McpToolSelection
 from agents.tools import services
 from agents.tools.serializers import ToolWriteSerializer, parse_header_lines
 from realtime.engine.brain.base import ToolCall
 from realtime.engine.tools import ToolDispatcher
 from realtime.engine.tools.delivery import Exchange, watched_exchanges
+from voiceagent import outbound
 from voiceagent.errors import ApiError
 from voiceagent.fields import parse
 from voiceagent.validation import url_problem
@@ -84,8 +85,9 @@ class McpServerForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         auth_type = data.get("auth_type")
-        problem = url_problem(data.get("url") or "")
-        if data.get("url") and problem:
+        url = data.get("url") or ""
+        problem = url and (url_problem(url) or outbound.destination_problem(url))
+        if problem:
             self.add_error("url", problem)
         if not auth_type:
             return data
@@ -121,6 +123,14 @@ class McpServerAdmin(admin.ModelAdmin):
     @admin.display(description="Tools")
     def tool_count(self, obj: McpServer) -> int:
         return len(obj.tools)
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        server = self.get_object(request, unquote(object_id))
+        if server is not None:
+            warn_destination(request, server.url)
+        return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="Cached tools")
     def tool_names(self, obj: McpServer) -> str:
@@ -393,6 +403,14 @@ class AgentToolAdmin(admin.ModelAdmin):
     @admin.display(description="Tool headers")
     def tool_header_names(self, obj: AgentTool) -> str:
         return header_lines(obj.tool_headers)  # may hold API keys of the tool's service: names only
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        tool = self.get_object(request, unquote(object_id))
+        if tool is not None:
+            warn_destination(request, tool.tool_url)
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request: HttpRequest, obj: AgentTool, form: AgentToolForm, change: bool) -> None:
         """Nothing left to do: the form's validation saved the tool through the service."""
