@@ -1,11 +1,13 @@
 """The dashboard builds an agent in a real browser: headless Chromium (Debian's package, driven by
-Playwright) against a real Daphne server on the test database. Staff create an agent (the organization
-picked by name), upload a knowledge file and wait for it to be indexed, add a tool and test-call it
-against a loopback server, and activate the agent; no page breaks its Content-Security-Policy.
-Screenshots land in var/test-artifacts/."""
+Playwright, with eSpeak NG speech as its microphone) against a real Daphne server on the test database.
+Staff create an agent (the organization picked by name), upload a knowledge file and wait for it to be
+indexed, add a tool and test-call it against a loopback server, activate the agent, ask it a question
+through the agent page's talk panel and hear it answered from the file, then find the call by a word of
+its transcript; no page breaks its Content-Security-Policy. Screenshots land in var/test-artifacts/."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -19,8 +21,14 @@ from agents.models import Agent, AgentTool
 from knowledge.models import KnowledgeDocument
 from realtime.tests.loopback import LoopbackReceiver, Reply
 from realtime.tests.support import REPO, DaphneServer, start_test_server, stop_test_server
-from realtime.tests.test_browser_e2e import in_thread
-from voiceagent.tests.test_csp_browser import browser_page  # noqa: F401 - fixture: Chromium watching CSP violations
+from realtime.tests.test_browser_e2e import (  # noqa: F401 - fixtures: Chromium with a microphone file
+    _warm_up,
+    in_thread,
+    log_lines,
+    microphone_wav,
+    page,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -31,6 +39,7 @@ HOURS = (
     "# Opening hours\n\nThe Acme restaurant opens at noon and closes at eleven in the evening.\n\n"
     "## Parking\n\nVisitors park in bay 12, behind the kitchen.\n"
 )
+QUESTION = "When does the restaurant open?"
 SCHEMA = {
     "type": "object",
     "properties": {"date": {"type": "string"}, "people": {"type": "integer"}},
@@ -54,22 +63,29 @@ def server(owner: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
     stop_test_server(started)
 
 
-def screenshot(page: Any, name: str) -> Path:
+def screenshot(tab: Any, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"dashboard-{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    tab.screenshot(path=str(path), full_page=True)
     return path
 
 
-def csp_problems(page: Any, console: list[str]) -> list[str]:
+def csp_problems(tab: Any, console: list[str]) -> list[str]:
     refused = [line for line in console if "Refused to" in line or "Content Security Policy" in line]
-    return (
-        page.evaluate("window.__cspViolations") + refused + [line for line in console if line.startswith("pageerror")]
-    )
+    return tab.evaluate("window.__cspViolations") + refused + [line for line in console if line.startswith("pageerror")]
 
 
-def test_staff_build_an_agent_in_the_dashboard(server, owner, tool_server, browser_page, tmp_path):  # noqa: F811
-    page, console = browser_page
+@pytest.mark.parametrize("microphone_wav", [QUESTION], indirect=True)
+def test_staff_build_an_agent_in_the_dashboard_talk_to_it_and_find_the_call(
+    server,
+    owner,
+    tool_server,
+    page,  # noqa: F811 - the fixture
+    tmp_path,
+):
+    console: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
     page.set_viewport_size({"width": 1280, "height": 900})
     page.set_default_timeout(30_000)
     base = server.http_url
@@ -154,4 +170,40 @@ def test_staff_build_an_agent_in_the_dashboard(server, owner, tool_server, brows
     assert "Opening hours" in page.inner_text("#agent-documents")
     assert "check_availability" in page.inner_text("#agent-tools")
     screenshot(page, "agent")
+    assert csp_problems(page, console) == []
+
+    # Talk to it from its page: the caller (the microphone file) asks when the restaurant opens, after
+    # the greeting, and the agent answers from the uploaded file. One session first, so that the
+    # browser's starts at once (the microphone file plays from the moment the browser opens it).
+    in_thread(lambda: asyncio.run(_warm_up(server, agent)))
+    page.click('#talk-panel [data-role="toggle"]')
+    wait_until(page, 'document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
+    wait_until(
+        page,
+        """() => [...document.querySelectorAll('#talk-panel [data-role="log"] li.talk-assistant')]
+                  .some((li) => li.textContent.includes("noon"))""",
+        timeout=90_000,
+    )
+    lines = log_lines(page)
+    print(json.dumps(lines, indent=1))
+    asked = [line["text"].lower() for line in lines if line["kind"] == "talk-user"]
+    assert any("restaurant" in text and "open" in text for text in asked), asked
+    answer = next(line["text"] for line in lines if line["kind"] == "talk-assistant" and "noon" in line["text"])
+    assert "opens at noon and closes at eleven in the evening" in answer
+    assert "bay 12" not in answer and "Opening hours" not in answer  # its own fact, never the heading
+    page.click('#talk-panel [data-role="toggle"]')
+    wait_until(page, 'document.getElementById("talk-panel").dataset.state === "closed"', timeout=15_000)
+    call_id = page.get_attribute("#talk-panel", "data-call-id")
+    screenshot(page, "agent-talk")
+
+    # The call is found by a word of its transcript, and by a piece of its id.
+    for query in ("noon", call_id.split("-")[1]):
+        page.goto(f"{base}/admin/calls/call/?q={query}")
+        rows = page.locator("#result_list tbody tr")
+        assert rows.count() == 1, query
+        assert "Ava" in rows.first.inner_text()
+        page.click("#result_list tbody tr th a")
+        page.wait_for_url(f"**/admin/calls/call/{call_id}/change/")
+    assert "opens at noon" in page.inner_text("body")
+    screenshot(page, "call-found")
     assert csp_problems(page, console) == []

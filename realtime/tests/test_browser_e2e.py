@@ -36,6 +36,7 @@ from realtime.tests.support import REPO, DaphneServer, VoiceClient, database_url
 from realtime.tests.test_s2s_e2e import DISCLOSURE as OLIVE_DISCLOSURE
 from realtime.tests.test_s2s_e2e import GREETING as OLIVE_GREETING
 from realtime.tests.test_s2s_e2e import olive
+from voiceagent.tests.test_csp_browser import WATCH_VIOLATIONS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -215,6 +216,7 @@ def page(microphone_wav: Path, request: Any) -> Iterator[Any]:
             ],
         )
         context = browser.new_context(viewport={"width": 1200, "height": 900})
+        context.add_init_script(WATCH_VIOLATIONS)  # window.__cspViolations: what the page's CSP refused
         opened = context.new_page()
         console: list[str] = []
         opened.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
