@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import sys
 import time
@@ -197,10 +196,6 @@ def bench_search(agent, size: int, queries: int, cold_runs: int) -> None:
     )
 
 
-def _words(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
-
-
 def spoken_answer(agent, question: str) -> str:
     """What the embedded brain says to `question` after its search_knowledge call."""
     import asyncio
@@ -263,19 +258,21 @@ def bench_quality(organization) -> None:
         top1 = sum(rank == 1 for rank in ranks)
         top3 = sum(rank is not None for rank in ranks)
         spoken = [spoken_answer(agent, question) for question, _ in questions]
-        answered = sum(_words(answer) in _words(said) for (_, answer), said in zip(questions, spoken, strict=True))
-        # A heading line is spoken as a sentence of its own ("Delivery times. Orders placed...") or run
-        # into its text ("Delivery times Orders placed...").
-        heading = re.compile(
-            "|".join(rf"(?<![\w-]){re.escape(h)}(\.|\s+[A-Z0-9])" for h in documents.titles_and_headings())
-        )
-        headed = sum(bool(heading.search(said)) for said in spoken)
+        answered = sum(documents.says(said, answer) for (_, answer), said in zip(questions, spoken, strict=True))
+        headed = sum(documents.speaks_a_heading(said) for said in spoken)
+        unanswered = [
+            f"{question} -> {said}"
+            for (question, answer), said in zip(questions, spoken, strict=True)
+            if not documents.says(said, answer)
+        ]
         n = len(questions)
         print(
             f"quality, {title}: chunks {'+'.join(map(str, counts))}; answering chunk first for {top1}/{n} "
             f"({top1 / n:.0%}), in the top 3 for {top3}/{n} ({top3 / n:.0%}); embedded brain speaks the answer "
             f"for {answered}/{n} ({answered / n:.0%}), a title or heading for {headed}/{n}"
         )
+        for line in unanswered:
+            print(f"  not answered: {line}")
 
 
 def main() -> None:

@@ -155,6 +155,31 @@ def paragraph_units(paragraph: str) -> list[Unit]:
     return units
 
 
+def _headings(lines: list[str], *, markdown: bool, document_start: bool) -> dict[int, tuple[int, str]]:
+    """The heading lines among `lines`: index -> (level, title). Markdown `#` lines outside code fences
+    (when `markdown`) and bare heading lines (plain_headings) outside code fences."""
+    found: dict[int, tuple[int, str]] = {}
+    candidates: list[str] = []
+    in_fence = False
+    for index, line in enumerate(lines):
+        fence = markdown and _FENCE.match(line) is not None
+        if fence:
+            in_fence = not in_fence
+        heading = _HEADING.match(line) if markdown and not in_fence and not fence else None
+        if heading:
+            found[index] = (len(heading.group(1)), heading.group(2).strip())
+        candidates.append("" if heading or fence or in_fence else line)
+    for index, level in plain_headings(candidates, document_start=document_start).items():
+        found[index] = (level, lines[index].strip())
+    return found
+
+
+def heading_lines(text: str) -> set[int]:
+    """Indexes of the heading lines of a chunk's or passage's text (Markdown or bare ones): what is
+    never read out as an answer."""
+    return set(_headings(text.split("\n"), markdown=True, document_start=True))
+
+
 def _sections(
     text: str, *, markdown: bool, page: int | None, path: list[tuple[int, str]], first_page: bool
 ) -> list[_Section]:
@@ -162,17 +187,7 @@ def _sections(
     sections: list[_Section] = []
     body: list[str] = []
     lines = text.split("\n")
-    fenced: list[bool] = []
-    in_fence = False
-    for line in lines:
-        if markdown and _FENCE.match(line):
-            in_fence = not in_fence
-            fenced.append(True)
-        else:
-            fenced.append(in_fence)
-    # Bare headings are looked for outside code fences and Markdown headings.
-    candidates = ["" if fenced[i] or (markdown and _HEADING.match(line)) else line for i, line in enumerate(lines)]
-    plain = plain_headings(candidates, document_start=first_page)
+    headings = _headings(lines, markdown=markdown, document_start=first_page)
 
     def flush() -> None:
         block = "\n".join(body).strip()
@@ -188,15 +203,14 @@ def _sections(
             sections.append(section)
 
     for index, line in enumerate(lines):
-        heading = _HEADING.match(line) if markdown and not fenced[index] else None
-        level = len(heading.group(1)) if heading else plain.get(index)
-        if level is None:
+        if index not in headings:
             body.append(line)
             continue
         flush()
+        level, title = headings[index]
         while path and path[-1][0] >= level:
             path.pop()
-        path.append((level, heading.group(2).strip() if heading else line.strip()))
+        path.append((level, title))
     flush()
     return sections
 

@@ -214,6 +214,21 @@ POLICY_QUESTIONS = [
 SHORT_QUESTIONS = HOTEL_QUESTIONS + MENU_QUESTIONS + POLICY_QUESTIONS
 
 
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def says(spoken: str, answer: str) -> bool:
+    """Whether a spoken answer holds `answer` (case, punctuation and Markdown marks aside)."""
+    return _words(answer) in _words(spoken)
+
+
+def speaks_a_heading(spoken: str) -> bool:
+    """Whether a spoken answer holds one of the documents' titles or heading lines, as a sentence of its
+    own ("Delivery times. Orders placed...") or run into the text ("Delivery times Orders placed...")."""
+    return any(re.search(rf"(?<![\w-]){re.escape(h)}(\.|\s+[A-Z0-9])", spoken) for h in titles_and_headings())
+
+
 def answer_ranks(agent, questions: list[tuple[str, str]], k: int = 3) -> list[int | None]:
     """For each question, the rank (1 = best) of the first of the agent's `k` best chunks that holds
     its answer, or None."""
