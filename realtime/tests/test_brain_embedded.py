@@ -516,6 +516,13 @@ FAQ = (
     "Pets: dogs and cats are welcome for 15 euros per night."
 )
 HOTEL = BrainContext(agent_name="Seaview", language="en-US", tools=(SEARCH_KNOWLEDGE,))
+
+
+def hotel_desk(document: str, text: str, score: float = 0.6) -> Caller:
+    """A caller of an agent with documents only, whose search finds this one passage."""
+    return Caller(HOTEL, {"search_knowledge": {"passages": [{"document": document, "text": text, "score": score}]}})
+
+
 FAQ_FACTS = {
     "where can i park my car": "garage",
     "when does the restaurant open": "breakfast",
@@ -527,9 +534,7 @@ FAQ_FACTS = {
 
 @pytest.mark.parametrize("question", list(FAQ_FACTS))
 async def test_each_question_gets_its_own_fact_of_a_passage_and_never_the_title(question: str) -> None:
-    passages = {"passages": [{"document": "Seaview Hotel FAQ", "text": FAQ, "score": 0.52}]}
-    caller = Caller(HOTEL, {"search_knowledge": passages})
-    answer = await caller.say(question)
+    answer = await hotel_desk("Seaview Hotel FAQ", FAQ, 0.52).say(question)
     assert FAQ_FACTS[question] in answer.lower(), answer
     assert [fact for fact in FAQ_FACTS.values() if fact in answer.lower()] == [FAQ_FACTS[question]], answer
     assert "Seaview Hotel FAQ" not in answer
@@ -541,10 +546,10 @@ async def test_a_title_run_into_the_text_and_a_faq_question_are_not_spoken() -> 
         "Seaview Hotel Guest Policy Cancellation Reservations can be cancelled free of charge until 48 hours "
         "before arrival.\n\nCan I bring my dog?\nDogs and cats are welcome for 15 euros per night."
     )
-    passages = {"passages": [{"document": "Seaview Hotel Guest Policy", "text": text, "score": 0.6}]}
-    caller = Caller(HOTEL, {"search_knowledge": passages})
+    caller = hotel_desk("Seaview Hotel Guest Policy", text)
     assert await caller.say("can i bring my dog") == "Dogs and cats are welcome for 15 euros per night."
     answer = await caller.say("can i cancel my booking")
+    # The title goes; a section heading run into the sentence cannot be told from it.
     assert answer == "Cancellation Reservations can be cancelled free of charge until 48 hours before arrival."
 
 
@@ -553,17 +558,14 @@ async def test_a_sentence_that_refers_back_is_spoken_with_the_one_before_it() ->
         "The Harbour Restaurant is on the ground floor next to the lobby. It serves dinner from 6 to 10 pm. "
         "The spa on the top floor has a sauna and a steam room."
     )
-    passages = {"passages": [{"document": "Hotel", "text": text, "score": 0.6}]}
-    caller = Caller(HOTEL, {"search_knowledge": passages})
-    assert await caller.say("what time is dinner served") == (
+    assert await hotel_desk("Hotel", text).say("what time is dinner served") == (
         "The Harbour Restaurant is on the ground floor next to the lobby. It serves dinner from 6 to 10 pm."
     )
 
 
 async def test_a_passage_of_headings_only_is_no_answer() -> None:
-    passages = {"passages": [{"document": "Menu", "text": "# Menu\n\n## Desserts", "score": 0.7}]}
-    caller = Caller(HOTEL, {"search_knowledge": passages})
-    assert (await caller.say("what desserts do you have")).startswith("Sorry, I don't know that.")
+    answer = await hotel_desk("Menu", "# Menu\n\n## Desserts", 0.7).say("what desserts do you have")
+    assert answer.startswith("Sorry, I don't know that.")
 
 
 @pytest.mark.django_db(transaction=True)
