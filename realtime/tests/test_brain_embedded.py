@@ -551,6 +551,10 @@ async def test_a_title_run_into_the_text_and_a_faq_question_are_not_spoken() -> 
     answer = await caller.say("can i cancel my booking")
     # The title goes; a section heading run into the sentence cannot be told from it.
     assert answer == "Cancellation Reservations can be cancelled free of charge until 48 hours before arrival."
+    # A sentence that starts with the title's words is no title.
+    assert await hotel_desk("Parking", "Parking is free for guests.").say("is parking free") == (
+        "Parking is free for guests."
+    )
 
 
 async def test_a_sentence_that_refers_back_is_spoken_with_the_one_before_it() -> None:

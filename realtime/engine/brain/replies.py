@@ -311,8 +311,10 @@ def passage_sentences(passage: str, document: str = "") -> list[str]:
     for paragraph in re.split(r"\n\s*\n", kept):
         for _, unit in paragraph_units(paragraph):
             spoken = plain_text(unit)
-            if title and spoken.lower().startswith(title):
-                spoken = spoken[len(title) :].lstrip(" .:-\u2013\u2014")
+            rest = spoken[len(title) :].lstrip(" .:-\u2013\u2014")
+            # "Guest Policy Cancellation Reservations can..." loses its title, "Parking is free" keeps it.
+            if title and spoken.lower().startswith(title) and not rest[:1].islower() and not rest[:1] == "'":
+                spoken = rest
             if re.search(r"\w", spoken):
                 sentences.append(spoken)
     return sentences
