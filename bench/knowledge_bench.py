@@ -10,8 +10,15 @@ PostgreSQL named by DATABASE_URL with `_kbench` appended to the database name (d
    full-text side has realistic posting lists) and random unit vectors. Every search embeds its query
    with the real model. Cold = the first search after a change of the agent's documents (the process
    reloads the vectors); warm = later searches. Prints p50/p95 in ms.
+3. Retrieval quality (real model, real full-text): the documents and questions of
+   knowledge/tests/documents.py, each set in an agent of its own: the help centre as four Markdown
+   documents, the same text as one long plain-text file, and three short uploads (a hotel FAQ .txt,
+   a menu .md, a policy .pdf). Prints the chunk counts, how often the chunk that answers is the best
+   hit and among the best 3, and how often the embedded brain, given the search_knowledge tool's
+   real result, speaks the answer (and how often it speaks a title or heading line).
 
 Usage: .venv/bin/python bench/knowledge_bench.py [--paragraphs 300] [--sizes 10000,100000] [--queries 200]
+(--sizes "" skips the search part)
 """
 
 from __future__ import annotations
@@ -189,6 +196,85 @@ def bench_search(agent, size: int, queries: int, cold_runs: int) -> None:
     )
 
 
+def spoken_answer(agent, question: str) -> str:
+    """What the embedded brain says to `question` after its search_knowledge call."""
+    import asyncio
+    import json
+
+    from realtime.engine.brain.base import BrainContext, TextPiece, ToolCall, ToolSpec, Turn
+    from realtime.engine.brain.embedded import EmbeddedBrain
+    from realtime.engine.tools import search_knowledge
+    from realtime.engine.tools.base import CallContext
+
+    tool = search_knowledge.SearchKnowledgeTool(agent_id=agent.pk)
+    call = ToolCall(id="call_1", name="search_knowledge", arguments={"query": question})
+    result = asyncio.run(tool.invoke(call.arguments, tool_call_id=call.id, context=CallContext(None, str(agent.pk))))
+    spec = ToolSpec("search_knowledge", search_knowledge.DESCRIPTION, search_knowledge.PARAMETERS)
+    context = BrainContext(agent_name=agent.name, language="en-US", tools=(spec,))
+    history = (
+        Turn(role="user", text=question),
+        Turn(role="assistant", tool_calls=(call,)),
+        Turn(role="tool", text=json.dumps(result), tool_call_id=call.id, name=call.name),
+    )
+    return " ".join(
+        o.text for o in EmbeddedBrain(language="en-US").answer(context, history) if isinstance(o, TextPiece)
+    )
+
+
+def bench_quality(organization) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.utils import timezone
+
+    from agents.models import Agent
+    from knowledge import services
+    from knowledge.models import KnowledgeDocument
+    from knowledge.tests import documents
+
+    sets = [
+        (
+            "help centre, 4 Markdown documents",
+            [(None, text) for text in documents.HELP_CENTRE],
+            documents.HELP_QUESTIONS,
+        ),
+        (
+            "help centre as one plain-text file",
+            [("help-centre.txt", documents.help_centre_as_one_text().encode())],
+            documents.HELP_QUESTIONS,
+        ),
+        ("hotel FAQ .txt, menu .md, policy .pdf", documents.uploads(), documents.SHORT_QUESTIONS),
+    ]
+    for title, files, questions in sets:
+        agent = Agent.objects.create(organization=organization, name=title[:60], updated_at=timezone.now())
+        for name, data in files:
+            if name is None:
+                services.document_create(organization=organization, agent_id=str(agent.id), content=data)
+            else:
+                upload = SimpleUploadedFile(name, data)
+                services.document_create(organization=organization, agent_id=str(agent.id), upload=upload)
+        counts = list(
+            KnowledgeDocument.objects.filter(agent=agent).order_by("created_at").values_list("chunk_count", flat=True)
+        )
+        ranks = documents.answer_ranks(agent, questions, k=3)
+        top1 = sum(rank == 1 for rank in ranks)
+        top3 = sum(rank is not None for rank in ranks)
+        spoken = [spoken_answer(agent, question) for question, _ in questions]
+        answered = sum(documents.says(said, answer) for (_, answer), said in zip(questions, spoken, strict=True))
+        headed = sum(documents.speaks_a_heading(said) for said in spoken)
+        unanswered = [
+            f"{question} -> {said}"
+            for (question, answer), said in zip(questions, spoken, strict=True)
+            if not documents.says(said, answer)
+        ]
+        n = len(questions)
+        print(
+            f"quality, {title}: chunks {'+'.join(map(str, counts))}; answering chunk first for {top1}/{n} "
+            f"({top1 / n:.0%}), in the top 3 for {top3}/{n} ({top3 / n:.0%}); embedded brain speaks the answer "
+            f"for {answered}/{n} ({answered / n:.0%}), a title or heading for {headed}/{n}"
+        )
+        for line in unanswered:
+            print(f"  not answered: {line}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--paragraphs", type=int, default=300)
@@ -203,14 +289,14 @@ def main() -> None:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.core.management import call_command
     from django.db import connection
 
     from accounts.services import organization_create
     from agents.models import Agent
-    from voiceagent.celery import app
 
-    app.conf.task_always_eager = True  # measure the ingestion itself, in this process
+    settings.KNOWLEDGE_INGEST_INLINE = True  # measure the ingestion itself, inside the upload's call
     try:
         call_command("migrate", verbosity=0)
         print(f"database: {connection.vendor}; cores: {os.cpu_count()}; model: all-MiniLM-L6-v2 (CPU)")
@@ -223,10 +309,12 @@ def main() -> None:
         embed(["warm up the model"])
         bench_ingestion(organization, agent, args.paragraphs)
 
+        bench_quality(organization)
+
         rng = np.random.default_rng(7)
         words = vocabulary(rng)
         big = Agent.objects.create(organization=organization, name="Search", updated_at=timezone.now())
-        for size in (int(s) for s in args.sizes.split(",")):
+        for size in (int(s) for s in args.sizes.split(",") if s.strip()):
             grow_to(organization, big, size, rng, words)
             bench_search(big, size, args.queries, args.cold_runs)
     finally:

@@ -188,6 +188,14 @@ def embed_and_score(query: str, matrix: np.ndarray) -> np.ndarray:
     return session().run(["scores"], {**inputs, "matrix": np.ascontiguousarray(matrix, dtype=np.float32)})[0][:, 0]
 
 
+def similarities(query: str, texts: list[str]) -> np.ndarray:
+    """Cosine similarity of `query` with each of `texts` (a passage's sentences, which the embedded
+    brain ranks against the caller's question with the model that ranked the passages)."""
+    if not texts:
+        return np.zeros(0, dtype=np.float32)
+    return embed_and_score(query, embed(texts))
+
+
 @lru_cache(maxsize=1)
 def tokenizer() -> Tokenizer:
     """The tokenizer without truncation or padding, to size chunks in model tokens."""

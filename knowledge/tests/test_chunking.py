@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from knowledge.chunking import MAX_TOKENS, OVERLAP_TOKENS, TARGET_TOKENS, chunk_pages, split_sentences
+from knowledge.chunking import (
+    MAX_TOKENS,
+    MIN_TOKENS,
+    OVERLAP_TOKENS,
+    TARGET_TOKENS,
+    chunk_pages,
+    split_sentences,
+)
 from knowledge.embeddings import count_tokens
 from knowledge.suggest import suggest_description, suggest_name
 
@@ -62,6 +69,68 @@ def test_pages_are_numbered_when_paged():
 def test_list_items_keep_their_lines():
     chunks = chunk_pages(["Steps:\n\n- unplug it\n- wait ten seconds\n- plug it in"], markdown=True, paged=False)
     assert chunks[0].text == "Steps:\n\n- unplug it\n- wait ten seconds\n- plug it in"
+
+
+def test_plain_text_heading_lines_become_the_heading_path():
+    text = (
+        "Seaview Hotel\n\n"
+        "Parking\nGuests park for free in the garage under the hotel, the entrance is on Harbour Street.\n\n"
+        "Swimming pool\nThe heated indoor pool is open every day from eight in the morning until nine at night."
+    )
+    chunks = chunk_pages([text], markdown=False, paged=False)
+    assert [(c.heading_path, c.text[:12]) for c in chunks] == [
+        (["Seaview Hotel", "Parking"], "Guests park "),
+        (["Seaview Hotel", "Swimming pool"], "The heated i"),
+    ]
+
+
+def test_two_heading_lines_in_a_row_are_a_title_and_a_section_and_carry_over_pages():
+    pages = [
+        "Guest Policy\nCancellation\nBookings can be cancelled for free until two days before the day of arrival.",
+        "Children stay free of charge in their parents' room, and cots are available at the reception.",
+    ]
+    chunks = chunk_pages(pages, markdown=False, paged=True)
+    assert [(c.heading_path, c.page) for c in chunks] == [
+        (["Guest Policy", "Cancellation"], 1),
+        (["Guest Policy", "Cancellation"], 2),
+    ]
+
+
+def test_short_lines_that_are_not_headings_keep_their_lines():
+    # A wrapped sentence goes on in lower case; three short lines in a row are a list (a menu).
+    text = (
+        "Desserts of the House\nTiramisu 7 euros\nPanna cotta 6 euros\nAffogato 5 euros\n\n"
+        "Every dessert is made in our own kitchen.\nThe Seaview Hotel\nserves them at the bar until midnight."
+    )
+    chunks = chunk_pages([text], markdown=False, paged=False)
+    assert [c.heading_path for c in chunks] == [[], []]
+    assert chunks[0].text == "Desserts of the House\nTiramisu 7 euros\nPanna cotta 6 euros\nAffogato 5 euros"
+    assert chunks[1].text == (
+        "Every dessert is made in our own kitchen.\nThe Seaview Hotel serves them at the bar until midnight."
+    )
+
+
+def test_each_paragraph_is_a_chunk_and_a_question_stays_with_its_answer():
+    text = (
+        "Where can I park?\n\nGuests park for free in the garage under the hotel; the entrance is on Harbour Street.\n\n"
+        "Breakfast is served in the Harbour Restaurant from seven to ten o'clock in the morning, every day.\n\n"
+        "Note:\n\n- Towels are provided at the pool\n- Bathrobes are in every room\n\n"
+        "Thank you!"
+    )
+    chunks = chunk_pages([text], markdown=True, paged=False)
+    assert [c.text for c in chunks] == [
+        "Where can I park?\n\nGuests park for free in the garage under the hotel; the entrance is on Harbour Street.",
+        "Breakfast is served in the Harbour Restaurant from seven to ten o'clock in the morning, every day.",
+        # A lead-in stays with its list, a short last paragraph joins the chunk before it.
+        "Note:\n\n- Towels are provided at the pool\n- Bathrobes are in every room\n\nThank you!",
+    ]
+    assert count_tokens(["Thank you!"])[0] < MIN_TOKENS
+
+
+def test_a_short_paragraph_stays_with_the_next_one():
+    text = "Parking.\n\nGuests park for free in the garage under the hotel; the entrance is on Harbour Street."
+    (chunk,) = chunk_pages([text], markdown=False, paged=False)
+    assert chunk.text.startswith("Parking.\n\nGuests park")
 
 
 def test_name_suggestion():

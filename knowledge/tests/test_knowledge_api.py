@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from knowledge.models import AgentKnowledgeIndex, KnowledgeChunk, KnowledgeDocument
+from knowledge.tests import documents
 from knowledge.tests.factories import image_only_pdf, text_pdf
 
 pytestmark = pytest.mark.django_db
@@ -112,6 +113,51 @@ def test_pdf_upload_keeps_page_numbers_on_chunks(owner, make_agent):
     chunks = KnowledgeChunk.objects.filter(document_id=item["id"]).order_by("position")
     assert [c.page for c in chunks] == [1, 2]
     assert "white vinegar" in chunks[1].text
+
+
+# The three short documents of knowledge/tests/fixtures: (file, chunks' heading paths, their pages, text
+# that only the chunk at the same position holds).
+SHORT_UPLOADS = [
+    (
+        "hotel-faq.txt",
+        [[documents.HOTEL_TITLE]] * 5,
+        [None] * 5,
+        ["underground garage", "breakfast from 7", "heated indoor pool", "Check-out is at 11 am", "Dogs and cats"],
+    ),
+    (
+        "menu.md",
+        [[documents.MENU_TITLE]]
+        + [[documents.MENU_TITLE, course] for course in ("Starters", "Pasta", "Pizza")]
+        + [[documents.MENU_TITLE, course] for course in ("Pizza", "Desserts", "Drinks")],
+        [None] * 7,
+        ["made fresh", "Bruschetta", "Pumpkin ravioli", "wood-fired oven", "Diavola", "Tiramisu", "Espresso"],
+    ),
+    (
+        "policy.pdf",
+        [[documents.POLICY_TITLE, heading] for heading in documents.POLICY_HEADINGS],
+        [1, 1, 1, 2, 2, 2],
+        ["48 hours", "deposit of 30", "non-smoking", "10 pm to 7 am", "cost of repair", "Children under six"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("filename", "paths", "pages", "facts"), SHORT_UPLOADS, ids=[u[0] for u in SHORT_UPLOADS])
+def test_a_short_upload_is_cut_at_its_headings_and_paragraphs(owner, make_agent, filename, paths, pages, facts):
+    agent = make_agent(owner.organization)
+    data = dict(documents.uploads())[filename]
+    response = upload(owner, agent, filename, data)
+    assert response.status_code == 200, response.content
+    item = only_item(owner, agent)
+    assert (item["status"], item["chunkCount"]) == ("ready", len(paths))
+
+    chunks = list(KnowledgeChunk.objects.filter(document_id=item["id"]).order_by("position"))
+    assert [c.heading_path for c in chunks] == paths
+    assert [c.page for c in chunks] == pages
+    # One fact per chunk, and no title or heading line in a chunk's text (they are its heading path).
+    for position, chunk in enumerate(chunks):
+        assert [fact for fact in facts if fact in chunk.text] == [facts[position]], chunk.text
+        lines = chunk.text.split("\n")
+        assert not any(line.strip("# ") in documents.titles_and_headings() for line in lines), chunk.text
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,10 @@ configuration (replies.py). Each caller turn is handled by the first rule that a
 8. new values for the last lookup ("what about tomorrow?" after a forecast) -> that tool again with
    them, for tools named for reading (get, check, find...) only;
 9. "what can you do", "who are you" -> the self-description;
-10. `search_knowledge` offered -> called with the turn as query; the best passage is spoken when its
-    score reaches `KNOWLEDGE_MIN_SCORE`, else "Sorry, I don't know that" and what the agent can do;
+10. `search_knowledge` offered -> called with the turn as query; when the best passage's score reaches
+    `KNOWLEDGE_MIN_SCORE`, its sentences that answer the query are spoken (replies.speak_passage:
+    ranked with the embedding model of the search, never a heading or the title, about 35 words),
+    else "Sorry, I don't know that" and what the agent can do;
 11. otherwise what the agent can do, from its tools and instructions.
 
 A trailing tool turn in the history is a result to speak (replies.speak_result); a transfer result is
@@ -31,6 +33,7 @@ custom call (for follow-ups).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -104,34 +107,44 @@ class EmbeddedBrain:
         self._last: tuple[str, dict[str, Any]] | None = None  # the last custom call, for follow-ups
 
     async def respond(self, context: BrainContext, history: Sequence[Turn]) -> AsyncIterator[BrainOutput]:
-        for output in self.answer(context, history):
+        if history and history[-1].role == "tool" and self._tool_name(history[-1]) == "search_knowledge":
+            # Ranking the passage's sentences runs the embedding model (a few ms): off the event loop.
+            outputs = await asyncio.to_thread(self.answer, context, history)
+        else:
+            outputs = self.answer(context, history)
+        for output in outputs:
             yield output
 
     def answer(self, context: BrainContext, history: Sequence[Turn]) -> list[BrainOutput]:
-        """The whole answer at once (it takes well under a millisecond)."""
+        """The whole answer at once (well under a millisecond, but for a knowledge passage to speak,
+        whose sentences are embedded)."""
         language = context.language or self.language
         if not history:
             return []
         last = history[-1]
         if last.role == "tool":
-            return self._speak_result(context, last, language)
+            return self._speak_result(context, history, language)
         if last.role != "user":
             return []
         return self._understand(context, Utterance(last.text), language, history)
 
     # Results --------------------------------------------------------------------------------------
 
-    def _speak_result(self, context: BrainContext, turn: Turn, language: str) -> list[BrainOutput]:
-        name = turn.name or self._called.get(turn.tool_call_id, "")
+    def _tool_name(self, turn: Turn) -> str:
+        return turn.name or self._called.get(turn.tool_call_id, "")
+
+    def _speak_result(self, context: BrainContext, history: Sequence[Turn], language: str) -> list[BrainOutput]:
+        turn = history[-1]
+        name = self._tool_name(turn)
         if name == "transfer_call":
             return [] if not _is_error(turn.text) else [TextPiece(phrase("transfer_failed", language))]
         if name == "search_knowledge":
-            return [TextPiece(self._speak_knowledge(context, turn.text, language))]
+            return [TextPiece(self._speak_knowledge(context, history, language))]
         return [TextPiece(replies.speak_result(turn.text, language))]
 
-    def _speak_knowledge(self, context: BrainContext, text: str, language: str) -> str:
+    def _speak_knowledge(self, context: BrainContext, history: Sequence[Turn], language: str) -> str:
         try:
-            result = json.loads(text)
+            result = json.loads(history[-1].text)
         except ValueError:
             result = {}
         if not isinstance(result, dict) or result.get("error"):
@@ -139,7 +152,10 @@ class EmbeddedBrain:
         passages = [p for p in result.get("passages") or () if isinstance(p, dict) and str(p.get("text", "")).strip()]
         best = max(passages, key=lambda p: _score(p), default=None)
         if best is not None and _score(best) >= KNOWLEDGE_MIN_SCORE:
-            return replies.speak_passage(str(best["text"]))
+            question = _query_of(history)
+            answer = replies.speak_passage(str(best["text"]), question, document=str(best.get("document") or ""))
+            if answer:
+                return answer
         can_do = replies.capabilities(context, language, knowledge=False)
         if not can_do:
             return f"{phrase('dont_know', language)} {phrase('anything_else', language)}"
@@ -323,6 +339,16 @@ def _is_error(text: str) -> bool:
     except ValueError:
         return True
     return isinstance(result, dict) and bool(result.get("error"))
+
+
+def _query_of(history: Sequence[Turn]) -> str:
+    """The query of the search whose result ends `history` (else the caller's last words)."""
+    answered = history[-1].tool_call_id
+    for turn in reversed(history):
+        for call in turn.tool_calls:
+            if call.id == answered and str(call.arguments.get("query") or "").strip():
+                return str(call.arguments["query"])
+    return next((turn.text for turn in reversed(history) if turn.role == "user"), "")
 
 
 def _score(passage: dict[str, Any]) -> float:

@@ -17,7 +17,11 @@ from realtime.engine.brain.base import BrainContext, ToolSpec
 from realtime.engine.brain.understanding import NATIVE_TOOLS, split_identifier
 
 RESULT_WORDS = 30  # a tool result is spoken in about this many words at most
-PASSAGE_WORDS = 40  # a knowledge passage likewise
+ANSWER_WORDS = 35  # a knowledge answer (the best sentences of the best passage) likewise
+# Sentences of the passage that score within this of the best one are spoken with it, room permitting.
+NEAR_BEST = 0.1
+# A best sentence that starts with one of these words is spoken with the sentence before it.
+_REFERRING = frozenset("it its this that these those they them their there such he she his her".split())
 PHRASE_WORDS = 8  # a tool's description becomes a phrase of at most this many words
 LISTED_TOOLS = 4  # the self-description names at most this many tools
 SPOKEN_FIELDS = ("message", "text", "result", "answer", "summary", "response")
@@ -295,8 +299,57 @@ def trim(text: str, limit: int) -> str:
     return " ".join(cut).rstrip(",;:-") + "..."
 
 
-def speak_passage(passage: str) -> str:
-    return trim(plain_text(passage), PASSAGE_WORDS)
+def passage_sentences(passage: str, document: str = "") -> list[str]:
+    """A knowledge passage's sentences as they are heard, in order, without its heading lines and
+    without the document's title (`document`, its name), also where a title runs into a sentence."""
+    from knowledge.chunking import heading_lines, paragraph_units
+
+    headings = heading_lines(passage)
+    kept = "\n".join("" if index in headings else line for index, line in enumerate(passage.split("\n")))
+    title = plain_text(document).rstrip(".").lower()
+    sentences = []
+    for paragraph in re.split(r"\n\s*\n", kept):
+        for _, unit in paragraph_units(paragraph):
+            spoken = plain_text(unit)
+            rest = spoken[len(title) :].lstrip(" .:-\u2013\u2014")
+            # "Guest Policy Cancellation Reservations can..." loses its title, "Parking is free" keeps it.
+            if title and spoken.lower().startswith(title) and not rest[:1].islower() and not rest[:1] == "'":
+                spoken = rest
+            if re.search(r"\w", spoken):
+                sentences.append(spoken)
+    return sentences
+
+
+def speak_passage(passage: str, question: str, *, document: str = "") -> str:
+    """The sentences of `passage` that answer `question`, at most about ANSWER_WORDS words: the best one
+    by cosine similarity with the question (the embedding model that ranked the passages), with the
+    sentence before it when it starts with "it", "this"..., and the next best ones that score nearly as
+    well. A question in the passage (a FAQ's) is no answer. Empty when the passage holds no sentence."""
+    from knowledge.embeddings import similarities
+
+    sentences = passage_sentences(passage, document)
+    answers = [index for index, sentence in enumerate(sentences) if not sentence.endswith("?")]
+    answers = answers or list(range(len(sentences)))
+    if not answers:
+        return ""
+    scores = similarities(question, [sentences[index] for index in answers])
+    ranked = sorted(range(len(answers)), key=lambda k: -scores[k])
+    best = answers[ranked[0]]
+    chosen = {best}
+    words = len(sentences[best].split())
+    before = best - 1
+    opening = sentences[best].split()[0].lower().strip(",;:")
+    if opening in _REFERRING and before in answers and words + len(sentences[before].split()) <= ANSWER_WORDS:
+        chosen.add(before)
+        words += len(sentences[before].split())
+    for k in ranked[1:]:
+        if scores[k] < scores[ranked[0]] - NEAR_BEST:
+            break
+        size = len(sentences[answers[k]].split())
+        if answers[k] not in chosen and words + size <= ANSWER_WORDS:
+            chosen.add(answers[k])
+            words += size
+    return trim(" ".join(sentences[index] for index in sorted(chosen)), ANSWER_WORDS)
 
 
 # Questions ----------------------------------------------------------------------------------------
