@@ -178,6 +178,7 @@ class McpToolSelection(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+        verbose_name = "MCP tool selection"
         constraints = [models.UniqueConstraint(fields=["agent", "server", "tool_name"], name="mcp_selection_unique")]
 
     def __str__(self) -> str:

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Expression, FloatField, IntegerField, OuterRef, Q, Subquery, Sum, Value
-from django.db.models.functions import Cast, Coalesce, TruncDate
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db import connection
+from django.db.models import (
+    CharField,
+    Count,
+    Expression,
+    FloatField,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Cast, Coalesce, Replace, TruncDate
 from django.utils import timezone
 
 from accounts.models import Organization
 from agents.models import Agent
 from calls.billing import period_bounds
-from calls.models import AgentLog, Call, CallStatus
+from calls.models import AgentLog, Call, CallMessage, CallStatus
 from voiceagent.errors import ApiError
 from voiceagent.validation import parse_uuid
 
@@ -20,15 +36,20 @@ from voiceagent.validation import parse_uuid
 # as a percentage 0-100; 0 when the agent has no finished call in the window.
 SUCCESS_RATE_WINDOW = timedelta(days=7)
 LOG_WINDOW = timedelta(hours=24)
+# The dashboard's home page counts failed calls started in this window.
+FAILURE_WINDOW = timedelta(hours=24)
+
+
+def day_start(at: datetime | None = None) -> datetime:
+    """00:00 today in the server's TIME_ZONE: where "today" starts for every count of today's calls."""
+    local = timezone.localtime(at or timezone.now())
+    return local.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def calls_today_subquery() -> Expression:
-    """Per-agent number of calls started since 00:00 UTC today (any status), for the agent list."""
-    today = (
-        timezone.now().astimezone(timezone.get_default_timezone()).replace(hour=0, minute=0, second=0, microsecond=0)
-    )
+    """Per-agent number of calls started since 00:00 today (server TIME_ZONE, any status), for the agent list."""
     counts = (
-        Call.objects.filter(agent=OuterRef("pk"), started_at__gte=today)
+        Call.objects.filter(agent=OuterRef("pk"), started_at__gte=day_start())
         .order_by()
         .values("agent")
         .annotate(n=Count("pk"))
@@ -151,20 +172,24 @@ def usage_by_organization(*, at: Any = None) -> list[dict[str, Any]]:
     return usage
 
 
-def call_session_log(*, call: Call) -> list[AgentLog]:
-    """The agent log lines of the session that carried the call, oldest first (empty once purged, or when
+def call_log_lines(*, call: Call) -> QuerySet[AgentLog]:
+    """The agent log lines of the session that carried the call, oldest first (none once purged, or when
     the agent was deleted). The session is the one whose "session started" or "session ended" line names
     the call; only lines between the call's start and end (a minute either side) are read."""
     if call.agent_id is None:
-        return []
+        return AgentLog.objects.none()
     window_end = (call.ended_at or timezone.now()) + timedelta(minutes=1)
     lines = AgentLog.objects.filter(
         agent_id=call.agent_id, timestamp__gte=call.started_at - timedelta(minutes=1), timestamp__lte=window_end
     )
     session_id = lines.filter(content__callId=str(call.pk)).values_list("session_id", flat=True).first()
     if session_id is None:
-        return []
-    return list(lines.filter(session_id=session_id).order_by("timestamp", "sequence"))
+        return AgentLog.objects.none()
+    return lines.filter(session_id=session_id).order_by("timestamp", "sequence")
+
+
+def call_session_log(*, call: Call) -> list[AgentLog]:
+    return list(call_log_lines(call=call))
 
 
 def daily_minutes(*, organization_ids: Any = None, days: int = 30, at: Any = None) -> dict[Any, list[dict[str, Any]]]:
@@ -195,3 +220,94 @@ def daily_minutes(*, organization_ids: Any = None, days: int = 30, at: Any = Non
             for day in (first + timedelta(days=n) for n in range(days))
         ]
     return result
+
+
+# --- the dashboard's home page ------------------------------------------------------------------------
+
+
+def call_counts(*, at: datetime | None = None) -> dict[str, int]:
+    """Across organizations: calls started today (server TIME_ZONE), failed calls started in the last
+    FAILURE_WINDOW, and live (active) calls."""
+    at = at or timezone.now()
+    today = day_start(at)
+    recent = Call.objects.filter(started_at__gte=min(today, at - FAILURE_WINDOW)).order_by()
+    counts = recent.aggregate(
+        calls_today=Count("pk", filter=Q(started_at__gte=today)),
+        failures=Count("pk", filter=Q(status=CallStatus.FAILED, started_at__gte=at - FAILURE_WINDOW)),
+    )
+    counts["live"] = Call.objects.filter(status=CallStatus.ACTIVE).order_by().count()
+    return counts
+
+
+def live_calls(*, limit: int = 20) -> list[dict[str, Any]]:
+    """The newest live (active) calls of every organization, newest first."""
+    return list(
+        Call.objects.filter(status=CallStatus.ACTIVE)
+        .order_by("-started_at", "-id")
+        .values("id", "agent_name", "organization__name", "channel", "from_number", "started_at")[:limit]
+    )
+
+
+def newest_calls(*, limit: int = 10) -> list[Call]:
+    return list(Call.objects.select_related("organization").order_by("-started_at", "-id")[:limit])
+
+
+# --- search -------------------------------------------------------------------------------------------
+
+# A partial call id: hexadecimal digits (dashes allowed), at least this many of them; shorter fragments
+# would match calls at random.
+CALL_ID_FRAGMENT_MIN = 6
+_ID_FRAGMENT = re.compile(r"[0-9a-f-]+")
+_WORD = re.compile(r"\w+")
+MAX_SEARCH_WORDS = 8
+
+
+def _said(words: list[str]) -> Q:
+    """Calls whose transcript holds every word (in any of its messages). PostgreSQL: full-text search
+    (`simple` configuration, so any language; each word also matches as a prefix: "refund" finds
+    "refunds"), served by the GIN index of calls/migrations/0005. Other databases: substring match."""
+    said = Q()
+    for word in words:
+        messages = CallMessage.objects.order_by()
+        if connection.vendor == "postgresql":
+            messages = messages.annotate(words=SearchVector("content", config="simple")).filter(
+                # Each word is only letters, digits and underscores here: safe as a raw tsquery term.
+                words=SearchQuery(f"'{word}':*", search_type="raw", config="simple")
+            )
+        else:
+            messages = messages.filter(content__icontains=word)
+        said &= Q(pk__in=messages.values("call_id"))
+    return said
+
+
+def call_search(*, calls: QuerySet[Call], text: str, transcripts: bool) -> QuerySet[Call]:
+    """The calls of `calls` that match `text`, for the dashboard's calls list: a call matches when every
+    word is in its agent's name, its organization's name or its phone numbers; or when `text` is part of
+    its id (at least CALL_ID_FRAGMENT_MIN hexadecimal digits, dashes ignored) or its organization's id; or,
+    with `transcripts` (the reader may see what was said), when every word was said in the call."""
+    text = text.strip()
+    words = list(dict.fromkeys(_WORD.findall(text.lower())))[:MAX_SEARCH_WORDS]
+    if not text:
+        return calls
+    found = Q(pk__in=[])
+    if words:
+        about = Q()
+        for word in text.split()[:MAX_SEARCH_WORDS]:
+            about &= (
+                Q(agent_name__icontains=word)
+                | Q(organization__name__icontains=word)
+                | Q(from_number__icontains=word)
+                | Q(to_number__icontains=word)
+            )
+        found |= about
+        if transcripts:
+            found |= _said(words)
+    fragment = text.lower()
+    if _ID_FRAGMENT.fullmatch(fragment) and len(fragment.replace("-", "")) >= CALL_ID_FRAGMENT_MIN:
+        calls = calls.annotate(id_digits=Replace(Cast("id", CharField()), Value("-"), Value("")))
+        found |= Q(id_digits__contains=fragment.replace("-", ""))
+        try:
+            found |= Q(organization_id=uuid.UUID(fragment))
+        except ValueError:
+            pass
+    return calls.filter(found)

@@ -15,7 +15,6 @@ import shutil
 import time
 import wave
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -26,7 +25,7 @@ import pytest
 from calls.models import Call
 from realtime import tokens
 from realtime.tests.conftest import SECRET
-from realtime.tests.support import REPO, DaphneServer, VoiceClient, database_url, free_port, is_type
+from realtime.tests.support import REPO, DaphneServer, VoiceClient, database_url, free_port, in_thread, is_type
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -260,21 +259,6 @@ def envelope_match(signal: np.ndarray, reference: np.ndarray, frame: int = 320) 
         if stretch.std() > 0:
             best = max(best, float(np.corrcoef(stretch, part)[0, 1]))
     return best
-
-
-def in_thread(function: Any) -> Any:
-    """Runs a database call outside the thread that Playwright's event loop runs in (Django refuses
-    synchronous queries in a thread with a running loop), closing that thread's connection after."""
-    from django.db import connections
-
-    def run() -> Any:
-        try:
-            return function()
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(run).result()
 
 
 def test_the_demo_page_talks_with_an_agent_and_a_barge_in_empties_the_playback_queue(server, ava, page):
