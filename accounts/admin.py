@@ -33,6 +33,10 @@ class PlanAdmin(admin.ModelAdmin):
     search_fields = ("code", "name")
     list_filter = ("ambient_sounds_allowed",)
 
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        kwargs["labels"] = {"api_requests_per_second": "API requests per second", "api_burst": "API burst"}
+        return super().get_form(request, obj, change=change, **kwargs)
+
 
 class ApiKeyInline(admin.TabularInline):
     model = ApiKey

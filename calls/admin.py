@@ -80,9 +80,15 @@ def can_view_transcripts(request: HttpRequest) -> bool:
 
 def _uuid(value: str) -> uuid.UUID | None:
     try:
-        return uuid.UUID(value)
+        return uuid.UUID(value.strip())
     except ValueError:
         return None
+
+
+def _call_of(value: str) -> Call | None:
+    """The call whose id `value` is (None: not an id, or no such call)."""
+    call_id = _uuid(value)
+    return Call.objects.filter(pk=call_id).first() if call_id else None
 
 
 class AgentFilter(admin.SimpleListFilter):
@@ -116,20 +122,16 @@ class CallLogFilter(admin.SimpleListFilter):
     title = "call"
     parameter_name = "call"
 
-    def _call(self) -> Call | None:
-        call_id = _uuid(self.value() or "")
-        return Call.objects.filter(pk=call_id).first() if call_id else None
-
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         if not self.value():
             return []  # shown only while narrowed to a call
-        call = self._call()
+        call = _call_of(self.value())
         return [(self.value(), str(call) if call else "no such call")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if not self.value():
             return queryset
-        call = self._call()
+        call = _call_of(self.value())
         return queryset.filter(pk__in=call_log_lines(call=call).values("pk")) if call else queryset.none()
 
 
@@ -291,7 +293,7 @@ class AgentLogAdmin(admin.ModelAdmin):
     search_fields = ("=session_id", "=agent__id", "agent__name", "organization__name")
     search_help_text = "A session id, an agent's id or name, an organization's name, or a call id (its session)."
     date_hierarchy = "timestamp"
-    list_select_related = ("agent", "organization")
+    list_select_related = ("agent",)
     show_full_result_count = False
     fields = ("id", "organization", "agent", "session_id", "timestamp", "severity", "content")
     readonly_fields = fields
@@ -304,8 +306,7 @@ class AgentLogAdmin(admin.ModelAdmin):
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
         found, duplicates = super().get_search_results(request, queryset, search_term)
-        call_id = _uuid(search_term.strip())
-        call = Call.objects.filter(pk=call_id).first() if call_id else None
+        call = _call_of(search_term)
         if call is not None:
             found |= queryset.filter(pk__in=call_log_lines(call=call).values("pk"))
         return found, duplicates

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
 import uuid
 from datetime import datetime, timedelta
@@ -10,6 +12,7 @@ from typing import Any
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
 from django.db.models import (
+    BooleanField,
     CharField,
     Count,
     Expression,
@@ -22,6 +25,7 @@ from django.db.models import (
     Sum,
     Value,
 )
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Coalesce, Replace, TruncDate
 from django.utils import timezone
 
@@ -262,46 +266,67 @@ _WORD = re.compile(r"\w+")
 MAX_SEARCH_WORDS = 8
 
 
-def _said(words: list[str]) -> Q:
-    """Calls whose transcript holds every word (in any of its messages). PostgreSQL: full-text search
-    (`simple` configuration, so any language; each word also matches as a prefix: "refund" finds
-    "refunds"), served by the GIN index of calls/migrations/0005. Other databases: substring match."""
-    said = Q()
-    for word in words:
-        messages = CallMessage.objects.order_by()
-        if connection.vendor == "postgresql":
-            messages = messages.annotate(words=SearchVector("content", config="simple")).filter(
-                # Each word is only letters, digits and underscores here: safe as a raw tsquery term.
-                words=SearchQuery(f"'{word}':*", search_type="raw", config="simple")
-            )
-        else:
-            messages = messages.filter(content__icontains=word)
-        said &= Q(pk__in=messages.values("call_id"))
-    return said
+# SQLite's trigram index (calls/migrations/0005) finds substrings of three characters or more.
+_TRIGRAM_MIN = 3
+_SQLITE_TRIGRAM_MATCH = (
+    "calls_callmessage.rowid IN (SELECT rowid FROM calls_callmessage_fts WHERE calls_callmessage_fts MATCH %s)"
+)
+# A part of a search that matches at most this many rows goes to the database as a list of ids, which the
+# indexes of the calls table serve even inside OR; a larger one as a subquery (the table is read anyway).
+ID_LIST_MAX = 2000
+
+
+def _ids(values: QuerySet) -> list[Any] | QuerySet:
+    ids = list(values[: ID_LIST_MAX + 1])
+    return list(dict.fromkeys(ids)) if len(ids) <= ID_LIST_MAX else values
+
+
+def _messages_with(word: str) -> QuerySet[CallMessage]:
+    """Messages in which `word` (letters, digits, underscores) was said, read through the database's index
+    of message text (calls/migrations/0005). PostgreSQL: full-text search in the `simple` configuration
+    (any language), the word also as a prefix ("refund" finds "refunds"). SQLite: the word anywhere in a
+    message, case-insensitive, through the FTS5 trigram index (shorter words: a substring scan)."""
+    messages = CallMessage.objects.order_by()
+    if connection.vendor == "postgresql":
+        # The word is only \w characters: safe as a raw tsquery term.
+        query = SearchQuery(f"'{word}':*", search_type="raw", config="simple")
+        return messages.annotate(words=SearchVector("content", config="simple")).filter(words=query)
+    if connection.vendor == "sqlite" and len(word) >= _TRIGRAM_MIN:
+        # Constant SQL; the word is a parameter (quoted as one FTS5 string: it holds no quote).
+        return messages.filter(RawSQL(_SQLITE_TRIGRAM_MATCH, [f'"{word}"'], output_field=BooleanField()))  # noqa: S611
+    return messages.filter(content__icontains=word)
+
+
+def _about(term: str) -> Q:
+    """Calls whose agent's or organization's name holds `term` (for a call whose agent was deleted, the
+    name the agent had), or, for a term with a digit, one of its phone numbers."""
+    agents = Agent.objects.filter(name__icontains=term).values_list("pk", flat=True)
+    organizations = Organization.objects.filter(name__icontains=term).values_list("pk", flat=True)
+    about = (
+        Q(agent_id__in=_ids(agents))
+        | Q(agent__isnull=True, agent_name__icontains=term)
+        | Q(organization_id__in=_ids(organizations))
+    )
+    if any(character.isdigit() for character in term):
+        about |= Q(from_number__icontains=term) | Q(to_number__icontains=term)
+    return about
 
 
 def call_search(*, calls: QuerySet[Call], text: str, transcripts: bool) -> QuerySet[Call]:
     """The calls of `calls` that match `text`, for the dashboard's calls list: a call matches when every
-    word is in its agent's name, its organization's name or its phone numbers; or when `text` is part of
-    its id (at least CALL_ID_FRAGMENT_MIN hexadecimal digits, dashes ignored) or its organization's id; or,
-    with `transcripts` (the reader may see what was said), when every word was said in the call."""
+    word is in its agent's or organization's name or its phone numbers; or when `text` is part of its id
+    (at least CALL_ID_FRAGMENT_MIN hexadecimal digits, dashes ignored) or its organization's id; or, with
+    `transcripts` (the reader may see what was said), when every word was said in the call."""
     text = text.strip()
-    words = list(dict.fromkeys(_WORD.findall(text.lower())))[:MAX_SEARCH_WORDS]
     if not text:
         return calls
     found = Q(pk__in=[])
-    if words:
-        about = Q()
-        for word in text.split()[:MAX_SEARCH_WORDS]:
-            about &= (
-                Q(agent_name__icontains=word)
-                | Q(organization__name__icontains=word)
-                | Q(from_number__icontains=word)
-                | Q(to_number__icontains=word)
-            )
-        found |= about
-        if transcripts:
-            found |= _said(words)
+    terms = text.split()[:MAX_SEARCH_WORDS]
+    found |= functools.reduce(operator.and_, (_about(term) for term in terms))
+    words = list(dict.fromkeys(_WORD.findall(text.lower())))[:MAX_SEARCH_WORDS]
+    if transcripts and words:
+        said = (Q(pk__in=_ids(_messages_with(word).values_list("call_id", flat=True))) for word in words)
+        found |= functools.reduce(operator.and_, said)
     fragment = text.lower()
     if _ID_FRAGMENT.fullmatch(fragment) and len(fragment.replace("-", "")) >= CALL_ID_FRAGMENT_MIN:
         calls = calls.annotate(id_digits=Replace(Cast("id", CharField()), Value("-"), Value("")))

@@ -63,7 +63,7 @@ class TelephonyAccountForm(forms.ModelForm):
 @admin.register(TelephonyAccount)
 class TelephonyAccountAdmin(admin.ModelAdmin):
     form = TelephonyAccountForm
-    list_display = ("organization", "provider", "account_sid_display", "api_key_sid_display", "updated_at")
+    list_display = ("organization", "provider", "account_sid", "api_key_sid", "updated_at")
     list_filter = ("provider",)
     search_fields = ("organization__name", "organization__id", "account_sid")
     list_select_related = ("organization",)
@@ -72,14 +72,6 @@ class TelephonyAccountAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[TelephonyAccount]:
         return super().get_queryset(request).defer("auth_token", "api_key_secret")
-
-    @admin.display(description="Account SID", ordering="account_sid")
-    def account_sid_display(self, obj: TelephonyAccount) -> str:
-        return obj.account_sid
-
-    @admin.display(description="API key SID", ordering="api_key_sid")
-    def api_key_sid_display(self, obj: TelephonyAccount) -> str:
-        return obj.api_key_sid or "-"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # One account per organization: an existing account stays with its organization.

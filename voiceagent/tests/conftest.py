@@ -50,6 +50,7 @@ class DashboardWorld:
     call: Call  # finished, with a transcript and its agent log session
     other_organization: Organization  # no telephony account; the number +442071838750, unassigned
     other_agent: Agent
+    api: Any  # the public API as `organization` (its API key)
     calls: list[Call] = field(default_factory=list)
 
 
@@ -88,7 +89,8 @@ def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) 
     """Two organizations with long names, agents, finished and live calls with transcripts and tool calls,
     agent log lines, phone numbers, a telephony account, a knowledge document, a used session token, a
     group, and a superuser `staff` (password STAFF_PASSWORD) who logged in once after a wrong password."""
-    dental = make_persona("Northwind Dental Clinics of the Greater San Francisco Bay Area", "studio").organization
+    dentist = make_persona("Northwind Dental Clinics of the Greater San Francisco Bay Area", "studio")
+    dental = dentist.organization
     plumbing = make_persona("Acme Plumbing & Heating Emergency Services", "launch").organization
     ava = make_agent(dental, name="Ava, front desk and appointment scheduling (after hours)", status="active")
     make_agent(dental, name="Billing questions and insurance pre-authorization", status="draft")
@@ -153,6 +155,7 @@ def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) 
         call=calls[1],
         other_organization=plumbing,
         other_agent=max_agent,
+        api=dentist.client,
         calls=calls,
     )
 

@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.widgets import AutocompleteSelect
 from django.contrib.auth.models import User
 from django.db import models
 from django.db.models import Model
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from accounts.models import Plan
+from accounts.models import Organization, Plan
 from telephony.models import PhoneNumber
 from voiceagent.admin_forms import PhoneNumberFormField
 from voiceagent.tests.conftest import DashboardWorld
@@ -189,7 +190,9 @@ def _post_value(field: forms.Field, name: str, value: Any) -> dict[str, Any]:
         }
     if isinstance(field, forms.BooleanField):
         return {name: "on"} if value else {}
-    if isinstance(value, (list, tuple)) or isinstance(field, forms.MultipleChoiceField | forms.ModelMultipleChoiceField):
+    if isinstance(value, (list, tuple)) or isinstance(
+        field, forms.MultipleChoiceField | forms.ModelMultipleChoiceField
+    ):
         return {name: [str(v) for v in value or ()]}
     if value is None:
         return {name: ""}
@@ -245,6 +248,14 @@ def _generic_refusals(form: forms.BaseForm) -> list[Refused]:
     return refusals
 
 
+def assert_pickers_are_lists(page: Any) -> None:
+    """No form asks for a row's raw id; organizations are picked from a list that searches as one types."""
+    assert "vForeignKeyRawIdAdminField" not in page.content.decode()
+    for name, form_field in page.context["adminform"].form.fields.items():
+        if isinstance(form_field, forms.ModelChoiceField) and form_field.queryset.model is Organization:
+            assert isinstance(form_field.widget.widget, AutocompleteSelect), name
+
+
 @pytest.fixture
 def staff(client: Client, dashboard_world: DashboardWorld) -> Client:
     client.force_login(User.objects.get(username="staff"))
@@ -272,6 +283,7 @@ def test_every_dashboard_form_refuses_invalid_values_and_saves_nothing(
     if _can(model_admin, "add"):
         assert rules is not None, f"{label} has an add form: FORM_RULES needs its valid values and its rules"
         page = staff.get(add_url)
+        assert_pickers_are_lists(page)
         valid = {k: str(v) for k, v in (rules.add(dashboard_world) if rules.add else {}).items()}
         data = {**page_data(page), **valid}
         for refused in [*_generic_refusals(page.context["adminform"].form), *rules.on_add(dashboard_world)]:
@@ -286,6 +298,7 @@ def test_every_dashboard_form_refuses_invalid_values_and_saves_nothing(
 
     page = staff.get(change_url)
     assert page.status_code == 200
+    assert_pickers_are_lists(page)
     form = page.context["adminform"].form
     if _can(model_admin, "change", row) and form.fields:
         assert rules is not None, f"{label} has a change form: FORM_RULES needs its rules"
