@@ -12,7 +12,6 @@ from typing import Any
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
 from django.db.models import (
-    BooleanField,
     CharField,
     Count,
     Expression,
@@ -252,6 +251,13 @@ def live_calls(*, limit: int = 20) -> list[dict[str, Any]]:
     )
 
 
+def busiest_organizations(*, at: datetime | None = None, limit: int = 8) -> list[dict[str, Any]]:
+    """The organizations that used the most minutes in their current billing period (usage_by_organization's
+    rows), most first."""
+    rows = usage_by_organization(at=at)
+    return sorted(rows, key=lambda row: (-row["billable_minutes"], row["organization"].name))[:limit]
+
+
 def newest_calls(*, limit: int = 10) -> list[Call]:
     return list(Call.objects.select_related("organization").order_by("-started_at", "-id")[:limit])
 
@@ -269,7 +275,8 @@ MAX_SEARCH_WORDS = 8
 # SQLite's trigram index (calls/migrations/0005) finds substrings of three characters or more.
 _TRIGRAM_MIN = 3
 _SQLITE_TRIGRAM_MATCH = (
-    "calls_callmessage.rowid IN (SELECT rowid FROM calls_callmessage_fts WHERE calls_callmessage_fts MATCH %s)"
+    "SELECT id FROM calls_callmessage WHERE rowid IN "
+    "(SELECT rowid FROM calls_callmessage_fts WHERE calls_callmessage_fts MATCH %s)"
 )
 # A part of a search that matches at most this many rows goes to the database as a list of ids, which the
 # indexes of the calls table serve even inside OR; a larger one as a subquery (the table is read anyway).
@@ -293,7 +300,7 @@ def _messages_with(word: str) -> QuerySet[CallMessage]:
         return messages.annotate(words=SearchVector("content", config="simple")).filter(words=query)
     if connection.vendor == "sqlite" and len(word) >= _TRIGRAM_MIN:
         # Constant SQL; the word is a parameter (quoted as one FTS5 string: it holds no quote).
-        return messages.filter(RawSQL(_SQLITE_TRIGRAM_MATCH, [f'"{word}"'], output_field=BooleanField()))  # noqa: S611
+        return messages.filter(pk__in=RawSQL(_SQLITE_TRIGRAM_MATCH, [f'"{word}"']))  # noqa: S611
     return messages.filter(content__icontains=word)
 
 

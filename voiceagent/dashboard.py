@@ -15,10 +15,17 @@ from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import NoReverseMatch, URLPattern, path, reverse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
-from calls.selectors import FAILURE_WINDOW, call_counts, day_start, live_calls, newest_calls, usage_by_organization
+from calls.selectors import (
+    FAILURE_WINDOW,
+    busiest_organizations,
+    call_counts,
+    day_start,
+    live_calls,
+    newest_calls,
+)
 from calls.timeline import clock
 from voiceagent.fields import iso
 
@@ -74,12 +81,6 @@ def _home_links(at: datetime) -> dict[str, str]:
     }
 
 
-def _usage_rows() -> list[dict[str, Any]]:
-    """The organizations that used the most minutes this billing period, with their plan's allowance."""
-    rows = sorted(usage_by_organization(), key=lambda row: (-row["billable_minutes"], row["organization"].name))
-    return rows[:HOME_USAGE_ROWS]
-
-
 class DashboardSite(admin.AdminSite):
     site_header = "Voice Agent Service: dashboard"
     site_title = "Voice Agent dashboard"
@@ -105,10 +106,7 @@ class DashboardSite(admin.AdminSite):
         links = []
         for model, model_admin in self._registry.items():
             if model._meta.label_lower in INTERNAL_TABLES and model_admin.has_view_permission(request):
-                try:
-                    url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
-                except NoReverseMatch:  # pragma: no cover - every registered model has a list
-                    continue
+                url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
                 links.append({"name": str(model._meta.verbose_name_plural).capitalize(), "url": url})
         return sorted(links, key=lambda link: link["name"])
 
@@ -119,7 +117,7 @@ class DashboardSite(admin.AdminSite):
             context["home"] = {
                 **live_payload(at=at),
                 "links": _home_links(at),
-                "usage": _usage_rows(),
+                "usage": busiest_organizations(at=at, limit=HOME_USAGE_ROWS),
                 "newest": newest_calls(limit=HOME_NEWEST_CALLS),
                 "refresh_seconds": LIVE_REFRESH_MS // 1000,
                 "script": {"url": reverse("admin:live_calls"), "refreshMs": LIVE_REFRESH_MS},

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from calls import services
+from calls import selectors, services
 from calls.logging import LogSession, agent_log, flush_agent_logs
 from calls.models import Call
 
@@ -53,7 +53,10 @@ def _search(client: Client, text: str, **filters: str) -> set[Any]:
 
 
 @pytest.mark.django_db
-def test_staff_who_read_transcripts_find_calls_by_words_said_in_them(client, conversations):
+@pytest.mark.parametrize("id_list_max", [selectors.ID_LIST_MAX, 0], ids=["few matches", "many matches"])
+def test_staff_who_read_transcripts_find_calls_by_words_said_in_them(client, conversations, monkeypatch, id_list_max):
+    # Matches up to ID_LIST_MAX go to the database as a list of ids, more as a subquery: both find the same.
+    monkeypatch.setattr(selectors, "ID_LIST_MAX", id_list_max)
     _staff(client, transcripts=True)
     refund, elsewhere = conversations["refund"].pk, conversations["refund elsewhere"].pk
 
@@ -87,7 +90,9 @@ def test_a_part_of_the_call_id_finds_the_call(client, conversations):
 
 
 @pytest.mark.django_db
-def test_names_numbers_and_odd_input_search_as_before(client, conversations, owner):
+@pytest.mark.parametrize("id_list_max", [selectors.ID_LIST_MAX, 0], ids=["few matches", "many matches"])
+def test_names_numbers_and_odd_input_search_as_before(client, conversations, owner, monkeypatch, id_list_max):
+    monkeypatch.setattr(selectors, "ID_LIST_MAX", id_list_max)
     _staff(client, transcripts=True)
     ours = {conversations[name].pk for name in ("refund", "delivery", "silent")}
 

@@ -53,7 +53,7 @@ def _open(page: Any, console: list[str], url: str, name: str) -> int:
     folder = os.environ.get("DASHBOARD_SCREENSHOTS")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"))
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
     problems = page.evaluate("window.__cspViolations") + [line for line in console if "pageerror" in line]
     assert problems == [], url
     return page.evaluate(OVERFLOW)
