@@ -7,7 +7,7 @@ about half of the calls, "refund" in a fifth, "zeppelin" in one call in a thousa
 sequentially and after a warm-up:
 
 - the selector (calls.selectors.call_search): the first page of 100 calls, newest first, and the count of
-  all matches (what the admin's paginator asks), for a rare word, a common word, two words, a prefix of a
+  all matches (what the admin's paginator asks), for a rare word, a common word, two words, the start of a
   call id and an agent's name;
 - the whole dashboard page: GET /admin/calls/call/?q=... through django.test.Client as a superuser.
 
@@ -140,6 +140,7 @@ def run(n_calls: int, runs: int) -> None:
     from django.test import Client
     from django.test.utils import setup_test_environment
 
+    from calls import selectors
     from calls.models import Call
     from calls.selectors import call_search
 
@@ -154,7 +155,7 @@ def run(n_calls: int, runs: int) -> None:
         "rare word (zeppelin)": "zeppelin",
         "common word (order)": "order",
         "two words (refund lamp)": "refund lamp",
-        "part of a call id (8 characters)": call_id[:8],
+        "start of a call id (8 characters)": call_id[:8],
         "agent name (Ava)": "Ava",
     }
     print(f"{'search':<34} {'matches':>8} {'selector p50/p95 ms':>21} {'page p50/p95 ms':>18}")
@@ -176,8 +177,10 @@ def run(n_calls: int, runs: int) -> None:
         print(f"{label:<34} {matches:>8,} {s50:>10.1f} / {s95:<8.1f} {p50:>8.1f} / {p95:<8.1f}")
 
     if connection.vendor == "postgresql":
-        query = call_search(calls=Call.objects.all(), text="zeppelin", transcripts=True).order_by("-started_at")[:100]
-        plan = query.explain()
+        # The index serves the query that lists the calls a word was said in; with ID_LIST_MAX = 0 that
+        # query is a subquery of the search, so one plan shows it.
+        selectors.ID_LIST_MAX = 0
+        plan = call_search(calls=Call.objects.all(), text="zeppelin", transcripts=True).explain()
         used = "callmessage_content_search" in plan
         print(f"transcript search uses the GIN index callmessage_content_search: {'yes' if used else 'NO'}")
 

@@ -161,7 +161,7 @@ class CallAdmin(admin.ModelAdmin):
     search_fields = ("agent_name", "organization__name", "from_number", "to_number")
     search_help_text = (
         "Words of the agent's or organization's name or a phone number; words said in the call (staff who may "
-        "read transcripts); or part of a call id (6 characters or more)."
+        "read transcripts); or the start of a call id (6 characters or more)."
     )
     date_hierarchy = "started_at"
     list_select_related = ("organization",)

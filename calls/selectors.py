@@ -12,7 +12,6 @@ from typing import Any
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
 from django.db.models import (
-    CharField,
     Count,
     Expression,
     FloatField,
@@ -25,7 +24,7 @@ from django.db.models import (
     Value,
 )
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast, Coalesce, Replace, TruncDate
+from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
 from accounts.models import Organization
@@ -264,10 +263,10 @@ def newest_calls(*, limit: int = 10) -> list[Call]:
 
 # --- search -------------------------------------------------------------------------------------------
 
-# A partial call id: hexadecimal digits (dashes allowed), at least this many of them; shorter fragments
+# The start of a call id: hexadecimal digits (dashes allowed), at least this many of them; shorter ones
 # would match calls at random.
 CALL_ID_FRAGMENT_MIN = 6
-_ID_FRAGMENT = re.compile(r"[0-9a-f-]+")
+_ID_START = re.compile(r"[0-9a-f]+(-[0-9a-f]+)*-?")
 _WORD = re.compile(r"\w+")
 MAX_SEARCH_WORDS = 8
 
@@ -321,9 +320,10 @@ def _about(term: str) -> Q:
 
 def call_search(*, calls: QuerySet[Call], text: str, transcripts: bool) -> QuerySet[Call]:
     """The calls of `calls` that match `text`, for the dashboard's calls list: a call matches when every
-    word is in its agent's or organization's name or its phone numbers; or when `text` is part of its id
-    (at least CALL_ID_FRAGMENT_MIN hexadecimal digits, dashes ignored) or its organization's id; or, with
-    `transcripts` (the reader may see what was said), when every word was said in the call."""
+    word is in its agent's or organization's name or its phone numbers; or when `text` is the start of its
+    id (at least CALL_ID_FRAGMENT_MIN hexadecimal digits, dashes ignored; a range of the primary key) or its
+    organization's id; or, with `transcripts` (the reader may see what was said), when every word was said
+    in the call."""
     text = text.strip()
     if not text:
         return calls
@@ -334,12 +334,11 @@ def call_search(*, calls: QuerySet[Call], text: str, transcripts: bool) -> Query
     if transcripts and words:
         said = (Q(pk__in=_ids(_messages_with(word).values_list("call_id", flat=True))) for word in words)
         found |= functools.reduce(operator.and_, said)
-    fragment = text.lower()
-    if _ID_FRAGMENT.fullmatch(fragment) and len(fragment.replace("-", "")) >= CALL_ID_FRAGMENT_MIN:
-        calls = calls.annotate(id_digits=Replace(Cast("id", CharField()), Value("-"), Value("")))
-        found |= Q(id_digits__contains=fragment.replace("-", ""))
-        try:
-            found |= Q(organization_id=uuid.UUID(fragment))
-        except ValueError:
-            pass
+    start = text.lower()
+    digits = start.replace("-", "")
+    if _ID_START.fullmatch(start) and CALL_ID_FRAGMENT_MIN <= len(digits) <= 32:
+        lowest, highest = (uuid.UUID(int=int(digits.ljust(32, fill), 16)) for fill in "0f")
+        found |= Q(pk__gte=lowest, pk__lte=highest)
+        if len(digits) == 32:
+            found |= Q(organization_id=uuid.UUID(digits))
     return calls.filter(found)
