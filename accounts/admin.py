@@ -12,7 +12,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from accounts.models import ApiKey, Organization, Plan
-from accounts.services import apikey_create, apikey_revoke, organization_set_plan
+from accounts.services import apikey_create, apikey_revoke, organization_create, organization_set_plan
 
 USAGE_CHART_DAYS = 30
 
@@ -33,6 +33,10 @@ class PlanAdmin(admin.ModelAdmin):
     search_fields = ("code", "name")
     list_filter = ("ambient_sounds_allowed",)
 
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        kwargs["labels"] = {"api_requests_per_second": "API requests per second", "api_burst": "API burst"}
+        return super().get_form(request, obj, change=change, **kwargs)
+
 
 class ApiKeyInline(admin.TabularInline):
     model = ApiKey
@@ -46,13 +50,25 @@ class ApiKeyInline(admin.TabularInline):
         return False  # keys are created from the API key page, which shows the key once
 
 
+def _show_new_key(model_admin: admin.ModelAdmin, request: HttpRequest, raw_key: str) -> None:
+    model_admin.message_user(request, f"New API key (shown only now, copy it): {raw_key}", level=messages.WARNING)
+
+
 @admin.register(Organization)
 class OrganizationAdmin(admin.ModelAdmin):
     list_display = ("name", "id", "plan", "on_trial", "active_agents", "billing_period_start", "created_at")
     list_filter = ("plan", "on_trial")
     search_fields = ("name", "id")
-    readonly_fields = ("id", "created_at", "usage_chart")
+    # on_trial follows the plan (accounts.services.organization_set_plan); a new organization gets an API key.
+    readonly_fields = ("id", "on_trial", "created_at", "usage_chart")
+    add_fields = ("name", "plan")
     inlines = [ApiKeyInline]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.add_fields if obj is None else super().get_fields(request, obj)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return () if obj is None else self.readonly_fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return (
@@ -86,11 +102,15 @@ class OrganizationAdmin(admin.ModelAdmin):
         return obj.active_agent_count
 
     def save_model(self, request: HttpRequest, obj: Organization, form: Any, change: bool) -> None:
-        if change and "plan" in form.changed_data:
-            super().save_model(request, obj, form, change)
+        if not change:
+            organization, issued = organization_create(name=obj.name, plan_code=obj.plan.code)
+            obj.pk = organization.pk
+            obj.refresh_from_db()
+            _show_new_key(self, request, issued.raw_key)
+            return
+        super().save_model(request, obj, form, change)
+        if "plan" in form.changed_data:
             organization_set_plan(organization=obj, plan_code=obj.plan.code)  # the one rule for on_trial
-        else:
-            super().save_model(request, obj, form, change)
 
 
 class ApiKeyCreateForm(forms.ModelForm):
@@ -108,6 +128,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     fields = ("id", "organization", "name", "prefix", "created_at", "last_used_at", "revoked_at")
     actions = ["revoke"]
     list_select_related = ("organization",)
+    autocomplete_fields = ("organization",)
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         if obj is None:
@@ -128,11 +149,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         issued = apikey_create(organization=obj.organization, name=obj.name)
         obj.pk = issued.api_key.pk
         obj.refresh_from_db()
-        self.message_user(
-            request,
-            f"New API key (shown only now, copy it): {issued.raw_key}",
-            level=messages.WARNING,
-        )
+        _show_new_key(self, request, issued.raw_key)
 
     @admin.action(description="Revoke selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:

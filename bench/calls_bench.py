@@ -7,7 +7,7 @@ authentication, query validation, SQL, JSON rendering) with django.test.Client, 
 - `run(n_calls=100_000) -> dict` uses the database Django is configured with.
 - `seed(n_calls)` only seeds (bench/api_load.py uses it, then measures the same listing over HTTP through
   its Daphne server).
-- `main()` (this script) first points Django at its own database: a fresh SQLite file var/calls-bench.sqlite3,
+- `main()` (this script) first points Django at its own database: a fresh SQLite file var/callsbench.sqlite3,
   or, when DATABASE_URL names PostgreSQL, that server's database with `_callsbench` appended, recreated.
 
 Usage: .venv/bin/python bench/calls_bench.py [--calls 100000] [--requests 300]
@@ -120,19 +120,18 @@ def run(n_calls: int = 100_000, requests: int = 300) -> dict:
     }
 
 
-def _own_database() -> None:
+def own_database(name: str = "callsbench") -> None:
+    """Point DATABASE_URL at a fresh database of the bench's own: PostgreSQL's database with `_<name>`
+    appended (recreated) when DATABASE_URL names PostgreSQL, else the SQLite file var/<name>.sqlite3."""
     url = os.environ.get("DATABASE_URL", "")
     if url.startswith("postgres"):
-        import psycopg
+        from realtime.tests.support import recreate_postgres_database
 
-        base, _, name = url.rpartition("/")
-        name = f"{name or 'voiceagent'}_callsbench"
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
-        os.environ["DATABASE_URL"] = f"{base}/{name}"
+        base, _, database = url.rpartition("/")
+        os.environ["DATABASE_URL"] = f"{base}/{database or 'voiceagent'}_{name}"
+        recreate_postgres_database(os.environ["DATABASE_URL"])
     else:
-        path = ROOT / "var" / "calls-bench.sqlite3"
+        path = ROOT / "var" / f"{name}.sqlite3"
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         os.environ["DATABASE_URL"] = f"sqlite:///{path}"
@@ -145,7 +144,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     args = parser.parse_args()
 
-    _own_database()
+    own_database()
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
@@ -20,7 +20,8 @@ from django.urls import path
 from agents.models import Agent
 from calls.dashboard import call_record, usage_chart_svg
 from calls.models import AgentLog, Call
-from calls.selectors import daily_minutes, usage_by_organization
+from calls.selectors import call_log_lines, call_search, daily_minutes, usage_by_organization
+from calls.timeline import clock
 from voiceagent.fields import iso
 
 USAGE_CHART_DAYS = 30
@@ -77,15 +78,29 @@ def can_view_transcripts(request: HttpRequest) -> bool:
     return bool(user.is_active and user.is_staff and user.has_perm(TRANSCRIPT_PERMISSION))
 
 
+def _uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value.strip())
+    except ValueError:
+        return None
+
+
+def _call_of(value: str) -> Call | None:
+    """The call whose id `value` is (None: not an id, or no such call)."""
+    call_id = _uuid(value)
+    return Call.objects.filter(pk=call_id).first() if call_id else None
+
+
 class AgentFilter(admin.SimpleListFilter):
-    """Agents that have calls, named with their organization (names repeat across organizations); only the
-    chosen organization's agents once the list is narrowed to one."""
+    """Agents that have rows in the list (calls, log lines), named with their organization (names repeat
+    across organizations); only the chosen organization's agents once the list is narrowed to one."""
 
     title = "agent"
     parameter_name = "agent"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        agents = Agent.objects.filter(pk__in=Call.objects.order_by().values("agent_id")).select_related("organization")
+        rows = model_admin.model.objects.filter(agent=OuterRef("pk"))
+        agents = Agent.objects.filter(Exists(rows)).select_related("organization")
         organization = request.GET.get("organization__id__exact")
         if organization:
             agents = agents.filter(organization_id=organization)
@@ -97,10 +112,27 @@ class AgentFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if not self.value():
             return queryset
-        try:
-            return queryset.filter(agent_id=uuid.UUID(self.value()))
-        except ValueError:  # a mistyped id in the address narrows to nothing
-            return queryset.none()
+        agent_id = _uuid(self.value())  # a mistyped id in the address narrows to nothing
+        return queryset.filter(agent_id=agent_id) if agent_id else queryset.none()
+
+
+class CallLogFilter(admin.SimpleListFilter):
+    """The log lines of one call's session (?call=<call id>, linked from the call's page)."""
+
+    title = "call"
+    parameter_name = "call"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        if not self.value():
+            return []  # shown only while narrowed to a call
+        call = _call_of(self.value())
+        return [(self.value(), str(call) if call else "no such call")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if not self.value():
+            return queryset
+        call = _call_of(self.value())
+        return queryset.filter(pk__in=call_log_lines(call=call).values("pk")) if call else queryset.none()
 
 
 @admin.register(Call)
@@ -112,11 +144,9 @@ class CallAdmin(admin.ModelAdmin):
         "agent_name",
         "channel",
         "status",
-        "duration_seconds",
+        "duration",
         "billable_minutes_display",
-        "included_minutes_display",
-        "overage_minutes_display",
-        "usage_classification",
+        "usage",
     )
     list_filter = (
         AgentFilter,
@@ -127,7 +157,12 @@ class CallAdmin(admin.ModelAdmin):
         "organization__plan",
         ("started_at", admin.DateFieldListFilter),
     )
-    search_fields = ("=id", "agent_name", "organization__name", "=organization__id", "from_number", "to_number")
+    # What calls.selectors.call_search matches word by word; it also finds transcript words and call ids.
+    search_fields = ("agent_name", "organization__name", "from_number", "to_number")
+    search_help_text = (
+        "Words of the agent's or organization's name or a phone number; words said in the call (staff who may "
+        "read transcripts); or the start of a call id (6 characters or more)."
+    )
     date_hierarchy = "started_at"
     list_select_related = ("organization",)
     show_full_result_count = False
@@ -178,6 +213,9 @@ class CallAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).select_related("organization", "agent")
 
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
+        return call_search(calls=queryset, text=search_term, transcripts=can_view_transcripts(request)), False
+
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:
@@ -194,6 +232,17 @@ class CallAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="Duration", ordering="duration_seconds")
+    def duration(self, obj: Call) -> str:
+        return clock(obj.duration_seconds)
+
+    @admin.display(description="Usage", ordering="usage_classification")
+    def usage(self, obj: Call) -> str:
+        """The classification, with the minutes on each side of the allowance when the call was split."""
+        if obj.usage_classification == "split":
+            return f"split: {obj.included_minutes:.2f} included + {obj.overage_minutes:.2f} overage"
+        return obj.usage_classification or "-"
 
     @admin.display(description="Billable min", ordering="billable_seconds")
     def billable_minutes_display(self, obj: Call) -> str:
@@ -228,7 +277,7 @@ class CallAdmin(admin.ModelAdmin):
             )
         context = {
             **self.admin_site.each_context(request),
-            "title": "Usage this period",
+            "title": "Usage in the current billing period",
             "opts": self.model._meta,
             "usage": usage,
             "chart_days": USAGE_CHART_DAYS,
@@ -238,11 +287,13 @@ class CallAdmin(admin.ModelAdmin):
 
 @admin.register(AgentLog)
 class AgentLogAdmin(admin.ModelAdmin):
-    list_display = ("timestamp", "severity", "session_id", "agent", "organization", "message")
-    list_filter = ("severity",)
+    # The organization is in the agent filter (and the search): not a column, so that messages have room.
+    list_display = ("timestamp", "severity", "session_id", "agent", "message")
+    list_filter = (AgentFilter, CallLogFilter, "severity")
     search_fields = ("=session_id", "=agent__id", "agent__name", "organization__name")
+    search_help_text = "A session id, an agent's id or name, an organization's name, or a call id (its session)."
     date_hierarchy = "timestamp"
-    list_select_related = ("agent", "organization")
+    list_select_related = ("agent",)
     show_full_result_count = False
     fields = ("id", "organization", "agent", "session_id", "timestamp", "severity", "content")
     readonly_fields = fields
@@ -252,6 +303,13 @@ class AgentLogAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        call = _call_of(search_term)
+        if call is not None:
+            found |= queryset.filter(pk__in=call_log_lines(call=call).values("pk"))
+        return found, duplicates
 
     @admin.display(description="Message")
     def message(self, obj: AgentLog) -> str:

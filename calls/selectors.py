@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import functools
+import operator
+import re
+import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Expression, FloatField, IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db import connection
+from django.db.models import (
+    Count,
+    Expression,
+    FloatField,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 
 from accounts.models import Organization
 from agents.models import Agent
 from calls.billing import period_bounds
-from calls.models import AgentLog, Call, CallStatus
+from calls.models import AgentLog, Call, CallMessage, CallStatus
 from voiceagent.errors import ApiError
 from voiceagent.validation import parse_uuid
 
@@ -20,15 +38,20 @@ from voiceagent.validation import parse_uuid
 # as a percentage 0-100; 0 when the agent has no finished call in the window.
 SUCCESS_RATE_WINDOW = timedelta(days=7)
 LOG_WINDOW = timedelta(hours=24)
+# The dashboard's home page counts failed calls started in this window.
+FAILURE_WINDOW = timedelta(hours=24)
+
+
+def day_start(at: datetime | None = None) -> datetime:
+    """00:00 today in the server's TIME_ZONE: where "today" starts for every count of today's calls."""
+    local = timezone.localtime(at or timezone.now())
+    return local.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def calls_today_subquery() -> Expression:
-    """Per-agent number of calls started since 00:00 UTC today (any status), for the agent list."""
-    today = (
-        timezone.now().astimezone(timezone.get_default_timezone()).replace(hour=0, minute=0, second=0, microsecond=0)
-    )
+    """Per-agent number of calls started since 00:00 today (server TIME_ZONE, any status), for the agent list."""
     counts = (
-        Call.objects.filter(agent=OuterRef("pk"), started_at__gte=today)
+        Call.objects.filter(agent=OuterRef("pk"), started_at__gte=day_start())
         .order_by()
         .values("agent")
         .annotate(n=Count("pk"))
@@ -151,20 +174,24 @@ def usage_by_organization(*, at: Any = None) -> list[dict[str, Any]]:
     return usage
 
 
-def call_session_log(*, call: Call) -> list[AgentLog]:
-    """The agent log lines of the session that carried the call, oldest first (empty once purged, or when
+def call_log_lines(*, call: Call) -> QuerySet[AgentLog]:
+    """The agent log lines of the session that carried the call, oldest first (none once purged, or when
     the agent was deleted). The session is the one whose "session started" or "session ended" line names
     the call; only lines between the call's start and end (a minute either side) are read."""
     if call.agent_id is None:
-        return []
+        return AgentLog.objects.none()
     window_end = (call.ended_at or timezone.now()) + timedelta(minutes=1)
     lines = AgentLog.objects.filter(
         agent_id=call.agent_id, timestamp__gte=call.started_at - timedelta(minutes=1), timestamp__lte=window_end
     )
     session_id = lines.filter(content__callId=str(call.pk)).values_list("session_id", flat=True).first()
     if session_id is None:
-        return []
-    return list(lines.filter(session_id=session_id).order_by("timestamp", "sequence"))
+        return AgentLog.objects.none()
+    return lines.filter(session_id=session_id).order_by("timestamp", "sequence")
+
+
+def call_session_log(*, call: Call) -> list[AgentLog]:
+    return list(call_log_lines(call=call))
 
 
 def daily_minutes(*, organization_ids: Any = None, days: int = 30, at: Any = None) -> dict[Any, list[dict[str, Any]]]:
@@ -195,3 +222,123 @@ def daily_minutes(*, organization_ids: Any = None, days: int = 30, at: Any = Non
             for day in (first + timedelta(days=n) for n in range(days))
         ]
     return result
+
+
+# --- the dashboard's home page ------------------------------------------------------------------------
+
+
+def call_counts(*, at: datetime | None = None) -> dict[str, int]:
+    """Across organizations: calls started today (server TIME_ZONE), failed calls started in the last
+    FAILURE_WINDOW, and live (active) calls."""
+    at = at or timezone.now()
+    today = day_start(at)
+    recent = Call.objects.filter(started_at__gte=min(today, at - FAILURE_WINDOW)).order_by()
+    counts = recent.aggregate(
+        calls_today=Count("pk", filter=Q(started_at__gte=today)),
+        failures=Count("pk", filter=Q(status=CallStatus.FAILED, started_at__gte=at - FAILURE_WINDOW)),
+    )
+    counts["live"] = Call.objects.filter(status=CallStatus.ACTIVE).order_by().count()
+    return counts
+
+
+def live_calls(*, limit: int = 20) -> list[dict[str, Any]]:
+    """The newest live (active) calls of every organization, newest first."""
+    return list(
+        Call.objects.filter(status=CallStatus.ACTIVE)
+        .order_by("-started_at", "-id")
+        .values("id", "agent_name", "organization__name", "channel", "from_number", "started_at")[:limit]
+    )
+
+
+def busiest_organizations(*, at: datetime | None = None, limit: int = 8) -> list[dict[str, Any]]:
+    """The organizations that used the most minutes in their current billing period (usage_by_organization's
+    rows), most first."""
+    rows = usage_by_organization(at=at)
+    return sorted(rows, key=lambda row: (-row["billable_minutes"], row["organization"].name))[:limit]
+
+
+def newest_calls(*, limit: int = 10) -> list[Call]:
+    return list(Call.objects.select_related("organization").order_by("-started_at", "-id")[:limit])
+
+
+# --- search -------------------------------------------------------------------------------------------
+
+# The start of a call id: hexadecimal digits (dashes allowed), at least this many of them; shorter ones
+# would match calls at random.
+CALL_ID_FRAGMENT_MIN = 6
+_ID_START = re.compile(r"[0-9a-f]+(-[0-9a-f]+)*-?")
+_WORD = re.compile(r"\w+")
+MAX_SEARCH_WORDS = 8
+
+
+# SQLite's trigram index (calls/migrations/0005) finds substrings of three characters or more.
+_TRIGRAM_MIN = 3
+_SQLITE_TRIGRAM_MATCH = (
+    "SELECT id FROM calls_callmessage WHERE rowid IN "
+    "(SELECT rowid FROM calls_callmessage_fts WHERE calls_callmessage_fts MATCH %s)"
+)
+# A part of a search that matches at most this many rows goes to the database as a list of ids, which the
+# indexes of the calls table serve even inside OR; a larger one as a subquery (the table is read anyway).
+ID_LIST_MAX = 2000
+
+
+def _ids(values: QuerySet) -> list[Any] | QuerySet:
+    ids = list(values[: ID_LIST_MAX + 1])
+    return list(dict.fromkeys(ids)) if len(ids) <= ID_LIST_MAX else values
+
+
+def _messages_with(word: str) -> QuerySet[CallMessage]:
+    """Messages in which `word` (letters, digits, underscores) was said, read through the database's index
+    of message text (calls/migrations/0005). PostgreSQL: full-text search in the `simple` configuration
+    (any language), the word also as a prefix ("refund" finds "refunds"). SQLite: the word anywhere in a
+    message, case-insensitive, through the FTS5 trigram index (shorter words: a substring scan)."""
+    messages = CallMessage.objects.order_by()
+    if connection.vendor == "postgresql":
+        # The word is only \w characters: safe as a raw tsquery term.
+        query = SearchQuery(f"'{word}':*", search_type="raw", config="simple")
+        return messages.annotate(words=SearchVector("content", config="simple")).filter(words=query)
+    if connection.vendor == "sqlite" and len(word) >= _TRIGRAM_MIN:
+        # Constant SQL; the word is a parameter (quoted as one FTS5 string: it holds no quote).
+        return messages.filter(pk__in=RawSQL(_SQLITE_TRIGRAM_MATCH, [f'"{word}"']))  # noqa: S611
+    return messages.filter(content__icontains=word)
+
+
+def _about(term: str) -> Q:
+    """Calls whose agent's or organization's name holds `term` (for a call whose agent was deleted, the
+    name the agent had), or, for a term with a digit, one of its phone numbers."""
+    agents = Agent.objects.filter(name__icontains=term).values_list("pk", flat=True)
+    organizations = Organization.objects.filter(name__icontains=term).values_list("pk", flat=True)
+    about = (
+        Q(agent_id__in=_ids(agents))
+        | Q(agent__isnull=True, agent_name__icontains=term)
+        | Q(organization_id__in=_ids(organizations))
+    )
+    if any(character.isdigit() for character in term):
+        about |= Q(from_number__icontains=term) | Q(to_number__icontains=term)
+    return about
+
+
+def call_search(*, calls: QuerySet[Call], text: str, transcripts: bool) -> QuerySet[Call]:
+    """The calls of `calls` that match `text`, for the dashboard's calls list: a call matches when every
+    word is in its agent's or organization's name or its phone numbers; or when `text` is the start of its
+    id (at least CALL_ID_FRAGMENT_MIN hexadecimal digits, dashes ignored; a range of the primary key) or its
+    organization's id; or, with `transcripts` (the reader may see what was said), when every word was said
+    in the call."""
+    text = text.strip()
+    if not text:
+        return calls
+    found = Q(pk__in=[])
+    terms = text.split()[:MAX_SEARCH_WORDS]
+    found |= functools.reduce(operator.and_, (_about(term) for term in terms))
+    words = list(dict.fromkeys(_WORD.findall(text.lower())))[:MAX_SEARCH_WORDS]
+    if transcripts and words:
+        said = (Q(pk__in=_ids(_messages_with(word).values_list("call_id", flat=True))) for word in words)
+        found |= functools.reduce(operator.and_, said)
+    start = text.lower()
+    digits = start.replace("-", "")
+    if _ID_START.fullmatch(start) and CALL_ID_FRAGMENT_MIN <= len(digits) <= 32:
+        lowest, highest = (uuid.UUID(int=int(digits.ljust(32, fill), 16)) for fill in "0f")
+        found |= Q(pk__gte=lowest, pk__lte=highest)
+        if len(digits) == 32:
+            found |= Q(organization_id=uuid.UUID(digits))
+    return calls.filter(found)

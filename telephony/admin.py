@@ -1,5 +1,7 @@
 """Dashboard: telephony accounts (credentials write-only) and phone numbers, with the action that
-points numbers at this service through the provider's API."""
+points numbers at this service through the provider's API. Numbers are claimed and assigned through
+telephony.services, so the dashboard refuses what the API refuses (E.164 numbers, claimed numbers only,
+an agent of the number's organization, at most 25 numbers per agent)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from agents.models import Agent
 from telephony import services
 from telephony.models import PhoneNumber, SetupStatus, TelephonyAccount
+from voiceagent.admin_forms import PhoneNumberFormField, add_api_error, check_with_service
 from voiceagent.errors import ApiError
 
 _FIELD_NAMES = {"accountSid": "account_sid", "authToken": "auth_token", "apiKeySid": "api_key_sid"}
@@ -35,6 +39,7 @@ class TelephonyAccountForm(forms.ModelForm):
     class Meta:
         model = TelephonyAccount
         fields = ("organization", "provider", "account_sid", "api_key_sid")
+        labels = {"account_sid": "Account SID", "api_key_sid": "API key SID"}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -51,11 +56,7 @@ class TelephonyAccountForm(forms.ModelForm):
                 api_key_secret=data.get("api_key_secret") or None,
             )
         except ApiError as error:
-            field = next(iter(error.issues or {}), None)
-            if field in _FIELD_NAMES:
-                self.add_error(_FIELD_NAMES[field], error.issues[field][0])
-            else:
-                raise forms.ValidationError(error.message) from None
+            add_api_error(self, error, _FIELD_NAMES)
         return data
 
 
@@ -66,7 +67,7 @@ class TelephonyAccountAdmin(admin.ModelAdmin):
     list_filter = ("provider",)
     search_fields = ("organization__name", "organization__id", "account_sid")
     list_select_related = ("organization",)
-    raw_id_fields = ("organization",)
+    autocomplete_fields = ("organization",)
     readonly_fields = ("created_at", "updated_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[TelephonyAccount]:
@@ -89,6 +90,105 @@ class TelephonyAccountAdmin(admin.ModelAdmin):
         obj.pk, obj.created_at, obj.updated_at = account.pk, account.created_at, account.updated_at
 
 
+# The API's field names in telephony.services' errors, and the form fields they belong to.
+_NUMBER_FIELDS = {
+    "number": "phone_number",
+    "status": "status",
+    "setupStatus": "setup_status",
+    "country": "phone_number",
+}
+
+
+class PhoneNumberAddForm(forms.ModelForm):
+    """Claim a number (telephony.services.phone_number_claim). Its voice webhook does not point at this
+    service yet unless staff set it by hand: the setup status starts `pending`."""
+
+    phone_number = PhoneNumberFormField(label="Phone number")
+    setup_status = forms.ChoiceField(
+        choices=[
+            (SetupStatus.PENDING, "pending: point it at this service with the list's action"),
+            (SetupStatus.READY, "ready: its voice webhook already points at this service"),
+        ],
+        initial=SetupStatus.PENDING,
+        label="Setup status",
+    )
+
+    class Meta:
+        model = PhoneNumber
+        fields = ("organization", "phone_number", "friendly_name", "status", "setup_status")
+        help_texts = {"friendly_name": "Shown in lists; the number itself when left blank."}
+
+    def claim(self) -> PhoneNumber:
+        data = self.cleaned_data
+        return services.phone_number_claim(
+            organization=data["organization"],
+            number=data["phone_number"],
+            status=data["status"],
+            friendly_name=data.get("friendly_name") or "",
+            setup_status=data["setup_status"],
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not self.errors:
+            check_with_service(self, self.claim, _NUMBER_FIELDS, fallback="phone_number")
+        return data
+
+
+class PhoneNumberChangeForm(forms.ModelForm):
+    """Name, status and assignment of a claimed number. The agent is one of the number's organization's
+    agents; assignment goes through telephony.services (claimed numbers only, 25 numbers per agent)."""
+
+    assigned_agent = forms.ModelChoiceField(
+        queryset=Agent.objects.none(),
+        required=False,
+        label="Assigned agent",
+        help_text="Calls to this number reach this agent (one of the organization's agents).",
+    )
+    handoff_phone_number = PhoneNumberFormField(
+        required=False,
+        label="Handoff number",
+        help_text="Where transfer_call sends callers of this number (E.164, e.g. +14155550123); optional.",
+    )
+
+    class Meta:
+        model = PhoneNumber
+        fields = ("friendly_name", "status", "assigned_agent", "handoff_phone_number")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        agents = Agent.objects.filter(organization_id=self.instance.organization_id).order_by("name", "pk")
+        self.fields["assigned_agent"].queryset = agents
+        self.fields["assigned_agent"].label_from_instance = lambda agent: f"{agent.name} ({agent.status})"
+
+    def apply(self) -> PhoneNumber:
+        """Save the name and status, then the assignment through the services (the admin's transaction
+        holds both)."""
+        number, data = self.instance, self.cleaned_data
+        stored = PhoneNumber.objects.select_related("assigned_agent").get(pk=number.pk)
+        PhoneNumber.objects.filter(pk=number.pk).update(
+            friendly_name=data.get("friendly_name") or stored.phone_number, status=data["status"]
+        )
+        agent, handoff = data.get("assigned_agent"), data.get("handoff_phone_number") or None
+        if agent is None and stored.assigned_agent is not None:
+            services.phone_number_unassign(
+                organization=stored.organization, agent=stored.assigned_agent, phone_number_id=number.pk
+            )
+        elif agent is not None and (agent.pk, handoff) != (stored.assigned_agent_id, stored.handoff_phone_number):
+            services.phone_number_assign(
+                organization=stored.organization, agent=agent, phone_number_id=number.pk, handoff_phone_number=handoff
+            )
+        return PhoneNumber.objects.get(pk=number.pk)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("handoff_phone_number") and not data.get("assigned_agent"):
+            self.add_error("handoff_phone_number", "A handoff number belongs to an assignment: choose an agent.")
+        if not self.errors:
+            check_with_service(self, self.apply, {}, fallback="assigned_agent")
+        return data
+
+
 @admin.register(PhoneNumber)
 class PhoneNumberAdmin(admin.ModelAdmin):
     list_display = (
@@ -102,10 +202,29 @@ class PhoneNumberAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "source", "provider", "setup_status", "country_code")
     search_fields = ("phone_number", "friendly_name", "organization__name", "assigned_agent__name")
-    readonly_fields = ("id", "created_at", "assigned_at", "setup_error")
     list_select_related = ("organization", "assigned_agent")
-    raw_id_fields = ("organization", "assigned_agent")
+    autocomplete_fields = ("organization",)
     actions = ("point_at_this_service",)
+    # An existing number keeps its organization and number; its setup status changes through the action.
+    change_readonly = ("id", "organization", "phone_number", "source", "provider", "country_code", "setup_status")
+    change_readonly += ("setup_error", "created_at", "assigned_at")
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        kwargs["form"] = PhoneNumberAddForm if obj is None else PhoneNumberChangeForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return PhoneNumberAddForm._meta.fields
+        return (*self.change_readonly[:3], *PhoneNumberChangeForm._meta.fields, *self.change_readonly[3:])
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return () if obj is None else self.change_readonly
+
+    def save_model(self, request: HttpRequest, obj: PhoneNumber, form: Any, change: bool) -> None:
+        saved = form.apply() if change else form.claim()
+        obj.pk = saved.pk
+        obj.refresh_from_db()
 
     @admin.action(description="Point at this service (set the numbers' voice webhook at the provider)")
     def point_at_this_service(self, request: HttpRequest, queryset: QuerySet[PhoneNumber]) -> None:

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.contrib.admin.apps import AdminConfig
 from django.core import checks
 
 
@@ -15,3 +16,9 @@ class VoiceagentConfig(AppConfig):
         # Not tagged `deploy`: every management command (migrate, check) refuses weak secrets in production.
         checks.register(check_secrets, checks.Tags.security)
         checks.register(check_shared_secret_key, checks.Tags.security, deploy=True)
+
+
+class DashboardAdminConfig(AdminConfig):
+    """Django's admin with the dashboard's site (voiceagent/dashboard.py) as its default site."""
+
+    default_site = "voiceagent.dashboard.DashboardSite"

@@ -1,8 +1,10 @@
-"""The page at `/`: what this server is and where to go (the dashboard's "View site" link lands here)."""
+"""The page at `/`: what this server is and where to go (the dashboard's "View site" link lands here);
+and /favicon.ico, which browsers ask for on pages that name no icon."""
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.urls import path
 from django.views.decorators.http import require_safe
 
@@ -12,4 +14,9 @@ def landing(request: HttpRequest) -> HttpResponse:
     return render(request, "landing.html", {"demo_pages": settings.DEMO_PAGES})
 
 
-urlpatterns = [path("", landing, name="landing")]
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponse:
+    return redirect(static("voiceagent/favicon.png"), permanent=True)
+
+
+urlpatterns = [path("", landing, name="landing"), path("favicon.ico", favicon, name="favicon")]

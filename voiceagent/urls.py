@@ -6,9 +6,6 @@ from voiceagent import schema as _schema  # noqa: F401 - registers the OpenAPI f
 from voiceagent.health import healthz, livez
 from voiceagent.metrics import metrics_view
 
-admin.site.site_header = "Voice Agent Service: dashboard"
-admin.site.site_title = "Voice Agent dashboard"
-
 public_v1 = [
     path("", include("agents.urls")),
     path("", include("telephony.urls")),

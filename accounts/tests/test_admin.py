@@ -3,7 +3,7 @@ import re
 import pytest
 from django.contrib.auth.models import User
 
-from accounts.models import ApiKey
+from accounts.models import ApiKey, Organization, Plan
 
 
 @pytest.fixture
@@ -49,3 +49,21 @@ def test_admin_revoke_action(staff_client, owner):
 )
 def test_dashboard_pages_are_searchable_and_filterable(staff_client, owner, path):
     assert staff_client.get(path).status_code == 200
+
+
+def test_a_new_organization_gets_an_api_key_shown_once_and_its_trial_follows_the_plan(staff_client):
+    trial = Plan.objects.get(code="trial")
+    response = staff_client.post(
+        "/admin/accounts/organization/add/",
+        {"name": "Globex", "plan": trial.pk, "api_keys-TOTAL_FORMS": "0", "api_keys-INITIAL_FORMS": "0"},
+        follow=True,
+    )
+
+    organization = Organization.objects.get(name="Globex")
+    assert organization.on_trial  # organization_create's rule: the trial plan puts it on trial
+    raw = re.search(r"copy it\): (va_[A-Za-z0-9_\-]+)", response.content.decode()).group(1)
+    assert ApiKey.objects.get(organization=organization).prefix == raw[:10]
+    assert staff_client.get("/public/v1/agents", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
+    page = staff_client.get(f"/admin/accounts/organization/{organization.pk}/change/").content.decode()
+    assert raw not in page
+    assert 'name="on_trial"' not in page  # shown, not edited: it follows the plan

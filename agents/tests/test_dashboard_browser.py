@@ -21,10 +21,9 @@ from agents.models import Agent, AgentTool
 from knowledge.models import KnowledgeDocument
 from realtime.tests.conftest import SECRET
 from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.support import REPO, DaphneServer, start_test_server, stop_test_server
+from realtime.tests.support import REPO, DaphneServer, in_thread, start_test_server, stop_test_server
 from realtime.tests.test_browser_e2e import (  # noqa: F401 - fixtures: Chromium with a microphone file
     _warm_up,
-    in_thread,
     log_lines,
     microphone_wav,
     page,

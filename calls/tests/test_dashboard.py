@@ -155,7 +155,8 @@ def test_the_timeline_draws_one_bar_per_turn_the_tool_the_cut_and_the_latencies(
     assert "Agent turn 2: 0:07.6 to 0:11.0" in svg
     assert "Where is my order" not in svg  # no message text in the picture
     assert "Barge-ins and latencies from this call's agent log session, " in page
-    assert '<a href="/admin/calls/agentlog/?q=sess01">sess01</a>' in page
+    log_link = f'<a href="/admin/calls/agentlog/?call={recorded_call.pk}">sess01</a>'
+    assert log_link in page
 
 
 def test_the_timeline_is_the_same_every_time(superuser_client, recorded_call):

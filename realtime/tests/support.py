@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,21 @@ def stop_test_server(server: DaphneServer) -> None:
             if cursor.fetchone()[0] == 0:
                 return
         time.sleep(0.05)
+
+
+def in_thread(function: Any) -> Any:
+    """Runs a database call outside the thread that Playwright's event loop runs in (Django refuses
+    synchronous queries in a thread with a running loop), closing that thread's connection after."""
+    from django.db import connections
+
+    def run() -> Any:
+        try:
+            return function()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
 
 
 def wait_until_indexed(

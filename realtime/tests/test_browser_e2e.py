@@ -17,7 +17,6 @@ import shutil
 import time
 import wave
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from realtime import tokens
 from realtime.tests.conftest import SECRET
 from realtime.tests.loopback import LoopbackReceiver, Reply
 from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say
-from realtime.tests.support import REPO, DaphneServer, VoiceClient, database_url, free_port, is_type
+from realtime.tests.support import REPO, DaphneServer, VoiceClient, database_url, free_port, in_thread, is_type
 from realtime.tests.test_s2s_e2e import DISCLOSURE as OLIVE_DISCLOSURE
 from realtime.tests.test_s2s_e2e import GREETING as OLIVE_GREETING
 from realtime.tests.test_s2s_e2e import olive
@@ -356,21 +355,6 @@ def envelope_match(signal: np.ndarray, reference: np.ndarray, frame: int = 320) 
         if stretch.std() > 0:
             best = max(best, float(np.corrcoef(stretch, part)[0, 1]))
     return best
-
-
-def in_thread(function: Any) -> Any:
-    """Runs a database call outside the thread that Playwright's event loop runs in (Django refuses
-    synchronous queries in a thread with a running loop), closing that thread's connection after."""
-    from django.db import connections
-
-    def run() -> Any:
-        try:
-            return function()
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(run).result()
 
 
 def test_the_demo_page_talks_with_an_agent_and_a_barge_in_empties_the_playback_queue(server, ava, page):

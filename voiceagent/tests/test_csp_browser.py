@@ -5,8 +5,6 @@ talk panel, the demo page offers its agents, the call record draws its timeline.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,15 +15,7 @@ from realtime.tests.support import DaphneServer, start_test_server, stop_test_se
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PASSWORD = "pw-staff-Xq4Lm8Tz"
-# Recorded by the page before any of its own scripts run.
-WATCH_VIOLATIONS = """
-window.__cspViolations = [];
-document.addEventListener("securitypolicyviolation", (e) => {
-  window.__cspViolations.push(`${e.violatedDirective} blocked ${e.blockedURI || "inline"} (${e.sourceFile}:${e.lineNumber})`);
-});
-"""
 
 
 @pytest.fixture
@@ -49,30 +39,6 @@ def server(world: dict[str, Any], tmp_path_factory: Any) -> Iterator[DaphneServe
     started = start_test_server(tmp_path_factory, "csp", env)
     yield started
     stop_test_server(started)
-
-
-@pytest.fixture
-def browser_page() -> Iterator[tuple[Any, list[str]]]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:  # pragma: no cover - requirements-dev.txt pins it
-        pytest.skip("playwright is not installed (requirements-dev.txt)")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip("chromium is not installed (make setup installs it as root)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
-        context = browser.new_context()
-        context.add_init_script(WATCH_VIOLATIONS)
-        page = context.new_page()
-        console: list[str] = []
-        page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
-        page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
-        try:
-            yield page, console
-        finally:
-            browser.close()
 
 
 def _visit(page: Any, console: list[str], url: str, ready: str) -> list[str]:

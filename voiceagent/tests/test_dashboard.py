@@ -3,23 +3,17 @@ every registered model answering, with a row of each model on the list so that i
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.models import Group, User
 from django.db.models import Model
 from django.test import Client, RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import McpServer, McpServerStatus, McpToolSelection
-from calls import services as calls_services
-from calls.logging import LogSession, agent_log, flush_agent_logs
-from knowledge import services as knowledge_services
-from realtime.models import UsedSessionToken
-from telephony.services import phone_number_claim, telephony_account_set
+from voiceagent.tests.conftest import DashboardWorld
 
 pytestmark = pytest.mark.django_db
 
@@ -31,19 +25,18 @@ def _ids(item: tuple[type[Model], admin.ModelAdmin]) -> str:
 
 
 @pytest.fixture
-def one_of_everything(owner: Any, make_agent: Any) -> None:
-    """A row of every model the dashboard shows, made the way the product makes them."""
-    Group.objects.create(name="Support staff")
-    organization = owner.organization
-    agent = make_agent(organization, name="Ava", status="active", agent_type="http")
-    response = owner.client.post(
+def one_of_everything(dashboard_world: DashboardWorld) -> None:
+    """A row of every model the dashboard shows, made the way the product makes them: the dashboard's world
+    (voiceagent/tests/conftest.py) and the agent-building rows (a custom tool, an MCP server, a selection)."""
+    agent = dashboard_world.agent
+    response = dashboard_world.api.post(
         f"/public/v1/agents/{agent.pk}/tools",
         {"name": "lookup_order", "toolUrl": "https://tools.example.com/orders"},
         format="json",
     )
     assert response.status_code == 201, response.content
     server = McpServer.objects.create(
-        organization=organization,
+        organization=dashboard_world.organization,
         name="Orders",
         url="https://mcp.example.com/mcp",
         status=McpServerStatus.ACTIVE,
@@ -51,41 +44,6 @@ def one_of_everything(owner: Any, make_agent: Any) -> None:
         last_synced_at=timezone.now(),
     )
     McpToolSelection.objects.create(agent=agent, server=server, tool_name="cancel_order")
-    phone_number_claim(organization=organization, number="+14155550123")
-    telephony_account_set(organization=organization, account_sid="AC" + "1f" * 16, auth_token="twilio-auth-token-1234")
-    knowledge_services.document_create(
-        organization=organization,
-        agent_id=str(agent.pk),
-        content="# Opening hours\n\nWe open at nine and close at six on weekdays.",
-        description="When the shop is open.",
-    )
-    call = calls_services.start_call(agent=agent, channel="web")
-    calls_services.append_message(call=call, role="user", content="When do you open?")
-    calls_services.record_tool_invocation(
-        call=call,
-        tool_name="search_knowledge",
-        request={"query": "open"},
-        response="nine",
-        status="success",
-        duration_ms=12,
-    )
-    calls_services.record_llm_usage(call=call, provider="embedded", model="rule-based", input_tokens=4)
-    calls_services.finish_call(call=call, status="completed")
-    agent_log(LogSession(organization.pk, agent.pk, "abc123"), "info", "session started")
-    flush_agent_logs()
-    now = timezone.now()
-    UsedSessionToken.objects.create(
-        token_id="0" * 32,
-        organization_id=organization.pk,
-        agent_id=agent.pk,
-        used_at=now,
-        expires_at=now + timedelta(seconds=60),
-    )
-    # Admin logins through the login form, which django-axes records: one wrong password, one right.
-    User.objects.create_user("staffer", password="pw-staffer-1234", is_staff=True)
-    login = Client()
-    assert login.post("/admin/login/", {"username": "nobody", "password": "wrong"}).status_code == 200
-    assert login.post("/admin/login/", {"username": "staffer", "password": "pw-staffer-1234"}).status_code == 302
 
 
 def _superuser_request(admin_user: Any) -> Any:

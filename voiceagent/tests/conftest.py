@@ -1,0 +1,185 @@
+"""A dashboard with something on every page, made the way the product makes it: the world the dashboard's
+browser tests look at (long names and messages included, so that a page that overflows shows it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group
+from django.test import Client
+from django.utils import timezone
+
+from accounts.models import Organization
+from agents.models import Agent
+from calls import services as calls_services
+from calls.logging import LogSession, agent_log, flush_agent_logs
+from calls.models import Call
+from knowledge import services as knowledge_services
+from realtime.models import UsedSessionToken
+from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
+
+STAFF_PASSWORD = "pw-staff-Xq4Lm8Tz"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Recorded by each page before any of its own scripts run.
+WATCH_VIOLATIONS = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__cspViolations.push(`${e.violatedDirective} blocked ${e.blockedURI || "inline"} (${e.sourceFile}:${e.lineNumber})`);
+});
+"""
+
+CONVERSATION = (
+    ("assistant", "Thanks for calling Northwind Dental, this is Ava. How can I help you today?"),
+    ("user", "Hi, I'd like to move my cleaning appointment to next Thursday afternoon if possible."),
+    ("assistant", "Of course. I have 2:30 pm or 4:15 pm next Thursday. Which one suits you better?"),
+    ("user", "The 4:15 works. Also, can you tell me whether my insurance covers the fluoride treatment?"),
+    ("assistant", "You're booked for 4:15 pm. Fluoride is covered once a year on your plan; you had none yet."),
+)
+
+
+@dataclass
+class DashboardWorld:
+    organization: Organization  # with a telephony account, and its number +14155550123 assigned to `agent`
+    agent: Agent
+    call: Call  # finished, with a transcript and its agent log session
+    other_organization: Organization  # no telephony account; the number +442071838750, unassigned
+    other_agent: Agent
+    api: Any  # the public API as `organization` (its API key)
+    calls: list[Call] = field(default_factory=list)
+
+
+def _finished_call(agent: Agent, *, ago: timedelta, seconds: int, status: str, channel: str) -> Call:
+    """A call of `seconds` that started `ago`: billed as the engine bills it (finish_call measures up to now),
+    then moved back in time."""
+    phone = channel == "phone"
+    call = calls_services.start_call(
+        agent=agent,
+        channel=channel,
+        from_number="+14155550100" if phone else None,
+        to_number="+14155550123" if phone else None,
+    )
+    started = timezone.now() - ago
+    for number, (role, text) in enumerate(CONVERSATION):
+        at = started + timedelta(seconds=2 + number * seconds / len(CONVERSATION))
+        calls_services.append_message(call=call, role=role, content=text, occurred_at=at)
+    calls_services.record_tool_invocation(
+        call=call,
+        tool_name="reschedule_appointment",
+        request={"patientId": "p-1024", "slot": "thursday-16:15"},
+        response='{"ok": true, "confirmation": "NW-88213"}',
+        status="success",
+        duration_ms=184,
+    )
+    calls_services.record_llm_usage(call=call, provider="embedded", model="rule-based", input_tokens=220)
+    Call.objects.filter(pk=call.pk).update(started_at=timezone.now() - timedelta(seconds=seconds))
+    call.refresh_from_db()
+    calls_services.finish_call(call=call, status=status)
+    Call.objects.filter(pk=call.pk).update(started_at=started, ended_at=started + timedelta(seconds=seconds))
+    return Call.objects.get(pk=call.pk)
+
+
+@pytest.fixture
+def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) -> DashboardWorld:
+    """Two organizations with long names, agents, finished and live calls with transcripts and tool calls,
+    agent log lines, phone numbers, a telephony account, a knowledge document, a used session token, a
+    group, and a superuser `staff` (password STAFF_PASSWORD) who logged in once after a wrong password."""
+    dentist = make_persona("Northwind Dental Clinics of the Greater San Francisco Bay Area", "studio")
+    dental = dentist.organization
+    plumbing = make_persona("Acme Plumbing & Heating Emergency Services", "launch").organization
+    ava = make_agent(dental, name="Ava, front desk and appointment scheduling (after hours)", status="active")
+    make_agent(dental, name="Billing questions and insurance pre-authorization", status="draft")
+    max_agent = make_agent(
+        plumbing, name="Max, emergency dispatch for burst pipes and boiler failures", status="active"
+    )
+    calls = []
+    for index in range(14):
+        agent = ava if index % 3 else max_agent
+        calls.append(
+            _finished_call(
+                agent,
+                ago=timedelta(hours=index * 3, minutes=7),
+                seconds=40 + index * 23,
+                status="failed" if index % 5 == 4 else "completed",
+                channel="phone" if index % 2 else "web",
+            )
+        )
+    for agent in (ava, max_agent):
+        live = calls_services.start_call(agent=agent, channel="phone", from_number="+14155550177")
+        calls_services.append_message(call=live, role="user", content="Hello, is anyone there?")
+    session = LogSession(dental.pk, ava.pk, "k2v9q1")
+    agent_log(session, "info", "session started", callId=str(calls[1].pk))
+    agent_log(
+        session,
+        "warn",
+        "The caller's audio arrived late: 1,240 ms of jitter on the media stream from the carrier; "
+        "the recognizer waited for the end of the turn before answering, which may have sounded slow.",
+        jitterMs=1240,
+    )
+    agent_log(session, "error", "Tool reschedule_appointment answered 502 Bad Gateway from https://booking.example.com")
+    flush_agent_logs()
+    telephony_account_set(organization=dental, account_sid="AC" + "1f" * 16, auth_token="twilio-auth-token-1234")
+    main_line = phone_number_claim(organization=dental, number="+14155550123", friendly_name="Main line")
+    phone_number_claim(organization=plumbing, number="+442071838750", friendly_name="London emergency line")
+    phone_number_assign(organization=dental, agent=ava, phone_number_id=main_line.pk)
+    knowledge_services.document_create(
+        organization=dental,
+        agent_id=str(ava.pk),
+        name="Opening hours and insurance FAQ",
+        content="# Opening hours\n\nWe open at eight and close at six on weekdays.\n\n"
+        "## Insurance\n\nFluoride treatment is covered once a year on every plan we accept.",
+        description="When the clinics are open, and what insurance covers.",
+    )
+    now = timezone.now()
+    UsedSessionToken.objects.create(
+        token_id="0" * 32,
+        organization_id=dental.pk,
+        agent_id=ava.pk,
+        used_at=now,
+        expires_at=now + timedelta(minutes=1),
+    )
+    Group.objects.create(name="Support staff")
+    django_user_model.objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD)
+    # The login form, which django-axes records: a wrong password of an unknown user, then staff logs in.
+    login = Client()
+    assert login.post("/admin/login/", {"username": "nobody", "password": "wrong"}).status_code == 200
+    assert login.post("/admin/login/", {"username": "staff", "password": STAFF_PASSWORD}).status_code == 302
+    return DashboardWorld(
+        organization=dental,
+        agent=ava,
+        call=calls[1],
+        other_organization=plumbing,
+        other_agent=max_agent,
+        api=dentist.client,
+        calls=calls,
+    )
+
+
+@pytest.fixture
+def browser_page() -> Iterator[tuple[Any, list[str]]]:
+    """A headless Chromium page (1280x800) that records CSP violations, and its console lines."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover - requirements-dev.txt pins it
+        pytest.skip("playwright is not installed (requirements-dev.txt)")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip("chromium is not installed (make setup installs it as root)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
+        )
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        context.add_init_script(WATCH_VIOLATIONS)
+        page = context.new_page()
+        console: list[str] = []
+        page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+        page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
+        try:
+            yield page, console
+        finally:
+            browser.close()
