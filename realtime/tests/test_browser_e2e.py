@@ -35,7 +35,7 @@ from realtime.tests.support import REPO, DaphneServer, VoiceClient, database_url
 from realtime.tests.test_s2s_e2e import DISCLOSURE as OLIVE_DISCLOSURE
 from realtime.tests.test_s2s_e2e import GREETING as OLIVE_GREETING
 from realtime.tests.test_s2s_e2e import olive
-from voiceagent.tests.test_csp_browser import WATCH_VIOLATIONS
+from voiceagent.tests.conftest import WATCH_VIOLATIONS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -25,10 +25,10 @@ def _ids(item: tuple[type[Model], admin.ModelAdmin]) -> str:
 
 
 @pytest.fixture
-def one_of_everything(dashboard_world: DashboardWorld) -> None:
+def one_of_everything(dashboard_world: DashboardWorld, make_agent: Any) -> None:
     """A row of every model the dashboard shows, made the way the product makes them: the dashboard's world
     (voiceagent/tests/conftest.py) and the agent-building rows (a custom tool, an MCP server, a selection)."""
-    agent = dashboard_world.agent
+    agent = make_agent(dashboard_world.organization, name="Hal, order desk", agent_type="http")
     response = dashboard_world.api.post(
         f"/public/v1/agents/{agent.pk}/tools",
         {"name": "lookup_order", "toolUrl": "https://tools.example.com/orders"},
