@@ -72,14 +72,51 @@ def _redis_of_this_worker(settings: Any, app: Any) -> None:
 @pytest.hookimpl(trylast=True)  # after pytest-django's order (database tests, then transactional ones)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`make test`), the modules with the most slow tests come first, so that the
-    longest runs start early."""
+    longest runs start early (see pytest_xdist_make_scheduler)."""
     if not hasattr(config, "workerinput"):  # a run without xdist, or its controller
         return
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
-        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+        modules.setdefault(_module_of(item.nodeid), []).append(item)
     slow = {module: sum(1 for item in its if item.get_closest_marker("slow")) for module, its in modules.items()}
     items[:] = [item for module in sorted(modules, key=lambda m: -slow[m]) for item in modules[module]]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist hands out whole modules: a module's tests run on one worker, in their order, so the
+    server, recordings and models it shares between its tests are made once (as pytest-xdist's
+    loadfile). Two differences: tests with the same node id (Schemathesis gives every operation's test
+    the same one) all run, where loadfile ran the first only; and a worker takes its next module only
+    once it is at the last test of the current one, so a long module is not queued behind another."""
+    if config.getvalue("dist") != "load":  # -n without --dist; another --dist keeps its own scheduler
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def add_node_collection(self, node: Any, collection: Any) -> None:
+            seen: dict[str, int] = {}
+            unique = []
+            for nodeid in collection:
+                seen[nodeid] = seen.get(nodeid, 0) + 1
+                unique.append(nodeid if seen[nodeid] == 1 else f"{nodeid}#{seen[nodeid]}")
+            super().add_node_collection(node, unique)
+
+        def _split_scope(self, nodeid: str) -> str:
+            return _module_of(nodeid)
+
+        def _reschedule(self, node: Any) -> None:
+            # A worker runs a test once it knows the next one: with one test left it waits for more.
+            if not node.shutting_down and self.workqueue and self._pending_of(self.assigned_work[node]) > 1:
+                return
+            super()._reschedule(node)
+
+    config.option.loadscopereorder = False  # the order of pytest_collection_modifyitems
+    return ModuleScheduling(config, log)
+
+
+def _module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
 
 
 @pytest.fixture(autouse=True)
