@@ -15,7 +15,8 @@ REALTIME_SECRET_FILE := var/realtime_token_secret
 # The suite runs on TEST_WORKERS pytest-xdist workers, each with a database of its own (and with REDIS_URL
 # a Redis database of its own: conftest.py); most tests wait on real servers and real-time audio, so more
 # workers than cores pay. Schemathesis' module runs beside them in a pytest of its own: it builds its
-# cases while it is collected (~45 s of CPU), which every worker would do again.
+# cases while it is collected (~45 s of CPU), which every worker would do again; at the lowest CPU
+# priority, since it is CPU-bound while the real-time voice tests need the CPU when they need it.
 TEST_WORKERS ?= 3
 SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
 # $(call pytest_suite,ARGS): both runs at once with ARGS; the Schemathesis run's output follows the
@@ -23,7 +24,7 @@ SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
 define pytest_suite
 	@echo 'pytest -n $(TEST_WORKERS) $(1) --ignore=$(SCHEMA_TESTS)  &  pytest $(1) $(SCHEMA_TESTS)'
 	@log=$$(mktemp); \
-	$(VENV)/bin/pytest -p no:xdist $(1) $(SCHEMA_TESTS) >$$log 2>&1 & schema=$$!; \
+	nice -n 19 $(VENV)/bin/pytest -p no:xdist $(1) $(SCHEMA_TESTS) >$$log 2>&1 & schema=$$!; \
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) $(1) --ignore=$(SCHEMA_TESTS); suite=$$?; \
 	wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log; rm -f $$log; \
 	test $$suite = 0 && test $$schema = 0
