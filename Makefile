@@ -1,4 +1,5 @@
-# Quickstart: `make run` (set up and serve on $(HOST):$(PORT), 127.0.0.1:8000 unless set) and `make test` (set up and run the suite).
+# Quickstart: `make run` (set up and serve on $(HOST):$(PORT), 127.0.0.1:8000 unless set) and `make test` (set up and run the suite;
+# `make test-fast` leaves out the tests marked slow).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -15,8 +16,25 @@ REALTIME_SECRET_FILE := var/realtime_token_secret
 # may be called under `make run`: unless OUTBOUND_ALLOWED_NETWORKS is set (set it empty to refuse them as the
 # service does by default), `make run` allows loopback. Without `make run` only public addresses are reached.
 LOOPBACK_NETWORKS := 127.0.0.0/8,::1/128
+# The suite runs on TEST_WORKERS pytest-xdist workers, each with a database of its own (and with REDIS_URL
+# a Redis database of its own: conftest.py); most tests wait on real servers and real-time audio, so more
+# workers than cores pay. Schemathesis' module runs beside them in a pytest of its own: it builds its
+# cases while it is collected (~45 s of CPU), which every worker would do again; at the lowest CPU
+# priority, since it is CPU-bound while the real-time voice tests need the CPU when they need it.
+TEST_WORKERS ?= 3
+SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
+# $(call pytest_suite,ARGS): both runs at once with ARGS; the Schemathesis run's output follows the
+# workers'; fails when either fails.
+define pytest_suite
+	@echo 'pytest -n $(TEST_WORKERS) $(1) --ignore=$(SCHEMA_TESTS)  &  pytest $(1) $(SCHEMA_TESTS)'
+	@log=$$(mktemp); \
+	nice -n 19 $(VENV)/bin/pytest -p no:xdist $(1) $(SCHEMA_TESTS) >$$log 2>&1 & schema=$$!; \
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) $(1) --ignore=$(SCHEMA_TESTS); suite=$$?; \
+	wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log; rm -f $$log; \
+	test $$suite = 0 && test $$schema = 0
+endef
 
-.PHONY: setup run test lint bench worker clean
+.PHONY: setup run test test-fast lint bench worker clean
 
 setup: $(STAMP)
 	@# The browser tests drive Debian's chromium: installed when missing and we are root; otherwise they are skipped.
@@ -55,8 +73,12 @@ test: setup
 	$(PY) manage.py makemigrations --check --dry-run
 	@# The public OpenAPI schema: valid OpenAPI, generated without a single warning.
 	$(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
-	$(VENV)/bin/pytest
+	$(call pytest_suite,)
 	node --test realtime/tests/js/
+
+# The edit loop: the suite without the tests marked slow (real speech, real models, real servers).
+test-fast: setup
+	$(call pytest_suite,-m "not slow")
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -34,6 +37,86 @@ def pytest_configure() -> None:
     # Knowledge ingestion runs inside the upload request, in the test's transaction (the background
     # worker of the serving process is proven through real servers: realtime/tests/test_upkeep_e2e.py).
     settings.KNOWLEDGE_INGEST_INLINE = True
+    # Staff passwords: see QuickPasswordHasher.
+    settings.PASSWORD_HASHERS = ["conftest.QuickPasswordHasher"]
+
+    _redis_of_this_worker(settings, app)
+
+
+class QuickPasswordHasher(PBKDF2PasswordHasher):
+    """Django's PBKDF2 (the production hasher, the same `pbkdf2_sha256$...` format) with 1,000 rounds
+    instead of 1,000,000: a staff login or a superuser made in a test took over a second of CPU. A hash
+    names its rounds, so the real servers a test starts (with the default hasher) check these too."""
+
+    iterations = 1_000
+
+
+def _redis_of_this_worker(settings: Any, app: Any) -> None:
+    """Under pytest-xdist (`make test`) each worker has a database of its own (pytest-django names it
+    after the worker) and, with REDIS_URL, a Redis database of its own: the next numbers after the one
+    REDIS_URL names, gw0 keeping it. Nothing one worker's servers queue, cache or send on the channel
+    layer reaches another's. The servers a test starts inherit it through the environment."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not settings.REDIS_URL or not worker.startswith("gw"):
+        return
+    parts = urlsplit(settings.REDIS_URL)
+    number = (int(parts.path.strip("/") or 0) + int(worker[2:])) % 16  # redis-server has 16 by default
+    url = parts._replace(path=f"/{number}").geturl()
+    os.environ["REDIS_URL"] = settings.REDIS_URL = url
+    # The settings made from REDIS_URL (voiceagent/settings.py); nothing has connected yet.
+    settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"] = url
+    settings.CACHES["default"]["LOCATION"] = url
+    settings.CELERY_BROKER_URL = app.conf.broker_url = url
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's order (database tests, then transactional ones)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test`), the modules with the most slow tests come first, so that the
+    longest runs start early (see pytest_xdist_make_scheduler)."""
+    if not hasattr(config, "workerinput"):  # a run without xdist, or its controller
+        return
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(_module_of(item.nodeid), []).append(item)
+    slow = {module: sum(1 for item in its if item.get_closest_marker("slow")) for module, its in modules.items()}
+    items[:] = [item for module in sorted(modules, key=lambda m: -slow[m]) for item in modules[module]]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist hands out whole modules: a module's tests run on one worker, in their order, so the
+    server, recordings and models it shares between its tests are made once (as pytest-xdist's
+    loadfile). Two differences: tests with the same node id (Schemathesis gives every operation's test
+    the same one) all run, where loadfile ran the first only; and a worker takes its next module only
+    once it is at the last test of the current one, so a long module is not queued behind another."""
+    if config.getvalue("dist") != "load":  # -n without --dist; another --dist keeps its own scheduler
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def add_node_collection(self, node: Any, collection: Any) -> None:
+            seen: dict[str, int] = {}
+            unique = []
+            for nodeid in collection:
+                seen[nodeid] = seen.get(nodeid, 0) + 1
+                unique.append(nodeid if seen[nodeid] == 1 else f"{nodeid}#{seen[nodeid]}")
+            super().add_node_collection(node, unique)
+
+        def _split_scope(self, nodeid: str) -> str:
+            return _module_of(nodeid)
+
+        def _reschedule(self, node: Any) -> None:
+            # A worker runs a test once it knows the next one: with one test left it waits for more.
+            if not node.shutting_down and self.workqueue and self._pending_of(self.assigned_work[node]) > 1:
+                return
+            super()._reschedule(node)
+
+    config.option.loadscopereorder = False  # the order of pytest_collection_modifyitems
+    return ModuleScheduling(config, log)
+
+
+def _module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
 
 
 @pytest.fixture(autouse=True)

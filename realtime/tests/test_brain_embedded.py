@@ -734,10 +734,11 @@ async def test_a_turn_takes_well_under_ten_milliseconds_with_twenty_tools() -> N
     brain = EmbeddedBrain(language="en-US", today=lambda: TODAY)
     history = [Turn(role="user", text="i need a refund for item four five six seven bought yesterday two of them")]
     brain.answer(context, history)  # the tool index is built once per conversation
-    started = time.perf_counter()
+    # The CPU time of this thread: the brain's own work, not the waits of a machine busy with other tests.
+    started = time.thread_time()
     for _ in range(20):
         outputs = EmbeddedBrain(language="en-US", today=lambda: TODAY).answer(context, history)
-    per_turn_ms = (time.perf_counter() - started) * 1000 / 20
+    per_turn_ms = (time.thread_time() - started) * 1000 / 20
     assert isinstance(outputs[0], ToolCall)
     assert outputs[0].name == "tool_1_refund"
     assert outputs[0].arguments == {"item_number": "4567", "date": "2026-03-09", "quantity": 2}
