@@ -273,13 +273,15 @@ MAX_SEARCH_WORDS = 8
 
 # SQLite's trigram index (calls/migrations/0005) finds substrings of three characters or more.
 _TRIGRAM_MIN = 3
-_SQLITE_TRIGRAM_MATCH = (
-    "SELECT id FROM calls_callmessage WHERE rowid IN "
+_SQLITE_TRIGRAM_CALLS = (
+    "SELECT call_id FROM calls_callmessage WHERE rowid IN "
     "(SELECT rowid FROM calls_callmessage_fts WHERE calls_callmessage_fts MATCH %s)"
 )
 # A part of a search that matches at most this many rows goes to the database as a list of ids, which the
 # indexes of the calls table serve even inside OR; a larger one as a subquery (the table is read anyway).
 ID_LIST_MAX = 2000
+# What may be part of a phone number as people write it: +1 (415) 555-0100.
+_PHONE_TERM = re.compile(r"\+?[\d\s().-]*\d[\d\s().-]*")
 
 
 def _ids(values: QuerySet) -> list[Any] | QuerySet:
@@ -287,25 +289,31 @@ def _ids(values: QuerySet) -> list[Any] | QuerySet:
     return list(dict.fromkeys(ids)) if len(ids) <= ID_LIST_MAX else values
 
 
-def _messages_with(word: str) -> QuerySet[CallMessage]:
-    """Messages in which `word` (letters, digits, underscores) was said, read through the database's index
-    of message text (calls/migrations/0005). PostgreSQL: full-text search in the `simple` configuration
-    (any language), the word also as a prefix ("refund" finds "refunds"). SQLite: the word anywhere in a
-    message, case-insensitive, through the FTS5 trigram index (shorter words: a substring scan)."""
+def _said(word: str) -> Q:
+    """Calls in whose transcript `word` (letters, digits, underscores) was said, read through the
+    database's index of message text (calls/migrations/0005). PostgreSQL: full-text search in the `simple`
+    configuration (any language), the word also as a prefix ("refund" finds "refunds"). SQLite: the word
+    anywhere in a message, case-insensitive, through the FTS5 trigram index (shorter words: a scan)."""
     messages = CallMessage.objects.order_by()
     if connection.vendor == "postgresql":
         # The word is only \w characters: safe as a raw tsquery term.
         query = SearchQuery(f"'{word}':*", search_type="raw", config="simple")
-        return messages.annotate(words=SearchVector("content", config="simple")).filter(words=query)
+        messages = messages.annotate(words=SearchVector("content", config="simple")).filter(words=query)
+        return Q(pk__in=_ids(messages.values_list("call_id", flat=True)))
     if connection.vendor == "sqlite" and len(word) >= _TRIGRAM_MIN:
-        # Constant SQL; the word is a parameter (quoted as one FTS5 string: it holds no quote).
-        return messages.filter(pk__in=RawSQL(_SQLITE_TRIGRAM_MATCH, [f'"{word}"']))  # noqa: S611
-    return messages.filter(content__icontains=word)
+        match = f'"{word}"'  # one FTS5 string: the word holds no quote
+        with connection.cursor() as cursor:
+            cursor.execute(f"{_SQLITE_TRIGRAM_CALLS} LIMIT %s", [match, ID_LIST_MAX + 1])
+            ids = [row[0] for row in cursor.fetchall()]
+        if len(ids) <= ID_LIST_MAX:
+            return Q(pk__in=list(dict.fromkeys(ids)))
+        return Q(pk__in=RawSQL(_SQLITE_TRIGRAM_CALLS, [match]))  # noqa: S611 - constant SQL, the word a parameter
+    return Q(pk__in=_ids(messages.filter(content__icontains=word).values_list("call_id", flat=True)))
 
 
 def _about(term: str) -> Q:
     """Calls whose agent's or organization's name holds `term` (for a call whose agent was deleted, the
-    name the agent had), or, for a term with a digit, one of its phone numbers."""
+    name the agent had), or, when `term` is written like (part of) a phone number, one of its numbers."""
     agents = Agent.objects.filter(name__icontains=term).values_list("pk", flat=True)
     organizations = Organization.objects.filter(name__icontains=term).values_list("pk", flat=True)
     about = (
@@ -313,8 +321,9 @@ def _about(term: str) -> Q:
         | Q(agent__isnull=True, agent_name__icontains=term)
         | Q(organization_id__in=_ids(organizations))
     )
-    if any(character.isdigit() for character in term):
-        about |= Q(from_number__icontains=term) | Q(to_number__icontains=term)
+    if _PHONE_TERM.fullmatch(term):
+        digits = "".join(character for character in term if character.isdigit())
+        about |= Q(from_number__contains=digits) | Q(to_number__contains=digits)
     return about
 
 
@@ -332,8 +341,7 @@ def call_search(*, calls: QuerySet[Call], text: str, transcripts: bool) -> Query
     found |= functools.reduce(operator.and_, (_about(term) for term in terms))
     words = list(dict.fromkeys(_WORD.findall(text.lower())))[:MAX_SEARCH_WORDS]
     if transcripts and words:
-        said = (Q(pk__in=_ids(_messages_with(word).values_list("call_id", flat=True))) for word in words)
-        found |= functools.reduce(operator.and_, said)
+        found |= functools.reduce(operator.and_, (_said(word) for word in words))
     start = text.lower()
     digits = start.replace("-", "")
     if _ID_START.fullmatch(start) and CALL_ID_FRAGMENT_MIN <= len(digits) <= 32:

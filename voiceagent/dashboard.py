@@ -120,6 +120,7 @@ class DashboardSite(admin.AdminSite):
                 "usage": busiest_organizations(at=at, limit=HOME_USAGE_ROWS),
                 "newest": newest_calls(limit=HOME_NEWEST_CALLS),
                 "refresh_seconds": LIVE_REFRESH_MS // 1000,
+                "live_shown": LIVE_CALLS_SHOWN,
                 "script": {"url": reverse("admin:live_calls"), "refreshMs": LIVE_REFRESH_MS},
             }
         return super().index(request, {**context, **(extra_context or {})})

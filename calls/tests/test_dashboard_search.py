@@ -98,6 +98,7 @@ def test_names_numbers_and_odd_input_search_as_before(client, conversations, own
     ours = {conversations[name].pk for name in ("refund", "delivery", "silent")}
 
     assert _search(client, "+4420718") == {conversations["refund elsewhere"].pk}
+    assert _search(client, "(415) 555-0100") == ours  # written as people write numbers
     conversations["delivery"].agent.delete()  # its calls keep the name the agent had
     assert _search(client, "support") == ours
     assert _search(client, owner.organization.name) == ours
