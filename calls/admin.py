@@ -216,6 +216,14 @@ class CallAdmin(admin.ModelAdmin):
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
         return call_search(calls=queryset, text=search_term, transcripts=can_view_transcripts(request)), False
 
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)
+        if changelist.query:
+            # The date drill-down above the list reads every match twice more (first and last date, then
+            # each date); a search result keeps the date filter of the side panel instead.
+            changelist.date_hierarchy = None
+        return changelist
+
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:

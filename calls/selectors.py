@@ -265,7 +265,7 @@ def newest_calls(*, limit: int = 10) -> list[Call]:
 
 # The start of a call id: hexadecimal digits (dashes allowed), at least this many of them; shorter ones
 # would match calls at random.
-CALL_ID_FRAGMENT_MIN = 6
+CALL_ID_START_MIN = 6
 _ID_START = re.compile(r"[0-9a-f]+(-[0-9a-f]+)*-?")
 _WORD = re.compile(r"\w+")
 MAX_SEARCH_WORDS = 8
@@ -330,21 +330,19 @@ def _about(term: str) -> Q:
 def call_search(*, calls: QuerySet[Call], text: str, transcripts: bool) -> QuerySet[Call]:
     """The calls of `calls` that match `text`, for the dashboard's calls list: a call matches when every
     word is in its agent's or organization's name or its phone numbers; or when `text` is the start of its
-    id (at least CALL_ID_FRAGMENT_MIN hexadecimal digits, dashes ignored; a range of the primary key) or its
+    id (at least CALL_ID_START_MIN hexadecimal digits, dashes ignored; a range of the primary key) or its
     organization's id; or, with `transcripts` (the reader may see what was said), when every word was said
     in the call."""
     text = text.strip()
     if not text:
         return calls
-    found = Q(pk__in=[])
-    terms = text.split()[:MAX_SEARCH_WORDS]
-    found |= functools.reduce(operator.and_, (_about(term) for term in terms))
+    found = functools.reduce(operator.and_, (_about(term) for term in text.split()[:MAX_SEARCH_WORDS]))
     words = list(dict.fromkeys(_WORD.findall(text.lower())))[:MAX_SEARCH_WORDS]
     if transcripts and words:
         found |= functools.reduce(operator.and_, (_said(word) for word in words))
     start = text.lower()
     digits = start.replace("-", "")
-    if _ID_START.fullmatch(start) and CALL_ID_FRAGMENT_MIN <= len(digits) <= 32:
+    if _ID_START.fullmatch(start) and CALL_ID_START_MIN <= len(digits) <= 32:
         lowest, highest = (uuid.UUID(int=int(digits.ljust(32, fill), 16)) for fill in "0f")
         found |= Q(pk__gte=lowest, pk__lte=highest)
         if len(digits) == 32:

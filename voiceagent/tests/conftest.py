@@ -19,7 +19,7 @@ from accounts.models import Organization
 from agents.models import Agent
 from calls import services as calls_services
 from calls.logging import LogSession, agent_log, flush_agent_logs
-from calls.models import Call
+from calls.models import AgentLog, Call, LlmUsage, ToolInvocation
 from knowledge import services as knowledge_services
 from realtime.models import UsedSessionToken
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
@@ -81,6 +81,9 @@ def _finished_call(agent: Agent, *, ago: timedelta, seconds: int, status: str, c
     call.refresh_from_db()
     calls_services.finish_call(call=call, status=status)
     Call.objects.filter(pk=call.pk).update(started_at=started, ended_at=started + timedelta(seconds=seconds))
+    middle = started + timedelta(seconds=seconds / 2)
+    ToolInvocation.objects.filter(call=call).update(created_at=middle)
+    LlmUsage.objects.filter(call=call).update(created_at=middle)
     return Call.objects.get(pk=call.pk)
 
 
@@ -123,6 +126,7 @@ def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) 
     )
     agent_log(session, "error", "Tool reschedule_appointment answered 502 Bad Gateway from https://booking.example.com")
     flush_agent_logs()
+    AgentLog.objects.filter(session_id=session.session_id).update(timestamp=calls[1].started_at + timedelta(seconds=1))
     telephony_account_set(organization=dental, account_sid="AC" + "1f" * 16, auth_token="twilio-auth-token-1234")
     main_line = phone_number_claim(organization=dental, number="+14155550123", friendly_name="Main line")
     phone_number_claim(organization=plumbing, number="+442071838750", friendly_name="London emergency line")

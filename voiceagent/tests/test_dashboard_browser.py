@@ -92,12 +92,14 @@ def test_the_home_page_refreshes_live_calls_by_itself(server, dashboard_world, b
     base = server.http_url
     _log_in(page, base)
     assert _open(page, console, f"{base}/admin/", "home") == 0
+    from playwright.sync_api import expect
+
     assert page.text_content('[data-count="live"]') == "2"
     assert page.locator("#live-calls tbody tr").count() == 2
 
     # A third call starts while the page is open: the page shows it without being reloaded.
     in_thread(lambda: calls_services.start_call(agent=dashboard_world.agent, channel="web"))
-    page.wait_for_function("document.querySelector('[data-count=\"live\"]').textContent === '3'", timeout=20_000)
+    expect(page.locator('[data-count="live"]')).to_have_text("3", timeout=20_000)
     assert page.locator("#live-calls tbody tr").count() == 3
     assert page.text_content("#live-updated").startswith("updated")
     assert page.evaluate("window.__cspViolations") == []
