@@ -210,8 +210,11 @@ def _post_value(field: forms.Field, name: str, value: Any) -> dict[str, Any]:
 def _as_posted(form: forms.BaseForm) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for name, form_field in form.fields.items():
-        if not form_field.disabled:
-            data.update(_post_value(form_field, form.add_prefix(name), form[name].value()))
+        if form_field.disabled:
+            continue
+        # A password box is shown empty (write-only secrets): the browser posts it blank.
+        hidden = isinstance(form_field.widget, forms.PasswordInput) and not form_field.widget.render_value
+        data.update(_post_value(form_field, form.add_prefix(name), "" if hidden else form[name].value()))
     return data
 
 

@@ -48,6 +48,8 @@ def world(db: Any, settings: Any) -> Iterator[None]:
 
 @schema.parametrize()
 # The seeded objects live for one operation's examples (a DELETE that succeeds makes later ones 404).
-@hypothesis_settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+# How fast Hypothesis generates request bodies depends on how busy the machine is (the suite's other
+# workers run beside it), not on the API: its "too slow" health check is no verdict on the service.
+@hypothesis_settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], deadline=None)
 def test_the_api_answers_as_its_schema_says(case: Any, world: None) -> None:
     case.call_and_validate()
