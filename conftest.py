@@ -32,7 +32,7 @@ def pytest_configure() -> None:
 
     settings.AGENT_LOG_FLUSH_SECONDS = 0
     settings.CALLS_MAINTENANCE_SECONDS = 0
-    # No heartbeat thread either (voiceagent/liveness.py): calls and documents keep heartbeat_at empty.
+    # No heartbeat thread either (kit/liveness.py): calls and documents keep heartbeat_at empty.
     settings.LIVENESS_HEARTBEAT_SECONDS = 0
     # Knowledge ingestion runs inside the upload request, in the test's transaction (the background
     # worker of the serving process is proven through real servers: realtime/tests/test_upkeep_e2e.py).

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import ApiKey, Organization, Plan
-from voiceagent.errors import ApiError
+from kit.errors import ApiError
 
 API_KEY_PREFIX = "va_"
 API_KEY_VISIBLE_CHARS = 10

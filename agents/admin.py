@@ -35,13 +35,13 @@ from agents.tools.selectors import mcp_tool_selection_list, tool_list
 from agents.tools.serializers import parse_header_lines, parse_selections
 from agents.tools.services import mcp_tools_replace
 from calls.selectors import call_list
+from kit.errors import ApiError
+from kit.fields import iso, parse
 from knowledge.selectors import document_list
 from telephony.models import PhoneNumber, PhoneNumberStatus
 from telephony.selectors import agent_phone_numbers
 from telephony.serializers import AssignRequestSerializer
 from telephony.services import phone_number_assign, phone_number_unassign
-from voiceagent.errors import ApiError
-from voiceagent.fields import iso, parse
 
 # The agent's own settings, in the order the form shows them (status only once the agent exists).
 SETTINGS = (

@@ -15,8 +15,8 @@ from agents.serializers import (
     AgentUpdatedSerializer,
     AgentWriteSerializer,
 )
-from voiceagent.api import PublicApiView
-from voiceagent.fields import iso, parse
+from kit.api import PublicApiView
+from kit.fields import iso, parse
 
 TAGS = ["Agents"]
 RULES = (

@@ -17,8 +17,8 @@ from django.http import HttpRequest
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError as DrfValidationError
 
-from voiceagent import outbound
-from voiceagent.errors import ApiError, validation_error
+from kit import outbound
+from kit.errors import ApiError, validation_error
 
 T = TypeVar("T")
 

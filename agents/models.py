@@ -3,7 +3,7 @@ import uuid
 from django.db import models
 
 from accounts.models import Organization
-from voiceagent.crypto import EncryptedJSONField, EncryptedTextField
+from kit.crypto import EncryptedJSONField, EncryptedTextField
 
 BUILTIN_VOICES = ("eve", "ara", "rex", "sal", "leo")
 

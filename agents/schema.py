@@ -13,7 +13,7 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerExtension
 
 from agents.serializers import LANGUAGE_PATTERN
-from voiceagent.schema import VISIBLE, string_rule, trimmed, trimmed_body
+from kit.schema import VISIBLE, string_rule, trimmed, trimmed_body
 
 MAX_ASSIGNMENTS = 1000
 

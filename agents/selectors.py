@@ -10,11 +10,11 @@ from accounts.models import Organization
 from agents.models import Agent
 from agents.tools.selectors import tool_count_subquery
 from calls.selectors import calls_today_subquery, success_rate_subquery
+from kit.db import IsoUtc
+from kit.errors import ApiError
+from kit.validation import parse_uuid
 from knowledge.selectors import document_count_subquery
 from telephony.models import PhoneNumber
-from voiceagent.db import IsoUtc
-from voiceagent.errors import ApiError
-from voiceagent.validation import parse_uuid
 
 
 def agent_get(*, organization: Organization, agent_id: str, for_update: bool = False) -> Agent:

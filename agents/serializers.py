@@ -15,7 +15,7 @@ from agents.models import (
     GreetingType,
     PromptType,
 )
-from voiceagent.fields import (
+from kit.fields import (
     E164Field,
     HeadersField,
     OutboundUrlField,

@@ -18,10 +18,10 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import Agent, AgentStatus, AgentType, AmbientSound, GreetingType, PromptType
 from agents.selectors import agent_get
+from kit import outbound
+from kit.errors import ApiError
+from kit.fields import iso
 from telephony.services import Assignment, phone_numbers_replace
-from voiceagent import outbound
-from voiceagent.errors import ApiError
-from voiceagent.fields import iso
 
 # Model field -> value for a field that a create or a PUT does not supply.
 DEFAULTS: dict[str, Any] = {

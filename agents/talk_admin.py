@@ -14,9 +14,9 @@ from django.urls import path
 from django.views.decorators.http import require_POST
 
 from agents.models import Agent
+from kit.errors import ApiError
 from realtime.demo import session_error_response
 from realtime.services import realtime_session_create
-from voiceagent.errors import ApiError
 
 
 @require_POST

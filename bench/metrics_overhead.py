@@ -3,7 +3,7 @@ scrape of GET /metrics costs, in the single-process registry and in multi-proces
 (PROMETHEUS_MULTIPROC_DIR, several processes writing).
 
   - record: one answered turn's metrics (5 stage observations) plus one tool call, per call of the
-    functions the engine uses (voiceagent.metrics.record_turn / record_tool_call), in microseconds;
+    functions the engine uses (kit.metrics.record_turn / record_tool_call), in microseconds;
   - scrape: the exposition the endpoint serves (size and time), after WRITERS other processes have
     each recorded TURNS turns (multi-process mode) or this process has (single process).
 
@@ -26,7 +26,7 @@ import os, sys, time, statistics, django
 sys.path.insert(0, os.getcwd())
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
 django.setup()
-from voiceagent import metrics
+from kit import metrics
 mode, turns = sys.argv[1], int(sys.argv[2])
 stages = {"end_of_turn": 310.0, "recognition": 95.0, "first_token": 2.0, "first_audio": 60.0, "total": 467.0}
 if mode in ("record", "write"):

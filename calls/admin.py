@@ -22,7 +22,7 @@ from calls.dashboard import call_record, usage_chart_svg
 from calls.models import AgentLog, Call
 from calls.selectors import call_log_lines, call_search, daily_minutes, usage_by_organization
 from calls.timeline import clock
-from voiceagent.fields import iso
+from kit.fields import iso
 
 USAGE_CHART_DAYS = 30
 

@@ -18,8 +18,8 @@ from calls.serializers import (
     call_detail,
     call_summary_item,
 )
-from voiceagent.api import PublicApiView
-from voiceagent.fields import parse
+from kit.api import PublicApiView
+from kit.fields import parse
 
 BAD_QUERY = OpenApiResponse(description="Invalid query parameter or ID; `issues` lists the problems")
 

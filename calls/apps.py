@@ -7,7 +7,7 @@ class CallsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from voiceagent.metrics import check_metrics_token
+        from kit.metrics import check_metrics_token
 
-        # The metrics endpoint's token (voiceagent/metrics.py): refused when weak with DEBUG off.
+        # The metrics endpoint's token (kit/metrics.py): refused when weak with DEBUG off.
         checks.register(check_metrics_token)

@@ -1,6 +1,6 @@
 """A call's per-turn latency summary, stored on the call when it ends and shown as `latency` in the
 call detail and on the dashboard's call page: the number of answered caller turns and, for each
-stage the engine measured (voiceagent.metrics.TURN_STAGES), the median and 95th percentile in ms.
+stage the engine measured (kit.metrics.TURN_STAGES), the median and 95th percentile in ms.
 
     {"turns": 3, "endOfTurnMs": {"p50": 310, "p95": 480}, "recognitionMs": {...}, "firstTokenMs": {...},
      "firstAudioMs": {...}, "totalMs": {...}}
@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# Stage name (voiceagent.metrics.TURN_STAGES) -> key in the stored summary and the API.
+# Stage name (kit.metrics.TURN_STAGES) -> key in the stored summary and the API.
 STAGE_KEYS = {
     "end_of_turn": "endOfTurnMs",
     "recognition": "recognitionMs",

@@ -76,7 +76,7 @@ class Call(models.Model):
     billing_period_start = models.DateTimeField(null=True, blank=True)
     # The engine's per-turn latency, p50/p95 of each stage in ms (calls.latency; null: no answered turn).
     latency = models.JSONField(null=True, blank=True)
-    # Written by the process holding the live call (voiceagent/liveness.py); stale = that process died.
+    # Written by the process holding the live call (kit/liveness.py); stale = that process died.
     heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:

@@ -31,8 +31,8 @@ from accounts.models import Organization
 from agents.models import Agent
 from calls.billing import period_bounds
 from calls.models import AgentLog, Call, CallMessage, CallStatus
-from voiceagent.errors import ApiError
-from voiceagent.validation import parse_uuid
+from kit.errors import ApiError
+from kit.validation import parse_uuid
 
 # successRate: completed calls / finished (completed + failed) calls started in the last 7 days,
 # as a percentage 0-100; 0 when the agent has no finished call in the window.

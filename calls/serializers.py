@@ -17,7 +17,7 @@ from calls.models import (
     UsageClassification,
 )
 from calls.selectors import CALL_SUMMARY_COLUMNS
-from voiceagent.fields import iso
+from kit.fields import iso
 
 
 class CallListQuery(serializers.Serializer):

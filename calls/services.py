@@ -37,7 +37,7 @@ from calls.models import (
     ToolInvocationStatus,
 )
 from calls.summary import summarize
-from voiceagent import liveness
+from kit import liveness
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ def _finish(*, call_id: UUID, status: str, ended_at: datetime, latency: dict[str
 
 def call_close_stale(*, idle_for: timedelta | None = None) -> int:
     """Close as `failed` the active calls left behind by a crashed process: those whose process's
-    heartbeat stopped more than LIVENESS_EXPIRY_SECONDS ago (voiceagent/liveness.py), and those without a
+    heartbeat stopped more than LIVENESS_EXPIRY_SECONDS ago (kit/liveness.py), and those without a
     heartbeat (it was off) started more than `idle_for` ago (CALLS_STALE_AFTER_SECONDS) with no message,
     tool call or model turn since. They end (and are billed) at their last sign of life: the last
     recorded activity or heartbeat, both written while the call was still held (never after the crash,

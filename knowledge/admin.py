@@ -9,10 +9,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from agents.dashboard import ServiceModelForm
+from kit.fields import parse
 from knowledge.models import AgentKnowledgeIndex, KnowledgeChunk, KnowledgeDocument
 from knowledge.serializers import DocumentCreateSerializer
 from knowledge.services import OMITTED, document_create, document_remove
-from voiceagent.fields import parse
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

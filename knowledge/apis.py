@@ -16,6 +16,10 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from kit import metrics
+from kit.api import JsonParser, PublicApiView, content_length
+from kit.errors import ApiError, response_headers
+from kit.fields import parse
 from knowledge import schema as _schema  # noqa: F401 - registers the OpenAPI description of uploads
 from knowledge import selectors, services
 from knowledge.serializers import (
@@ -26,10 +30,6 @@ from knowledge.serializers import (
     DocumentFileSerializer,
     DocumentListItemSerializer,
 )
-from voiceagent import metrics
-from voiceagent.api import JsonParser, PublicApiView, content_length
-from voiceagent.errors import ApiError, response_headers
-from voiceagent.fields import parse
 
 TAGS = ["Knowledge"]
 NOT_FOUND = OpenApiResponse(description="Agent or document not found (or another organization's)")

@@ -10,8 +10,8 @@ import logging
 import re
 from dataclasses import dataclass
 
+from kit.errors import ApiError
 from knowledge.models import DocumentType
-from voiceagent.errors import ApiError
 
 logger = logging.getLogger(__name__)
 

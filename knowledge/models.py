@@ -40,7 +40,7 @@ class KnowledgeDocument(models.Model):
     pages = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    # Written by the process ingesting (or queueing) the document (voiceagent/liveness.py).
+    # Written by the process ingesting (or queueing) the document (kit/liveness.py).
     heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:

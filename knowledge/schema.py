@@ -6,7 +6,7 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
 
-from voiceagent.schema import FORBIDDEN_PROPERTIES, WS, string_rule
+from kit.schema import FORBIDDEN_PROPERTIES, WS, string_rule
 
 # knowledge.extraction: control characters other than tab, newline, carriage return and form feed are binary.
 TEXT = "[^\\u0000-\\u0008\\u000b\\u000e-\\u001f\\u007f]"

@@ -8,8 +8,8 @@ from django.db.models import Count, Expression, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
 from accounts.models import Organization
+from kit.db import IsoUtc
 from knowledge.models import DocumentStatus, KnowledgeChunk, KnowledgeDocument
-from voiceagent.db import IsoUtc
 
 
 def document_count_subquery() -> Expression:

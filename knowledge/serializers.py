@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from kit.fields import StrictCharField
 from knowledge.models import DocumentStatus, DocumentType
-from voiceagent.fields import StrictCharField
 
 
 class DocumentCreateSerializer(serializers.Serializer):

@@ -18,14 +18,14 @@ from kombu.exceptions import OperationalError
 
 from accounts.models import Organization
 from agents.selectors import agent_get
+from kit import liveness
+from kit.errors import ApiError
+from kit.validation import parse_uuid
 from knowledge.chunking import chunk_pages, embedding_text
 from knowledge.embeddings import embed, to_bytes
 from knowledge.extraction import extract_upload, looks_binary, normalize
 from knowledge.models import AgentKnowledgeIndex, DocumentStatus, DocumentType, KnowledgeChunk, KnowledgeDocument
 from knowledge.suggest import suggest_description, suggest_name
-from voiceagent import liveness
-from voiceagent.errors import ApiError
-from voiceagent.validation import parse_uuid
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ STUCK_ERROR = (
 
 def document_fail_stuck(*, older_than: timedelta | None = None) -> int:
     """Mark `failed` (with STUCK_ERROR) the documents still `processing` whose process died: its
-    heartbeat (voiceagent/liveness.py) stopped more than LIVENESS_EXPIRY_SECONDS ago, or, for documents
+    heartbeat (kit/liveness.py) stopped more than LIVENESS_EXPIRY_SECONDS ago, or, for documents
     no process holds (queued for a Celery worker), ingestion started or the upload happened longer ago
     than KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS. One conditional UPDATE, so two sweeping processes cannot
     race; an ingestion that finishes later finds the document no longer `processing` and stores

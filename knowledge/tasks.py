@@ -18,9 +18,9 @@ from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections, connections
 
+from kit import liveness
 from knowledge import services
 from knowledge.models import KnowledgeDocument
-from voiceagent import liveness
 
 logger = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from kit.api import PublicApiView
+from kit.fields import iso
 from realtime.services import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, PROTOCOL, realtime_session_create
-from voiceagent.api import PublicApiView
-from voiceagent.fields import iso
 
 
 # OpenAPI descriptions of the response (one class per shape: a serializer field instance cannot be shared

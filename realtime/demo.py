@@ -21,8 +21,8 @@ from django.views.decorators.http import require_POST, require_safe
 from accounts.models import Organization
 from accounts.selectors import organization_get
 from agents.models import Agent
+from kit.errors import ApiError
 from realtime.services import realtime_session_create
-from voiceagent.errors import ApiError
 
 logger = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ from accounts.models import CallReservation, Organization
 from agents.models import Agent, AgentStatus
 from agents.selectors import agent_get
 from calls.models import Call, CallChannel, CallStatus
+from kit import metrics
+from kit.errors import ApiError
 from realtime import tokens
 from realtime.models import UsedSessionToken
 from realtime.selectors import session_agent_get
-from voiceagent import metrics
-from voiceagent.errors import ApiError
 
 logger = logging.getLogger(__name__)
 

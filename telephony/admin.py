@@ -13,10 +13,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from agents.models import Agent
+from kit.admin_forms import PhoneNumberFormField, add_api_error, check_with_service
+from kit.errors import ApiError
 from telephony import services
 from telephony.models import PhoneNumber, SetupStatus, TelephonyAccount
-from voiceagent.admin_forms import PhoneNumberFormField, add_api_error, check_with_service
-from voiceagent.errors import ApiError
 
 _FIELD_NAMES = {"accountSid": "account_sid", "authToken": "auth_token", "apiKeySid": "api_key_sid"}
 _FIELD_NAMES |= {"apiKeySecret": "api_key_secret", "provider": "provider"}

@@ -7,6 +7,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.selectors import agent_get
+from kit.api import PublicApiView
+from kit.fields import parse
+from kit.validation import parse_uuid
 from telephony import selectors, services
 from telephony.serializers import (
     AssignedNumberSerializer,
@@ -14,9 +17,6 @@ from telephony.serializers import (
     AssignResponseSerializer,
     PhoneNumberSerializer,
 )
-from voiceagent.api import PublicApiView
-from voiceagent.fields import parse
-from voiceagent.validation import parse_uuid
 
 TAGS = ["Phone numbers"]
 

@@ -40,6 +40,7 @@ from channels.db import database_sync_to_async
 
 from agents.models import Agent, AgentStatus
 from calls.models import CallChannel, CallStatus
+from kit.providers import ProviderError
 from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.session import Session, open_session
 from realtime.engine.transport import Ending
@@ -49,7 +50,6 @@ from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TO
 from telephony import audio
 from telephony.providers import PhoneProvider, provider_for
 from telephony.streams import StreamGrant, call_group, stream_token_redeem
-from voiceagent.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 

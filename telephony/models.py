@@ -4,7 +4,7 @@ from django.db import models
 
 from accounts.models import Organization
 from agents.models import Agent
-from voiceagent.crypto import EncryptedTextField
+from kit.crypto import EncryptedTextField
 
 MAX_NUMBERS_PER_AGENT = 25
 

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
+from kit.fields import E164Field, StrictUUIDField
 from telephony.models import PhoneNumberStatus
-from voiceagent.fields import E164Field, StrictUUIDField
 
 
 class AssignRequestSerializer(serializers.Serializer):

@@ -27,6 +27,9 @@ from agents.models import Agent, AgentStatus
 from calls.logging import LogSession, agent_log, new_session_id
 from calls.models import Call, CallStatus
 from calls.services import finish_call
+from kit.errors import ApiError
+from kit.providers import ProviderError
+from kit.validation import e164_problem, region_of
 from telephony.models import (
     MAX_NUMBERS_PER_AGENT,
     PhoneNumber,
@@ -36,9 +39,6 @@ from telephony.models import (
     TelephonyAccount,
 )
 from telephony.providers import PROVIDERS, provider_for
-from voiceagent.errors import ApiError
-from voiceagent.providers import ProviderError
-from voiceagent.validation import e164_problem, region_of
 
 logger = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from kit.providers import ProviderError
 from realtime.services import ConcurrentCallLimitExceeded, call_slot_release
 from realtime.tokens import TokenError
 from telephony import services
 from telephony.models import TelephonyAccount
 from telephony.providers import provider_for
-from voiceagent.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from calls.selectors import (
     newest_calls,
 )
 from calls.timeline import clock
-from voiceagent.fields import iso
+from kit.fields import iso
 
 # Tables the service keeps for itself: left out of the navigation (their pages still answer, linked from
 # the home page's "Internal tables" line).

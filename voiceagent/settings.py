@@ -74,9 +74,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "voiceagent.errors.JsonErrorMiddleware",
+    "kit.errors.JsonErrorMiddleware",
     # Deployment security: the Content-Security-Policy header, and admin login lockouts (axes: last).
-    "voiceagent.csp.ContentSecurityPolicyMiddleware",
+    "kit.csp.ContentSecurityPolicyMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
 
@@ -200,7 +200,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # JSON only: any other Content-Type is a 415. The knowledge upload adds multipart on its own view.
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "EXCEPTION_HANDLER": "voiceagent.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "kit.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_PAGINATION_CLASS": None,
@@ -243,7 +243,7 @@ SPECTACULAR_SETTINGS = {
     ],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "voiceagent.schema.complete_public_api",
+        "kit.schema.complete_public_api",
     ],
     # The docs page uses the bundled Swagger UI: nothing is fetched from a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -275,7 +275,7 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", defa
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=BEHIND_TLS_PROXY)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=BEHIND_TLS_PROXY)
-# Content-Security-Policy of every HTML page (voiceagent/csp.py); "report-only" sends it as
+# Content-Security-Policy of every HTML page (kit/csp.py); "report-only" sends it as
 # Content-Security-Policy-Report-Only (browsers report violations without blocking), "off" sends none.
 CSP_MODE = _choice("CSP_MODE", "enforce", ("enforce", "report-only", "off"))
 # Admin login throttle (django-axes): after ADMIN_LOGIN_FAILURE_LIMIT wrong passwords for one username
@@ -453,7 +453,7 @@ KNOWLEDGE_SEARCH_CACHE_AGENTS = env.int("KNOWLEDGE_SEARCH_CACHE_AGENTS", default
 KNOWLEDGE_MODEL_CACHE = env.str("KNOWLEDGE_MODEL_CACHE", default="")
 
 # --- upkeep and background ingestion (calls/maintenance.py, knowledge/tasks.py) -------------------
-# Liveness (voiceagent/liveness.py): every process writes a heartbeat on the calls and ingestions it
+# Liveness (kit/liveness.py): every process writes a heartbeat on the calls and ingestions it
 # holds; a call or document whose heartbeat is older than the expiry belongs to a dead process and the
 # upkeep sweep closes it (a call `failed` at its last activity). 0 turns the heartbeat off.
 LIVENESS_HEARTBEAT_SECONDS = env.float("LIVENESS_HEARTBEAT_SECONDS", default=15.0)
@@ -497,7 +497,7 @@ LOGGING = {
     # out (an unauthenticated flood must not grow the log by a line per request). docs/deployment-security.md
     "filters": {
         "unauthorized_throttle": {
-            "()": "voiceagent.log_filters.UnauthorizedLogThrottle",
+            "()": "kit.log_filters.UnauthorizedLogThrottle",
             "interval_seconds": env.float("UNAUTHORIZED_LOG_INTERVAL_SECONDS", default=60.0),
         }
     },
@@ -517,5 +517,5 @@ LOGGING = {
 # --- metrics (docs/metrics.md) -----------------------------------------------------------------
 # GET /metrics (Prometheus): with a token, scrapes need "Authorization: Bearer <token>"; without one,
 # only loopback clients are answered. PROMETHEUS_MULTIPROC_DIR (read by prometheus-client itself) turns
-# on multi-process collection; OTEL_EXPORTER_OTLP_ENDPOINT (read by voiceagent/tracing.py) turns on traces.
+# on multi-process collection; OTEL_EXPORTER_OTLP_ENDPOINT (read by kit/tracing.py) turns on traces.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")

@@ -2,9 +2,9 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerSplitView
 
-from voiceagent import schema as _schema  # noqa: F401 - registers the OpenAPI field descriptions
+from kit import schema as _schema  # noqa: F401 - registers the OpenAPI field descriptions
+from kit.metrics import metrics_view
 from voiceagent.health import healthz, livez
-from voiceagent.metrics import metrics_view
 
 public_v1 = [
     path("", include("agents.urls")),

@@ -5,7 +5,7 @@ import uuid
 import django.db.models.deletion
 from django.db import migrations, models
 
-import voiceagent.crypto
+import kit.crypto
 
 
 class Migration(migrations.Migration):
@@ -55,7 +55,7 @@ class Migration(migrations.Migration):
                 ("voice_name", models.CharField(default="eve", max_length=32)),
                 ("server_url", models.CharField(blank=True, max_length=2048, null=True)),
                 ("server_headers", models.JSONField(blank=True, default=dict)),
-                ("server_secret", voiceagent.crypto.EncryptedTextField(blank=True, null=True)),
+                ("server_secret", kit.crypto.EncryptedTextField(blank=True, null=True)),
                 ("handoff_phone_number", models.CharField(blank=True, max_length=16, null=True)),
                 (
                     "background_sound",
@@ -179,7 +179,7 @@ class Migration(migrations.Migration):
                         max_length=32,
                     ),
                 ),
-                ("credentials", voiceagent.crypto.EncryptedJSONField(blank=True, null=True)),
+                ("credentials", kit.crypto.EncryptedJSONField(blank=True, null=True)),
                 (
                     "tools",
                     models.JSONField(

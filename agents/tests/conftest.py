@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from agents.models import Agent
-from voiceagent.fields import iso
+from kit.fields import iso
 
 # Every field of the new-agent form, as the browser posts it.
 NEW_AGENT = {

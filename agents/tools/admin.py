@@ -25,13 +25,13 @@ from agents.dashboard import ServiceModelForm, header_lines, warn_destination, w
 from agents.models import Agent, AgentTool, McpAuthType, McpServer, McpServerStatus, McpToolSelection
 from agents.tools import services
 from agents.tools.serializers import ToolWriteSerializer, parse_header_lines
+from kit import outbound
+from kit.errors import ApiError
+from kit.fields import parse
+from kit.validation import url_problem
 from realtime.engine.brain.base import ToolCall
 from realtime.engine.tools import ToolDispatcher
 from realtime.engine.tools.delivery import Exchange, watched_exchanges
-from voiceagent import outbound
-from voiceagent.errors import ApiError
-from voiceagent.fields import parse
-from voiceagent.validation import url_problem
 
 SECRET_FIELDS = ("bearer_token", "secret_headers", "token_url", "client_id", "client_secret", "scope")
 

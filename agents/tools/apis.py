@@ -19,9 +19,9 @@ from agents.tools.serializers import (
     ToolWriteSerializer,
     parse_selections,
 )
-from voiceagent.api import PublicApiView
-from voiceagent.fields import parse
-from voiceagent.schema import REQUEST_MAX_ITEMS
+from kit.api import PublicApiView
+from kit.fields import parse
+from kit.schema import REQUEST_MAX_ITEMS
 
 TOOLS = ["Tools"]
 MCP = ["MCP"]

@@ -1,6 +1,6 @@
 """MCP client: talks to connected tool servers with the official `mcp` SDK (Streamable HTTP).
 
-Every HTTP request (token endpoint included) goes through voiceagent.outbound, and every failure
+Every HTTP request (token endpoint included) goes through kit.outbound, and every failure
 becomes an McpFailure whose message names what went wrong without any credential or URL path
 (hosted MCP servers often carry an access key in the path).
 """
@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from agents.models import McpAuthType
-from voiceagent import outbound
+from kit import outbound
 
 TIMEOUT_SECONDS = 15.0
 # A conversation's session: how long aclose() waits for the polite end (DELETE of the session)

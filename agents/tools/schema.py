@@ -14,7 +14,7 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 
 from agents.tools.serializers import MAX_SCHEMA_BYTES, RESERVED_TOOL_NAMES, TOOL_NAME
-from voiceagent.schema import string_rule
+from kit.schema import string_rule
 
 SIMPLE_TYPES = ["array", "boolean", "integer", "null", "number", "object", "string"]
 TYPE_KEYWORD: dict[str, Any] = {

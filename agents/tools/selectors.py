@@ -9,9 +9,9 @@ from django.db.models.functions import Coalesce
 
 from accounts.models import Organization
 from agents.models import Agent, AgentTool, McpServer, McpServerStatus, McpToolSelection
-from voiceagent.errors import ApiError
-from voiceagent.fields import iso
-from voiceagent.validation import parse_uuid
+from kit.errors import ApiError
+from kit.fields import iso
+from kit.validation import parse_uuid
 
 
 def tool_count_subquery() -> Expression:

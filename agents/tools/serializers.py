@@ -10,8 +10,8 @@ import jsonschema
 from rest_framework import serializers
 
 from agents.models import HttpMethod, McpAuthType, McpServerStatus, ToolOnError
-from voiceagent.errors import ApiError
-from voiceagent.fields import (
+from kit.errors import ApiError
+from kit.fields import (
     HeadersField,
     JsonObjectField,
     OutboundUrlField,

@@ -4,7 +4,7 @@ Network work (connecting to an MCP server, resolving a URL's host) never runs in
 transaction: it happens first, and the result is written in one short write afterwards.
 
 A toolUrl, an MCP server URL or token endpoint that the outbound guard would refuse on every request is
-refused when it is saved, with the guard's reason (voiceagent.outbound.validate_destination).
+refused when it is saved, with the guard's reason (kit.outbound.validate_destination).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from agents.models import Agent, AgentTool, AgentType, McpAuthType, McpServer, M
 from agents.selectors import agent_get
 from agents.tools import mcp
 from agents.tools.selectors import tool_get
-from voiceagent import outbound
-from voiceagent.errors import ApiError, validation_error
-from voiceagent.validation import headers_problem, url_problem
+from kit import outbound
+from kit.errors import ApiError, validation_error
+from kit.validation import headers_problem, url_problem
 
 MAX_TOOLS_PER_AGENT = 128  # what the common function-calling model APIs accept in one request
 

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from kit import metrics
+from kit.providers import ProviderError
 from realtime.engine.brain import Brain, TextPiece, ToolCall, Usage, brain_for
 from realtime.engine.listener import Listener
 from realtime.engine.phrases import phrase
@@ -41,8 +43,6 @@ from realtime.engine.timing import TurnTiming
 from realtime.engine.turn_taking import UNFINISHED, UNSURE, reading
 from realtime.engine.voice import VoiceKit, ensure_preloaded, voice_kit
 from realtime.selectors import agent_vocabulary_texts
-from voiceagent import metrics
-from voiceagent.providers import ProviderError
 
 if TYPE_CHECKING:
     from realtime.engine.session import Response, Session

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kit.providers import ProviderError
 from realtime.engine.tools.delivery import ServerEndpoint, is_empty, parse_json, post_event
-from voiceagent.providers import ProviderError
 
 ASSISTANT_REQUEST_TIMEOUT_SECONDS = 3.0
 WHO = "serverUrl"

@@ -36,6 +36,8 @@ from agents.disclosure import disclosure_for
 from agents.models import Agent, BackgroundSound, GreetingType, PromptType
 from agents.services import ambient_sound_playable
 from calls.models import CallStatus, ToolInvocationStatus
+from kit import metrics, tracing
+from kit.providers import ProviderError
 from realtime.engine.brain import BrainContext, ToolCall, Turn, Usage
 from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.phrases import phrase
@@ -45,8 +47,6 @@ from realtime.engine.timing import TurnTiming
 from realtime.engine.tools import ToolDispatcher, ToolOutcome
 from realtime.engine.transport import Ending, Transport
 from realtime.engine.voice import Mixer, pipeline_class
-from voiceagent import metrics, tracing
-from voiceagent.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 

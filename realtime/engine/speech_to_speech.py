@@ -46,11 +46,11 @@ import aiohttp
 import numpy as np
 from django.conf import settings
 
+from kit.providers import ProviderError
 from realtime.engine.brain import ToolCall
 from realtime.engine.brain.openai_chat import language_name, parse_arguments
 from realtime.engine.playout import Segment
 from realtime.engine.timing import TurnTiming
-from voiceagent.providers import ProviderError
 
 if TYPE_CHECKING:
     from realtime.engine.session import Response, Session

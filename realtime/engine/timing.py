@@ -1,5 +1,5 @@
 """A caller turn's way through the engine, timed on the engine's clock (realtime/engine/clock.py):
-the stages behind the turn latency metrics (voiceagent.metrics) and each call's stored `latency`."""
+the stages behind the turn latency metrics (kit.metrics) and each call's stored `latency`."""
 
 from __future__ import annotations
 

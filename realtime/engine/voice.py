@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from voiceagent.providers import ProviderError, Registry
+from kit.providers import ProviderError, Registry
 
 logger = logging.getLogger(__name__)
 

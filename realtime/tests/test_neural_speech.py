@@ -22,6 +22,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from calls.models import Call
+from kit.providers import ProviderError
 from realtime.engine import voice
 from realtime.engine.phrases import phrase
 from realtime.engine.speech import piper_voice, whisper_local
@@ -30,7 +31,6 @@ from realtime.engine.speech.tts import OUTPUT_RATE, synthesize
 from realtime.engine.speech.whisper_local import WhisperRecognition, token_cap
 from realtime.tests.fakes import silence, speech
 from realtime.tests.support import to_16k
-from voiceagent.providers import ProviderError
 
 # sha256 of the packaged model files, recorded when the packages were inspected (docs/neural-speech.md).
 # The Piper voice is byte-identical to rhasspy/piper-voices' en_US-joe-medium.onnx; the Whisper model.bin

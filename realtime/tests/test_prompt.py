@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+from kit.providers import ProviderError
 from realtime.engine.prompt import AssistantPrompt, fetch_assistant_prompt
 from realtime.engine.tools.base import ToolTimeout
 from realtime.tests.loopback import (
@@ -18,7 +19,6 @@ from realtime.tests.loopback import (
     allow_loopback_fixture,  # noqa: F401 - fixture
     receiver_fixture,  # noqa: F401 - fixture
 )
-from voiceagent.providers import ProviderError
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 

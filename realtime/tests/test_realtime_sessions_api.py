@@ -69,7 +69,7 @@ def test_a_configuration_500_is_logged_as_one_warning_line_not_as_a_crash(
     with caplog.at_level(logging.INFO):
         response = owner.client.post(url(active_agent.pk))
     assert response.status_code == 500
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "voiceagent.errors"]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "kit.errors"]
     assert len(warnings) == 1
     assert "REALTIME_WS_URL" in warnings[0].getMessage() and "\n" not in warnings[0].getMessage()
     assert warnings[0].exc_info is None

@@ -17,6 +17,7 @@ from asgiref.sync import sync_to_async
 
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
+from kit.providers import ProviderError
 from realtime.apps import check_voice_engine
 from realtime.engine import voice
 from realtime.engine.brain import TextPiece
@@ -36,7 +37,6 @@ from realtime.tests.fakes import (
     silence,
     speech,
 )
-from voiceagent.providers import ProviderError
 
 KEY = "sk-test-0123456789abcdefghijklmnopqrstuv"
 APOLOGY = phrase("apology", "en-US")

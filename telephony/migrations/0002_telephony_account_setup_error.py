@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-import voiceagent.crypto
+import kit.crypto
 
 
 def failed_to_error(apps, schema_editor):
@@ -43,7 +43,7 @@ class Migration(migrations.Migration):
                 ("account_sid", models.CharField(help_text="Twilio Account SID (AC...)", max_length=64, unique=True)),
                 (
                     "auth_token",
-                    voiceagent.crypto.EncryptedTextField(
+                    kit.crypto.EncryptedTextField(
                         help_text="Signs Twilio's webhooks; also the REST password without an API key."
                     ),
                 ),
@@ -51,7 +51,7 @@ class Migration(migrations.Migration):
                     "api_key_sid",
                     models.CharField(blank=True, default="", help_text="Optional API key SID (SK...)", max_length=64),
                 ),
-                ("api_key_secret", voiceagent.crypto.EncryptedTextField(blank=True, null=True)),
+                ("api_key_secret", kit.crypto.EncryptedTextField(blank=True, null=True)),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
                 ("updated_at", models.DateTimeField(auto_now=True)),
                 (

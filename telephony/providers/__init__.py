@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kit.providers import ProviderError, Registry
 from telephony.providers.base import PhoneProvider
-from voiceagent.providers import ProviderError, Registry
 
 if TYPE_CHECKING:
     from telephony.models import TelephonyAccount

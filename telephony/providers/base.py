@@ -1,5 +1,5 @@
 """The phone provider interface: what the webhooks, the media-stream transport and the dashboard need
-from a carrier. Every failure is a `voiceagent.providers.ProviderError(message, permanent=...)` whose
+from a carrier. Every failure is a `kit.providers.ProviderError(message, permanent=...)` whose
 message is safe to show an operator (no credentials, no tokens)."""
 
 from __future__ import annotations

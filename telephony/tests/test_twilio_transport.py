@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kit.providers import ProviderError
 from realtime.engine.clock import ManualClock
 from realtime.engine.transport import Ending
 from telephony import audio
 from telephony.consumers import TwilioTransport
-from voiceagent.providers import ProviderError
 
 FRAME_24K = 960  # bytes of PCM16 24 kHz in 20 ms
 

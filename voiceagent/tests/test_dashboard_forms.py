@@ -26,8 +26,8 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 
 from accounts.models import Organization, Plan
+from kit.admin_forms import PhoneNumberFormField
 from telephony.models import PhoneNumber
-from voiceagent.admin_forms import PhoneNumberFormField
 from voiceagent.tests.conftest import DashboardWorld
 
 pytestmark = pytest.mark.django_db

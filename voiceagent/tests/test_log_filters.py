@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from voiceagent import log_filters
+from kit import log_filters
 
 
 @pytest.fixture

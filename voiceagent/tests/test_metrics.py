@@ -13,7 +13,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from calls.latency import latency_summary
-from voiceagent import metrics
+from kit import metrics
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ _PROCESS = """
 import os, sys, django
 os.environ["DJANGO_SETTINGS_MODULE"] = "voiceagent.settings"
 django.setup()
-from voiceagent import metrics
+from kit import metrics
 if sys.argv[1] == "scrape":
     sys.stdout.write(metrics.exposition().decode())
 else:

@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from voiceagent import outbound
-from voiceagent.errors import ApiError
+from kit import outbound
+from kit.errors import ApiError
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -1,7 +1,8 @@
 from typing import Any
 
+from accounts.commands import organization_from_option
 from accounts.services import apikey_create
-from voiceagent.commands import JsonCommand, organization_from_option
+from kit.commands import JsonCommand
 
 
 class Command(JsonCommand):

@@ -2,7 +2,7 @@ from typing import Any
 
 from accounts.models import PlanCode
 from accounts.services import organization_create
-from voiceagent.commands import JsonCommand
+from kit.commands import JsonCommand
 
 
 class Command(JsonCommand):

@@ -1,8 +1,9 @@
 from typing import Any
 
+from accounts.commands import organization_from_option
 from accounts.models import PlanCode
 from accounts.services import organization_set_plan
-from voiceagent.commands import JsonCommand, organization_from_option
+from kit.commands import JsonCommand
 
 
 class Command(JsonCommand):

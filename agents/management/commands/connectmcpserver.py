@@ -6,10 +6,11 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
+from accounts.commands import organization_from_option
 from agents.models import McpAuthType, McpServerStatus
 from agents.tools.serializers import parse_header_lines
 from agents.tools.services import mcp_server_connect
-from voiceagent.commands import JsonCommand, organization_from_option
+from kit.commands import JsonCommand
 
 
 class Command(JsonCommand):

@@ -1,7 +1,7 @@
 from typing import Any
 
 from calls.maintenance import run_maintenance
-from voiceagent.commands import JsonCommand
+from kit.commands import JsonCommand
 
 
 class Command(JsonCommand):

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
+from kit.providers import ProviderError, Registry
 from realtime.engine.brain.base import (
     Brain,
     BrainContext,
@@ -22,7 +23,6 @@ from realtime.engine.brain.base import (
     Turn,
     Usage,
 )
-from voiceagent.providers import ProviderError, Registry
 
 BRAINS = Registry(
     "language model provider",

@@ -7,7 +7,7 @@ answer with `respond(context, history)`, an async iterator of:
 - `ToolCall`: run a tool; the shell appends an assistant turn carrying the call and a `tool` turn
   carrying its result, then calls `respond` again with the longer history (up to a few rounds);
 - `Usage`: one model request's token figures (recorded as one `llmUsage` item of the call).
-A provider failure is raised as `voiceagent.providers.ProviderError`; the shell then speaks a short
+A provider failure is raised as `kit.providers.ProviderError`; the shell then speaks a short
 apology and logs the error, the call goes on.
 """
 

@@ -19,7 +19,7 @@ Arguments that are not a JSON object are replaced by `{}` (and logged without th
 hold caller data): the dispatcher validates them against the tool's schema and tells the model what
 is missing, which gives it a chance to call again.
 
-The request goes straight to LLM_BASE_URL, not through voiceagent.outbound: the address is the
+The request goes straight to LLM_BASE_URL, not through kit.outbound: the address is the
 operator's deployment setting (often a loopback Ollama), not a tenant-supplied URL.
 """
 
@@ -39,8 +39,8 @@ from urllib.parse import urlsplit
 import openai
 from django.conf import settings
 
+from kit.providers import ProviderError
 from realtime.engine.brain.base import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn, Usage
-from voiceagent.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 

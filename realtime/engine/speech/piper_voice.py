@@ -37,9 +37,9 @@ import numpy as np
 import soxr
 from django.conf import settings
 
+from kit.providers import ProviderError
 from realtime.engine.speech.providers import sha256_problem
 from realtime.engine.speech.tts import OUTPUT_RATE, VOICE_PROFILES
-from voiceagent.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from voiceagent.providers import Registry
+from kit.providers import Registry
 
 EMBEDDED = "embedded"
 

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from kit.providers import ProviderError
 from realtime.engine.speech.providers import INPUT_RATE, TurnAudio, sha256_problem
-from voiceagent.providers import ProviderError
 
 logger = logging.getLogger(__name__)
 logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # not a line per turn

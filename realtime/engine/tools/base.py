@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from voiceagent.providers import ProviderError
+from kit.providers import ProviderError
 
 
 class ToolError(ProviderError):

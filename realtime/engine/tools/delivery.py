@@ -1,4 +1,4 @@
-"""How tools and the dynamic prompt reach the network: one request through `voiceagent.outbound.send`
+"""How tools and the dynamic prompt reach the network: one request through `kit.outbound.send`
 (the guard), its failures turned into `ProviderError` in plain words, and the signed webhook POST
 that webhook tools and the assistant request share.
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 
+from kit import outbound
+from kit.providers import ProviderError
 from realtime.engine.tools.base import ToolTimeout, seconds_words
-from voiceagent import outbound
-from voiceagent.providers import ProviderError
 
 # The largest reply accepted from a webhook, an http tool or serverUrl: a reply is read by a model
 # during a phone call, so anything bigger is a mistake of the tool (it fails with a clear message).

@@ -46,14 +46,14 @@ from jsonschema.exceptions import ValidationError, best_match
 from agents.models import Agent, AgentType, ToolOnError
 from agents.tools.mcp import Connection, McpSession
 from calls.models import ToolInvocationStatus
+from kit import metrics
+from kit.providers import ProviderError, Registry
 from realtime.engine.brain.base import ToolCall, ToolSpec
 from realtime.engine.records import CallRecorder
 from realtime.engine.tools import search_knowledge, transfer_call
 from realtime.engine.tools.base import CallContext, ToolError, ToolKind, ToolTimeout, seconds_words
 from realtime.engine.tools.delivery import ServerEndpoint
 from realtime.selectors import SessionTools, session_tools_get
-from voiceagent import metrics
-from voiceagent.providers import ProviderError, Registry
 
 logger = logging.getLogger(__name__)
 

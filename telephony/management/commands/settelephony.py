@@ -1,8 +1,9 @@
 from typing import Any
 
+from accounts.commands import organization_from_option
+from kit.commands import JsonCommand
 from telephony.models import PhoneNumberProvider
 from telephony.services import telephony_account_set
-from voiceagent.commands import JsonCommand, organization_from_option
 
 
 class Command(JsonCommand):

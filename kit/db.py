@@ -9,7 +9,7 @@ from django.db.models import CharField, Func
 
 class IsoUtc(Func):
     """A timestamp rendered by the database as ISO 8601 UTC with microseconds, e.g.
-    2026-11-22T19:03:11.123456Z: the same text as voiceagent.fields.iso(), without building a Python
+    2026-11-22T19:03:11.123456Z: the same text as kit.fields.iso(), without building a Python
     datetime per row (lists of thousands of rows spend most of their time there otherwise)."""
 
     output_field = CharField()

@@ -7,9 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.models import Organization
-from voiceagent.errors import ApiError
-from voiceagent.validation import parse_uuid
+from kit.errors import ApiError
 
 
 class JsonCommand(BaseCommand):
@@ -24,11 +22,3 @@ class JsonCommand(BaseCommand):
 
     def run(self, **options: Any) -> dict[str, Any]:
         raise NotImplementedError
-
-
-def organization_from_option(value: str) -> Organization:
-    organization_id = parse_uuid(value, "organization")
-    organization = Organization.objects.select_related("plan").filter(pk=organization_id).first()
-    if organization is None:
-        raise CommandError(f"Organization {value} not found")
-    return organization

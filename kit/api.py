@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 from rest_framework.views import APIView
 
-from accounts.models import Organization
-from voiceagent import metrics
-from voiceagent.errors import ApiError
-from voiceagent.throttling import rate_limit_take
+from kit import metrics
+from kit.errors import ApiError
+from kit.throttling import rate_limit_take
+
+if TYPE_CHECKING:
+    from accounts.models import Organization
 
 logger = logging.getLogger(__name__)
 

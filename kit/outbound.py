@@ -43,8 +43,8 @@ import httpx2
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from voiceagent.errors import ApiError
-from voiceagent.validation import url_problem
+from kit.errors import ApiError
+from kit.validation import url_problem
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

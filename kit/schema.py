@@ -134,7 +134,7 @@ def char_field_rule(field: Any) -> dict[str, Any]:
 
 
 E164_PATTERN = trimmed("\\+[1-9][0-9]{1,14}")
-# voiceagent.validation.url_problem on what urllib.parse.urlsplit makes of the URL: scheme http or https (any
+# kit.validation.url_problem on what urllib.parse.urlsplit makes of the URL: scheme http or https (any
 # case), a host, no user information, a port from 0 to 65535, no white space, at most 2048 characters (here:
 # a host of at most 1024 and a path, query and fragment of at most 1000).
 URL_PORT = "0{0,4}(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
@@ -142,7 +142,7 @@ URL_BODY = (
     f"[Hh][Tt][Tt][Pp][Ss]?://[^/?#@:\\[\\]{WS}\\u0000]{{1,1024}}(?::(?:{URL_PORT})?)?(?:[/?#][^{WS}\\u0000]{{0,999}})?"
 )
 URL_PATTERN = trimmed(URL_BODY)
-# voiceagent.validation.headers_problem: token names, not the ones the service sets, single-line values.
+# kit.validation.headers_problem: token names, not the ones the service sets, single-line values.
 HEADER_NAME_PATTERN = "^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$"
 RESERVED_HEADER_NAMES = ("host", "content-length", "transfer-encoding", "connection")
 
@@ -189,7 +189,7 @@ class CharFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class E164FieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "voiceagent.fields.E164Field"
+    target_class = "kit.fields.E164Field"
     priority = 1
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
@@ -203,7 +203,7 @@ class E164FieldSchema(OpenApiSerializerFieldExtension):
 
 
 class OutboundUrlFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "voiceagent.fields.OutboundUrlField"
+    target_class = "kit.fields.OutboundUrlField"
     priority = 1
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
@@ -218,7 +218,7 @@ class OutboundUrlFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class HeadersFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "voiceagent.fields.HeadersField"
+    target_class = "kit.fields.HeadersField"
     priority = 1
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
@@ -226,7 +226,7 @@ class HeadersFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class JsonObjectFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "voiceagent.fields.JsonObjectField"
+    target_class = "kit.fields.JsonObjectField"
     match_subclasses = True
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """What the dashboard's forms share so that they refuse exactly what the API refuses.
 
-- `PhoneNumberFormField`: an E.164 number, checked by the API's own rule (voiceagent.validation).
+- `PhoneNumberFormField`: an E.164 number, checked by the API's own rule (kit.validation).
 - `check_with_service`: a form asks the service that will save it, in a savepoint that is always rolled
   back, and shows the service's ApiError on the field it names; the rule stays in the service.
 """
@@ -13,8 +13,8 @@ from typing import Any
 from django import forms
 from django.db import transaction
 
-from voiceagent.errors import ApiError
-from voiceagent.validation import e164_problem
+from kit.errors import ApiError
+from kit.validation import e164_problem
 
 
 class PhoneNumberFormField(forms.CharField):

@@ -179,7 +179,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         response._has_been_logged = True  # Django's request logger would log it again as an error
     if error.status_code == 429:
         # A client hammering past its limit would write a WARNING line per refused request; the limiter
-        # logs refusals itself, at most one line a minute per API key (voiceagent.api.enforce_rate_limit).
+        # logs refusals itself, at most one line a minute per API key (kit.api.enforce_rate_limit).
         response._has_been_logged = True
     return response
 

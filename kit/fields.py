@@ -11,8 +11,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from voiceagent.errors import ApiError
-from voiceagent.validation import e164_problem, headers_problem, url_problem
+from kit.errors import ApiError
+from kit.validation import e164_problem, headers_problem, url_problem
 
 
 def iso(value: datetime | None) -> str | None:

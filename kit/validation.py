@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import phonenumbers
 
-from voiceagent.errors import ApiError
+from kit.errors import ApiError
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 _FORBIDDEN_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
