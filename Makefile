@@ -66,7 +66,7 @@ run: setup
 	REALTIME_WS_URL="$${REALTIME_WS_URL:-ws://$(HOST):$(PORT)}" \
 	OUTBOUND_ALLOWED_NETWORKS="$${OUTBOUND_ALLOWED_NETWORKS-$(LOOPBACK_NETWORKS)}" \
 	REALTIME_TOKEN_SECRET="$${REALTIME_TOKEN_SECRET:-$$(cat $(REALTIME_SECRET_FILE))}" \
-		$(VENV)/bin/daphne -b $(HOST) -p $(PORT) voiceagent.asgi:application
+		$(PY) -m voiceagent.server -b $(HOST) -p $(PORT) voiceagent.asgi:application
 
 test: setup
 	$(PY) manage.py check --fail-level WARNING

@@ -269,7 +269,7 @@ def main() -> None:
 
     port = free_port()
     server = subprocess.Popen(
-        [str(Path(python).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port), "voiceagent.asgi:application"],
+        [python, "-m", "voiceagent.server", "-b", "127.0.0.1", "-p", str(port), "voiceagent.asgi:application"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

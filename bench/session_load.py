@@ -525,12 +525,16 @@ class Load:
             last = len(caller.sent) - 1
             caller.relays = [(arrived - caller.sent[min(end // frame_bytes, last)]) * 1000 for arrived, end in arrivals]
         caller.step = "hanging up"
+        stop_sent = time.monotonic()
         await caller.client.send({"type": "stop"})  # type: ignore[attr-defined]
         code = await caller.client.wait_closed(60)  # type: ignore[attr-defined]
         if code == 1000:
             caller.completed = True
         else:
+            waited = time.monotonic() - stop_sent
+            error = caller.client.close_error  # type: ignore[attr-defined]
             caller.errors.append(f"closed with {code} after stop")
+            print(f"  {caller.client.url[-40:]}: {code} {waited:.1f} s after stop: {error!r}", flush=True)  # type: ignore[attr-defined]
 
     async def run_caller(self, caller: Caller, http: httpx.AsyncClient) -> None:
         try:

@@ -70,10 +70,9 @@ class DaphneServer:
         return f"ws://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 90.0) -> DaphneServer:
-        daphne = Path(sys.executable).with_name("daphne")
         output = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
-            [str(daphne), "-b", "127.0.0.1", "-p", str(self.port), "voiceagent.asgi:application"],
+            [sys.executable, "-m", "voiceagent.server", "-b", "127.0.0.1", "-p", str(self.port), "voiceagent.asgi:application"],
             cwd=REPO,
             env=self.env,
             stdout=output,
@@ -245,6 +244,7 @@ class VoiceClient:
     url: str
     messages: list[Received] = field(default_factory=list)
     close_code: int | None = None
+    close_error: BaseException | None = None  # why the socket ended without a close frame, when it did
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _session: aiohttp.ClientSession | None = None
     _ws: aiohttp.ClientWebSocketResponse | None = None
@@ -279,6 +279,7 @@ class VoiceClient:
                     self.on_message(item)
                 self._arrived.set()
         self.close_code = self._ws.close_code
+        self.close_error = self._ws.exception()
         self._arrived.set()
 
     @property

@@ -7,6 +7,10 @@ call, joins its call group again and is still ended by Twilio's status callback,
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import os
+import socket
 import time
 import urllib.parse
 import urllib.request
@@ -161,6 +165,68 @@ def line(stream: TwilioStream, seconds: float = 60) -> asyncio.Task[None]:
 async def stopped(task: asyncio.Task[Any]) -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+# --- a client that answers the closing handshake late ------------------------------------------
+
+
+def slow_client_close_code(url: str, *, unread_seconds: float) -> int:
+    """A client on a slow network, on a plain socket with a small receive buffer: it opens the session,
+    waits for `session.started`, then reads nothing for `unread_seconds` while the greeting's audio
+    queues up on the server's side of the connection, sends `stop`, reads nothing for `unread_seconds`
+    more, then reads on to the close frame; returns the close code it read (ConnectionError when the
+    server reset the connection before the close frame reached it)."""
+    parts = urllib.parse.urlsplit(url)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(60)
+        sock.connect((parts.hostname, parts.port))
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall(
+            f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        stream = sock.makefile("rb")
+        assert b" 101 " in stream.readline()
+        while stream.readline() not in (b"\r\n", b""):
+            pass
+
+        def frame() -> tuple[int, bytes]:
+            head = stream.read(2)
+            if len(head) < 2:
+                raise ConnectionError("the connection ended without a close frame")
+            length = head[1] & 0x7F
+            if length >= 126:
+                length = int.from_bytes(stream.read(2 if length == 126 else 8), "big")
+            return head[0] & 0x0F, stream.read(length)
+
+        while b"session.started" not in frame()[1]:
+            pass
+        time.sleep(unread_seconds)
+        stop = json.dumps({"type": "stop"}).encode()
+        mask = os.urandom(4)
+        sock.sendall(bytes([0x81, 0x80 | len(stop)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(stop)))
+        time.sleep(unread_seconds)
+        while (opcode_payload := frame())[0] != 8:
+            pass
+        return int.from_bytes(opcode_payload[1][:2], "big")
+
+
+async def test_a_slow_client_still_reads_the_close_code_the_service_sent(server, owner, make_agent, realtime_settings):
+    # The server waits WEBSOCKET_CLOSE_TIMEOUT_SECONDS (5) for the client's close reply before it drops
+    # the connection. With Daphne's own 1 s the connection was reset while the audio the client had
+    # not read yet and the close frame behind it were still on their way: the client saw 1006.
+    talker = await sync_to_async(make_agent)(
+        owner.organization,
+        name="Talker",
+        status="active",
+        greeting_type="static",
+        static_greeting="Welcome to the harbour office. " * 6,
+    )
+    code = await asyncio.to_thread(slow_client_close_code, browser_url(server, talker), unread_seconds=2.5)
+    assert code == 1000
+    call = await ended_call(agent=talker)
+    assert call.status == "completed"
 
 
 # --- a nested frame, then the socket drops -------------------------------------------------------

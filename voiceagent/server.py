@@ -1,0 +1,71 @@
+"""The service's ASGI server: Daphne, with a WebSocket closing handshake that waits for slow clients.
+
+`python -m voiceagent.server` takes Daphne's own command line (`-b`, `-p`, `--proxy-headers`, ...,
+`voiceagent.asgi:application`); `make run`, the Docker image and the tests' servers start it.
+
+Why not `daphne` itself: Daphne leaves autobahn's closing-handshake timeout at its default of 1 s.
+When the service closes a socket (1000 after the client's `stop`, 4408 on an idle session, ...) and
+the client's close reply takes longer than that (a phone on a poor mobile network, a browser tab whose
+page is busy, a client process handling many sockets), autobahn aborts the TCP connection with a
+reset, and the client, whose socket is reset before it has read the close frame, reports 1006 (an
+abnormal closure) instead of the code the service sent. Here the server waits
+WEBSOCKET_CLOSE_TIMEOUT_SECONDS (5 unless set; 1 to 60) for the reply before it drops the connection.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from daphne.cli import CommandLineInterface
+from daphne.server import Server
+
+CLOSE_TIMEOUT_ENV = "WEBSOCKET_CLOSE_TIMEOUT_SECONDS"
+CLOSE_TIMEOUT_DEFAULT = 5.0
+CLOSE_TIMEOUT_RANGE = (1.0, 60.0)
+
+
+def close_timeout_seconds(environ: dict[str, str] | os._Environ[str] = os.environ) -> float:
+    """WEBSOCKET_CLOSE_TIMEOUT_SECONDS as a number of seconds; SystemExit with the reason when invalid."""
+    raw = environ.get(CLOSE_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return CLOSE_TIMEOUT_DEFAULT
+    low, high = CLOSE_TIMEOUT_RANGE
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not low <= seconds <= high:
+        raise SystemExit(f"{CLOSE_TIMEOUT_ENV} must be a number of seconds from {low:g} to {high:g}, got {raw!r}")
+    return seconds
+
+
+class VoiceServer(Server):
+    """Daphne's server; once its WebSocket factory exists, and before it accepts a connection, the
+    closing handshake gets its timeout (protocol options are copied to each connection when it opens)."""
+
+    close_timeout = CLOSE_TIMEOUT_DEFAULT
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        ready = kwargs.pop("ready_callable", None)
+
+        def configure_then_ready() -> None:
+            self.ws_factory.setProtocolOptions(closeHandshakeTimeout=self.close_timeout)
+            if ready is not None:
+                ready()
+
+        super().__init__(*args, ready_callable=configure_then_ready, **kwargs)
+
+
+class VoiceServerCommand(CommandLineInterface):
+    server_class = VoiceServer
+
+
+def main(argv: list[str] | None = None) -> None:
+    VoiceServer.close_timeout = close_timeout_seconds()
+    VoiceServerCommand().run(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    main()

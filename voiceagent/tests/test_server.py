@@ -1,0 +1,24 @@
+"""The server's own settings are checked before it starts: a bad closing-handshake timeout is refused
+with the reason, not served with."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("value", ["soon", "0.5", "600"])
+def test_a_bad_close_timeout_is_refused_with_the_reason(value: str) -> None:
+    env = {**os.environ, "WEBSOCKET_CLOSE_TIMEOUT_SECONDS": value}
+    finished = subprocess.run(
+        [sys.executable, "-m", "voiceagent.server", "-b", "127.0.0.1", "-p", "0", "voiceagent.asgi:application"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert finished.returncode == 1
+    assert f"WEBSOCKET_CLOSE_TIMEOUT_SECONDS must be a number of seconds from 1 to 60, got '{value}'" in finished.stderr
