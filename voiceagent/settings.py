@@ -197,7 +197,7 @@ if KNOWLEDGE_MAX_CONCURRENT_UPLOADS < 1:
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["kit.renderers.JsonRenderer"],
     # JSON only: any other Content-Type is a 415. The knowledge upload adds multipart on its own view.
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "kit.errors.api_exception_handler",
