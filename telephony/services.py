@@ -26,7 +26,7 @@ from accounts.models import Organization
 from agents.models import Agent, AgentStatus
 from calls.logging import LogSession, agent_log, new_session_id
 from calls.models import Call, CallStatus
-from calls.services import finish_call
+from calls.services import call_finish
 from kit.errors import ApiError
 from kit.providers import ProviderError
 from kit.validation import e164_problem, region_of
@@ -436,7 +436,7 @@ async def call_status_receive(*, organization_id: uuid.UUID, call_sid: str, call
     """A status callback from the carrier. A final status tells the live media-stream session of the
     call (in whichever process holds it) to end, through the channel layer; a call record still open
     TELEPHONY_CALL_END_GRACE_SECONDS later has no live session (its process died) and is finished
-    here. finish_call is idempotent, so a session ending at the same moment does not bill twice.
+    here. call_finish is idempotent, so a session ending at the same moment does not bill twice.
     Returns the call finished here, if any."""
     from telephony.streams import call_group
 
@@ -460,4 +460,4 @@ async def call_status_receive(*, organization_id: uuid.UUID, call_sid: str, call
             break
         await asyncio.sleep(0.1)
     logger.info("call %s ended (%s) without a live stream: finishing it", call_sid, call_status)
-    return await sync_to_async(finish_call)(call=call, status=CALL_ENDED_STATUSES[call_status])
+    return await sync_to_async(call_finish)(call=call, status=CALL_ENDED_STATUSES[call_status])
