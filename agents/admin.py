@@ -403,7 +403,7 @@ class AgentAdmin(admin.ModelAdmin):
         return {
             "agent_tools": tool_list(agent=agent),
             "mcp_selections": mcp_tool_selection_list(agent=agent),
-            "documents": document_list(organization=organization, agent_id=str(agent.pk)),
+            "documents": document_list(agent=agent),
             "numbers": agent_phone_numbers(agent=agent),
             "latest_calls": call_list(organization=organization, agent_id=agent.pk, limit=LATEST_CALLS),
         }
