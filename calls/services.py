@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -25,6 +23,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import Agent
 from calls import billing
+from calls.maintenance import ensure_inprocess_maintenance
 from calls.models import (
     AgentLog,
     Call,
@@ -36,6 +35,7 @@ from calls.models import (
     ToolInvocation,
     ToolInvocationStatus,
 )
+from calls.sequence import next_sequence
 from calls.summary import summarize
 from kit import liveness
 
@@ -46,17 +46,6 @@ WEB_FROM_PLACEHOLDER = "web-client"
 WEB_TO_PLACEHOLDER = "web-agent"
 # A phone call whose caller id is withheld or unknown.
 UNKNOWN_NUMBER = "unknown"
-
-_sequence_lock = threading.Lock()
-_last_sequence = 0
-
-
-def next_sequence() -> int:
-    """A strictly increasing number (nanosecond clock based) that orders rows written by this process."""
-    global _last_sequence
-    with _sequence_lock:
-        _last_sequence = max(time.time_ns(), _last_sequence + 1)
-        return _last_sequence
 
 
 def _choice(value: str, allowed: type, what: str) -> str:
@@ -92,8 +81,6 @@ def call_start(
         heartbeat_at=liveness.first_beat(),
     )
     liveness.hold(Call, call.pk)
-    from calls.maintenance import ensure_inprocess_maintenance
-
     ensure_inprocess_maintenance()
     return call
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from calls import services, tasks
 from calls.models import AgentLog, Call, CallMessage, LlmUsage, ToolInvocation
+from calls.sequence import next_sequence
 
 
 def test_start_call_keeps_the_agent_name_of_call_time(owner, agent):
@@ -205,7 +206,7 @@ def test_the_maintenance_command_closes_stale_calls_and_purges_logs(agent, capsy
         timestamp=timezone.now() - timedelta(days=30),
         severity="info",
         content={"message": "old"},
-        sequence=services.next_sequence(),
+        sequence=next_sequence(),
     )
     call_command("calls_maintenance")
     assert Call.objects.get(pk=crashed.pk).status == "failed"
