@@ -41,7 +41,7 @@ from knowledge.selectors import document_list
 from telephony.models import PhoneNumber, PhoneNumberStatus
 from telephony.selectors import agent_phone_numbers
 from telephony.serializers import AssignRequestSerializer
-from telephony.services import phone_number_assign, phone_number_unassign
+from telephony.services.numbers import phone_number_assign, phone_number_unassign
 
 # The agent's own settings, in the order the form shows them (status only once the agent exists).
 SETTINGS = (

@@ -22,7 +22,7 @@ from agents.tools.selectors import enabled_tools_problem
 from kit import outbound
 from kit.errors import ApiError
 from kit.fields import iso
-from telephony.services import Assignment, phone_numbers_replace
+from telephony.services.numbers import Assignment, phone_numbers_replace
 
 # Model field -> value for a field that a create or a PUT does not supply.
 DEFAULTS: dict[str, Any] = {

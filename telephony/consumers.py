@@ -38,18 +38,16 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from agents.models import Agent, AgentStatus
 from calls.models import CallChannel, CallStatus
 from kit.providers import ProviderError
 from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.session import Session, open_session
 from realtime.engine.transport import Ending
-from realtime.selectors import session_agent_get
 from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError
 from telephony import audio
-from telephony.providers import PhoneProvider, provider_for
-from telephony.streams import StreamGrant, call_group, stream_token_redeem
+from telephony.providers import PhoneProvider
+from telephony.streams import call_group, phone_call_get, stream_token_redeem
 
 logger = logging.getLogger(__name__)
 
@@ -65,33 +63,6 @@ CLOSE_NO_START = 4408
 _DIGIT = re.compile(r"^[0-9*#A-D]$")
 # Twilio call statuses that end a call as failed (anything else ends it completed).
 _FAILED_STATUSES = frozenset({"failed"})
-
-
-@dataclass(frozen=True)
-class PhoneCall:
-    """What a redeemed stream token opens: the agent and the organization's provider account."""
-
-    grant: StreamGrant
-    agent: Agent
-    provider: PhoneProvider | None
-
-
-def phone_call_get(grant: StreamGrant) -> PhoneCall | None:
-    """The active agent a stream grant names (None when it is gone or not active), with the phone
-    provider of its organization (None without a telephony account)."""
-    from telephony.models import TelephonyAccount
-
-    agent = session_agent_get(organization_id=grant.organization_id, agent_id=grant.agent_id)
-    if agent is None or agent.status != AgentStatus.ACTIVE:
-        return None
-    account = TelephonyAccount.objects.filter(organization_id=grant.organization_id).first()
-    provider = None
-    if account is not None:
-        try:
-            provider = provider_for(account)
-        except ProviderError:
-            logger.warning("organization %s: unknown phone provider %r", grant.organization_id, account.provider)
-    return PhoneCall(grant=grant, agent=agent, provider=provider)
 
 
 class TwilioMediaStream(JsonSocketConsumer):

@@ -35,7 +35,7 @@ from calls import services as calls
 from calls.models import AgentLog, Call
 from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
 from telephony.models import PhoneNumber
-from telephony.services import phone_number_assign
+from telephony.services.numbers import phone_number_assign
 
 SCHEMA_PATH = "/public/v1/openapi.json"
 # Valid numbers (libphonenumber) of several countries for the `e164` format.

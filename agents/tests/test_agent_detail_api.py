@@ -9,7 +9,7 @@ from calls import services as calls
 from calls.models import AgentLog
 from knowledge.models import AgentKnowledgeIndex, KnowledgeChunk, KnowledgeDocument
 from telephony.models import PhoneNumber
-from telephony.services import phone_number_assign, phone_number_claim
+from telephony.services.numbers import phone_number_assign, phone_number_claim
 
 BASE = {"name": "Support", "instructions": "Help callers with their orders."}
 

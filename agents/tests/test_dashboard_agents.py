@@ -16,7 +16,7 @@ from agents.tests.conftest import NEW_AGENT, edit_form, errors, hidden_value
 from calls import services as calls_services
 from knowledge.models import KnowledgeDocument
 from telephony.models import PhoneNumber
-from telephony.services import phone_number_claim
+from telephony.services.numbers import phone_number_claim
 
 pytestmark = pytest.mark.django_db
 

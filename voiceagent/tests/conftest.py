@@ -22,7 +22,8 @@ from calls.logging import LogSession, agent_log, flush_agent_logs
 from calls.models import AgentLog, Call, LlmUsage, ToolInvocation
 from knowledge import services as knowledge_services
 from realtime.models import UsedSessionToken
-from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
+from telephony.services.accounts import telephony_account_set
+from telephony.services.numbers import phone_number_assign, phone_number_claim
 
 STAFF_PASSWORD = "pw-staff-Xq4Lm8Tz"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
