@@ -8,13 +8,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
 
 from accounts.models import ApiKey, Organization, Plan
 from accounts.services import apikey_create, apikey_revoke, organization_create, organization_set_plan
-
-USAGE_CHART_DAYS = 30
 
 
 @admin.register(Plan)
@@ -60,7 +56,8 @@ class OrganizationAdmin(admin.ModelAdmin):
     list_filter = ("plan", "on_trial")
     search_fields = ("name", "id")
     # on_trial follows the plan (accounts.services.organization_set_plan); a new organization gets an API key.
-    readonly_fields = ("id", "on_trial", "created_at", "usage_chart")
+    # The calls app adds its usage chart to this page (calls/admin.py): calls depend on accounts.
+    readonly_fields: tuple[str, ...] = ("id", "on_trial", "created_at")
     add_fields = ("name", "plan")
     inlines = [ApiKeyInline]
 
@@ -76,25 +73,6 @@ class OrganizationAdmin(admin.ModelAdmin):
             .get_queryset(request)
             .select_related("plan")
             .annotate(active_agent_count=Count("agents", filter=Q(agents__status="active")))
-        )
-
-    @admin.display(description=f"Minutes per day (last {USAGE_CHART_DAYS} days)")
-    def usage_chart(self, obj: Organization) -> SafeString | str:
-        if obj._state.adding:
-            return "-"
-        # Calls depend on accounts, not the reverse: imported here, when the page is drawn.
-        from calls.dashboard import usage_chart_svg
-        from calls.selectors import daily_minutes
-
-        days = daily_minutes(organization_ids=[obj.pk], days=USAGE_CHART_DAYS)[obj.pk]
-        included = sum(day["included_seconds"] for day in days) / 60
-        overage = sum(day["overage_seconds"] for day in days) / 60
-        return format_html(
-            "{}<div>{} included + {} overage minutes in these {} days. Each bar opens that day's calls.</div>",
-            usage_chart_svg(days, organization_id=obj.pk),
-            f"{included:.1f}",
-            f"{overage:.1f}",
-            USAGE_CHART_DAYS,
         )
 
     @admin.display(description="Active agents", ordering="active_agent_count")

@@ -41,7 +41,7 @@ from knowledge.selectors import document_list
 from telephony.models import PhoneNumber, PhoneNumberStatus
 from telephony.selectors import agent_phone_numbers
 from telephony.serializers import AssignRequestSerializer
-from telephony.services import phone_number_assign, phone_number_unassign
+from telephony.services.numbers import phone_number_assign, phone_number_unassign
 
 # The agent's own settings, in the order the form shows them (status only once the agent exists).
 SETTINGS = (
@@ -403,7 +403,7 @@ class AgentAdmin(admin.ModelAdmin):
         return {
             "agent_tools": tool_list(agent=agent),
             "mcp_selections": mcp_tool_selection_list(agent=agent),
-            "documents": document_list(organization=organization, agent_id=str(agent.pk)),
+            "documents": document_list(agent=agent),
             "numbers": agent_phone_numbers(agent=agent),
             "latest_calls": call_list(organization=organization, agent_id=agent.pk, limit=LATEST_CALLS),
         }

@@ -18,10 +18,11 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import Agent, AgentStatus, AgentType, AmbientSound, GreetingType, PromptType
 from agents.selectors import agent_get
+from agents.tools.selectors import enabled_tools_problem
 from kit import outbound
 from kit.errors import ApiError
 from kit.fields import iso
-from telephony.services import Assignment, phone_numbers_replace
+from telephony.services.numbers import Assignment, phone_numbers_replace
 
 # Model field -> value for a field that a create or a PUT does not supply.
 DEFAULTS: dict[str, Any] = {
@@ -163,8 +164,6 @@ def _write(
         saved=agent.ambient_sound if agent else AmbientSound.NONE,
     )
     if agent is not None:
-        from agents.tools.services import enabled_tools_problem  # tools depend on agents, not the reverse
-
         problem = enabled_tools_problem(agent=agent, agent_type=state["agent_type"], server_url=state["server_url"])
         if problem:
             raise ApiError.invalid(problem, {"agentType": [problem]})

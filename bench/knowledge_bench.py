@@ -121,8 +121,8 @@ def grow_to(organization, agent, size: int, rng: np.random.Generator, words: lis
     from django.db import connection, transaction
 
     from knowledge.embeddings import DIMENSIONS
+    from knowledge.ingestion import index_changed
     from knowledge.models import DocumentStatus, KnowledgeChunk, KnowledgeDocument
-    from knowledge.services import _index_changed
 
     have = KnowledgeChunk.objects.filter(agent=agent).count()
     started = time.perf_counter()
@@ -157,7 +157,7 @@ def grow_to(organization, agent, size: int, rng: np.random.Generator, words: lis
                 ],
                 batch_size=1000,
             )
-            _index_changed(agent.pk)
+            index_changed(agent_id=agent.pk)
         have += n
     if connection.vendor == "postgresql":
         # What autovacuum does a little later anyway; done now, it does not run during the measurements.

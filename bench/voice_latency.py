@@ -842,7 +842,7 @@ def phone_main(args: argparse.Namespace) -> None:
     env = bench_env()
     agent_id, _ = seed(env)
     from agents.models import Agent
-    from telephony.services import phone_number_assign, phone_number_claim
+    from telephony.services.numbers import phone_number_assign, phone_number_claim
 
     agent = Agent.objects.get(pk=agent_id)
     number = phone_number_claim(organization=agent.organization, number="+14155550100")

@@ -1,6 +1,7 @@
 """Dashboard: call history (transcripts for staff with the transcript permission only), per-organization
 usage of the current billing period, CSV export of calls, agent runtime logs. Everything is read-only:
-calls are written by the realtime engine through calls.services."""
+calls are written by the realtime engine through calls.services. The organization page (accounts/admin.py)
+gets its usage chart from here: calls depend on accounts, so this app extends that page, not the reverse."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
+from accounts.admin import OrganizationAdmin
+from accounts.models import Organization
 from agents.models import Agent
 from calls.dashboard import call_record, usage_chart_svg
 from calls.models import AgentLog, Call
@@ -323,3 +328,29 @@ class AgentLogAdmin(admin.ModelAdmin):
     def message(self, obj: AgentLog) -> str:
         text = str((obj.content or {}).get("message", ""))
         return text if len(text) <= 120 else text[:119] + "…"
+
+
+class OrganizationUsageAdmin(OrganizationAdmin):
+    """Accounts' organization page with the organization's usage chart (minutes per day) at the end."""
+
+    readonly_fields = (*OrganizationAdmin.readonly_fields, "usage_chart")
+
+    @admin.display(description=f"Minutes per day (last {USAGE_CHART_DAYS} days)")
+    def usage_chart(self, obj: Organization) -> SafeString | str:
+        if obj._state.adding:
+            return "-"
+        days = daily_minutes(organization_ids=[obj.pk], days=USAGE_CHART_DAYS)[obj.pk]
+        included = sum(day["included_seconds"] for day in days) / 60
+        overage = sum(day["overage_seconds"] for day in days) / 60
+        return format_html(
+            "{}<div>{} included + {} overage minutes in these {} days. Each bar opens that day's calls.</div>",
+            usage_chart_svg(days, organization_id=obj.pk),
+            f"{included:.1f}",
+            f"{overage:.1f}",
+            USAGE_CHART_DAYS,
+        )
+
+
+# accounts/admin.py registered the page first (accounts comes before calls in INSTALLED_APPS).
+admin.site.unregister(Organization)
+admin.site.register(Organization, OrganizationUsageAdmin)

@@ -1,6 +1,6 @@
 """Billing arithmetic: 10-second intervals, monthly billing periods, allocation against an allowance.
 
-Pure functions; `calls.services.finish_call` applies them under the organization's row lock.
+Pure functions; `calls.services.call_finish` applies them under the organization's row lock.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ conversation with times relative to the call's start, tool invocations with pret
 response, model usage and billing, the turn timeline) and the usage chart (minutes per day, included
 versus overage, as stacked bars in a server-side SVG).
 
-The SVGs are built with `format_html` only (every text and attribute escaped) and are deterministic.
+The SVGs' markup is in templates (calls/templates/calls/*.svg, autoescaped); the Python computes their
+geometry. Both are deterministic.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from calls.models import Call
@@ -196,69 +197,41 @@ def usage_chart_svg(
     days: list[dict[str, Any]], *, organization_id: Any, width: int = 720, height: int = 200, labels: bool = True
 ) -> SafeString:
     """Stacked bars, one day each (included at the bottom, overage on top), each linking to that day's
-    calls of the organization. Zero days have no bar. `labels=False` draws a compact chart for tables."""
+    calls of the organization. Zero days have no bar. `labels=False` draws a compact chart for tables.
+    The markup is calls/templates/calls/usage_chart.svg; this function lays it out."""
     left, bottom, top = (40, 34, 14) if labels else (2, 2, 2)
     plot_w, plot_h = width - left - 6, height - top - bottom
     slot = plot_w / max(1, len(days))
     peak = _chart_max(max((d["included_seconds"] + d["overage_seconds"]) / 60 for d in days) if days else 0) or 1
     scale = plot_h / peak
     base = top + plot_h
-    total_in = sum(d["included_seconds"] for d in days)
-    total_over = sum(d["overage_seconds"] for d in days)
-    parts: list[SafeString] = [
-        format_html(
-            '<svg class="usage-chart" xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" '
-            'viewBox="0 0 {} {}" role="img" font-family="sans-serif" font-size="10">'
-            "<title>Minutes per day, last {} days: {} included, {} overage</title>",
-            width,
-            height,
-            width,
-            height,
-            len(days),
-            _minutes(total_in),
-            _minutes(total_over),
-        )
-    ]
+    grid = []
+    legend = None
     if labels:
         for fraction in (0, 0.5, 1):
             y = f"{base - plot_h * fraction:.1f}"
-            parts.append(
-                format_html(
-                    '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#ddd"/>'
-                    '<text x="{}" y="{}" fill="#555" text-anchor="end">{}</text>',
-                    left,
-                    y,
-                    left + plot_w,
-                    y,
-                    left - 4,
-                    y,
-                    _minutes(round(peak * fraction * 60)),
-                )
+            grid.append(
+                {
+                    "x1": left,
+                    "x2": left + plot_w,
+                    "y": y,
+                    "label_x": left - 4,
+                    "label": _minutes(round(peak * fraction * 60)),
+                }
             )
-        parts.append(
-            format_html(
-                '<text x="{}" y="{}" fill="#555">{}</text>',
-                left,
-                height - 4,
-                f"Minutes per day by the day calls started ({settings.TIME_ZONE}); blue: included, orange: overage.",
-            )
-        )
+        legend = {
+            "x": left,
+            "y": height - 4,
+            "text": f"Minutes per day by the day calls started ({settings.TIME_ZONE}); blue: included, orange: overage.",
+        }
+    shown = []
     for number, day in enumerate(days):
         x = left + number * slot + slot * 0.15
-        bar_w = f"{slot * 0.7:.1f}"
         included, overage = day["included_seconds"], day["overage_seconds"]
+        label = None
         if labels and (number % 5 == 0 or number == len(days) - 1):
-            parts.append(
-                format_html(
-                    '<text x="{}" y="{}" fill="#555" text-anchor="middle">{}</text>',
-                    f"{x + slot * 0.35:.1f}",
-                    base + 12,
-                    day["day"].strftime("%b %d"),
-                )
-            )
-        if included + overage == 0:
-            continue
-        bars: list[SafeString] = []
+            label = {"x": f"{x + slot * 0.35:.1f}", "y": base + 12, "text": day["day"].strftime("%b %d")}
+        bars = []
         y = base
         for kind, seconds in (("included", included), ("overage", overage)):
             if seconds == 0:
@@ -266,28 +239,35 @@ def usage_chart_svg(
             h = seconds / 60 * scale
             y -= h
             bars.append(
-                format_html(
-                    '<rect class="usage-{}" data-day="{}" x="{}" y="{}" width="{}" height="{}" fill="{}"/>',
-                    kind,
-                    day["day"].isoformat(),
-                    f"{x:.1f}",
-                    f"{y:.1f}",
-                    bar_w,
-                    f"{max(h, 1.0):.1f}",
-                    CHART_COLOURS[kind],
-                )
+                {
+                    "kind": kind,
+                    "x": f"{x:.1f}",
+                    "y": f"{y:.1f}",
+                    "width": f"{slot * 0.7:.1f}",
+                    "height": f"{max(h, 1.0):.1f}",
+                    "fill": CHART_COLOURS[kind],
+                }
             )
-        parts.append(
-            format_html(
-                '<a href="{}"><title>{}: {} included + {} overage minutes</title>{}</a>',
-                _calls_on(organization_id, day["day"]),
-                day["day"].isoformat(),
-                _minutes(included),
-                _minutes(overage),
-                mark_safe("".join(bars)),  # noqa: S308 - built by format_html above
-            )
+        shown.append(
+            {
+                "label": label,
+                "bars": bars,  # none on a day without minutes
+                "date": day["day"].isoformat(),
+                "href": _calls_on(organization_id, day["day"]) if bars else "",
+                "included": _minutes(included),
+                "overage": _minutes(overage),
+            }
         )
-    parts.append(format_html('<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#999"/>', left, base, left + plot_w, base))
-    parts.append(mark_safe("</svg>"))
-    # Every part is a SafeString built by format_html, which escaped its arguments.
-    return mark_safe("".join(parts))  # noqa: S308
+    context = {
+        "width": width,
+        "height": height,
+        "day_count": len(days),
+        "total_included": _minutes(sum(d["included_seconds"] for d in days)),
+        "total_overage": _minutes(sum(d["overage_seconds"] for d in days)),
+        "grid": grid,
+        "legend": legend,
+        "days": shown,
+        "base": {"x1": left, "x2": left + plot_w, "y": base},
+    }
+    # No whitespace between the elements ({% spaceless %} and the strip): deterministic bytes.
+    return mark_safe(render_to_string("calls/usage_chart.svg", context).strip())  # noqa: S308 - autoescaped

@@ -25,7 +25,9 @@ from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
-from calls.models import Severity
+from agents.models import Agent
+from calls.models import AgentLog, Severity
+from calls.sequence import next_sequence
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +90,6 @@ def _content(message: Any, fields: dict[str, Any]) -> dict[str, Any]:
 def agent_log(session: LogSession, severity: str, message: str, **fields: Any) -> None:
     """Buffer one log line of an agent session. Never raises, never touches the database itself."""
     try:
-        from calls.services import next_sequence
-
         level = _SEVERITY_ALIASES.get(str(severity).lower(), str(severity).lower())
         if level not in Severity.values:
             fields = {**fields, "severity": str(severity)[:20]}
@@ -132,9 +132,6 @@ def flush_agent_logs() -> None:
 
 
 def _write(batch: list[_Entry]) -> None:
-    from agents.models import Agent
-    from calls.models import AgentLog
-
     try:
         # Lines of agents deleted in the meantime are dropped instead of failing the whole batch.
         existing = set(Agent.objects.filter(pk__in={e.agent_id for e in batch}).values_list("pk", flat=True))

@@ -9,7 +9,8 @@ CELERY_BEAT_SCHEDULE instead). `manage.py calls_maintenance` runs one sweep, e.g
 
 Several processes may sweep at once: every job is a conditional write that a second sweep repeats
 harmlessly (a call is closed under a row lock only while still `active`, a document is failed only while
-still `processing`). A call live on another process is never closed: staleness is judged by the call's
+still `processing`). The jobs are registered by the project shell (voiceagent/apps.py), as they belong
+to several apps. A call live on another process is never closed: staleness is judged by the call's
 last recorded activity (CALLS_STALE_AFTER_SECONDS, at least 60), not by which process owns it.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections, connections
@@ -25,24 +27,23 @@ logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
+_jobs: dict[str, Callable[[], int]] = {}
+
+
+def register_job(name: str, job: Callable[[], int]) -> None:
+    """Add an upkeep job (it returns how many rows it fixed, reported under `name`). The jobs belong to
+    several apps, some above this one (knowledge, realtime): the project shell registers them all once
+    (voiceagent/apps.py), so this module, which calls.services starts, imports none of them."""
+    _jobs[name] = job
 
 
 def run_maintenance(*, strict: bool = False) -> dict[str, int]:
-    """One sweep of every job; a failing job is logged and does not stop the others (`strict`: the
-    first failure is raised after the others ran, for `manage.py calls_maintenance`)."""
-    from calls.services import agent_log_purge, call_close_stale
-    from knowledge.services import document_fail_stuck
-    from realtime.services import used_session_tokens_purge
-
-    jobs = {
-        "closedCalls": call_close_stale,
-        "purgedLogs": agent_log_purge,
-        "failedDocuments": document_fail_stuck,
-        "purgedSessionTokens": used_session_tokens_purge,
-    }
+    """One sweep of every registered job, in the order registered; a failing job is logged and does not
+    stop the others (`strict`: the first failure is raised after the others ran, for `manage.py
+    calls_maintenance`)."""
     done: dict[str, int] = {}
     failure: Exception | None = None
-    for name, job in jobs.items():
+    for name, job in list(_jobs.items()):
         try:
             done[name] = job()
         except Exception as exc:

@@ -1,8 +1,9 @@
 """The one write path of call history: start, transcript, tool log, model usage, finish and billing.
 
-Every function is keyword-only and synchronous; each has an async twin (`a` + name) for the
-realtime engine, which runs the ORM work in a worker thread (Channels' `database_sync_to_async`: stale
-connections are closed around each call, since the socket consumers skip Channels' per-frame close).
+Every function is keyword-only, named `call_<verb>` and synchronous. The realtime engine wraps them
+itself (Channels' `database_sync_to_async(call_finish)(...)`: the ORM work runs in a worker thread and
+stale connections are closed around each call, since the socket consumers skip Channels' per-frame
+close), so there is one function per write, not a sync one and an async twin.
 Invalid arguments from the engine are programming errors and raise ValueError.
 """
 
@@ -10,13 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, Max, OuterRef, Q, Sum
@@ -25,6 +23,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import Agent
 from calls import billing
+from calls.maintenance import ensure_inprocess_maintenance
 from calls.models import (
     AgentLog,
     Call,
@@ -36,6 +35,7 @@ from calls.models import (
     ToolInvocation,
     ToolInvocationStatus,
 )
+from calls.sequence import next_sequence
 from calls.summary import summarize
 from kit import liveness
 
@@ -47,17 +47,6 @@ WEB_TO_PLACEHOLDER = "web-agent"
 # A phone call whose caller id is withheld or unknown.
 UNKNOWN_NUMBER = "unknown"
 
-_sequence_lock = threading.Lock()
-_last_sequence = 0
-
-
-def next_sequence() -> int:
-    """A strictly increasing number (nanosecond clock based) that orders rows written by this process."""
-    global _last_sequence
-    with _sequence_lock:
-        _last_sequence = max(time.time_ns(), _last_sequence + 1)
-        return _last_sequence
-
 
 def _choice(value: str, allowed: type, what: str) -> str:
     if value not in allowed.values:
@@ -65,7 +54,7 @@ def _choice(value: str, allowed: type, what: str) -> str:
     return value
 
 
-def start_call(
+def call_start(
     *,
     agent: Agent,
     channel: str,
@@ -92,13 +81,11 @@ def start_call(
         heartbeat_at=liveness.first_beat(),
     )
     liveness.hold(Call, call.pk)
-    from calls.maintenance import ensure_inprocess_maintenance
-
     ensure_inprocess_maintenance()
     return call
 
 
-def append_message(*, call: Call, role: str, content: str, occurred_at: datetime | None = None) -> CallMessage:
+def call_message_add(*, call: Call, role: str, content: str, occurred_at: datetime | None = None) -> CallMessage:
     _choice(role, MessageRole, "role")
     if not isinstance(content, str):
         raise ValueError("content must be a string")
@@ -111,7 +98,7 @@ def append_message(*, call: Call, role: str, content: str, occurred_at: datetime
     )
 
 
-def record_tool_invocation(
+def call_tool_invocation_add(
     *,
     call: Call,
     tool_name: str,
@@ -144,7 +131,7 @@ def record_tool_invocation(
     return invocation
 
 
-def record_llm_usage(
+def call_llm_usage_add(
     *,
     call: Call,
     provider: str,
@@ -168,7 +155,7 @@ def record_llm_usage(
     )
 
 
-def finish_call(*, call: Call, status: str, latency: dict[str, Any] | None = None) -> Call:
+def call_finish(*, call: Call, status: str, latency: dict[str, Any] | None = None) -> Call:
     """Close the call: duration, summary, billing, and the per-turn latency summary of the engine
     (calls.latency.latency_summary). Idempotent: a call that is no longer active is returned as it is
     (a socket that closes twice does not bill twice)."""
@@ -278,66 +265,3 @@ def agent_log_purge(*, older_than: timedelta | None = None) -> int:
     if deleted:
         logger.info("purged %d agent log line(s)", deleted)
     return deleted
-
-
-async def astart_call(
-    *,
-    agent: Agent,
-    channel: str,
-    from_number: str | None = None,
-    to_number: str | None = None,
-    provider_call_id: str | None = None,
-) -> Call:
-    return await database_sync_to_async(start_call)(
-        agent=agent, channel=channel, from_number=from_number, to_number=to_number, provider_call_id=provider_call_id
-    )
-
-
-async def aappend_message(*, call: Call, role: str, content: str, occurred_at: datetime | None = None) -> CallMessage:
-    return await database_sync_to_async(append_message)(call=call, role=role, content=content, occurred_at=occurred_at)
-
-
-async def arecord_tool_invocation(
-    *,
-    call: Call,
-    tool_name: str,
-    request: dict,
-    response: str,
-    status: str,
-    duration_ms: int,
-    agent_tool_id: UUID | None = None,
-) -> ToolInvocation:
-    return await database_sync_to_async(record_tool_invocation)(
-        call=call,
-        tool_name=tool_name,
-        request=request,
-        response=response,
-        status=status,
-        duration_ms=duration_ms,
-        agent_tool_id=agent_tool_id,
-    )
-
-
-async def arecord_llm_usage(
-    *,
-    call: Call,
-    provider: str,
-    model: str,
-    input_tokens: int = 0,
-    output_tokens: int = 0,
-    input_audio_seconds: float = 0.0,
-    output_audio_seconds: float = 0.0,
-) -> LlmUsage:
-    return await database_sync_to_async(record_llm_usage)(
-        call=call,
-        provider=provider,
-        model=model,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        input_audio_seconds=input_audio_seconds,
-        output_audio_seconds=output_audio_seconds,
-    )
-
-
-async def afinish_call(*, call: Call, status: str, latency: dict[str, Any] | None = None) -> Call:
-    return await database_sync_to_async(finish_call)(call=call, status=status, latency=latency)

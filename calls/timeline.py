@@ -16,8 +16,9 @@ ended sooner after it than even fast speech (200 words a minute) could have said
 already speaking before the agent stopped.
 
 The SVG carries no message text (only roles, times, tool names and latencies), so it can be shown to
-staff who may not read transcripts. Every text and attribute goes through `format_html` (escaped), and
-the same record always gives the same bytes.
+staff who may not read transcripts. The markup is a template (calls/templates/calls/timeline.svg), which
+escapes every text and attribute; this module computes the geometry. The same record always gives the same
+bytes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.utils.html import format_html
+from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
 SPEAKING_SECONDS_PER_WORD = 0.4  # 150 words a minute
@@ -203,6 +204,8 @@ def latency_label(turn: Turn) -> str:
 
 
 def timeline_svg(timeline: Timeline) -> SafeString:
+    """The timeline drawn by calls/templates/calls/timeline.svg; this function lays it out (every
+    position, colour and text), the template holds the markup and escapes every text and attribute."""
     span = WIDTH - LEFT - RIGHT
     scale = span / timeline.total
 
@@ -216,150 +219,99 @@ def timeline_svg(timeline: Timeline) -> SafeString:
         return TOP + ROWS.index(row) * (ROW_HEIGHT + ROW_GAP)
 
     axis_y = row_y("tools") + ROW_HEIGHT + 10
-    height = axis_y + 34
-    parts: list[SafeString] = [
-        format_html(
-            '<svg class="call-timeline" xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" '
-            'viewBox="0 0 {} {}" role="img" aria-labelledby="call-timeline-title" font-family="sans-serif" '
-            'font-size="12">',
-            WIDTH,
-            height,
-            WIDTH,
-            height,
-        ),
-        format_html(
-            '<title id="call-timeline-title">Turn timeline: {}, {}, {}, {}</title>',
-            _count(sum(1 for t in timeline.turns if t.role == "caller"), "caller turn"),
-            _count(sum(1 for t in timeline.turns if t.role == "agent"), "agent turn"),
-            _count(len(timeline.tools), "tool call"),
-            _count(timeline.cut_turns, "barge-in"),
-        ),
-    ]
-    for row in ROWS:
-        y = row_y(row)
-        parts.append(
-            format_html(
-                '<rect x="{}" y="{}" width="{}" height="{}" fill="#f2f2f2"/><text x="{}" y="{}" fill="#333">{}</text>',
-                LEFT,
-                y,
-                span,
-                ROW_HEIGHT,
-                6,
-                y + 13,
-                ROW_TITLES[row],
-            )
-        )
+    turns = []
     for turn in timeline.turns:
         y = row_y(turn.role)
-        cut_note = (
-            {"log": ", cut by the caller (barge-in)", "inferred": ", cut by the caller (inferred)"}[turn.cut]
-            if (turn.cut)
-            else ""
+        turns.append(
+            {
+                "role": turn.role,
+                "index": turn.index,
+                "x": x(turn.start),
+                "y": y,
+                "width": w(turn.start, turn.end),
+                "height": ROW_HEIGHT,
+                "fill": COLOURS[turn.role],
+                "row_title": ROW_TITLES[turn.role],
+                "start": clock(turn.start, tenths=True),
+                "end": clock(turn.end, tenths=True),
+                "cut_note": _CUT_NOTES[turn.cut] if turn.cut else "",
+                "latency": latency_label(turn),
+                "latency_y": y - 3,
+                "cut": _cut_marker(x(turn.end), y, "inferred" if turn.cut == "inferred" else "log")
+                if turn.cut
+                else None,
+            }
         )
-        parts.append(
-            format_html(
-                '<rect class="turn {}" data-turn="{}" x="{}" y="{}" width="{}" height="{}" rx="2" fill="{}">'
-                "<title>{} turn {}: {} to {}{}</title></rect>",
-                turn.role,
-                turn.index,
-                x(turn.start),
-                y,
-                w(turn.start, turn.end),
-                ROW_HEIGHT,
-                COLOURS[turn.role],
-                ROW_TITLES[turn.role],
-                turn.index,
-                clock(turn.start, tenths=True),
-                clock(turn.end, tenths=True),
-                cut_note,
-            )
-        )
-        label = latency_label(turn)
-        if label:
-            parts.append(
-                format_html(
-                    '<text class="latency" x="{}" y="{}" fill="#444" font-size="11">{}</text>',
-                    x(turn.start),
-                    y - 3,
-                    label,
-                )
-            )
-        if turn.cut:
-            parts.append(_cut_marker(x(turn.end), y, "inferred" if turn.cut == "inferred" else "log"))
-    for mark in timeline.lone_cuts:
-        parts.append(_cut_marker(x(mark.at), row_y("agent"), "log"))
-    tool_y = row_y("tools")
+    tools = []
     for number, tool in enumerate(timeline.tools, start=1):
         failed = tool.status != "success"
-        parts.append(
-            format_html(
-                '<rect class="tool {}" data-tool="{}" x="{}" y="{}" width="{}" height="{}" rx="2" fill="{}">'
-                "<title>{} ({}): {} to {}, {} ms</title></rect>",
-                "failed" if failed else "ok",
-                number,
-                x(tool.start),
-                tool_y,
-                w(tool.start, tool.end),
-                ROW_HEIGHT,
-                COLOURS["tool-failed" if failed else "tool"],
-                tool.name,
-                tool.status,
-                clock(tool.start, tenths=True),
-                clock(tool.end, tenths=True),
-                round((tool.end - tool.start) * 1000),
-            )
+        tools.append(
+            {
+                "outcome": "failed" if failed else "ok",
+                "number": number,
+                "x": x(tool.start),
+                "y": row_y("tools"),
+                "width": w(tool.start, tool.end),
+                "height": ROW_HEIGHT,
+                "fill": COLOURS["tool-failed" if failed else "tool"],
+                "name": tool.name,
+                "status": tool.status,
+                "start": clock(tool.start, tenths=True),
+                "end": clock(tool.end, tenths=True),
+                "duration_ms": round((tool.end - tool.start) * 1000),
+            }
         )
-    parts.append(
-        format_html('<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#999"/>', LEFT, axis_y, LEFT + span, axis_y)
-    )
     step = next((s for s in TICK_STEPS if timeline.total / s <= MAX_TICKS), TICK_STEPS[-1])
+    ticks = []
     tick = 0
     while tick <= timeline.total + 1e-9:
-        parts.append(
-            format_html(
-                '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#999"/>'
-                '<text x="{}" y="{}" fill="#555" text-anchor="middle">{}</text>',
-                x(tick),
-                axis_y,
-                x(tick),
-                axis_y + 4,
-                x(tick),
-                axis_y + 16,
-                clock(tick),
-            )
-        )
+        ticks.append({"x": x(tick), "label": clock(tick)})
         tick += step
-    parts.append(
-        format_html(
-            '<text x="{}" y="{}" fill="#555">{}</text>',
-            LEFT,
-            axis_y + 30,
-            "Bars end when the record says the turn ended; starts are measured (latency in ms) or estimated "
-            "(~). Red mark: the caller cut the agent off (barge-in); dashed: inferred.",
-        )
-    )
-    parts.append(mark_safe("</svg>"))
-    # Every part is a SafeString built by format_html, which escaped its arguments.
-    return mark_safe("".join(parts))  # noqa: S308
+    context = {
+        "width": WIDTH,
+        "height": axis_y + 34,
+        "title": ", ".join(
+            (
+                _count(sum(1 for t in timeline.turns if t.role == "caller"), "caller turn"),
+                _count(sum(1 for t in timeline.turns if t.role == "agent"), "agent turn"),
+                _count(len(timeline.tools), "tool call"),
+                _count(timeline.cut_turns, "barge-in"),
+            )
+        ),
+        "rows": [
+            {
+                "x": LEFT,
+                "y": row_y(row),
+                "width": span,
+                "height": ROW_HEIGHT,
+                "label_x": 6,
+                "label_y": row_y(row) + 13,
+                "title": ROW_TITLES[row],
+            }
+            for row in ROWS
+        ],
+        "turns": turns,
+        "lone_cuts": [_cut_marker(x(mark.at), row_y("agent"), "log") for mark in timeline.lone_cuts],
+        "tools": tools,
+        "axis": {
+            "x1": LEFT,
+            "x2": LEFT + span,
+            "y": axis_y,
+            "tick_y": axis_y + 4,
+            "label_y": axis_y + 16,
+            "legend_y": axis_y + 30,
+        },
+        "ticks": ticks,
+    }
+    # The template's own whitespace is dropped ({% spaceless %} and the strip): the same record gives the
+    # same bytes, with no text nodes between the SVG's elements.
+    return mark_safe(render_to_string("calls/timeline.svg", context).strip())  # noqa: S308 - autoescaped
 
 
-def _cut_marker(x: str, y: int, kind: str) -> SafeString:
-    dash = ' stroke-dasharray="3,2"' if kind == "inferred" else ""
-    title = "Barge-in: the caller cut the agent off" + (
-        " (inferred from the message times)" if kind == "inferred" else ""
-    )
-    return format_html(
-        '<g class="cut-marker {}"><line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="2"{}/>'
-        '<path d="M{} {} l-4 -6 h8 z" fill="{}"/><title>{}</title></g>',
-        kind,
-        x,
-        y - 4,
-        x,
-        y + ROW_HEIGHT + 4,
-        COLOURS["cut"],
-        mark_safe(dash),  # noqa: S308 - one of two constants
-        x,
-        y - 2,
-        COLOURS["cut"],
-        title,
-    )
+_CUT_NOTES = {"log": ", cut by the caller (barge-in)", "inferred": ", cut by the caller (inferred)"}
+
+
+def _cut_marker(x: str, y: int, kind: str) -> dict[str, Any]:
+    """A barge-in mark (calls/templates/calls/timeline_cut.svg): a line across the agent row at `x`,
+    dashed when inferred."""
+    return {"kind": kind, "x": x, "top": y - 4, "bottom": y + ROW_HEIGHT + 4, "tip": y - 2, "colour": COLOURS["cut"]}

@@ -16,6 +16,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agents.selectors import agent_get
 from kit import metrics
 from kit.api import JsonParser, PublicApiView, content_length
 from kit.errors import ApiError, response_headers
@@ -52,7 +53,8 @@ class KnowledgeListCreateApi(PublicApiView):
         responses={200: DocumentListItemSerializer(many=True), 404: NOT_FOUND},
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        return Response(selectors.document_list(organization=self.organization, agent_id=agent_id))
+        agent = agent_get(organization=self.organization, agent_id=agent_id)
+        return Response(selectors.document_list(agent=agent))
 
     @extend_schema(
         operation_id="createKnowledgeDocument",

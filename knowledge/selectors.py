@@ -1,4 +1,5 @@
-"""Reads of knowledge documents. Every query is scoped to the caller's organization."""
+"""Reads of knowledge documents. Every query is scoped to the caller's organization (through an agent
+the caller has already resolved within it)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from django.db.models import Count, Expression, IntegerField, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 
-from accounts.models import Organization
+from agents.models import Agent
 from kit.db import IsoUtc
 from knowledge.models import DocumentStatus, KnowledgeChunk, KnowledgeDocument
 
@@ -25,11 +26,10 @@ def document_count_subquery() -> Expression:
     return Coalesce(Subquery(counts, output_field=IntegerField()), Value(0), output_field=IntegerField())
 
 
-def document_list(*, organization: Organization, agent_id: str) -> list[dict[str, Any]]:
-    """The agent's documents as list items, oldest first."""
-    from agents.selectors import agent_get  # agents.selectors imports this module for the count
-
-    agent = agent_get(organization=organization, agent_id=agent_id)
+def document_list(*, agent: Agent) -> list[dict[str, Any]]:
+    """The agent's documents as list items, oldest first. The caller has resolved the agent within its
+    organization (agents.selectors.agent_get): the agent list reads this app's document count, so this
+    module does not read agents back."""
     rows = (
         KnowledgeDocument.objects.filter(agent=agent)
         .annotate(created_at_iso=IsoUtc("created_at"))

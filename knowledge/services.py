@@ -1,5 +1,9 @@
 """Knowledge documents: upload (validate, extract, suggest name and description, queue ingestion),
-ingestion (chunk, embed, store) and deletion."""
+the sweep of documents stuck in `processing`, and deletion.
+
+Ingestion itself (chunk, embed, store) is knowledge/ingestion.py, below both this module and the tasks
+that run it (knowledge/tasks.py): this module imports the tasks to queue them, and the tasks import
+only the ingestion, so the arrows point one way."""
 
 from __future__ import annotations
 
@@ -18,14 +22,13 @@ from kombu.exceptions import OperationalError
 
 from accounts.models import Organization
 from agents.selectors import agent_get
-from kit import liveness
 from kit.errors import ApiError
 from kit.validation import parse_uuid
-from knowledge.chunking import chunk_pages, embedding_text
-from knowledge.embeddings import embed, to_bytes
+from knowledge import ingestion
 from knowledge.extraction import extract_upload, looks_binary, normalize
-from knowledge.models import AgentKnowledgeIndex, DocumentStatus, DocumentType, KnowledgeChunk, KnowledgeDocument
+from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
 from knowledge.suggest import suggest_description, suggest_name
+from knowledge.tasks import ingest_document, ingest_in_background
 
 logger = logging.getLogger(__name__)
 
@@ -110,12 +113,10 @@ def document_create(
 
 
 def _queue_ingestion(document: KnowledgeDocument) -> None:
-    from knowledge.tasks import ingest_document, ingest_in_background
-
     document_id = str(document.pk)
     if settings.KNOWLEDGE_INGEST_INLINE:
         # Unit tests: in this thread and transaction, so the test's own transaction sees the result.
-        document_ingest(document_id=document_id)
+        ingestion.document_ingest(document_id=document_id)
         return
 
     def queue() -> None:
@@ -127,96 +128,13 @@ def _queue_ingestion(document: KnowledgeDocument) -> None:
             ingest_document.delay(document_id)
         except OperationalError:
             logger.exception("could not queue ingestion of knowledge document %s", document_id)
-            _fail(document_id, "The ingestion queue is unavailable; upload the document again later.")
+            ingestion.document_fail(
+                document_id=document_id, message="The ingestion queue is unavailable; upload the document again later."
+            )
             raise ApiError("The ingestion queue is unavailable; try again later.", status_code=503) from None
 
     # After the commit, so that a worker always finds the row (at once when no transaction is open).
     transaction.on_commit(queue)
-
-
-def _fail(document_id: Any, message: str) -> None:
-    KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
-        status=DocumentStatus.FAILED, error=message
-    )
-
-
-def _index_changed(agent_id: Any) -> None:
-    """Call inside the transaction that changes the agent's chunks: searches everywhere reload."""
-    AgentKnowledgeIndex.objects.update_or_create(agent_id=agent_id, defaults={"version": uuid.uuid4()})
-
-
-def document_ingest(*, document_id: str) -> None:
-    """Chunk and embed a `processing` document, then store its chunks and mark it `ready` in one
-    transaction (or `failed` with an error). Safe to run twice; a document deleted meanwhile is skipped."""
-    # Claim the document: `updated_at` marks when ingestion last started, which the sweep of documents
-    # stuck in `processing` (document_fail_stuck) measures from.
-    if not KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
-        updated_at=timezone.now(), heartbeat_at=liveness.first_beat()
-    ):
-        return
-    liveness.hold(KnowledgeDocument, document_id)
-    try:
-        _ingest(document_id)
-    finally:
-        liveness.release(KnowledgeDocument, document_id)
-
-
-def document_hold_queued(*, document_id: str) -> None:
-    """A document queued on this process's in-memory ingestion worker: lost with the process, so
-    this process keeps its heartbeat (and the sweep fails it soon after a crash)."""
-    KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
-        heartbeat_at=liveness.first_beat()
-    )
-    liveness.hold(KnowledgeDocument, document_id)
-
-
-def _ingest(document_id: str) -> None:
-    document = KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).first()
-    if document is None:
-        return
-    try:
-        chunks = chunk_pages(
-            document.pages, markdown=document.type == DocumentType.MARKDOWN, paged=document.type == DocumentType.PDF
-        )
-        if not chunks:
-            _fail(document.pk, "No text could be indexed in this document.")
-            return
-        vectors = embed([embedding_text(c.text, c.heading_path) for c in chunks])
-    except Exception:
-        logger.exception("ingestion of knowledge document %s failed", document.pk)
-        _fail(document.pk, "Indexing failed because of an internal error; upload the document again.")
-        return
-
-    with transaction.atomic():
-        locked = (
-            KnowledgeDocument.objects.select_for_update()
-            .filter(pk=document.pk, status=DocumentStatus.PROCESSING)
-            .first()
-        )
-        if locked is None:
-            return
-        KnowledgeChunk.objects.filter(document=locked).delete()
-        KnowledgeChunk.objects.bulk_create(
-            [
-                KnowledgeChunk(
-                    document=locked,
-                    agent_id=locked.agent_id,
-                    position=position,
-                    text=chunk.text,
-                    heading_path=chunk.heading_path,
-                    page=chunk.page,
-                    token_count=chunk.token_count,
-                    embedding=to_bytes(vector),
-                )
-                for position, (chunk, vector) in enumerate(zip(chunks, vectors, strict=True))
-            ],
-            batch_size=500,
-        )
-        locked.status = DocumentStatus.READY
-        locked.error = None
-        locked.chunk_count = len(chunks)
-        locked.save(update_fields=["status", "error", "chunk_count", "updated_at"])
-        _index_changed(locked.agent_id)
 
 
 STUCK_ERROR = (
@@ -260,4 +178,4 @@ def document_remove(*, document: KnowledgeDocument) -> None:
     with transaction.atomic():
         agent_id = document.agent_id
         document.delete()
-        _index_changed(agent_id)
+        ingestion.index_changed(agent_id=agent_id)

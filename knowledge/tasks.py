@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from kit import liveness
-from knowledge import services
+from knowledge import ingestion
 from knowledge.models import KnowledgeDocument
 
 logger = logging.getLogger(__name__)
@@ -31,13 +31,13 @@ _pool_lock = threading.Lock()
 @shared_task(name="knowledge.ingest_document", acks_late=True)
 def ingest_document(document_id: str) -> None:
     """Chunk, embed and store one uploaded document (it is `processing` until this finishes)."""
-    services.document_ingest(document_id=document_id)
+    ingestion.document_ingest(document_id=document_id)
 
 
 def ingest_in_background(document_id: str) -> None:
     """Queue the ingestion on this process's background worker (call after the document's commit)."""
     global _pool
-    services.document_hold_queued(document_id=document_id)
+    ingestion.document_hold_queued(document_id=document_id)
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=settings.KNOWLEDGE_INGEST_WORKERS, thread_name_prefix="ingest")

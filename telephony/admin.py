@@ -15,8 +15,9 @@ from django.http import HttpRequest
 from agents.models import Agent
 from kit.admin_forms import PhoneNumberFormField, add_api_error, check_with_service
 from kit.errors import ApiError
-from telephony import services
 from telephony.models import PhoneNumber, SetupStatus, TelephonyAccount
+from telephony.services.accounts import phone_number_point, telephony_account_clean, telephony_account_set
+from telephony.services.numbers import phone_number_assign, phone_number_claim, phone_number_unassign
 
 _FIELD_NAMES = {"accountSid": "account_sid", "authToken": "auth_token", "apiKeySid": "api_key_sid"}
 _FIELD_NAMES |= {"apiKeySecret": "api_key_secret", "provider": "provider"}
@@ -47,7 +48,7 @@ class TelephonyAccountForm(forms.ModelForm):
         if organization is None or self.errors:
             return data
         try:
-            services.telephony_account_clean(
+            telephony_account_clean(
                 organization=organization,
                 provider=data.get("provider") or "",
                 account_sid=(data.get("account_sid") or "").strip(),
@@ -79,7 +80,7 @@ class TelephonyAccountAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: TelephonyAccount, form: TelephonyAccountForm, change: bool) -> None:
         data = form.cleaned_data
-        account = services.telephony_account_set(
+        account = telephony_account_set(
             organization=obj.organization if change else data["organization"],
             provider=data["provider"],
             account_sid=data["account_sid"].strip(),
@@ -100,7 +101,7 @@ _NUMBER_FIELDS = {
 
 
 class PhoneNumberAddForm(forms.ModelForm):
-    """Claim a number (telephony.services.phone_number_claim). Its voice webhook does not point at this
+    """Claim a number (telephony.services.numbers.phone_number_claim). Its voice webhook does not point at this
     service yet unless staff set it by hand: the setup status starts `pending`."""
 
     phone_number = PhoneNumberFormField(label="Phone number")
@@ -120,7 +121,7 @@ class PhoneNumberAddForm(forms.ModelForm):
 
     def claim(self) -> PhoneNumber:
         data = self.cleaned_data
-        return services.phone_number_claim(
+        return phone_number_claim(
             organization=data["organization"],
             number=data["phone_number"],
             status=data["status"],
@@ -171,11 +172,11 @@ class PhoneNumberChangeForm(forms.ModelForm):
         )
         agent, handoff = data.get("assigned_agent"), data.get("handoff_phone_number") or None
         if agent is None and stored.assigned_agent is not None:
-            services.phone_number_unassign(
+            phone_number_unassign(
                 organization=stored.organization, agent=stored.assigned_agent, phone_number_id=number.pk
             )
         elif agent is not None and (agent.pk, handoff) != (stored.assigned_agent_id, stored.handoff_phone_number):
-            services.phone_number_assign(
+            phone_number_assign(
                 organization=stored.organization, agent=agent, phone_number_id=number.pk, handoff_phone_number=handoff
             )
         return PhoneNumber.objects.get(pk=number.pk)
@@ -229,7 +230,7 @@ class PhoneNumberAdmin(admin.ModelAdmin):
     @admin.action(description="Point at this service (set the numbers' voice webhook at the provider)")
     def point_at_this_service(self, request: HttpRequest, queryset: QuerySet[PhoneNumber]) -> None:
         for number in PhoneNumber.objects.filter(pk__in=queryset.values("pk")).order_by("phone_number"):
-            services.phone_number_point(number=number)
+            phone_number_point(number=number)
             if number.setup_status == SetupStatus.READY:
                 self.message_user(request, f"{number.phone_number}: ready (calls reach this service)", messages.SUCCESS)
             else:

@@ -10,13 +10,14 @@ from agents.selectors import agent_get
 from kit.api import PublicApiView
 from kit.fields import parse
 from kit.validation import parse_uuid
-from telephony import selectors, services
+from telephony import selectors
 from telephony.serializers import (
     AssignedNumberSerializer,
     AssignRequestSerializer,
     AssignResponseSerializer,
     PhoneNumberSerializer,
 )
+from telephony.services.numbers import phone_number_assign, phone_number_unassign
 
 TAGS = ["Phone numbers"]
 
@@ -66,7 +67,7 @@ class AgentPhoneNumbersApi(PublicApiView):
     def post(self, request: Request, agent_id: str) -> Response:
         agent = agent_get(organization=self.organization, agent_id=agent_id)
         data = parse(AssignRequestSerializer, request.data)
-        number = services.phone_number_assign(organization=self.organization, agent=agent, **data)
+        number = phone_number_assign(organization=self.organization, agent=agent, **data)
         return Response({"phoneNumberId": str(number.id)}, status=201)
 
 
@@ -84,5 +85,5 @@ class AgentPhoneNumberDetailApi(PublicApiView):
     def delete(self, request: Request, agent_id: str, phone_number_id: str) -> Response:
         agent = agent_get(organization=self.organization, agent_id=agent_id)
         number_id = parse_uuid(phone_number_id, "phoneNumber")
-        number = services.phone_number_unassign(organization=self.organization, agent=agent, phone_number_id=number_id)
+        number = phone_number_unassign(organization=self.organization, agent=agent, phone_number_id=number_id)
         return Response({"phoneNumberId": str(number.id)})

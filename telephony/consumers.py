@@ -1,6 +1,7 @@
 """The phone transport: a Twilio bidirectional Media Stream (`<Connect><Stream>`) in front of the engine.
 
-The consumer only translates (Twilio Media Streams WebSocket messages, twilio.com/docs/voice/media-streams/websocket-messages):
+The consumer only translates (Twilio Media Streams WebSocket messages, read and written by the pure
+functions of telephony/stream_messages.py):
 - `connected` is noted; `start` must carry `customParameters.token`, a single-use stream token issued
   by the voice webhook (telephony.streams). A missing, bad, expired or reused token, or an agent that
   is gone or not active, closes the socket at once: no session, one log line. Nothing else on the
@@ -27,71 +28,48 @@ or a hang-up as told; a stream dropped without a close frame, or a consumer that
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import logging
-import re
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
 
-from agents.models import Agent, AgentStatus
 from calls.models import CallChannel, CallStatus
 from kit.providers import ProviderError
 from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.session import Session, open_session
 from realtime.engine.transport import Ending
-from realtime.selectors import session_agent_get
-from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json
+from realtime.sockets import JsonSocketConsumer
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError
 from telephony import audio
-from telephony.providers import PhoneProvider, provider_for
-from telephony.streams import StreamGrant, call_group, stream_token_redeem
+from telephony.providers import PhoneProvider
+from telephony.stream_messages import (
+    Malformed,
+    clear_message,
+    mark_message,
+    media_message,
+    read_dtmf,
+    read_mark,
+    read_media,
+    read_message,
+    read_start,
+)
+from telephony.streams import call_group, phone_call_get, stream_token_redeem
 
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT_SECONDS = 10.0  # a socket that does not present a valid `start` by then is closed
 DTMF_GAP_SECONDS = 0.8  # keys closer together than this form one turn ("pressed 1234")
-MAX_MESSAGE_CHARS = 64_000  # Twilio's messages are a few hundred characters
 MAX_BAD_MESSAGE_LOGS = 20  # per stream: a broken peer cannot flood the log
 TRANSFER_STOP_WAIT_SECONDS = 3.0  # after a transfer, how long to wait for Twilio's `stop` before closing
 # Close codes (Twilio ignores them; they are for logs and tests): a refused stream token keeps the
 # token's own code (realtime.tokens: 4401 invalid or expired, 4409 already used).
 CLOSE_AGENT_UNAVAILABLE = CLOSE_CONFLICT
 CLOSE_NO_START = 4408
-_DIGIT = re.compile(r"^[0-9*#A-D]$")
 # Twilio call statuses that end a call as failed (anything else ends it completed).
 _FAILED_STATUSES = frozenset({"failed"})
-
-
-@dataclass(frozen=True)
-class PhoneCall:
-    """What a redeemed stream token opens: the agent and the organization's provider account."""
-
-    grant: StreamGrant
-    agent: Agent
-    provider: PhoneProvider | None
-
-
-def phone_call_get(grant: StreamGrant) -> PhoneCall | None:
-    """The active agent a stream grant names (None when it is gone or not active), with the phone
-    provider of its organization (None without a telephony account)."""
-    from telephony.models import TelephonyAccount
-
-    agent = session_agent_get(organization_id=grant.organization_id, agent_id=grant.agent_id)
-    if agent is None or agent.status != AgentStatus.ACTIVE:
-        return None
-    account = TelephonyAccount.objects.filter(organization_id=grant.organization_id).first()
-    provider = None
-    if account is not None:
-        try:
-            provider = provider_for(account)
-        except ProviderError:
-            logger.warning("organization %s: unknown phone provider %r", grant.organization_id, account.provider)
-    return PhoneCall(grant=grant, agent=agent, provider=provider)
 
 
 class TwilioMediaStream(JsonSocketConsumer):
@@ -116,18 +94,9 @@ class TwilioMediaStream(JsonSocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self._closed:
             return
-        if text_data is None:
-            self._bad("binary frame")
-            return
-        if len(text_data) > MAX_MESSAGE_CHARS:
-            self._bad(f"message of {len(text_data)} characters")
-            return
-        message = parse_json(text_data)
-        if message is BAD_JSON:
-            self._bad("not JSON")
-            return
-        if not isinstance(message, dict):
-            self._bad("not a JSON object")
+        message = read_message(text_data)
+        if isinstance(message, Malformed):
+            self._bad(message.reason)
             return
         event = message.get("event")
         if event == "connected":
@@ -162,14 +131,10 @@ class TwilioMediaStream(JsonSocketConsumer):
             self._bad("a second start")
             return
         self._starting = True
-        start = message.get("start")
-        start = start if isinstance(start, dict) else {}
-        parameters = start.get("customParameters")
-        token = parameters.get("token") if isinstance(parameters, dict) else None
-        stream_sid = start.get("streamSid") or message.get("streamSid")
-        call_sid = start.get("callSid")
+        start = read_start(message)
+        stream_sid, call_sid = start.stream_sid, start.call_sid
         try:
-            grant = await database_sync_to_async(stream_token_redeem)(token if isinstance(token, str) else None)
+            grant = await database_sync_to_async(stream_token_redeem)(start.token)
         except TokenError as exc:
             logger.warning("media stream refused (call %s): %s", _short(call_sid), exc.message)
             await self.close_once(exc.close_code, "invalid stream token")
@@ -210,20 +175,12 @@ class TwilioMediaStream(JsonSocketConsumer):
         )
 
     async def _media(self, message: dict[str, Any]) -> None:
-        media = message.get("media")
-        if not isinstance(media, dict):
-            self._bad("media without a media object")
+        ulaw = read_media(message)
+        if isinstance(ulaw, Malformed):
+            self._bad(ulaw.reason)
             return
-        if media.get("track", "inbound") != "inbound":
-            return
-        payload = media.get("payload")
-        try:
-            ulaw = base64.b64decode(payload, validate=True) if isinstance(payload, str) else None
-        except (binascii.Error, ValueError):
-            ulaw = None
         if ulaw is None:
-            self._bad("media payload is not base64")
-            return
+            return  # not the caller's track
         assert self.conversation is not None
         if not self.conversation.push_audio(audio.phone_to_engine(ulaw, self._upsampler)):
             if not self._too_fast_logged:
@@ -231,10 +188,9 @@ class TwilioMediaStream(JsonSocketConsumer):
                 logger.warning("call %s: caller audio arrives faster than real time; dropped", _short(self.call_sid))
 
     async def _dtmf(self, message: dict[str, Any]) -> None:
-        dtmf = message.get("dtmf")
-        digit = dtmf.get("digit") if isinstance(dtmf, dict) else None
-        if not isinstance(digit, str) or not _DIGIT.match(digit):
-            self._bad("dtmf without a key")
+        digit = read_dtmf(message)
+        if isinstance(digit, Malformed):
+            self._bad(digit.reason)
             return
         assert self.conversation is not None
         self.conversation.recorder.log("info", "caller pressed a key", digit=digit)
@@ -250,10 +206,9 @@ class TwilioMediaStream(JsonSocketConsumer):
             await self.conversation.caller_text(f"pressed {keys}")
 
     async def _mark(self, message: dict[str, Any]) -> None:
-        mark = message.get("mark")
-        name = mark.get("name") if isinstance(mark, dict) else None
-        if not isinstance(name, str):
-            self._bad("mark without a name")
+        name = read_mark(message)
+        if isinstance(name, Malformed):
+            self._bad(name.reason)
             return
         assert self.transport is not None
         self.transport.mark_played(name)
@@ -382,13 +337,11 @@ class TwilioTransport:
         start = now if self._expected_end is None or self._expected_end < now else self._expected_end
         self._expected_end = start + len(frames) * audio.FRAME_MS / 1000
         for frame in frames:
-            await self.consumer.send_message(
-                {"event": "media", "streamSid": self.stream_sid, "media": {"payload": base64.b64encode(frame).decode()}}
-            )
+            await self.consumer.send_message(media_message(self.stream_sid, frame))
         self._sequence += 1
         mark = _Mark(name=f"a{self._sequence}", plays_by=self._expected_end)
         self._marks.append(mark)
-        await self.consumer.send_message({"event": "mark", "streamSid": self.stream_sid, "mark": {"name": mark.name}})
+        await self.consumer.send_message(mark_message(self.stream_sid, mark.name))
 
     def mark_played(self, name: str) -> None:
         """Twilio's echo of mark `name`: the audio before it has played (or was cleared)."""
@@ -414,7 +367,7 @@ class TwilioTransport:
         return lag
 
     async def clear(self) -> None:
-        await self.consumer.send_message({"event": "clear", "streamSid": self.stream_sid})
+        await self.consumer.send_message(clear_message(self.stream_sid))
         self.encoder.reset()
         self._dropped.update(mark.name for mark in self._marks)
         self._marks.clear()

@@ -3,11 +3,13 @@
 arrives in the stream's `start.customParameters`). The token is signed with REALTIME_TOKEN_SECRET
 (the realtime session tokens' secret, under a salt of its own so that neither kind of token passes
 for the other), valid STREAM_TOKEN_TTL_SECONDS to connect, and single-use across every process
-sharing the database (spent ids are rows of realtime.models.UsedSessionToken).
+sharing the database (spent ids are rows of realtime.models.UsedSessionToken). A redeemed token opens
+a `PhoneCall` (phone_call_get): the active agent it names and the organization's phone provider.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import time
@@ -20,15 +22,24 @@ from django.core import signing
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agents.models import Agent, AgentStatus
+from kit.providers import ProviderError
 from realtime.models import UsedSessionToken
+from realtime.selectors import session_agent_get
 from realtime.services import used_session_tokens_purge
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_INVALID_TOKEN, CLOSE_NOT_CONFIGURED, TokenError
+from telephony.models import TelephonyAccount
+from telephony.providers import PhoneProvider, provider_for
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "STREAM_TOKEN_TTL_SECONDS",
+    "PhoneCall",
     "StreamGrant",
     "TokenError",
     "call_group",
+    "phone_call_get",
     "stream_token_issue",
     "stream_token_redeem",
 ]
@@ -122,6 +133,31 @@ def stream_token_redeem(token: str | None, *, now: float | None = None) -> Strea
         raise TokenError("Stream token already used", close_code=CLOSE_CONFLICT) from None
     used_session_tokens_purge(now=used_at)
     return grant
+
+
+@dataclass(frozen=True)
+class PhoneCall:
+    """What a redeemed stream token opens: the agent and the organization's provider account."""
+
+    grant: StreamGrant
+    agent: Agent
+    provider: PhoneProvider | None
+
+
+def phone_call_get(grant: StreamGrant) -> PhoneCall | None:
+    """The active agent a stream grant names (None when it is gone or not active), with the phone
+    provider of its organization (None without a telephony account)."""
+    agent = session_agent_get(organization_id=grant.organization_id, agent_id=grant.agent_id)
+    if agent is None or agent.status != AgentStatus.ACTIVE:
+        return None
+    account = TelephonyAccount.objects.filter(organization_id=grant.organization_id).first()
+    provider = None
+    if account is not None:
+        try:
+            provider = provider_for(account)
+        except ProviderError:
+            logger.warning("organization %s: unknown phone provider %r", grant.organization_id, account.provider)
+    return PhoneCall(grant=grant, agent=agent, provider=provider)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

@@ -1,5 +1,5 @@
 """The carriers' webhooks, at the root (outside /public/v1: they are signed by the carrier, not
-authenticated with an API key). The paths are telephony.services.VOICE_PATH and STATUS_PATH."""
+authenticated with an API key). The paths are telephony.services.accounts.VOICE_PATH and STATUS_PATH."""
 
 from django.urls import path
 

@@ -16,9 +16,9 @@ from django.views.decorators.csrf import csrf_exempt
 from kit.providers import ProviderError
 from realtime.services import ConcurrentCallLimitExceeded, call_slot_release
 from realtime.tokens import TokenError
-from telephony import services
 from telephony.models import TelephonyAccount
 from telephony.providers import provider_for
+from telephony.services.calls import CALL_ENDED_STATUSES, call_status_receive, incoming_call_answer
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def twilio_voice(request: HttpRequest) -> HttpResponse:
     if account is None:
         return HttpResponse("Forbidden", status=403, content_type="text/plain")
     try:
-        document = services.incoming_call_answer(
+        document = incoming_call_answer(
             account=account,
             call_sid=request.POST.get("CallSid", "")[:64],
             from_number=request.POST.get("From", "")[:64],
@@ -93,10 +93,10 @@ async def twilio_status(request: HttpRequest) -> HttpResponse:
     account = await sync_to_async(_verified_account)(request)
     if account is None:
         return HttpResponse("Forbidden", status=403, content_type="text/plain")
-    if request.POST.get("CallStatus", "") in services.CALL_ENDED_STATUSES:
+    if request.POST.get("CallStatus", "") in CALL_ENDED_STATUSES:
         # A call that ended before its stream opened gives its live-call slot back at once.
         await sync_to_async(call_slot_release)(channel="phone", key=request.POST.get("CallSid", ""))
-    await services.call_status_receive(
+    await call_status_receive(
         organization_id=account.organization_id,
         call_sid=request.POST.get("CallSid", "")[:64],
         call_status=request.POST.get("CallStatus", ""),

@@ -4,18 +4,30 @@ from django.core import checks
 
 
 class VoiceagentConfig(AppConfig):
-    """The project package as an app: it registers the deployment checks (voiceagent/checks.py)."""
+    """The project package as an app: it registers the deployment checks (voiceagent/checks.py) and the
+    upkeep jobs of every app (calls/maintenance.py)."""
 
     name = "voiceagent"
     label = "voiceagent"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from calls import maintenance
+        from calls import services as calls_services
+        from knowledge import services as knowledge_services
+        from realtime import services as realtime_services
         from voiceagent.checks import check_secrets, check_shared_secret_key
 
         # Not tagged `deploy`: every management command (migrate, check) refuses weak secrets in production.
         checks.register(check_secrets, checks.Tags.security)
         checks.register(check_shared_secret_key, checks.Tags.security, deploy=True)
+
+        # The upkeep sweep's jobs, in the order they run and are reported. Each is looked up on its module
+        # at every sweep (not bound here), so the sweep runs the service as it is then.
+        maintenance.register_job("closedCalls", lambda: calls_services.call_close_stale())
+        maintenance.register_job("purgedLogs", lambda: calls_services.agent_log_purge())
+        maintenance.register_job("failedDocuments", lambda: knowledge_services.document_fail_stuck())
+        maintenance.register_job("purgedSessionTokens", lambda: realtime_services.used_session_tokens_purge())
 
 
 class DashboardAdminConfig(AdminConfig):

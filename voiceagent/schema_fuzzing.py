@@ -35,7 +35,7 @@ from calls import services as calls
 from calls.models import AgentLog, Call
 from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
 from telephony.models import PhoneNumber
-from telephony.services import phone_number_assign
+from telephony.services.numbers import phone_number_assign
 
 SCHEMA_PATH = "/public/v1/openapi.json"
 # Valid numbers (libphonenumber) of several countries for the `e164` format.
@@ -146,8 +146,8 @@ def seed_world() -> Organization:
         to_number="+14155550100",
         started_at=now - timedelta(minutes=3),
     )
-    calls.append_message(call=call, role="user", content="Where is my order?")
-    calls.record_tool_invocation(
+    calls.call_message_add(call=call, role="user", content="Where is my order?")
+    calls.call_tool_invocation_add(
         call=call,
         tool_name="lookup_order",
         request={"order": "42"},
@@ -156,8 +156,8 @@ def seed_world() -> Organization:
         duration_ms=120,
         agent_tool_id=tools[0].pk,
     )
-    calls.record_llm_usage(call=call, provider="embedded", model="rules", input_tokens=12, output_tokens=8)
-    calls.finish_call(call=call, status="completed")
+    calls.call_llm_usage_add(call=call, provider="embedded", model="rules", input_tokens=12, output_tokens=8)
+    calls.call_finish(call=call, status="completed")
     for sequence, severity in enumerate(("info", "warn", "error")):
         AgentLog.objects.create(
             organization=organization,

@@ -9,7 +9,7 @@ from calls import services as calls
 from calls.models import AgentLog
 from knowledge.models import AgentKnowledgeIndex, KnowledgeChunk, KnowledgeDocument
 from telephony.models import PhoneNumber
-from telephony.services import phone_number_assign, phone_number_claim
+from telephony.services.numbers import phone_number_assign, phone_number_claim
 
 BASE = {"name": "Support", "instructions": "Help callers with their orders."}
 
@@ -102,8 +102,8 @@ def furnished_agent(owner):
     phone_number_assign(
         organization=owner.organization, agent=agent, phone_number_id=number.pk, handoff_phone_number="+14155552671"
     )
-    call = calls.start_call(agent=agent, channel="phone", from_number="+14155552671", to_number="+14155550100")
-    calls.finish_call(call=call, status="completed")
+    call = calls.call_start(agent=agent, channel="phone", from_number="+14155552671", to_number="+14155550100")
+    calls.call_finish(call=call, status="completed")
     AgentLog.objects.create(
         organization=owner.organization,
         agent=agent,

@@ -16,7 +16,7 @@ from agents.tests.conftest import NEW_AGENT, edit_form, errors, hidden_value
 from calls import services as calls_services
 from knowledge.models import KnowledgeDocument
 from telephony.models import PhoneNumber
-from telephony.services import phone_number_claim
+from telephony.services.numbers import phone_number_claim
 
 pytestmark = pytest.mark.django_db
 
@@ -270,7 +270,7 @@ def test_the_agent_page_lists_its_tools_selections_documents_numbers_and_calls(
     )
     number = phone_number_claim(organization=owner.organization, number="+14155550100")
     PhoneNumber.objects.filter(pk=number.pk).update(assigned_agent=agent, handoff_phone_number="+14155550199")
-    call = calls_services.start_call(agent=agent, channel="web")
+    call = calls_services.call_start(agent=agent, channel="web")
 
     page = staff_client.get(change_url(agent)).content.decode()
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Expression, IntegerField, OuterRef, Subquery, Value
+from django.db.models import Count, Expression, IntegerField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from accounts.models import Organization
-from agents.models import Agent, AgentTool, McpServer, McpServerStatus, McpToolSelection
+from agents.models import Agent, AgentTool, AgentType, McpServer, McpServerStatus, McpToolSelection
 from kit.errors import ApiError
 from kit.fields import iso
 from kit.validation import parse_uuid
@@ -25,6 +25,40 @@ def tool_count_subquery() -> Expression:
         .values("n")[:1]
     )
     return Coalesce(Subquery(counts, output_field=IntegerField()), Value(0))
+
+
+def enabled_tools_problem(*, agent: Agent, agent_type: str, server_url: str | None) -> str | None:
+    """Why `agent`, changed to `agent_type` / `server_url`, could not hold its custom tools, or None.
+
+    Called by the agent update services inside their transaction, with the agent row locked. A read
+    of the agent's tools, so here with the other tool reads that the agents app uses (agents.services
+    imports it; the tool services import agents, not the reverse).
+    """
+    tools = AgentTool.objects.filter(agent=agent)
+    if agent_type == AgentType.STATIC:
+        count = tools.count()
+        if count:
+            return (
+                f"Static agents do not support custom tools; delete the agent's {count} custom "
+                f"tool{'s' if count != 1 else ''} first."
+            )
+    elif agent_type == AgentType.WEBHOOK and not server_url:
+        names = list(tools.filter(enabled=True).values_list("name", flat=True)[:5])
+        if names:
+            return (
+                "A webhook agent with enabled custom tools needs serverUrl (tools are delivered to it); "
+                f"set serverUrl or disable these tools first: {', '.join(names)}."
+            )
+    elif agent_type == AgentType.HTTP:
+        names = list(
+            tools.filter(Q(tool_url__isnull=True) | Q(tool_url=""), enabled=True).values_list("name", flat=True)[:5]
+        )
+        if names:
+            return (
+                "Every enabled tool of an http agent needs a toolUrl; set toolUrl on these tools or disable "
+                f"them first: {', '.join(names)}."
+            )
+    return None
 
 
 def tool_get(*, agent: Agent, tool_id: str) -> AgentTool:

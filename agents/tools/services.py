@@ -14,7 +14,6 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Organization
@@ -114,38 +113,6 @@ def tool_delete(*, organization: Organization, agent_id: str, tool_id: str) -> u
         pk = tool.pk
         tool.delete()
         return pk
-
-
-def enabled_tools_problem(*, agent: Agent, agent_type: str, server_url: str | None) -> str | None:
-    """Why `agent`, changed to `agent_type` / `server_url`, could not hold its custom tools, or None.
-
-    Called by the agent update services inside their transaction, with the agent row locked.
-    """
-    tools = AgentTool.objects.filter(agent=agent)
-    if agent_type == AgentType.STATIC:
-        count = tools.count()
-        if count:
-            return (
-                f"Static agents do not support custom tools; delete the agent's {count} custom "
-                f"tool{'s' if count != 1 else ''} first."
-            )
-    elif agent_type == AgentType.WEBHOOK and not server_url:
-        names = list(tools.filter(enabled=True).values_list("name", flat=True)[:5])
-        if names:
-            return (
-                "A webhook agent with enabled custom tools needs serverUrl (tools are delivered to it); "
-                f"set serverUrl or disable these tools first: {', '.join(names)}."
-            )
-    elif agent_type == AgentType.HTTP:
-        names = list(
-            tools.filter(Q(tool_url__isnull=True) | Q(tool_url=""), enabled=True).values_list("name", flat=True)[:5]
-        )
-        if names:
-            return (
-                "Every enabled tool of an http agent needs a toolUrl; set toolUrl on these tools or disable "
-                f"them first: {', '.join(names)}."
-            )
-    return None
 
 
 # --- connected MCP servers -----------------------------------------------------------------------

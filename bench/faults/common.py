@@ -49,7 +49,8 @@ def setup(env: dict[str, str]) -> Any:
     from django.core.management import call_command
 
     from accounts.services import organization_create
-    from telephony.services import phone_number_claim, telephony_account_set
+    from telephony.services.accounts import telephony_account_set
+    from telephony.services.numbers import phone_number_claim
 
     call_command("migrate", verbosity=0)
     organization, _ = organization_create(name="Faults bench", plan_code="agency")
@@ -62,7 +63,7 @@ def make_agent(organization: Any, name: str, *, phone: bool = False, **fields: A
     from django.utils import timezone
 
     from agents.models import Agent
-    from telephony.services import phone_number_assign
+    from telephony.services.numbers import phone_number_assign
 
     values: dict[str, Any] = {
         "name": name,

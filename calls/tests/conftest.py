@@ -17,14 +17,14 @@ def agent(owner: Any, make_agent: Any) -> Any:
 
 @pytest.fixture
 def call_lasting(agent: Any):
-    """finish_call on a call that started `seconds` (+0.3 s) ago: a call of that many whole seconds."""
+    """call_finish on a call that started `seconds` (+0.3 s) ago: a call of that many whole seconds."""
 
     def finish(seconds: int, *, the_agent: Any = None, status: str = "completed") -> Call:
-        call = services.start_call(agent=the_agent or agent, channel="phone", from_number="+14155550100")
+        call = services.call_start(agent=the_agent or agent, channel="phone", from_number="+14155550100")
         started = timezone.now() - timedelta(seconds=seconds, milliseconds=300)
         Call.objects.filter(pk=call.pk).update(started_at=started)
         call.started_at = started
-        return services.finish_call(call=call, status=status)
+        return services.call_finish(call=call, status=status)
 
     return finish
 

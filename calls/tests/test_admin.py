@@ -14,12 +14,12 @@ from calls.logging import LogSession, agent_log, flush_agent_logs
 
 @pytest.fixture
 def finished_call(agent):
-    call = services.start_call(agent=agent, channel="phone", from_number="+14155550100")
-    services.append_message(call=call, role="user", content="My card number is 4111 1111 1111 1111.")
-    services.record_tool_invocation(
+    call = services.call_start(agent=agent, channel="phone", from_number="+14155550100")
+    services.call_message_add(call=call, role="user", content="My card number is 4111 1111 1111 1111.")
+    services.call_tool_invocation_add(
         call=call, tool_name="lookup", request={"card": "4111"}, response="{}", status="success", duration_ms=3
     )
-    return services.finish_call(call=call, status="completed")
+    return services.call_finish(call=call, status="completed")
 
 
 def _staff(client, *, perms: tuple[str, ...], superuser: bool = False):

@@ -13,9 +13,9 @@ from calls.models import Call
 
 
 def _call(agent, *, status: str, started_ago: timedelta) -> Call:
-    call = services.start_call(agent=agent, channel="web")
+    call = services.call_start(agent=agent, channel="web")
     if status != "active":
-        services.finish_call(call=call, status=status)
+        services.call_finish(call=call, status=status)
     Call.objects.filter(pk=call.pk).update(started_at=timezone.now() - started_ago)
     return call
 

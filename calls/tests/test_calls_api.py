@@ -16,7 +16,7 @@ def _calls(agent, count: int) -> list[Call]:
     now = timezone.now()
     calls = []
     for index in range(count):
-        call = services.start_call(agent=agent, channel="web")
+        call = services.call_start(agent=agent, channel="web")
         Call.objects.filter(pk=call.pk).update(started_at=now - timedelta(minutes=count - index))
         calls.append(call)
     return calls  # oldest first
@@ -24,7 +24,7 @@ def _calls(agent, count: int) -> list[Call]:
 
 def test_calls_are_listed_newest_first_with_the_summary_fields(owner, agent):
     calls = _calls(agent, 3)
-    services.finish_call(call=calls[0], status="completed")
+    services.call_finish(call=calls[0], status="completed")
 
     response = owner.client.get("/public/v1/calls")
 

@@ -43,7 +43,7 @@ def _run_together(jobs: list[Callable[[], object]]) -> list[object]:
 def _calls_of(agent, count: int, seconds: int) -> list[Call]:
     calls = []
     for _ in range(count):
-        call = services.start_call(agent=agent, channel="phone")
+        call = services.call_start(agent=agent, channel="phone")
         Call.objects.filter(pk=call.pk).update(started_at=timezone.now() - timedelta(seconds=seconds, milliseconds=300))
         calls.append(Call.objects.get(pk=call.pk))
     return calls
@@ -56,7 +56,7 @@ def test_calls_finishing_at_once_never_take_the_same_included_minute(owner, make
     agent = make_agent(owner.organization, status="active")
     calls = _calls_of(agent, 10, 25)  # each bills 30 s; the allowance holds 60 s
 
-    results = _run_together([lambda c=c: services.finish_call(call=c, status="completed") for c in calls])
+    results = _run_together([lambda c=c: services.call_finish(call=c, status="completed") for c in calls])
 
     assert not [r for r in results if isinstance(r, Exception)], results
     rows = list(Call.objects.filter(organization=owner.organization))
@@ -71,7 +71,7 @@ def test_a_call_finished_twice_at_once_is_billed_once(owner, make_agent):
 
     results = _run_together(
         [
-            lambda s=s: services.finish_call(call=Call.objects.get(pk=call.pk), status=s)
+            lambda s=s: services.call_finish(call=Call.objects.get(pk=call.pk), status=s)
             for s in ("completed", "failed") * 2
         ]
     )

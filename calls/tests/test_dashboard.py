@@ -65,7 +65,7 @@ def recorded_call(established: Organization, agent: Any, clock: Clock, monkeypat
     """A phone call as the engine records it: greeting, a question answered after a tool call, an answer
     the caller cuts off, a transfer request; two model requests; its agent log session."""
     t0 = clock.now
-    call = services.start_call(agent=agent, channel="phone", from_number="+14155550100")
+    call = services.call_start(agent=agent, channel="phone", from_number="+14155550100")
     session = LogSession(agent.organization_id, agent.pk, "sess01")
     clock.at(t0, 0.2)
     agent_log(session, "info", "session started", callId=str(call.pk))
@@ -73,17 +73,17 @@ def recorded_call(established: Organization, agent: Any, clock: Clock, monkeypat
     def agent_says(at: float, text: str, **fields: Any) -> None:
         clock.at(t0, at)
         agent_log(session, "info", "assistant turn cut" if "heardWords" in fields else "assistant turn", **fields)
-        services.append_message(call=call, role="assistant", content=text)
+        services.call_message_add(call=call, role="assistant", content=text)
 
     def caller_says(at: float, text: str) -> None:
         clock.at(t0, at)
-        services.append_message(call=call, role="user", content=text)
+        services.call_message_add(call=call, role="user", content=text)
         agent_log(session, "info", "user turn", words=len(text.split()))
 
     agent_says(3.0, "Hi, I'm Support, an AI agent. How can I help?", words=10)
     caller_says(7.0, "Where is my order 4417?")
     clock.at(t0, 8.5)
-    services.record_tool_invocation(
+    services.call_tool_invocation_add(
         call=call,
         tool_name="lookup_order",
         request={"orderId": "4417"},
@@ -91,17 +91,17 @@ def recorded_call(established: Organization, agent: Any, clock: Clock, monkeypat
         status="success",
         duration_ms=900,
     )
-    services.record_llm_usage(call=call, provider="openai", model="gpt-4o-mini", input_tokens=420, output_tokens=31)
+    services.call_llm_usage_add(call=call, provider="openai", model="gpt-4o-mini", input_tokens=420, output_tokens=31)
     agent_says(11.0, "Your order 4417 has shipped and arrives on Friday.", words=9, latencyMs=640)
     caller_says(14.0, "Can you change the address?")
     clock.at(t0, 16.9)
     agent_log(session, "info", "barge-in", speechMs=320)
     agent_says(17.0, "I can't change", heardWords=3, plannedSentences=2)
     caller_says(19.5, "Then transfer me please.")
-    services.record_llm_usage(call=call, provider="openai", model="gpt-4o-mini", input_tokens=510, output_tokens=12)
+    services.call_llm_usage_add(call=call, provider="openai", model="gpt-4o-mini", input_tokens=510, output_tokens=12)
     agent_says(22.0, "Transferring you now.", words=3, latencyMs=480)
     clock.at(t0, 25.0)
-    services.finish_call(call=call, status="completed")
+    services.call_finish(call=call, status="completed")
     flush_agent_logs()
     monkeypatch.undo()  # the pages are read at the real time
     return call
@@ -196,15 +196,15 @@ def test_staff_without_the_message_permission_see_the_timeline_but_no_transcript
 
 def test_without_log_lines_a_barge_in_is_inferred_from_the_messages(superuser_client, agent, clock, monkeypatch):
     t0 = clock.now
-    call = services.start_call(agent=agent, channel="web")
+    call = services.call_start(agent=agent, channel="web")
     clock.at(t0, 2.0)
-    services.append_message(call=call, role="user", content="Hello there")
+    services.call_message_add(call=call, role="user", content="Hello there")
     clock.at(t0, 6.0)
-    services.append_message(call=call, role="assistant", content="Hello! Our opening hours are nine to five on")
+    services.call_message_add(call=call, role="assistant", content="Hello! Our opening hours are nine to five on")
     clock.at(t0, 6.6)  # six words said in 0.6 s after the agent stopped: the caller spoke over it
-    services.append_message(call=call, role="user", content="Sorry, I only need the address")
+    services.call_message_add(call=call, role="user", content="Sorry, I only need the address")
     clock.at(t0, 8.0)
-    services.finish_call(call=call, status="completed")
+    services.call_finish(call=call, status="completed")
     monkeypatch.undo()
 
     page = _page(superuser_client, call)
@@ -217,9 +217,9 @@ def test_without_log_lines_a_barge_in_is_inferred_from_the_messages(superuser_cl
 
 
 def test_text_in_the_record_is_escaped_in_the_page_and_the_svg(superuser_client, agent):
-    call = services.start_call(agent=agent, channel="web")
-    services.append_message(call=call, role="user", content="<script>alert(1)</script>")
-    services.record_tool_invocation(
+    call = services.call_start(agent=agent, channel="web")
+    services.call_message_add(call=call, role="user", content="<script>alert(1)</script>")
+    services.call_tool_invocation_add(
         call=call,
         tool_name='x"><img src=y onerror=alert(2)>',
         request={},
@@ -227,7 +227,7 @@ def test_text_in_the_record_is_escaped_in_the_page_and_the_svg(superuser_client,
         status="error",
         duration_ms=5,
     )
-    services.finish_call(call=call, status="failed")
+    services.call_finish(call=call, status="failed")
 
     page = _page(superuser_client, call)
 
@@ -237,7 +237,7 @@ def test_text_in_the_record_is_escaped_in_the_page_and_the_svg(superuser_client,
 
 
 def test_an_active_call_without_messages_has_an_empty_timeline(superuser_client, agent):
-    call = services.start_call(agent=agent, channel="web")
+    call = services.call_start(agent=agent, channel="web")
 
     page = _page(superuser_client, call)
 
@@ -259,7 +259,7 @@ def test_the_call_page_reads_the_record_in_a_few_queries(
 @pytest.fixture
 def listed_calls(owner, agent, make_agent, call_lasting):
     billing = make_agent(owner.organization, name="Billing", status="active")
-    web = services.finish_call(call=services.start_call(agent=billing, channel="web"), status="failed")
+    web = services.call_finish(call=services.call_start(agent=billing, channel="web"), status="failed")
     old = call_lasting(30)
     Call.objects.filter(pk=old.pk).update(started_at=timezone.now() - timedelta(days=3))
     return {"support_phone": call_lasting(12), "support_old": old, "billing_web": web, "billing": billing}
@@ -314,9 +314,9 @@ def two_days_of_calls(established, agent, clock, monkeypatch):
     for days_ago, seconds in ((3, 90), (1, 60)):
         start = timezone.localtime(clock.now).replace(hour=10, minute=0) - timedelta(days=days_ago)
         clock.now = start
-        call = services.start_call(agent=agent, channel="phone")
+        call = services.call_start(agent=agent, channel="phone")
         clock.at(start, seconds)
-        services.finish_call(call=call, status="completed")
+        services.call_finish(call=call, status="completed")
         days.append(start.date())
     monkeypatch.undo()
     return days

@@ -16,10 +16,10 @@ from calls.models import Call
 
 
 def _call(agent: Any, *lines: str, from_number: str = "+14155550100") -> Call:
-    call = services.start_call(agent=agent, channel="phone", from_number=from_number)
+    call = services.call_start(agent=agent, channel="phone", from_number=from_number)
     for number, line in enumerate(lines):
-        services.append_message(call=call, role="user" if number % 2 == 0 else "assistant", content=line)
-    return services.finish_call(call=call, status="completed")
+        services.call_message_add(call=call, role="user" if number % 2 == 0 else "assistant", content=line)
+    return services.call_finish(call=call, status="completed")
 
 
 @pytest.fixture
@@ -111,13 +111,13 @@ def test_names_numbers_and_odd_input_search_as_before(client, conversations, own
 def test_the_agent_log_narrows_to_an_agent_or_to_one_call(client, agent, make_agent, owner):
     _staff(client, transcripts=False)
     other = make_agent(owner.organization, name="Other", status="active")
-    first = services.start_call(agent=agent, channel="web")
-    second = services.start_call(agent=agent, channel="web")
+    first = services.call_start(agent=agent, channel="web")
+    second = services.call_start(agent=agent, channel="web")
     for call, session_id in ((first, "sess01"), (second, "sess02")):
         session = LogSession(agent.organization_id, agent.pk, session_id)
         agent_log(session, "info", "session started", callId=str(call.pk))
         agent_log(session, "info", f"turn of {session_id}")
-        services.finish_call(call=call, status="completed")
+        services.call_finish(call=call, status="completed")
         agent_log(session, "info", "session ended", callId=str(call.pk))
     agent_log(LogSession(agent.organization_id, other.pk, "sess03"), "warn", "other agent")
     flush_agent_logs()

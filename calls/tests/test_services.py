@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from calls import services, tasks
 from calls.models import AgentLog, Call, CallMessage, LlmUsage, ToolInvocation
+from calls.sequence import next_sequence
 
 
 def test_start_call_keeps_the_agent_name_of_call_time(owner, agent):
-    call = services.start_call(agent=agent, channel="phone", from_number="+14155550100", to_number="+14155550199")
+    call = services.call_start(agent=agent, channel="phone", from_number="+14155550100", to_number="+14155550199")
     agent.name = "Renamed"
     agent.save(update_fields=["name"])
 
@@ -27,8 +28,8 @@ def test_start_call_keeps_the_agent_name_of_call_time(owner, agent):
 
 
 def test_web_calls_get_stable_placeholder_numbers(agent):
-    first = services.start_call(agent=agent, channel="web")
-    second = services.start_call(agent=agent, channel="web")
+    first = services.call_start(agent=agent, channel="web")
+    second = services.call_start(agent=agent, channel="web")
     assert (first.from_number, first.to_number) == (second.from_number, second.to_number) == ("web-client", "web-agent")
 
 
@@ -44,23 +45,23 @@ def test_the_history_outlives_a_deleted_agent(owner, agent, call_lasting):
 @pytest.mark.parametrize(
     ("function", "kwargs"),
     [
-        (services.start_call, {"channel": "fax"}),
-        (services.append_message, {"role": "robot", "content": "hi"}),
-        (services.append_message, {"role": "user", "content": None}),
+        (services.call_start, {"channel": "fax"}),
+        (services.call_message_add, {"role": "robot", "content": "hi"}),
+        (services.call_message_add, {"role": "user", "content": None}),
         (
-            services.record_tool_invocation,
+            services.call_tool_invocation_add,
             {"tool_name": "t", "request": {}, "response": "", "status": "weird", "duration_ms": 1},
         ),
         (
-            services.record_tool_invocation,
+            services.call_tool_invocation_add,
             {"tool_name": "t", "request": [], "response": "", "status": "success", "duration_ms": 1},
         ),
-        (services.finish_call, {"status": "active"}),
+        (services.call_finish, {"status": "active"}),
     ],
 )
 def test_invalid_arguments_are_refused_without_writing(agent, function, kwargs):
-    call = services.start_call(agent=agent, channel="web")
-    target = {"agent": agent} if function is services.start_call else {"call": call}
+    call = services.call_start(agent=agent, channel="web")
+    target = {"agent": agent} if function is services.call_start else {"call": call}
     with pytest.raises(ValueError):
         function(**target, **kwargs)
     assert Call.objects.count() == 1
@@ -69,13 +70,13 @@ def test_invalid_arguments_are_refused_without_writing(agent, function, kwargs):
 
 
 def test_the_detail_holds_messages_in_order_the_tool_log_and_model_usage(owner, agent):
-    call = services.start_call(agent=agent, channel="web")
+    call = services.call_start(agent=agent, channel="web")
     same_time = timezone.now()
-    services.append_message(call=call, role="system", content="You are Support.", occurred_at=same_time)
-    services.append_message(call=call, role="user", content="Where is my order 42?", occurred_at=same_time)
-    services.append_message(call=call, role="assistant", content="Let me check that.", occurred_at=same_time)
+    services.call_message_add(call=call, role="system", content="You are Support.", occurred_at=same_time)
+    services.call_message_add(call=call, role="user", content="Where is my order 42?", occurred_at=same_time)
+    services.call_message_add(call=call, role="assistant", content="Let me check that.", occurred_at=same_time)
     tool_id = uuid.uuid4()
-    services.record_tool_invocation(
+    services.call_tool_invocation_add(
         call=call,
         tool_name="order_status",
         request={"orderId": 42},
@@ -84,15 +85,15 @@ def test_the_detail_holds_messages_in_order_the_tool_log_and_model_usage(owner, 
         duration_ms=120,
         agent_tool_id=tool_id,
     )
-    services.record_tool_invocation(
+    services.call_tool_invocation_add(
         call=call, tool_name="search_knowledge", request={"query": "x"}, response="", status="timeout", duration_ms=3000
     )
-    services.record_llm_usage(call=call, provider="openai", model="gpt-x", input_tokens=120, output_tokens=30)
-    services.record_llm_usage(
+    services.call_llm_usage_add(call=call, provider="openai", model="gpt-x", input_tokens=120, output_tokens=30)
+    services.call_llm_usage_add(
         call=call, provider="xai", model="grok-voice", input_audio_seconds=2.5, output_audio_seconds=1.25
     )
-    services.append_message(call=call, role="assistant", content="It shipped yesterday.")
-    services.finish_call(call=call, status="completed")
+    services.call_message_add(call=call, role="assistant", content="It shipped yesterday.")
+    services.call_finish(call=call, status="completed")
 
     body = owner.client.get(f"/public/v1/calls/{call.id}").json()
     assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "assistant"]
@@ -114,10 +115,10 @@ def test_finish_is_idempotent(owner, call_lasting):
     call = call_lasting(25)
     first = (call.ended_at, call.billable_seconds, call.included_seconds, call.status)
 
-    again = services.finish_call(call=call, status="failed")
+    again = services.call_finish(call=call, status="failed")
     stale_object = Call.objects.get(pk=call.pk)
     stale_object.status = "active"  # a second socket handler still holding an old copy
-    services.finish_call(call=stale_object, status="completed")
+    services.call_finish(call=stale_object, status="completed")
 
     row = Call.objects.get(pk=call.pk)
     assert (row.ended_at, row.billable_seconds, row.included_seconds, row.status) == first
@@ -126,12 +127,12 @@ def test_finish_is_idempotent(owner, call_lasting):
 
 
 def test_summary_is_short_and_extractive(agent):
-    call = services.start_call(agent=agent, channel="web")
-    services.append_message(call=call, role="user", content="Hi. I need to change the delivery address of my order.")
+    call = services.call_start(agent=agent, channel="web")
+    services.call_message_add(call=call, role="user", content="Hi. I need to change the delivery address of my order.")
     for _ in range(30):
-        services.append_message(call=call, role="assistant", content="Could you repeat that? " * 3)
-    services.append_message(call=call, role="assistant", content="Your order delivery address is now updated.")
-    services.finish_call(call=call, status="completed")
+        services.call_message_add(call=call, role="assistant", content="Could you repeat that? " * 3)
+    services.call_message_add(call=call, role="assistant", content="Your order delivery address is now updated.")
+    services.call_finish(call=call, status="completed")
 
     summary = Call.objects.get(pk=call.pk).summary
     assert summary.startswith("Caller: ")
@@ -144,18 +145,21 @@ def test_an_empty_transcript_has_an_empty_summary(call_lasting):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_async_twins_record_a_whole_call(owner, make_agent, thread_connections_closed):
+async def test_the_write_path_records_a_whole_call_from_async_code(owner, make_agent, thread_connections_closed):
     from asgiref.sync import sync_to_async
+    from channels.db import database_sync_to_async
 
     agent = await sync_to_async(make_agent)(owner.organization, status="active")
-    call = await services.astart_call(agent=agent, channel="web")
-    await services.aappend_message(call=call, role="user", content="Hello there.")
-    await services.arecord_tool_invocation(
+    call = await database_sync_to_async(services.call_start)(agent=agent, channel="web")
+    await database_sync_to_async(services.call_message_add)(call=call, role="user", content="Hello there.")
+    await database_sync_to_async(services.call_tool_invocation_add)(
         call=call, tool_name="lookup", request={"q": 1}, response="ok", status="error", duration_ms=7
     )
-    await services.arecord_llm_usage(call=call, provider="embedded", model="responder", input_tokens=4)
-    finished = await services.afinish_call(call=call, status="failed")
-    again = await services.afinish_call(call=call, status="completed")
+    await database_sync_to_async(services.call_llm_usage_add)(
+        call=call, provider="embedded", model="responder", input_tokens=4
+    )
+    finished = await database_sync_to_async(services.call_finish)(call=call, status="failed")
+    again = await database_sync_to_async(services.call_finish)(call=call, status="completed")
 
     assert finished.status == again.status == "failed"
     row = await Call.objects.aget(pk=call.pk)
@@ -170,15 +174,15 @@ def _age(call: Call, **delta) -> None:
 
 def test_stale_active_calls_are_closed_as_failed_at_their_last_activity(agent, settings):
     settings.CALLS_STALE_AFTER_SECONDS = 3600
-    crashed = services.start_call(agent=agent, channel="phone")
+    crashed = services.call_start(agent=agent, channel="phone")
     _age(crashed, hours=3)
     last_word = timezone.now() - timedelta(hours=3) + timedelta(seconds=95)
-    services.append_message(call=crashed, role="user", content="Hello?", occurred_at=last_word)
-    quiet_but_young = services.start_call(agent=agent, channel="phone")
+    services.call_message_add(call=crashed, role="user", content="Hello?", occurred_at=last_word)
+    quiet_but_young = services.call_start(agent=agent, channel="phone")
     _age(quiet_but_young, minutes=30)
-    long_but_alive = services.start_call(agent=agent, channel="phone")
+    long_but_alive = services.call_start(agent=agent, channel="phone")
     _age(long_but_alive, hours=3)
-    services.append_message(call=long_but_alive, role="user", content="Still here.")
+    services.call_message_add(call=long_but_alive, role="user", content="Still here.")
 
     assert tasks.close_stale_calls.delay().get() == 1
 
@@ -193,7 +197,7 @@ def test_stale_active_calls_are_closed_as_failed_at_their_last_activity(agent, s
 
 
 def test_the_maintenance_command_closes_stale_calls_and_purges_logs(agent, capsys):
-    crashed = services.start_call(agent=agent, channel="web")
+    crashed = services.call_start(agent=agent, channel="web")
     _age(crashed, hours=2)
     AgentLog.objects.create(
         organization_id=agent.organization_id,
@@ -202,7 +206,7 @@ def test_the_maintenance_command_closes_stale_calls_and_purges_logs(agent, capsy
         timestamp=timezone.now() - timedelta(days=30),
         severity="info",
         content={"message": "old"},
-        sequence=services.next_sequence(),
+        sequence=next_sequence(),
     )
     call_command("calls_maintenance")
     assert Call.objects.get(pk=crashed.pk).status == "failed"

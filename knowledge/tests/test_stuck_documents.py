@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from calls import tasks
-from knowledge import services
+from knowledge import ingestion, services
 from knowledge.models import KnowledgeDocument
 
 pytestmark = pytest.mark.django_db
@@ -51,8 +51,8 @@ def test_the_sweep_fails_documents_processing_past_the_bound_with_a_reason(owner
     assert (items["still ingesting"]["status"], items["still ingesting"]["error"]) == ("processing", None)
 
     # An ingestion that resumes later does not bring a failed document back; a live one still finishes.
-    services.document_ingest(document_id=str(KnowledgeDocument.objects.get(name="died").pk))
-    services.document_ingest(document_id=str(young.pk))
+    ingestion.document_ingest(document_id=str(KnowledgeDocument.objects.get(name="died").pk))
+    ingestion.document_ingest(document_id=str(young.pk))
     items = listed(owner, agent)
     assert items["died"]["status"] == "failed" and items["still ingesting"]["status"] == "ready"
 

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from agents.models import Agent
@@ -52,7 +53,7 @@ class CallRecorder:
         agent_log(self.session, severity, message, **fields)
 
     async def start(self) -> Call:
-        self.call = await calls.astart_call(
+        self.call = await database_sync_to_async(calls.call_start)(
             agent=self.agent,
             channel=self.channel,
             from_number=self.from_number,
@@ -90,7 +91,11 @@ class CallRecorder:
     def _write_message(self, role: str, text: str, at: datetime) -> None:
         call = self.call
         if call is not None:
-            self._writes.put_nowait(lambda: calls.aappend_message(call=call, role=role, content=text, occurred_at=at))
+            self._writes.put_nowait(
+                lambda: database_sync_to_async(calls.call_message_add)(
+                    call=call, role=role, content=text, occurred_at=at
+                )
+            )
 
     def tool_invocation(
         self,
@@ -107,7 +112,7 @@ class CallRecorder:
             return
         call = self.call
         self._writes.put_nowait(
-            lambda: calls.arecord_tool_invocation(
+            lambda: database_sync_to_async(calls.call_tool_invocation_add)(
                 call=call,
                 tool_name=tool_name,
                 request=request,
@@ -123,7 +128,11 @@ class CallRecorder:
         if self.call is None or self._finished:
             return
         call = self.call
-        self._writes.put_nowait(lambda: calls.arecord_llm_usage(call=call, provider=provider, model=model, **figures))
+        self._writes.put_nowait(
+            lambda: database_sync_to_async(calls.call_llm_usage_add)(
+                call=call, provider=provider, model=model, **figures
+            )
+        )
 
     def turn_latency(self, stages_ms: dict[str, float | None]) -> None:
         """One answered caller turn's latency stages; their p50/p95 are stored when the call ends."""
@@ -139,7 +148,7 @@ class CallRecorder:
         if self._writer is not None:
             self._writes.put_nowait(None)
             await asyncio.shield(self._writer)
-        self.call = await calls.afinish_call(
+        self.call = await database_sync_to_async(calls.call_finish)(
             call=self.call, status=status, latency=latency_summary(self.turn_latencies)
         )
         self.log(

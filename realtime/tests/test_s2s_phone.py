@@ -16,7 +16,8 @@ from realtime.tests.loopback import LoopbackReceiver, Reply
 from realtime.tests.realtime_provider_server import ProviderServer, Say, eventually
 from realtime.tests.support import DaphneServer, database_url, free_port, rms, stop_test_server
 from telephony import audio
-from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
+from telephony.services.accounts import telephony_account_set
+from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_issue
 from telephony.tests.test_media_stream_e2e import wait_call
 from telephony.tests.twilio_client import TwilioStream, from_phone, is_event

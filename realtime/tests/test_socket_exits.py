@@ -34,7 +34,8 @@ from realtime.tests.support import (
     stop_test_server,
 )
 from telephony import audio
-from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
+from telephony.services.accounts import telephony_account_set
+from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_issue
 from telephony.tests.twilio_client import TwilioStream, is_event
 

@@ -171,7 +171,7 @@ def test_the_dashboard_shows_a_bad_account_sid_on_the_form(dashboard: Client, ow
 
 def test_no_public_api_returns_the_credentials(owner: Any) -> None:
     make_account(owner.organization)
-    from telephony.services import phone_number_claim
+    from telephony.services.numbers import phone_number_claim
 
     phone_number_claim(organization=owner.organization, number="+14155550123")
     body = owner.client.get("/public/v1/phone-numbers").content.decode()

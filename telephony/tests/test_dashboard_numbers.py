@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from telephony.models import PhoneNumber
-from telephony.services import phone_number_claim
+from telephony.services.numbers import phone_number_claim
 
 pytestmark = pytest.mark.django_db
 

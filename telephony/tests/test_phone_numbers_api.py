@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from telephony.models import PhoneNumber
-from telephony.services import phone_number_claim
+from telephony.services.numbers import phone_number_claim
 
 BASE = {"name": "Support", "instructions": "Help callers."}
 

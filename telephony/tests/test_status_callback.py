@@ -13,7 +13,7 @@ from django.test import AsyncClient, Client
 
 from agents.models import AgentStatus
 from calls.models import Call, CallChannel, CallStatus
-from calls.services import finish_call, start_call
+from calls.services import call_finish, call_start
 from telephony.streams import call_group
 from telephony.tests.twilio_side import (
     PUBLIC_BASE_URL,
@@ -34,7 +34,7 @@ def open_call(owner: Any, make_agent: Any, settings: Any) -> Call:
     settings.TELEPHONY_CALL_END_GRACE_SECONDS = 0.3
     make_account(owner.organization)
     agent = make_agent(owner.organization, status=AgentStatus.ACTIVE)
-    return start_call(
+    return call_start(
         agent=agent,
         channel=CallChannel.PHONE,
         from_number="+14155550199",
@@ -119,7 +119,7 @@ async def test_a_live_stream_is_told_the_call_ended_and_ends_it_itself(open_call
         received.append(await layer.receive(channel))
         # The consumer's database work runs in its own context (here: not on the thread the test
         # client's sync middleware chain holds while the view runs).
-        await sync_to_async(finish_call, thread_sensitive=False)(call=open_call, status=CallStatus.COMPLETED)
+        await sync_to_async(call_finish, thread_sensitive=False)(call=open_call, status=CallStatus.COMPLETED)
 
     stream = asyncio.create_task(live_stream())
     params = status_params(sid=open_call.provider_call_id, status="completed")

@@ -17,7 +17,7 @@ from kit.providers import ProviderError
 from realtime.tests.loopback import LoopbackReceiver, Received, Reply, closed_port_url
 from telephony.models import PhoneNumber, SetupStatus, TelephonyAccount
 from telephony.providers import provider_for
-from telephony.services import phone_number_claim
+from telephony.services.numbers import phone_number_claim
 from telephony.tests.twilio_side import ACCOUNT_SID, AUTH_TOKEN, make_account, public_settings  # noqa: F401
 
 NUMBER = "+14155550123"

@@ -15,7 +15,7 @@ from calls.models import AgentLog, Call
 from realtime.models import UsedSessionToken
 from realtime.tokens import TokenError
 from telephony.models import PhoneNumber, PhoneNumberStatus
-from telephony.services import phone_number_assign, phone_number_claim
+from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_redeem
 from telephony.tests.twilio_side import (
     ACCOUNT_SID,

@@ -14,7 +14,7 @@ from twilio.request_validator import RequestValidator
 
 from accounts.models import Organization
 from telephony.models import TelephonyAccount
-from telephony.services import telephony_account_set
+from telephony.services.accounts import telephony_account_set
 
 ACCOUNT_SID = "AC" + "1f" * 16
 AUTH_TOKEN = "9b7d1c3e5f" + "a" * 22  # 32 characters, as Twilio's

@@ -22,7 +22,8 @@ from calls.logging import LogSession, agent_log, flush_agent_logs
 from calls.models import AgentLog, Call, LlmUsage, ToolInvocation
 from knowledge import services as knowledge_services
 from realtime.models import UsedSessionToken
-from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
+from telephony.services.accounts import telephony_account_set
+from telephony.services.numbers import phone_number_assign, phone_number_claim
 
 STAFF_PASSWORD = "pw-staff-Xq4Lm8Tz"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -55,10 +56,10 @@ class DashboardWorld:
 
 
 def _finished_call(agent: Agent, *, ago: timedelta, seconds: int, status: str, channel: str) -> Call:
-    """A call of `seconds` that started `ago`: billed as the engine bills it (finish_call measures up to now),
+    """A call of `seconds` that started `ago`: billed as the engine bills it (call_finish measures up to now),
     then moved back in time."""
     phone = channel == "phone"
-    call = calls_services.start_call(
+    call = calls_services.call_start(
         agent=agent,
         channel=channel,
         from_number="+14155550100" if phone else None,
@@ -67,8 +68,8 @@ def _finished_call(agent: Agent, *, ago: timedelta, seconds: int, status: str, c
     started = timezone.now() - ago
     for number, (role, text) in enumerate(CONVERSATION):
         at = started + timedelta(seconds=2 + number * seconds / len(CONVERSATION))
-        calls_services.append_message(call=call, role=role, content=text, occurred_at=at)
-    calls_services.record_tool_invocation(
+        calls_services.call_message_add(call=call, role=role, content=text, occurred_at=at)
+    calls_services.call_tool_invocation_add(
         call=call,
         tool_name="reschedule_appointment",
         request={"patientId": "p-1024", "slot": "thursday-16:15"},
@@ -76,10 +77,10 @@ def _finished_call(agent: Agent, *, ago: timedelta, seconds: int, status: str, c
         status="success",
         duration_ms=184,
     )
-    calls_services.record_llm_usage(call=call, provider="embedded", model="rule-based", input_tokens=220)
+    calls_services.call_llm_usage_add(call=call, provider="embedded", model="rule-based", input_tokens=220)
     Call.objects.filter(pk=call.pk).update(started_at=timezone.now() - timedelta(seconds=seconds))
     call.refresh_from_db()
-    calls_services.finish_call(call=call, status=status)
+    calls_services.call_finish(call=call, status=status)
     Call.objects.filter(pk=call.pk).update(started_at=started, ended_at=started + timedelta(seconds=seconds))
     middle = started + timedelta(seconds=seconds / 2)
     ToolInvocation.objects.filter(call=call).update(created_at=middle)
@@ -113,8 +114,8 @@ def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) 
             )
         )
     for agent in (ava, max_agent):
-        live = calls_services.start_call(agent=agent, channel="phone", from_number="+14155550177")
-        calls_services.append_message(call=live, role="user", content="Hello, is anyone there?")
+        live = calls_services.call_start(agent=agent, channel="phone", from_number="+14155550177")
+        calls_services.call_message_add(call=live, role="user", content="Hello, is anyone there?")
     session = LogSession(dental.pk, ava.pk, "k2v9q1")
     agent_log(session, "info", "session started", callId=str(calls[1].pk))
     agent_log(

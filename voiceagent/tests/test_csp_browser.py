@@ -21,10 +21,10 @@ PASSWORD = "pw-staff-Xq4Lm8Tz"
 @pytest.fixture
 def world(owner: Any, make_agent: Any, django_user_model: Any) -> dict[str, Any]:
     agent = make_agent(owner.organization, name="Ava", status="active", static_greeting="Hello!")
-    call = calls_services.start_call(agent=agent, channel="web")
-    calls_services.append_message(call=call, role="assistant", content="Hello!")
-    calls_services.append_message(call=call, role="user", content="When do you open?")
-    calls_services.finish_call(call=call, status="completed")
+    call = calls_services.call_start(agent=agent, channel="web")
+    calls_services.call_message_add(call=call, role="assistant", content="Hello!")
+    calls_services.call_message_add(call=call, role="user", content="When do you open?")
+    calls_services.call_finish(call=call, status="completed")
     django_user_model.objects.create_superuser("staff", "staff@example.com", PASSWORD)
     return {"agent": agent, "call": call}
 

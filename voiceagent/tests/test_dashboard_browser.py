@@ -98,7 +98,7 @@ def test_the_home_page_refreshes_live_calls_by_itself(server, dashboard_world, b
     assert page.locator("#live-calls tbody tr").count() == 2
 
     # A third call starts while the page is open: the page shows it without being reloaded.
-    in_thread(lambda: calls_services.start_call(agent=dashboard_world.agent, channel="web"))
+    in_thread(lambda: calls_services.call_start(agent=dashboard_world.agent, channel="web"))
     expect(page.locator('[data-count="live"]')).to_have_text("3", timeout=20_000)
     assert page.locator("#live-calls tbody tr").count() == 3
     assert page.text_content("#live-updated").startswith("updated")

@@ -35,11 +35,11 @@ def _call(clock: dict[str, datetime], agent: Agent, *, started: datetime, second
     """A call that started at `started` and, unless `status` is None (still live), ended after `seconds`."""
     now = clock["now"]
     clock["now"] = started
-    call = calls_services.start_call(agent=agent, channel="phone", from_number="+14155550100")
-    calls_services.append_message(call=call, role="user", content="I would like a refund for my order.")
+    call = calls_services.call_start(agent=agent, channel="phone", from_number="+14155550100")
+    calls_services.call_message_add(call=call, role="user", content="I would like a refund for my order.")
     if status is not None:
         clock["now"] = started + timedelta(seconds=seconds)
-        calls_services.finish_call(call=call, status=status)
+        calls_services.call_finish(call=call, status=status)
     clock["now"] = now
     return call
 
@@ -126,7 +126,7 @@ def test_live_calls_json_is_what_the_page_refreshes_from(staff, day_of_calls, cl
 
     # A call ends: the next refresh has one live call fewer.
     clock["now"] = NOW + timedelta(seconds=5)
-    calls_services.finish_call(call=day_of_calls["live"], status="completed")
+    calls_services.call_finish(call=day_of_calls["live"], status="completed")
     assert staff.get("/admin/live-calls.json").json()["counts"]["live"] == 1
 
 

@@ -18,7 +18,7 @@ from agents.models import AgentStatus
 from calls.models import Call
 from kit import throttling
 from realtime.tests.support import DaphneServer, RedisServer, free_port, start_test_server, stop_test_server
-from telephony.services import phone_number_assign, phone_number_claim
+from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.tests.twilio_side import PUBLIC_BASE_URL, make_account, parse_twiml, sign, status_params, voice_params
 from telephony.webhooks import BUSY_SENTENCE
 

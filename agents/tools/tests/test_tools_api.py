@@ -9,7 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agents.models import Agent, AgentTool
-from agents.tools.services import MAX_TOOLS_PER_AGENT, enabled_tools_problem
+from agents.tools.selectors import enabled_tools_problem
+from agents.tools.services import MAX_TOOLS_PER_AGENT
 
 HOOK = "https://hooks.example.com/agent"
 SCHEMA = {"type": "object", "properties": {"orderId": {"type": "string"}}, "required": ["orderId"]}

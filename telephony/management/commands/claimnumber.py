@@ -3,7 +3,7 @@ from typing import Any
 from accounts.commands import organization_from_option
 from kit.commands import JsonCommand
 from telephony.models import PhoneNumberStatus, SetupStatus
-from telephony.services import phone_number_claim
+from telephony.services.numbers import phone_number_claim
 
 
 class Command(JsonCommand):

@@ -3,7 +3,7 @@ from typing import Any
 from accounts.commands import organization_from_option
 from kit.commands import JsonCommand
 from telephony.models import PhoneNumberProvider
-from telephony.services import telephony_account_set
+from telephony.services.accounts import telephony_account_set
 
 
 class Command(JsonCommand):

@@ -1,0 +1,112 @@
+"""Ingestion of a knowledge document: chunk and embed its text, then store the chunks and mark it
+`ready` (or `failed`) in one transaction; and the index version that tells every process's search
+cache that an agent's chunks changed.
+
+It sits below knowledge/services.py (which queues it after the upload commits) and knowledge/tasks.py
+(the Celery task and the in-process worker that run it), so that neither of those imports the other
+back.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from kit import liveness
+from knowledge.chunking import chunk_pages, embedding_text
+from knowledge.embeddings import embed, to_bytes
+from knowledge.models import AgentKnowledgeIndex, DocumentStatus, DocumentType, KnowledgeChunk, KnowledgeDocument
+
+logger = logging.getLogger(__name__)
+
+
+def document_fail(*, document_id: Any, message: str) -> None:
+    """Mark a document that is still `processing` as `failed` with the message shown to its owner."""
+    KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
+        status=DocumentStatus.FAILED, error=message
+    )
+
+
+def index_changed(*, agent_id: Any) -> None:
+    """Call inside the transaction that changes the agent's chunks: searches everywhere reload."""
+    AgentKnowledgeIndex.objects.update_or_create(agent_id=agent_id, defaults={"version": uuid.uuid4()})
+
+
+def document_ingest(*, document_id: str) -> None:
+    """Chunk and embed a `processing` document, then store its chunks and mark it `ready` in one
+    transaction (or `failed` with an error). Safe to run twice; a document deleted meanwhile is skipped."""
+    # Claim the document: `updated_at` marks when ingestion last started, which the sweep of documents
+    # stuck in `processing` (document_fail_stuck) measures from.
+    if not KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
+        updated_at=timezone.now(), heartbeat_at=liveness.first_beat()
+    ):
+        return
+    liveness.hold(KnowledgeDocument, document_id)
+    try:
+        _ingest(document_id)
+    finally:
+        liveness.release(KnowledgeDocument, document_id)
+
+
+def document_hold_queued(*, document_id: str) -> None:
+    """A document queued on this process's in-memory ingestion worker: lost with the process, so
+    this process keeps its heartbeat (and the sweep fails it soon after a crash)."""
+    KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
+        heartbeat_at=liveness.first_beat()
+    )
+    liveness.hold(KnowledgeDocument, document_id)
+
+
+def _ingest(document_id: str) -> None:
+    document = KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).first()
+    if document is None:
+        return
+    try:
+        chunks = chunk_pages(
+            document.pages, markdown=document.type == DocumentType.MARKDOWN, paged=document.type == DocumentType.PDF
+        )
+        if not chunks:
+            document_fail(document_id=document.pk, message="No text could be indexed in this document.")
+            return
+        vectors = embed([embedding_text(c.text, c.heading_path) for c in chunks])
+    except Exception:
+        logger.exception("ingestion of knowledge document %s failed", document.pk)
+        document_fail(
+            document_id=document.pk, message="Indexing failed because of an internal error; upload the document again."
+        )
+        return
+
+    with transaction.atomic():
+        locked = (
+            KnowledgeDocument.objects.select_for_update()
+            .filter(pk=document.pk, status=DocumentStatus.PROCESSING)
+            .first()
+        )
+        if locked is None:
+            return
+        KnowledgeChunk.objects.filter(document=locked).delete()
+        KnowledgeChunk.objects.bulk_create(
+            [
+                KnowledgeChunk(
+                    document=locked,
+                    agent_id=locked.agent_id,
+                    position=position,
+                    text=chunk.text,
+                    heading_path=chunk.heading_path,
+                    page=chunk.page,
+                    token_count=chunk.token_count,
+                    embedding=to_bytes(vector),
+                )
+                for position, (chunk, vector) in enumerate(zip(chunks, vectors, strict=True))
+            ],
+            batch_size=500,
+        )
+        locked.status = DocumentStatus.READY
+        locked.error = None
+        locked.chunk_count = len(chunks)
+        locked.save(update_fields=["status", "error", "chunk_count", "updated_at"])
+        index_changed(agent_id=locked.agent_id)

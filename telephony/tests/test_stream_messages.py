@@ -1,0 +1,57 @@
+"""The Twilio media-stream wire format alone (telephony/stream_messages.py): what is read from a message,
+why a message is refused, and the messages written back."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from telephony.stream_messages import (
+    MAX_MESSAGE_CHARS,
+    Malformed,
+    Start,
+    clear_message,
+    mark_message,
+    media_message,
+    read_dtmf,
+    read_mark,
+    read_media,
+    read_message,
+    read_start,
+)
+
+
+def test_it_refuses_what_is_not_one_json_object():
+    assert read_message(None) == Malformed("binary frame")
+    assert read_message("x" * (MAX_MESSAGE_CHARS + 1)) == Malformed(f"message of {MAX_MESSAGE_CHARS + 1} characters")
+    assert read_message("{not json") == Malformed("not JSON")
+    assert read_message("[1, 2]") == Malformed("not a JSON object")
+    assert read_message('{"event": "connected"}') == {"event": "connected"}
+
+
+def test_start_reads_the_token_and_falls_back_to_the_message_stream_sid():
+    message = {"event": "start", "streamSid": "MZ1", "start": {"callSid": "CA1", "customParameters": {"token": "t"}}}
+    assert read_start(message) == Start(stream_sid="MZ1", call_sid="CA1", token="t")
+    assert read_start({"start": {"streamSid": "MZ2", "customParameters": {"token": 7}}}) == Start("MZ2", None, None)
+    assert read_start({"start": "nonsense"}) == Start(None, None, None)
+
+
+def test_media_is_the_inbound_track_decoded_and_other_tracks_are_ignored():
+    payload = base64.b64encode(b"\xff\x7f").decode()
+    assert read_media({"media": {"payload": payload}}) == b"\xff\x7f"
+    assert read_media({"media": {"track": "outbound", "payload": payload}}) is None
+    assert read_media({"media": {"payload": "not base64!"}}) == Malformed("media payload is not base64")
+    assert read_media({"media": "x"}) == Malformed("media without a media object")
+
+
+def test_dtmf_and_mark_need_a_key_and_a_name():
+    assert read_dtmf({"dtmf": {"digit": "#"}}) == "#"
+    assert read_dtmf({"dtmf": {"digit": "12"}}) == Malformed("dtmf without a key")
+    assert read_mark({"mark": {"name": "a1"}}) == "a1"
+    assert read_mark({"mark": {}}) == Malformed("mark without a name")
+
+
+def test_the_messages_written_back():
+    assert media_message("MZ1", b"\x00\xff") == {"event": "media", "streamSid": "MZ1", "media": {"payload": "AP8="}}
+    assert mark_message("MZ1", "a3") == {"event": "mark", "streamSid": "MZ1", "mark": {"name": "a3"}}
+    assert json.dumps(clear_message("MZ1")) == '{"event": "clear", "streamSid": "MZ1"}'
