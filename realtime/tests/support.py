@@ -72,7 +72,16 @@ class DaphneServer:
     def start(self, timeout: float = 90.0) -> DaphneServer:
         output = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "voiceagent.server", "-b", "127.0.0.1", "-p", str(self.port), "voiceagent.asgi:application"],
+            [
+                sys.executable,
+                "-m",
+                "voiceagent.server",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "voiceagent.asgi:application",
+            ],
             cwd=REPO,
             env=self.env,
             stdout=output,
