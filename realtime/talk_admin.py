@@ -4,7 +4,8 @@ service as the public API (realtime_session_create: inactive agents and missing 
 refused with its messages), and talk through the browser client (/static/voice-client/v1/).
 
 The panel is the template admin/agents/agent/change_form.html (the admin finds it by name, so AgentAdmin
-needs no change); its endpoint is mounted by voiceagent/urls.py under the admin's URL prefix."""
+needs no change); its endpoint is mounted by voiceagent/urls.py under the admin's URL prefix. It lives
+in realtime, the package whose session service it calls: the agents app sits a floor below realtime."""
 
 from __future__ import annotations
 
