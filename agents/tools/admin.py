@@ -1,37 +1,29 @@
-"""Dashboard: connect MCP tool servers (the form really connects) and refresh them; create, change and
-test custom tools (through the tool services and the conversation's tool dispatcher); a read-only list of
-MCP tool selections (chosen on the agent page). Loaded by agents/admin.py (`import agents.tools.admin`)."""
+"""Dashboard: connect MCP tool servers (the form really connects) and refresh them; create and change
+custom tools (through the tool services); a read-only list of MCP tool selections (chosen on the agent
+page). Loaded by agents/admin.py (`import agents.tools.admin`). A tool's test call runs through the
+conversation's tool dispatcher, a floor up: realtime/admin.py extends the tool page with it."""
 
 from __future__ import annotations
 
 import json
-import uuid
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
-from django.urls import path
+from django.http import HttpRequest, HttpResponse
 
 from agents.dashboard import ServiceModelForm, header_lines, warn_destination, wire_sources
-from agents.models import Agent, AgentTool, McpAuthType, McpServer, McpServerStatus, McpToolSelection
+from agents.models import AgentTool, McpAuthType, McpServer, McpServerStatus, McpToolSelection
 from agents.tools import services
 from agents.tools.serializers import ToolWriteSerializer, parse_header_lines
 from kit import outbound
 from kit.errors import ApiError
 from kit.fields import parse
 from kit.validation import url_problem
-from realtime.engine.brain.base import ToolCall
-from realtime.engine.tools import ToolDispatcher
-from realtime.engine.tools.delivery import Exchange, watched_exchanges
 
 SECRET_FIELDS = ("bearer_token", "secret_headers", "token_url", "client_id", "client_secret", "scope")
 
@@ -255,119 +247,6 @@ class AgentToolForm(ServiceModelForm):
         )
 
 
-# --- test calls ----------------------------------------------------------------------------------
-
-SHOWN_CHARS = 4000
-SHOWN_HEADERS = frozenset({"content-type"})  # other header values may be credentials: names only
-
-
-@dataclass(frozen=True)
-class ShownExchange:
-    """One request of a test call as the page shows it (secrets hidden)."""
-
-    method: str
-    url: str
-    headers: list[tuple[str, str]]
-    body: str
-    status: int | None
-    content_type: str
-    reply: str
-
-
-@dataclass
-class ToolTrial:
-    offered: bool
-    exchanges: list[ShownExchange] = field(default_factory=list)
-    status: str | None = None  # success, error or timeout (as in the call's tool invocation log)
-    result: str | None = None  # what the model gets, as JSON
-    log: list[str] = field(default_factory=list)  # the agent log lines the dispatcher wrote
-
-
-class _TrialRecorder:
-    """The call recorder's part that the tool dispatcher uses, for a test without a call: no call record
-    (webhooks get call.id null), no tool invocation stored; the agent log lines are kept for the page."""
-
-    call = None
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def log(self, severity: str, message: str, **fields: Any) -> None:
-        details = ", ".join(f"{name} {value}" for name, value in fields.items())
-        self.lines.append(f"{severity}: {message}" + (f" ({details})" if details else ""))
-
-    def tool_invocation(self, **fields: Any) -> None:
-        pass
-
-
-def _readable(data: bytes | str | None) -> str:
-    if not data:
-        return ""
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    try:
-        text = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
-    except (ValueError, RecursionError):
-        pass
-    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "\n... (cut)"
-
-
-def _shown(exchange: Exchange) -> ShownExchange:
-    response = exchange.response
-    return ShownExchange(
-        method=exchange.method,
-        url=exchange.url,
-        headers=[
-            (name, value if name.lower() in SHOWN_HEADERS else "(hidden)") for name, value in exchange.headers.items()
-        ],
-        body=_readable(exchange.body),
-        status=response.status_code if response is not None else None,
-        content_type=response.headers.get("content-type", "") if response is not None else "",
-        reply=_readable(response.content) if response is not None else "",
-    )
-
-
-def tool_trial(*, tool: AgentTool, arguments: Any) -> ToolTrial:
-    """Run the tool once through the conversation's tool dispatcher (the same checks, delivery, outbound
-    guard, time limit and onError as in a call) and keep every request it sent with its response."""
-    agent = Agent.objects.select_related("organization__plan").get(pk=tool.agent_id)
-    return async_to_sync(_trial)(agent, tool, arguments)
-
-
-async def _trial(agent: Agent, tool: AgentTool, arguments: Any) -> ToolTrial:
-    recorder = _TrialRecorder()
-    exchanges: list[Exchange] = []
-    watching = watched_exchanges.set(exchanges)
-    dispatcher = ToolDispatcher(agent=agent, recorder=recorder)  # type: ignore[arg-type]
-    try:
-        specs = await dispatcher.load()
-        if tool.name not in {spec.name for spec in specs}:
-            if not tool.enabled:
-                recorder.lines.append("The tool is disabled: calls do not offer it. Enable it to test it.")
-            return ToolTrial(offered=False, log=recorder.lines)
-        call = ToolCall(id=f"dashboard-test-{uuid.uuid4().hex[:12]}", name=tool.name, arguments=arguments)
-        outcome = await dispatcher.run(call)
-    finally:
-        watched_exchanges.reset(watching)
-        await dispatcher.aclose()
-    return ToolTrial(
-        offered=True,
-        exchanges=[_shown(exchange) for exchange in exchanges],
-        status=outcome.status,
-        result=_readable(outcome.result),
-        log=recorder.lines,
-    )
-
-
-class ToolTestForm(forms.Form):
-    arguments = JsonTextField(
-        label="Sample arguments",
-        required=False,  # {} counts as empty for a form field, and is a valid arguments object
-        widget=forms.Textarea(attrs={"rows": 8, "class": "vLargeTextField"}),
-        help_text="The arguments object the model would send, as JSON (blank: {}). They are checked against the parameter "
-        "schema first, as in a call.",
-    )
-
-
 @admin.register(AgentTool)
 class AgentToolAdmin(admin.ModelAdmin):
     """Custom tools, created and changed through the tool services (the API's rules), and tested from the
@@ -422,38 +301,6 @@ class AgentToolAdmin(admin.ModelAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[AgentTool]) -> None:
         for tool in queryset.select_related("agent__organization"):
             self.delete_model(request, tool)
-
-    def get_urls(self) -> list[Any]:
-        return [
-            path(
-                "<path:object_id>/test/", self.admin_site.admin_view(self.test_call_view), name="agents_agenttool_test"
-            ),
-            *super().get_urls(),
-        ]
-
-    def test_call_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Call the tool once with sample arguments, as a call of its agent would, and show the request
-        sent, the response received and what the model would get."""
-        tool = self.get_object(request, unquote(object_id))
-        if tool is None:
-            raise Http404("Tool not found")
-        if not self.has_change_permission(request, tool):
-            raise PermissionDenied
-        form = ToolTestForm(request.POST or None, initial={"arguments": {}})
-        trial = None
-        if request.method == "POST" and form.is_valid():
-            arguments = form.cleaned_data["arguments"]
-            trial = tool_trial(tool=tool, arguments={} if arguments is None else arguments)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Test the tool {tool.name}",
-            "subtitle": tool.agent.name,
-            "opts": self.opts,
-            "original": tool,
-            "form": form,
-            "trial": trial,
-        }
-        return TemplateResponse(request, "admin/agents/agenttool/test_call.html", context)
 
 
 @admin.register(McpToolSelection)
