@@ -5,8 +5,9 @@ it they are not registered.
 Agents are created and edited through the same services and request serializers as the public API
 (agents.services.agent_create / agent_patch): every rule, the plan allowances and the optimistic
 concurrency check apply, and a refusal is shown on the form with nothing saved (agents/dashboard.py).
-The agent page also lists the agent's tools, MCP tool selections, knowledge documents, phone numbers and
-latest calls, with pages to assign numbers (telephony services) and choose MCP tools.
+The agent page also lists the agent's tools and MCP tool selections, with a page to choose MCP tools.
+Its phone numbers, knowledge documents and latest calls come from apps a floor up: telephony/admin.py
+registers the page with them (AgentPageAdmin), as calls/admin.py extends the organization page.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.views.decorators.http import require_POST
 
 import agents.tools.admin  # noqa: F401 - registers the MCP server, custom tool and tool selection pages
 from agents.dashboard import ServiceModelForm, header_lines, through_service, warn_destination, wire_sources
@@ -30,18 +30,12 @@ from agents.disclosure import disclosure_for
 from agents.models import BUILTIN_VOICES, Agent, AgentStatus, AmbientSound, McpServer, McpServerStatus
 from agents.selectors import agent_get
 from agents.serializers import AgentPatchSerializer, AgentWriteSerializer
-from agents.services import agent_create, agent_delete, agent_patch, ambient_sound_playable
+from agents.services import AssignNumbers, agent_create, agent_delete, agent_patch, ambient_sound_playable
 from agents.tools.selectors import mcp_tool_selection_list, tool_list
 from agents.tools.serializers import parse_header_lines, parse_selections
 from agents.tools.services import mcp_tools_replace
-from calls.selectors import call_list
 from kit.errors import ApiError
 from kit.fields import iso, parse
-from knowledge.selectors import document_list
-from telephony.models import PhoneNumber, PhoneNumberStatus
-from telephony.selectors import agent_phone_numbers
-from telephony.serializers import AssignRequestSerializer
-from telephony.services.numbers import phone_number_assign, phone_number_unassign
 
 # The agent's own settings, in the order the form shows them (status only once the agent exists).
 SETTINGS = (
@@ -104,7 +98,6 @@ FORM_FIELD_OF = {
 }
 # Refusals without issues, on the field they concern.
 CODE_FIELDS = {"FEATURE_NOT_AVAILABLE": "ambient_sound", "AGENT_LIMIT_EXCEEDED": "status"}
-LATEST_CALLS = 10
 
 
 class StaleEdit(Exception):
@@ -209,34 +202,6 @@ class AgentForm(ServiceModelForm):
         )
 
 
-class AssignNumberForm(forms.Form):
-    phone_number = forms.ModelChoiceField(
-        queryset=PhoneNumber.objects.none(),
-        label="Phone number",
-        help_text="A claimed number of the organization; a number held by another agent moves to this one.",
-    )
-    handoff_phone_number = forms.CharField(
-        label="Handoff phone number",
-        required=False,
-        help_text="Optional, E.164 (for example +14155550123): where transfer_call sends callers of this number.",
-    )
-
-    def __init__(self, *args: Any, agent: Agent, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        numbers = PhoneNumber.objects.filter(organization_id=agent.organization_id, status=PhoneNumberStatus.CLAIMED)
-        field = self.fields["phone_number"]
-        field.queryset = numbers.select_related("assigned_agent").order_by("phone_number")
-        field.label_from_instance = lambda number: " ".join(
-            part
-            for part in (
-                number.phone_number,
-                f"({number.friendly_name})" if number.friendly_name else "",
-                f"- now on {number.assigned_agent.name}" if number.assigned_agent else "",
-            )
-            if part
-        )
-
-
 class McpToolsForm(forms.Form):
     tools = forms.MultipleChoiceField(
         label="MCP tools offered to this agent's calls",
@@ -250,8 +215,13 @@ def _selection_key(server_id: Any, tool_name: str) -> str:
     return f"{server_id} {tool_name}"
 
 
-@admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    """The agent page without what other apps add to it. Registered by telephony/admin.py, the highest app
+    the page needs (AgentPageAdmin adds the agent's phone numbers, documents and latest calls, and the
+    number assignment pages), which also passes in the telephony step that unassigns a deleted agent's
+    numbers (`numbers`)."""
+
+    numbers: AssignNumbers
     form = AgentForm
     list_display = ("name", "organization", "status", "agent_type", "language", "voice_name", "updated_at")
     list_filter = ("status", "agent_type", "language", "prompt_type", "ambient_sound", "organization__plan")
@@ -325,11 +295,11 @@ class AgentAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(self._agent_url(obj))
 
     def delete_model(self, request: HttpRequest, obj: Agent) -> None:
-        agent_delete(organization=obj.organization, agent_id=str(obj.pk))
+        agent_delete(organization=obj.organization, agent_id=str(obj.pk), numbers=self.numbers)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
         for agent in queryset.select_related("organization"):
-            agent_delete(organization=agent.organization, agent_id=str(agent.pk))
+            agent_delete(organization=agent.organization, agent_id=str(agent.pk), numbers=self.numbers)
 
     # --- activation ---------------------------------------------------------------------------------
 
@@ -399,24 +369,12 @@ class AgentAdmin(admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, {**related, **(extra_context or {})})
 
     def _related(self, agent: Agent) -> dict[str, Any]:
-        organization = agent.organization
-        return {
-            "agent_tools": tool_list(agent=agent),
-            "mcp_selections": mcp_tool_selection_list(agent=agent),
-            "documents": document_list(agent=agent),
-            "numbers": agent_phone_numbers(agent=agent),
-            "latest_calls": call_list(organization=organization, agent_id=agent.pk, limit=LATEST_CALLS),
-        }
+        """What the page lists below the form (the registering subclass adds its apps' lists)."""
+        return {"agent_tools": tool_list(agent=agent), "mcp_selections": mcp_tool_selection_list(agent=agent)}
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view
         return [
-            path("<path:object_id>/numbers/assign/", view(self.assign_number_view), name="agents_agent_assign_number"),
-            path(
-                "<path:object_id>/numbers/<uuid:number_id>/unassign/",
-                view(require_POST(self.unassign_number_view)),
-                name="agents_agent_unassign_number",
-            ),
             path("<path:object_id>/mcp-tools/", view(self.mcp_tools_view), name="agents_agent_mcp_tools"),
             *super().get_urls(),
         ]
@@ -446,44 +404,6 @@ class AgentAdmin(admin.ModelAdmin):
             "agent_url": self._agent_url(agent),
         }
         return TemplateResponse(request, "admin/agents/agent/form_page.html", context)
-
-    def assign_number_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Assign a claimed number with its own handoff number (POST .../phone-numbers of the API)."""
-        agent = self._editable_agent(request, object_id)
-        form = AssignNumberForm(request.POST or None, agent=agent)
-        if request.method == "POST" and form.is_valid():
-            number = form.cleaned_data["phone_number"]
-            body = {
-                "phoneNumberId": str(number.pk),
-                "handoffPhoneNumber": form.cleaned_data["handoff_phone_number"] or None,
-            }
-            assigned = through_service(
-                form,
-                lambda: phone_number_assign(
-                    organization=agent.organization, agent=agent, **parse(AssignRequestSerializer, body)
-                ),
-                fields={"phoneNumberId": "phone_number", "handoffPhoneNumber": "handoff_phone_number"},
-                codes={"PHONE_NUMBER_NOT_CLAIMED": "phone_number", "PHONE_NUMBER_NOT_FOUND": "phone_number"},
-            )
-            if assigned is not None:
-                self.message_user(
-                    request, f"{assigned.phone_number} is now assigned to {agent.name}.", messages.SUCCESS
-                )
-                return HttpResponseRedirect(self._agent_url(agent))
-        intro = "Calls to the number reach this agent. Claim numbers on the phone numbers page first."
-        return self._form_page(request, agent, title="Assign a phone number", form=form, intro=intro)
-
-    def unassign_number_view(self, request: HttpRequest, object_id: str, number_id: Any) -> HttpResponse:
-        agent = self._editable_agent(request, object_id)
-        try:
-            number = phone_number_unassign(organization=agent.organization, agent=agent, phone_number_id=number_id)
-        except ApiError as error:
-            self.message_user(request, error.message, messages.ERROR)
-        else:
-            self.message_user(
-                request, f"{number.phone_number} is no longer assigned to {agent.name}.", messages.SUCCESS
-            )
-        return HttpResponseRedirect(self._agent_url(agent))
 
     def mcp_tools_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Choose the agent's MCP tools (PUT .../mcp-tools of the API): all or nothing."""

@@ -104,7 +104,7 @@ class AgentUpdatedSerializer(serializers.Serializer):
 
 
 class AgentListItemSerializer(serializers.Serializer):
-    """Documentation of the list item (the list itself is rendered by agents.selectors for speed)."""
+    """Documentation of the list item (the list itself is rendered by telephony.agent_selectors for speed)."""
 
     id = serializers.UUIDField()
     name = serializers.CharField()

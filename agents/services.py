@@ -1,7 +1,8 @@
 """Agent rules: creation, full replacement (PUT), partial update (PATCH), activation, ambient sound.
 
 Every write validates the whole resulting agent (the merged state), checks plan allowances under a
-row lock, and applies phone assignments in the same transaction: all or nothing. A serverUrl sent in the
+row lock, and applies phone assignments in the same transaction: all or nothing. Phone numbers belong to
+the telephony app, a floor up: it passes its assignment step in (`numbers`, telephony/services/agents.py). A serverUrl sent in the
 body is first checked as the outbound guard checks every request to it (outside the transaction: its
 host is resolved), and refused when every call would be refused.
 """
@@ -9,6 +10,7 @@ host is resolved), and refused when every call would be refused.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +24,6 @@ from agents.tools.selectors import enabled_tools_problem
 from kit import outbound
 from kit.errors import ApiError
 from kit.fields import iso
-from telephony.services.numbers import Assignment, phone_numbers_replace
 
 # Model field -> value for a field that a create or a PUT does not supply.
 DEFAULTS: dict[str, Any] = {
@@ -123,7 +124,14 @@ def _lock_organization(organization: Organization) -> Organization:
     return Organization.objects.select_for_update().select_related("plan").get(pk=organization.pk)
 
 
-def _assignments(data: dict[str, Any]) -> list[Assignment] | None:
+# (phone number id, its handoff number or None): one assignment of the body.
+NumberPair = tuple[uuid.UUID, str | None]
+# The telephony rule that gives the agent exactly these numbers (none: unassign them all); it runs inside
+# the write's transaction, after the agent is saved.
+AssignNumbers = Callable[[Organization, Agent, list[NumberPair]], None]
+
+
+def _assignments(data: dict[str, Any]) -> list[NumberPair] | None:
     """phoneNumberAssignments, or the legacy phoneNumberIds, or None when neither was sent."""
     if "phone_number_assignments" in data and "phone_number_ids" in data:
         raise ApiError.invalid(
@@ -131,9 +139,9 @@ def _assignments(data: dict[str, Any]) -> list[Assignment] | None:
             {"phoneNumberIds": ["Not allowed together with phoneNumberAssignments."]},
         )
     if "phone_number_assignments" in data:
-        return [Assignment(a["phone_number_id"], a["handoff_phone_number"]) for a in data["phone_number_assignments"]]
+        return [(a["phone_number_id"], a["handoff_phone_number"]) for a in data["phone_number_assignments"]]
     if "phone_number_ids" in data:
-        return [Assignment(pk, None) for pk in data["phone_number_ids"]]
+        return [(pk, None) for pk in data["phone_number_ids"]]
     return None
 
 
@@ -150,7 +158,8 @@ def _write(
     agent: Agent | None,
     state: dict[str, Any],
     status: str,
-    assignments: list[Assignment] | None,
+    assignments: list[NumberPair] | None,
+    numbers: AssignNumbers | None,
 ) -> Agent:
     """Validate the final state against every rule, then save it (inside the caller's transaction)."""
     state = {**state, "ambient_sound": LEGACY_AMBIENT.get(state["ambient_sound"], state["ambient_sound"])}
@@ -178,7 +187,9 @@ def _write(
     agent.updated_at = _next_updated_at(agent.updated_at)
     agent.save()
     if assignments is not None:
-        phone_numbers_replace(organization=organization, agent=agent, assignments=assignments)
+        if numbers is None:
+            raise TypeError("phone number assignments need the telephony step (numbers=)")
+        numbers(organization, agent, assignments)
     return agent
 
 
@@ -187,17 +198,24 @@ def _check_server_url(data: dict[str, Any]) -> None:
     outbound.validate_destination(data.get("server_url"), field=WIRE_NAMES["server_url"])
 
 
-def agent_create(*, organization: Organization, data: dict[str, Any]) -> Agent:
+def agent_create(*, organization: Organization, data: dict[str, Any], numbers: AssignNumbers | None = None) -> Agent:
     """POST: a new agent is always a draft, whatever `status` says (it consumes no allowance)."""
     _check_server_url(data)
     state = {**DEFAULTS, **{k: v for k, v in data.items() if k in EDITABLE_FIELDS}}
     with transaction.atomic():
         return _write(
-            organization=organization, agent=None, state=state, status=AgentStatus.DRAFT, assignments=_assignments(data)
+            organization=organization,
+            agent=None,
+            state=state,
+            status=AgentStatus.DRAFT,
+            assignments=_assignments(data),
+            numbers=numbers,
         )
 
 
-def agent_replace(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> Agent:
+def agent_replace(
+    *, organization: Organization, agent_id: str, data: dict[str, Any], numbers: AssignNumbers | None = None
+) -> Agent:
     """PUT: replaces the agent. Omitted fields take their defaults; omitted status and phone
     assignments are kept (they have their own operations)."""
     _check_server_url(data)
@@ -212,10 +230,13 @@ def agent_replace(*, organization: Organization, agent_id: str, data: dict[str, 
             state=state,
             status=data.get("status", agent.status),
             assignments=_assignments(data),
+            numbers=numbers,
         )
 
 
-def agent_patch(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> Agent:
+def agent_patch(
+    *, organization: Organization, agent_id: str, data: dict[str, Any], numbers: AssignNumbers | None = None
+) -> Agent:
     """PATCH: optimistic concurrency on expectedUpdatedAt; unsent fields are kept; the merged agent
     must be valid as a whole."""
     expected = data["expected_updated_at"]
@@ -237,10 +258,11 @@ def agent_patch(*, organization: Organization, agent_id: str, data: dict[str, An
             state=state,
             status=data.get("status", agent.status),
             assignments=_assignments(data),
+            numbers=numbers,
         )
 
 
-def agent_delete(*, organization: Organization, agent_id: str) -> uuid.UUID:
+def agent_delete(*, organization: Organization, agent_id: str, numbers: AssignNumbers) -> uuid.UUID:
     """DELETE: the agent goes with its custom tools, MCP tool selections, knowledge documents (with their
     chunks) and runtime logs; its phone numbers are unassigned and stay claimed by the organization; its
     calls stay in the history with no agent. All or nothing."""
@@ -248,7 +270,7 @@ def agent_delete(*, organization: Organization, agent_id: str) -> uuid.UUID:
         agent = agent_get(organization=organization, agent_id=agent_id, for_update=True)
         pk = agent.pk
         # The telephony rule for unassigning (handoff number and assignment time cleared too).
-        phone_numbers_replace(organization=organization, agent=agent, assignments=[])
+        numbers(organization, agent, [])
         # Tools, selections, documents, chunks, the knowledge index and logs cascade; Call.agent is SET_NULL.
         agent.delete()
     return pk

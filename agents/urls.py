@@ -1,9 +1,7 @@
 from django.urls import include, path
 
-from agents import apis
-
+# GET/POST /agents and GET/PUT/PATCH/DELETE /agents/{id} are telephony's (telephony/agent_apis.py): an
+# agent's body carries its phone numbers.
 urlpatterns = [
-    path("agents", apis.AgentListCreateApi.as_view(), name="agents"),
-    path("agents/<str:agent_id>", apis.AgentDetailApi.as_view(), name="agent-detail"),
     path("", include("agents.tools.urls")),
 ]

@@ -1,7 +1,11 @@
 """Dashboard: telephony accounts (credentials write-only) and phone numbers, with the action that
 points numbers at this service through the provider's API. Numbers are claimed and assigned through
 telephony.services, so the dashboard refuses what the API refuses (E.164 numbers, claimed numbers only,
-an agent of the number's organization, at most 25 numbers per agent)."""
+an agent of the number's organization, at most 25 numbers per agent).
+
+The agent page is registered here, the highest app it needs (AgentPageAdmin): the agents app's page
+(agents/admin.py) with the agent's phone numbers, knowledge documents and latest calls, the pages that
+assign and unassign its numbers, and the step that unassigns a deleted agent's numbers."""
 
 from __future__ import annotations
 
@@ -10,13 +14,23 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import path
+from django.views.decorators.http import require_POST
 
+from agents.admin import AgentAdmin
+from agents.dashboard import through_service
 from agents.models import Agent
+from calls.selectors import call_list
 from kit.admin_forms import PhoneNumberFormField, add_api_error, check_with_service
 from kit.errors import ApiError
-from telephony.models import PhoneNumber, SetupStatus, TelephonyAccount
+from kit.fields import parse
+from knowledge.selectors import document_list
+from telephony.models import PhoneNumber, PhoneNumberStatus, SetupStatus, TelephonyAccount
+from telephony.selectors import agent_phone_numbers
+from telephony.serializers import AssignRequestSerializer
 from telephony.services.accounts import phone_number_point, telephony_account_clean, telephony_account_set
+from telephony.services.agents import agent_numbers_replace
 from telephony.services.numbers import phone_number_assign, phone_number_claim, phone_number_unassign
 
 _FIELD_NAMES = {"accountSid": "account_sid", "authToken": "auth_token", "apiKeySid": "api_key_sid"}
@@ -235,3 +249,104 @@ class PhoneNumberAdmin(admin.ModelAdmin):
                 self.message_user(request, f"{number.phone_number}: ready (calls reach this service)", messages.SUCCESS)
             else:
                 self.message_user(request, f"{number.phone_number}: error: {number.setup_error}", messages.ERROR)
+
+
+# --- the agent page ---------------------------------------------------------------------------------
+
+LATEST_CALLS = 10
+
+
+class AssignNumberForm(forms.Form):
+    phone_number = forms.ModelChoiceField(
+        queryset=PhoneNumber.objects.none(),
+        label="Phone number",
+        help_text="A claimed number of the organization; a number held by another agent moves to this one.",
+    )
+    handoff_phone_number = forms.CharField(
+        label="Handoff phone number",
+        required=False,
+        help_text="Optional, E.164 (for example +14155550123): where transfer_call sends callers of this number.",
+    )
+
+    def __init__(self, *args: Any, agent: Agent, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        numbers = PhoneNumber.objects.filter(organization_id=agent.organization_id, status=PhoneNumberStatus.CLAIMED)
+        field = self.fields["phone_number"]
+        field.queryset = numbers.select_related("assigned_agent").order_by("phone_number")
+        field.label_from_instance = lambda number: " ".join(
+            part
+            for part in (
+                number.phone_number,
+                f"({number.friendly_name})" if number.friendly_name else "",
+                f"- now on {number.assigned_agent.name}" if number.assigned_agent else "",
+            )
+            if part
+        )
+
+
+class AgentPageAdmin(AgentAdmin):
+    """The agent page: the agents app's page with the agent's phone numbers, knowledge documents and
+    latest calls, and the pages that assign and unassign its numbers (telephony services)."""
+
+    numbers = staticmethod(agent_numbers_replace)
+
+    def _related(self, agent: Agent) -> dict[str, Any]:
+        return {
+            **super()._related(agent),
+            "documents": document_list(agent=agent),
+            "numbers": agent_phone_numbers(agent=agent),
+            "latest_calls": call_list(organization=agent.organization, agent_id=agent.pk, limit=LATEST_CALLS),
+        }
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/numbers/assign/", view(self.assign_number_view), name="agents_agent_assign_number"),
+            path(
+                "<path:object_id>/numbers/<uuid:number_id>/unassign/",
+                view(require_POST(self.unassign_number_view)),
+                name="agents_agent_unassign_number",
+            ),
+            *super().get_urls(),
+        ]
+
+    def assign_number_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Assign a claimed number with its own handoff number (POST .../phone-numbers of the API)."""
+        agent = self._editable_agent(request, object_id)
+        form = AssignNumberForm(request.POST or None, agent=agent)
+        if request.method == "POST" and form.is_valid():
+            number = form.cleaned_data["phone_number"]
+            body = {
+                "phoneNumberId": str(number.pk),
+                "handoffPhoneNumber": form.cleaned_data["handoff_phone_number"] or None,
+            }
+            assigned = through_service(
+                form,
+                lambda: phone_number_assign(
+                    organization=agent.organization, agent=agent, **parse(AssignRequestSerializer, body)
+                ),
+                fields={"phoneNumberId": "phone_number", "handoffPhoneNumber": "handoff_phone_number"},
+                codes={"PHONE_NUMBER_NOT_CLAIMED": "phone_number", "PHONE_NUMBER_NOT_FOUND": "phone_number"},
+            )
+            if assigned is not None:
+                self.message_user(
+                    request, f"{assigned.phone_number} is now assigned to {agent.name}.", messages.SUCCESS
+                )
+                return HttpResponseRedirect(self._agent_url(agent))
+        intro = "Calls to the number reach this agent. Claim numbers on the phone numbers page first."
+        return self._form_page(request, agent, title="Assign a phone number", form=form, intro=intro)
+
+    def unassign_number_view(self, request: HttpRequest, object_id: str, number_id: Any) -> HttpResponse:
+        agent = self._editable_agent(request, object_id)
+        try:
+            number = phone_number_unassign(organization=agent.organization, agent=agent, phone_number_id=number_id)
+        except ApiError as error:
+            self.message_user(request, error.message, messages.ERROR)
+        else:
+            self.message_user(
+                request, f"{number.phone_number} is no longer assigned to {agent.name}.", messages.SUCCESS
+            )
+        return HttpResponseRedirect(self._agent_url(agent))
+
+
+admin.site.register(Agent, AgentPageAdmin)

@@ -1,4 +1,6 @@
-"""Agents REST endpoints: thin views that parse, call a service and render."""
+"""Agents REST endpoints: thin views that parse, call a service and render. An agent's body carries its
+phone number assignments and its list item its numbers, documents and calls of today, so the endpoints
+live in telephony, the highest app they need (the agents app sits below telephony, knowledge and calls)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import schema as _schema  # noqa: F401 - registers the OpenAPI description of agent bodies
-from agents import selectors, services
 from agents.serializers import (
     AgentIdSerializer,
     AgentListItemSerializer,
@@ -17,6 +18,8 @@ from agents.serializers import (
 )
 from kit.api import PublicApiView
 from kit.fields import iso, parse
+from telephony import agent_selectors as selectors
+from telephony.services import agents as services
 
 TAGS = ["Agents"]
 RULES = (

@@ -1,0 +1,37 @@
+"""The agent writes of the public API and the dashboard, with their phone numbers: the agents app's rules
+(agents/services.py) with telephony's assignment step passed in, so that an agent and its numbers change
+in one transaction, all or nothing. The agents app sits below telephony and never imports it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from accounts.models import Organization
+from agents import services
+from agents.models import Agent
+from agents.services import NumberPair
+from telephony.services.numbers import Assignment, phone_numbers_replace
+
+
+def agent_numbers_replace(organization: Organization, agent: Agent, pairs: list[NumberPair]) -> None:
+    """The assignment step of an agent write (agents.services.AssignNumbers): exactly these numbers."""
+    phone_numbers_replace(organization=organization, agent=agent, assignments=[Assignment(*pair) for pair in pairs])
+
+
+def agent_create(*, organization: Organization, data: dict[str, Any]) -> Agent:
+    return services.agent_create(organization=organization, data=data, numbers=agent_numbers_replace)
+
+
+def agent_replace(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> Agent:
+    return services.agent_replace(
+        organization=organization, agent_id=agent_id, data=data, numbers=agent_numbers_replace
+    )
+
+
+def agent_patch(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> Agent:
+    return services.agent_patch(organization=organization, agent_id=agent_id, data=data, numbers=agent_numbers_replace)
+
+
+def agent_delete(*, organization: Organization, agent_id: str) -> uuid.UUID:
+    return services.agent_delete(organization=organization, agent_id=agent_id, numbers=agent_numbers_replace)
