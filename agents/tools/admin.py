@@ -337,7 +337,7 @@ async def _trial(agent: Agent, tool: AgentTool, arguments: Any) -> ToolTrial:
     recorder = _TrialRecorder()
     exchanges: list[Exchange] = []
     watching = watched_exchanges.set(exchanges)
-    dispatcher = ToolDispatcher(agent=agent, recorder=recorder)  # type: ignore[arg-type]
+    dispatcher = ToolDispatcher(agent=agent, recorder=recorder)  # type: ignore[arg-type]  # _TrialRecorder has the interface of CallRecorder that the dispatcher uses
     try:
         specs = await dispatcher.load()
         if tool.name not in {spec.name for spec in specs}:
