@@ -82,7 +82,8 @@ test-fast: setup
 
 # Style and mistakes (ruff, with the ASYNC rules), formatting, types (mypy with the Django and DRF plugins,
 # pyproject.toml: strict for kit and realtime.engine; its incremental cache is .mypy_cache) and the import
-# contracts (.importlinter: the kit depends on no app, no code imports the tests, no import circles).
+# contracts (.importlinter, with import_contracts.py: the kit depends on no app, no code imports the tests, no
+# new import circle).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
