@@ -99,7 +99,7 @@ class OrganizationAdmin(admin.ModelAdmin):
 
     @admin.display(description="Active agents", ordering="active_agent_count")
     def active_agents(self, obj: Organization) -> int:
-        return obj.active_agent_count
+        return obj.active_agent_count  # type: ignore[attr-defined]  # annotated by get_queryset
 
     def save_model(self, request: HttpRequest, obj: Organization, form: Any, change: bool) -> None:
         if not change:
