@@ -80,9 +80,15 @@ test: setup
 test-fast: setup
 	$(call pytest_suite,-m "not slow")
 
+# Style and mistakes (ruff, with the ASYNC rules), formatting, types (mypy with the Django and DRF plugins,
+# pyproject.toml: strict for kit and realtime.engine; its incremental cache is .mypy_cache) and the import
+# contracts (.importlinter: the floors between packages, the kit depends on no app, no code imports the tests, no
+# new import circle).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 worker: setup
 	$(VENV)/bin/celery -A voiceagent worker --beat --loglevel INFO

@@ -57,7 +57,7 @@ class OrganizationAdmin(admin.ModelAdmin):
     search_fields = ("name", "id")
     # on_trial follows the plan (accounts.services.organization_set_plan); a new organization gets an API key.
     # The calls app adds its usage chart to this page (calls/admin.py): calls depend on accounts.
-    readonly_fields: tuple[str, ...] = ("id", "on_trial", "created_at")
+    readonly_fields = ("id", "on_trial", "created_at")
     add_fields = ("name", "plan")
     inlines = [ApiKeyInline]
 
@@ -77,7 +77,7 @@ class OrganizationAdmin(admin.ModelAdmin):
 
     @admin.display(description="Active agents", ordering="active_agent_count")
     def active_agents(self, obj: Organization) -> int:
-        return obj.active_agent_count
+        return obj.active_agent_count  # type: ignore[attr-defined]  # annotated by get_queryset
 
     def save_model(self, request: HttpRequest, obj: Organization, form: Any, change: bool) -> None:
         if not change:

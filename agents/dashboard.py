@@ -8,7 +8,7 @@ Used by the agent, tool and knowledge pages (agents/admin.py, agents/tools/admin
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django import forms
 from django.contrib import messages as flash
@@ -32,7 +32,7 @@ def warn_destination(request: HttpRequest, url: str | None) -> None:
 
 def wire_sources(serializer_class: type[serializers.Serializer]) -> dict[str, str]:
     """The serializer's wire names and the model fields they fill ({"serverUrl": "server_url", ...})."""
-    return {name: field.source for name, field in serializer_class().fields.items()}
+    return {name: cast(str, field.source) for name, field in serializer_class().fields.items()}  # bound: a str
 
 
 def through_service(

@@ -31,7 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.voice_latency import cpu_seconds, percentile, seed  # noqa: E402
+from bench.voice_latency import cpu_seconds, percentile, seed  # noqa: E402 - after the repository root is put on sys.path
 
 SECRET = "s2s-overhead-bench-secret"
 MODEL = "scripted-realtime"
@@ -57,8 +57,8 @@ def bench_env(provider_url: str) -> dict[str, str]:
 async def first_audio_after(client: object, after: int, timeout: float = 30.0) -> float:
     from realtime.tests.support import is_type
 
-    index = await client.wait_for(is_type("output_audio"), after=after, timeout=timeout)  # type: ignore[attr-defined]
-    return client.messages[index].at  # type: ignore[attr-defined]
+    index = await client.wait_for(is_type("output_audio"), after=after, timeout=timeout)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
+    return client.messages[index].at  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
 
 
 async def one_session(
@@ -71,30 +71,30 @@ async def one_session(
     answers: list[float] = []
     loop = asyncio.get_running_loop()
     greeting = await first_audio_after(client, 0)
-    answers.append((greeting - connection.first_audio_times[0]) * 1000)  # type: ignore[attr-defined]
-    await client.wait_for(is_type("transcript", role="assistant"), timeout=30)  # type: ignore[attr-defined]
+    answers.append((greeting - connection.first_audio_times[0]) * 1000)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
+    await client.wait_for(is_type("transcript", role="assistant"), timeout=30)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     await asyncio.sleep(delay)
     # The microphone: 20 ms chunks at real time, each send time kept.
     sent: list[float] = []
     chunk = b"\x00\x00" * 320
     start = loop.time()
-    appended_before = len(connection.append_times)  # type: ignore[attr-defined]
+    appended_before = len(connection.append_times)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     for index in range(int(MIC_SECONDS * 50)):
         await asyncio.sleep(max(0.0, start + index * 0.02 - loop.time()))
         sent.append(time.monotonic())
-        await client.send_audio(chunk)  # type: ignore[attr-defined]
+        await client.send_audio(chunk)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     await asyncio.sleep(0.3)
-    arrivals = connection.append_times[appended_before:]  # type: ignore[attr-defined]
+    arrivals = connection.append_times[appended_before:]  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     # The resampler answers every chunk but the first (RESAMPLE_QUALITY): align from the end.
     pairs = list(zip(sent[len(sent) - len(arrivals) :], arrivals, strict=False))
     relays = [(arrived - at) * 1000 for at, arrived in pairs]
     for _ in range(turns):
-        before = len(client.messages)  # type: ignore[attr-defined]
-        known = len(connection.first_audio_times)  # type: ignore[attr-defined]
-        await provider.run(lambda: connection.caller_turn("Can you help me?", Say(ANSWER)))  # type: ignore[attr-defined]
+        before = len(client.messages)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
+        known = len(connection.first_audio_times)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
+        await provider.run(lambda: connection.caller_turn("Can you help me?", Say(ANSWER)))  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
         arrived = await first_audio_after(client, before)
-        answers.append((arrived - connection.first_audio_times[known]) * 1000)  # type: ignore[attr-defined]
-        await client.wait_for(is_type("transcript", role="assistant"), after=before, timeout=30)  # type: ignore[attr-defined]
+        answers.append((arrived - connection.first_audio_times[known]) * 1000)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
+        await client.wait_for(is_type("transcript", role="assistant"), after=before, timeout=30)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     return answers, relays
 
 
@@ -113,7 +113,7 @@ async def run_round(
             await client.__aenter__()
             clients.append(client)
             await client.wait_for(is_type("session.started"), timeout=60)
-            pairs.append((client, provider.last))  # type: ignore[attr-defined]
+            pairs.append((client, provider.last))  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     cpu_before, wall_before = cpu_seconds([pid]), time.monotonic()
     try:
         results = await asyncio.gather(

@@ -60,9 +60,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.api_load import lift_rate_limits  # noqa: E402
-from bench.voice_latency import cpu_seconds, percentile, with_children  # noqa: E402
-from realtime.tests.support import recreate_postgres_database  # noqa: E402
+from bench.api_load import lift_rate_limits  # noqa: E402 - after the repository root is put on sys.path
+from bench.voice_latency import cpu_seconds, percentile, with_children  # noqa: E402 - after the repository root is put on sys.path
+from realtime.tests.support import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
 
 SECRET = "session-load-bench-secret-0123456789abcdef"
 MODEL = "scripted-realtime"
@@ -391,11 +391,11 @@ class Caller:
     _said: asyncio.Event = field(default_factory=asyncio.Event)
 
     def on_message(self, item: object) -> None:
-        message = item.message  # type: ignore[attr-defined]
+        message = item.message  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
         kind = message.get("type")
         if kind == "output_audio":
             if self._audio is not None and not self._audio.done():
-                self._audio.set_result(item.at)  # type: ignore[attr-defined]
+                self._audio.set_result(item.at)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
         elif kind == "transcript" and message.get("role") == "assistant":
             self._said.set()
         elif kind == "error":
@@ -441,13 +441,13 @@ class Load:
         while True:
             await asyncio.sleep(max(0.0, start + tick * step - loop.time()))
             for caller in list(self.open):
-                if caller.index % slots != tick % slots or caller.client.closed:  # type: ignore[attr-defined]
+                if caller.index % slots != tick % slots or caller.client.closed:  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
                     continue
                 if not caller.speaking and not caller.holding and self.args.mic == "turns":
                     continue
                 caller.sent.append(time.monotonic())
                 try:
-                    await caller.client.send_raw(self.speech if caller.speaking else self.silence)  # type: ignore[attr-defined]
+                    await caller.client.send_raw(self.speech if caller.speaking else self.silence)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
                 except Exception as exc:  # noqa: BLE001 - counted, the others go on
                     caller.errors.append(f"sending audio failed: {type(exc).__name__}: {exc}")
                     self.open.remove(caller)
@@ -461,7 +461,7 @@ class Load:
             raise RuntimeError(f"POST realtime-sessions answered {response.status_code}: {response.text[:200]}")
         caller.client = VoiceClient(response.json()["websocketUrl"], on_message=caller.on_message)
         caller.expect_answer()
-        await caller.client.__aenter__()  # type: ignore[attr-defined]
+        await caller.client.__aenter__()  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
         # Its provider connection: the one whose instructions carry this caller's marker. Its greeting
         # is that connection's first response.
         caller.step = "waiting for the engine's provider connection"
@@ -526,34 +526,34 @@ class Load:
             caller.relays = [(arrived - caller.sent[min(end // frame_bytes, last)]) * 1000 for arrived, end in arrivals]
         caller.step = "hanging up"
         stop_sent = time.monotonic()
-        await caller.client.send({"type": "stop"})  # type: ignore[attr-defined]
-        code = await caller.client.wait_closed(60)  # type: ignore[attr-defined]
+        await caller.client.send({"type": "stop"})  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
+        code = await caller.client.wait_closed(60)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
         if code == 1000:
             caller.completed = True
         else:
             waited = time.monotonic() - stop_sent
-            error = caller.client.close_error  # type: ignore[attr-defined]
+            error = caller.client.close_error  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
             caller.errors.append(f"closed with {code} after stop")
-            print(f"  {caller.client.url[-40:]}: {code} {waited:.1f} s after stop: {error!r}", flush=True)  # type: ignore[attr-defined]
+            print(f"  {caller.client.url[-40:]}: {code} {waited:.1f} s after stop: {error!r}", flush=True)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
 
     async def run_caller(self, caller: Caller, http: httpx.AsyncClient) -> None:
         try:
             await self.converse(caller, http)
         except Exception as exc:  # noqa: BLE001 - every failure is counted and printed
-            if caller.client is not None and caller.client.closed:  # type: ignore[attr-defined]
-                caller.errors.append(f"socket closed ({caller.client.close_code}) {caller.step}: {type(exc).__name__}")  # type: ignore[attr-defined]
+            if caller.client is not None and caller.client.closed:  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
+                caller.errors.append(f"socket closed ({caller.client.close_code}) {caller.step}: {type(exc).__name__}")  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
             else:
                 caller.errors.append(f"{type(exc).__name__} {caller.step}: {exc}")
         finally:
             if caller in self.open:
                 self.open.remove(caller)
             if caller.client is not None:
-                await caller.client.__aexit__(None, None, None)  # type: ignore[attr-defined]
+                await caller.client.__aexit__(None, None, None)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
 
     def other_cpu(self) -> tuple[float, float]:
         """CPU seconds of the provider process and of this one (the clients)."""
         mine = os.times()
-        return cpu_seconds([self.provider.process.pid]), mine.user + mine.system  # type: ignore[attr-defined]
+        return cpu_seconds([self.provider.process.pid]), mine.user + mine.system  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
 
     async def run(self, pid: int) -> dict:
         args = self.args
@@ -585,7 +585,7 @@ class Load:
                 await asyncio.sleep(0.1)
             ramp_seconds = loop.time() - ramp_start
             rss_open = rss_bytes(pid)
-            open_count = sum(1 for c in self.callers if c.client is not None and not c.client.closed)  # type: ignore[attr-defined]
+            open_count = sum(1 for c in self.callers if c.client is not None and not c.client.closed)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
             self.all_open.set()
             _, unfinished = await asyncio.wait(tasks, timeout=max(0.0, deadline - loop.time()))
             for task in unfinished:

@@ -555,9 +555,9 @@ def turn_windows(settings: object) -> str:
     if quick and quick < getattr(settings, "VAD_UNFINISHED_SILENCE_MS", 0):
         return (
             f"end of turn: {quick} ms of silence when the words read finished, else "
-            f"{settings.VAD_UNFINISHED_SILENCE_MS} ms"  # type: ignore[attr-defined]
+            f"{settings.VAD_UNFINISHED_SILENCE_MS} ms"  # type: ignore[attr-defined]  # settings annotated object: read only when set (getattr above)
         )
-    return f"end-of-turn silence window: {settings.VAD_END_SILENCE_MS} ms"  # type: ignore[attr-defined]
+    return f"end-of-turn silence window: {settings.VAD_END_SILENCE_MS} ms"  # type: ignore[attr-defined]  # settings annotated object: read only when set (getattr above)
 
 
 def tool_overheads(receiver: WebhookReceiver, call_ids: list[str]) -> list[float]:

@@ -147,13 +147,13 @@ def build_timeline(
         measured = False
         answering = previous is not None and previous.role == "caller"
         logged_latency = line.content.get("latencyMs") if line is not None else None
-        if role == "agent" and answering and isinstance(logged_latency, int | float):
+        if role == "agent" and answering and previous is not None and isinstance(logged_latency, int | float):
             start = min(end, previous.end + logged_latency / 1000)
             latency, measured = round(logged_latency), True
         else:
             start = max(row_end[role], end - _speaking(message.content))
             start = min(start, end)
-            if role == "agent" and answering:
+            if role == "agent" and answering and previous is not None:
                 latency = max(0, round((start - previous.end) * 1000))
         cut = ""
         if role == "agent":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from rest_framework import parsers
@@ -16,6 +16,7 @@ from kit.errors import ApiError
 from kit.throttling import rate_limit_take
 
 if TYPE_CHECKING:
+    from accounts.auth import ApiPrincipal
     from accounts.models import Organization
 
 logger = logging.getLogger(__name__)
@@ -44,12 +45,13 @@ class PublicApiView(APIView):
 
     @property
     def organization(self) -> Organization:
-        return self.request.user.organization
+        return cast("ApiPrincipal", self.request.user).organization  # ApiKeyAuthentication's user
 
     def max_body_bytes(self) -> int | None:
         """Largest body this view reads. DRF reads JSON bodies without Django's DATA_UPLOAD_MAX_MEMORY_SIZE
         check, so it is applied here, from Content-Length, before anything is read."""
-        return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        limit: int | None = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return limit
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # authentication: a 401 spends no budget

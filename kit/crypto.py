@@ -39,7 +39,7 @@ def decrypt(token: str) -> str:
         raise ValueError("stored secret cannot be decrypted with the configured keys") from exc
 
 
-class EncryptedTextField(models.TextField):
+class EncryptedTextField(models.TextField):  # type: ignore[type-arg]  # Field[set, get] is generic only in the stubs
     """A text column whose value is stored Fernet-encrypted; Python code sees plain text."""
 
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> str | None:
@@ -50,7 +50,7 @@ class EncryptedTextField(models.TextField):
         return None if value is None else encrypt(value)
 
 
-class EncryptedJSONField(models.TextField):
+class EncryptedJSONField(models.TextField):  # type: ignore[type-arg]  # Field[set, get] is generic only in the stubs
     """JSON stored Fernet-encrypted as text (for credential objects)."""
 
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:

@@ -176,11 +176,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     response = Response(error.body(), status=error.status_code, headers=response_headers(error))
     if error.status_code >= 500:
         _log_server_side(error, context.get("request"))
-        response._has_been_logged = True  # Django's request logger would log it again as an error
+        response._has_been_logged = True  # type: ignore[attr-defined]  # Django's private flag (not in the stubs): its request logger would log it again as an error
     if error.status_code == 429:
         # A client hammering past its limit would write a WARNING line per refused request; the limiter
         # logs refusals itself, at most one line a minute per API key (kit.api.enforce_rate_limit).
-        response._has_been_logged = True
+        response._has_been_logged = True  # type: ignore[attr-defined]  # Django's private flag, not in the stubs
     return response
 
 
@@ -209,7 +209,7 @@ class JsonErrorMiddleware:
             response = JsonResponse(error.body(), status=error.status_code, headers=response_headers(error))
             if error.status_code >= 500:
                 _log_server_side(error, request)
-                response._has_been_logged = True
+                response._has_been_logged = True  # type: ignore[attr-defined]  # Django's private flag, not in the stubs
             return response
         logger.exception("unhandled error on %s %s", request.method, request.path)
         return JsonResponse({"error": "Internal server error"}, status=500)

@@ -97,7 +97,7 @@ class JsonObjectField(serializers.JSONField):
         return data
 
 
-def parse(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict[str, Any]:
+def parse(serializer_class: type[serializers.Serializer[Any]], data: Any, **kwargs: Any) -> dict[str, Any]:
     """Validate a request body with a serializer; a non-object body is a 400, never a 500."""
     if not isinstance(data, dict):
         raise ApiError.invalid("The request body must be a JSON object.")

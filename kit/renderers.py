@@ -23,7 +23,8 @@ class JsonRenderer(renderers.JSONRenderer):
         if data is None:
             return b""
         if self.get_indent(accepted_media_type or "", renderer_context or {}):
-            return super().render(data, accepted_media_type, renderer_context)
+            rendered: bytes = super().render(data, accepted_media_type, renderer_context)
+            return rendered
         text = orjson.dumps(data, default=self._fallback, option=self._options)
         if b"\xe2\x80\xa8" in text or b"\xe2\x80\xa9" in text:  # line separators break JavaScript strings
             text = text.replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029")

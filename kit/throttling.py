@@ -109,7 +109,7 @@ def rate_limit_take(*, bucket: str, per_second: float, burst: int) -> Decision:
         return _local.take(bucket, rate=per_second, burst=burst)
     try:
         key = cache.make_and_validate_key(f"ratelimit:{bucket}")
-        client = cache._cache.get_client(key, write=True)
+        client = cache._cache.get_client(key, write=True)  # type: ignore[attr-defined]  # RedisCache's private client, not in the stubs
         allowed, wait = client.eval(_BUCKET_SCRIPT, 1, key, per_second, burst)
     except Exception as exc:  # noqa: BLE001 - any cache failure fails open (module docstring)
         _log_cache_failure(exc)

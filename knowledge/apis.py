@@ -167,7 +167,7 @@ def upload_bound(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
                 retry_after=UPLOADS_RETRY_AFTER_SECONDS,
             )
             response = JsonResponse(error.body(), status=429, headers=response_headers(error))
-            response._has_been_logged = True  # expected under load; not a WARNING line per refusal
+            response._has_been_logged = True  # type: ignore[attr-defined]  # Django's private flag (not in the stubs): expected under load; not a WARNING line per refusal
             return response
         try:
             return await run(request, *args, **kwargs)

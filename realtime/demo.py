@@ -40,7 +40,7 @@ def session_error_response(request: HttpRequest, error: ApiError) -> JsonRespons
             error.status_code,
             error.message,
         )
-        response._has_been_logged = True  # Django's request logger would log it again as an error
+        response._has_been_logged = True  # type: ignore[attr-defined]  # Django's private flag (not in the stubs): its request logger would log it again as an error
     return response
 
 

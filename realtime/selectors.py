@@ -49,7 +49,9 @@ def agent_vocabulary_texts(*, agent_id: UUID) -> list[str]:
         agent_id=agent_id, enabled=True, server__status=McpServerStatus.ACTIVE
     ).select_related("server")
     for selection in selections:
-        definition = next((t for t in selection.server.tools if t.get("name") == selection.tool_name), {})
+        definition: dict[str, Any] = next(
+            (t for t in selection.server.tools if t.get("name") == selection.tool_name), {}
+        )
         texts += [selection.tool_name, str(definition.get("description") or ""), *_schema_texts(definition)]
     texts += agent_knowledge_texts(agent_id=agent_id)
     return [text for text in texts if text]

@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote, urlsplit
+from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -78,7 +79,7 @@ class ConcurrentCallLimitExceeded(ApiError):
         self.limit = limit
 
 
-def live_call_count(*, organization_id: object, now: datetime) -> int:
+def live_call_count(*, organization_id: UUID | str, now: datetime) -> int:
     """Calls that hold a slot: active call records, plus reservations whose socket has not opened yet
     (unexpired, and neither the session token spent nor the phone call's record created)."""
     active = Call.objects.filter(organization_id=organization_id, status=CallStatus.ACTIVE).count()
@@ -91,7 +92,7 @@ def live_call_count(*, organization_id: object, now: datetime) -> int:
     return active + pending.count()
 
 
-def call_slot_reserve(*, organization_id: object, channel: str, key: str, expires_at: datetime) -> None:
+def call_slot_reserve(*, organization_id: UUID | str, channel: str, key: str, expires_at: datetime) -> None:
     """Take one of the organization's live-call slots for a session about to start (`key`: the session
     token's id, or the phone call's CallSid), or raise ConcurrentCallLimitExceeded. The count and the
     insert run under the organization's row lock, so processes racing for the last slot are serialized."""

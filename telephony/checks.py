@@ -22,7 +22,7 @@ def check_public_base_url(
             return []
     except DatabaseError:  # no database yet (a build step) or not migrated
         return []
-    warnings = []
+    warnings: list[checks.CheckMessage] = []
     if not settings.PUBLIC_BASE_URL:
         warnings.append(
             checks.Warning(

@@ -255,7 +255,7 @@ class TwilioMediaStream(JsonSocketConsumer):
             logger.warning("media stream closed: no valid start within %s s", START_TIMEOUT_SECONDS)
             await self.close_once(CLOSE_NO_START, "no start")
 
-    async def wait_stopped(self, timeout: float) -> None:
+    async def wait_stopped(self, timeout: float) -> None:  # noqa: ASYNC109 - a bounded wait for the stop, asyncio.wait_for inside
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopped.wait(), timeout)
 

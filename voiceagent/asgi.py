@@ -10,19 +10,19 @@ sys.setswitchinterval(0.0005)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+from django.core.asgi import get_asgi_application  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
-from voiceagent.routing import websocket_urlpatterns  # noqa: E402
+from voiceagent.routing import websocket_urlpatterns  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns)})
 
 # Upkeep starts with the serving process (Daphne imports this module once per process at start-up; its
 # ASGI lifespan events are not relied on): one sweep now, so calls and documents a crashed process left
 # behind are closed without waiting for a new call, then one every CALLS_MAINTENANCE_SECONDS.
-from calls.maintenance import start_upkeep  # noqa: E402
+from calls.maintenance import start_upkeep  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 start_upkeep()

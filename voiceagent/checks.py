@@ -53,7 +53,7 @@ def check_secrets(app_configs: object = None, **kwargs: object) -> list[checks.C
     hint = (
         "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))' (docs/deployment-security.md)."
     )
-    errors = []
+    errors: list[checks.CheckMessage] = []
     token_secret = settings.REALTIME_TOKEN_SECRET
     problem = secret_problem(token_secret, examples) if token_secret else None
     if problem:

@@ -15,7 +15,8 @@ from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import URLPattern, path, reverse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, URLResolver, path, reverse
 from django.utils import timezone
 
 from calls.selectors import (
@@ -93,7 +94,7 @@ class DashboardSite(admin.AdminSite):
             app["models"] = [m for m in app["models"] if m["model"]._meta.label_lower not in INTERNAL_TABLES]
         return [app for app in apps if app["models"]]
 
-    def get_urls(self) -> list[URLPattern]:
+    def get_urls(self) -> list[URLResolver | URLPattern]:
         live = path("live-calls.json", self.admin_view(self.live_calls_view), name="live_calls")
         return [live, *super().get_urls()]
 
@@ -110,7 +111,7 @@ class DashboardSite(admin.AdminSite):
                 links.append({"name": str(model._meta.verbose_name_plural).capitalize(), "url": url})
         return sorted(links, key=lambda link: link["name"])
 
-    def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> TemplateResponse:
         context: dict[str, Any] = {"internal_tables": self._internal_tables(request)}
         if request.user.has_perm(CALLS_PERMISSION):
             at = timezone.now()

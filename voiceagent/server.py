@@ -18,8 +18,8 @@ import os
 import sys
 from typing import Any
 
-from daphne.cli import CommandLineInterface
-from daphne.server import Server
+from daphne.cli import CommandLineInterface  # type: ignore[import-untyped]  # Daphne ships no types
+from daphne.server import Server  # type: ignore[import-untyped]  # Daphne ships no types
 
 CLOSE_TIMEOUT_ENV = "WEBSOCKET_CLOSE_TIMEOUT_SECONDS"
 CLOSE_TIMEOUT_DEFAULT = 5.0

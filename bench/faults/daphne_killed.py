@@ -26,7 +26,7 @@ async def calls_before_the_kill(server: object, browser_agent: object, phone_age
     from telephony import audio
     from telephony.tests.twilio_client import is_event
 
-    ws = server.ws_url  # type: ignore[attr-defined]
+    ws = server.ws_url  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     browser_socket = Socket("browser, server killed mid-call", agent_id=browser_agent.pk)
     phone_socket = Socket("phone, server killed mid-call", call_sid="CA" + "e" * 32)
     async with VoiceClient(await sync_to_async(browser_url)(ws, browser_agent)) as browser:

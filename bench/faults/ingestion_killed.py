@@ -25,7 +25,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from realtime.tests.support import DaphneServer, free_port, recreate_postgres_database  # noqa: E402
+from realtime.tests.support import DaphneServer, free_port, recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
 
 
 def bench_env() -> dict[str, str]:
@@ -64,7 +64,7 @@ def seed() -> tuple[str, str]:
 
 
 def serve(env: dict[str, str], port: int, extra: dict[str, str]) -> subprocess.Popen[bytes]:
-    return DaphneServer(env={**env, **extra}, port=port).start(timeout=120).process  # type: ignore[return-value]
+    return DaphneServer(env={**env, **extra}, port=port).start(timeout=120).process  # type: ignore[return-value]  # set once the server has started
 
 
 def document(paragraphs: int, tag: str) -> str:

@@ -31,7 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from realtime.tests.support import DaphneServer, free_port  # noqa: E402
+from realtime.tests.support import DaphneServer, free_port  # noqa: E402 - after the repository root is put on sys.path
 
 SECRET = "faults-bench-secret-0123456789abcdef"
 
@@ -100,7 +100,7 @@ def seed() -> tuple[str, str]:
 
 
 def serve(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    return DaphneServer(env=env, port=port, log_path=log).start(timeout=120).process  # type: ignore[return-value]
+    return DaphneServer(env=env, port=port, log_path=log).start(timeout=120).process  # type: ignore[return-value]  # set once the server has started
 
 
 async def scenario(port: int, key: str, agent_id: str, cluster: Cluster, outage: int, after: int) -> None:

@@ -38,7 +38,7 @@ async def scenario(server: object, browser_agent: object, phone_agent: object, r
     from telephony import audio
     from telephony.tests.twilio_client import is_event
 
-    ws, http = server.ws_url, server.http_url  # type: ignore[attr-defined]
+    ws, http = server.ws_url, server.http_url  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     sockets = {
         "browser, live across the outage": Socket("browser, live across the outage", agent_id=browser_agent.pk),
         "phone, live across the outage": Socket("phone, live across the outage", call_sid="CA" + "b" * 32),

@@ -70,19 +70,19 @@ async def one_call(server: object, provider: object, agent: object, label: str) 
     from realtime.tests.realtime_provider_server import CallTool, Say, eventually
     from realtime.tests.support import VoiceClient, is_type
 
-    result = Socket(label, agent_id=agent.pk)  # type: ignore[attr-defined]
-    url = await sync_to_async(browser_url)(server.ws_url, agent)  # type: ignore[attr-defined]
+    result = Socket(label, agent_id=agent.pk)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
+    url = await sync_to_async(browser_url)(server.ws_url, agent)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     async with VoiceClient(url) as client:
         await client.wait_for(is_type("session.started"), timeout=60)
         result.opened = time.monotonic()
         mic = asyncio.create_task(client.stream(b"\x00\x00" * 16 * 120_000))
-        connection = provider.last  # type: ignore[attr-defined]
+        connection = provider.last  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
         await eventually(lambda: connection.events("response.create"), what="the session configuration")
         await client.wait_for(is_type("transcript", role="assistant"), timeout=30)  # the greeting
-        provider.script(Say("Let me see what I can do."))  # type: ignore[attr-defined]
+        provider.script(Say("Let me see what I can do."))  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
         before = len(client.messages)
         call = CallTool("check_order_status", {"order_number": "42"}, call_id=f"call_{label[:4]}")
-        await provider.run(lambda: connection.caller_turn("Where is order 42?", call))  # type: ignore[attr-defined]
+        await provider.run(lambda: connection.caller_turn("Where is order 42?", call))  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
         try:
             await client.wait_for(is_type("tool.finished"), after=before, timeout=60)
             await client.wait_for(is_type("transcript", role="assistant"), after=before, timeout=30)

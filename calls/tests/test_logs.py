@@ -59,7 +59,7 @@ def test_agent_log_never_raises_and_always_keeps_a_message(owner, agent):
     agent_log(session, "loud", "unknown severity")
     agent_log(session, "error", "odd fields", blob=object(), message_override={"x": 1})
     agent_log(session, "debug", 12345)
-    agent_log(None, "info", "no session")  # type: ignore[arg-type]
+    agent_log(None, "info", "no session")  # type: ignore[arg-type]  # what the test checks: no session
     flush_agent_logs()
 
     logs = {log.content["message"]: log for log in AgentLog.objects.all()}

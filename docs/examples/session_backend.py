@@ -14,7 +14,7 @@ class Handler(BaseHTTPRequestHandler):
         url = f"{API}/agents/{os.environ['AGENT_ID']}/realtime-sessions"
         headers = {"Authorization": f"Bearer {os.environ['VOICE_AGENT_API_KEY']}"}
         request = urllib.request.Request(url, method="POST", headers=headers)  # noqa: S310 - our own API's URL
-        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - the same URL, our own API's
             body = json.dumps({"websocketUrl": json.load(answer)["websocketUrl"]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

@@ -38,7 +38,7 @@ class Listener:
         self.quick_end = (
             callable(getattr(recognizer, "peek", None))
             and callable(getattr(detector, "use_quick_end", None))
-            and detector.use_quick_end()  # type: ignore[attr-defined]
+            and detector.use_quick_end()  # type: ignore[attr-defined]  # an optional method: used only when quick_end (set in __init__) says it exists
         )
 
     def detect(self, pcm16_16k: bytes) -> Heard:
@@ -80,7 +80,7 @@ class Listener:
         """End the utterance if the caller is still silent in the given pause: now, or once the pause
         has lasted `after_ms`. True when it ended now; then the recognizer's "finish" job is the
         caller's to schedule (a later end comes from the detector, as usual)."""
-        if not self._in_utterance or not self.detector.end_pause(pause, after_ms):  # type: ignore[attr-defined]
+        if not self._in_utterance or not self.detector.end_pause(pause, after_ms):  # type: ignore[attr-defined]  # an optional method: used only when quick_end (set in __init__) says it exists
             return False
         self._in_utterance = False
         return True
@@ -99,7 +99,7 @@ class Listener:
             elif kind == "feed":
                 recognizer.feed(audio)
             elif kind == "peek":
-                texts.append((kind, recognizer.peek()))  # type: ignore[attr-defined]
+                texts.append((kind, recognizer.peek()))  # type: ignore[attr-defined]  # an optional method: used only when quick_end (set in __init__) says it exists
             else:
                 texts.append((kind, recognizer.finish()))
         return texts

@@ -114,7 +114,7 @@ class Playout:
 
     def _next_speech(self, now: float) -> bytes | None:
         while self._queue and isinstance(self._queue[0], EndMarker):
-            self._mark_end(self._queue.popleft(), now)  # type: ignore[arg-type]
+            self._mark_end(self._queue.popleft(), now)  # type: ignore[arg-type]  # the loop's condition: the queue's head is an EndMarker
         if not self._queue:
             return None
         segment = self._queue[0]
@@ -164,7 +164,7 @@ class Playout:
             bed = self._background()
             if not bed and not any(isinstance(item, Segment) for item in self._queue):
                 while self._queue:  # end markers with nothing before them
-                    self._mark_end(self._queue.popleft(), now)  # type: ignore[arg-type]
+                    self._mark_end(self._queue.popleft(), now)  # type: ignore[arg-type]  # the loop's condition: the queue's head is an EndMarker
                 deadline = self._deadline(math.inf)
                 if deadline <= now:
                     continue

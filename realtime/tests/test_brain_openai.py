@@ -13,7 +13,7 @@ import pytest
 from kit.providers import ProviderError
 from realtime.engine.brain.base import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn, Usage
 from realtime.engine.brain.openai_chat import OpenAIChatBrain, configuration_problems
-from realtime.tests.chat_server import Call, ChatServer, Error, Gate, Text, Tools, chat_server  # noqa: F401
+from realtime.tests.chat_server import Call, ChatServer, Error, Gate, Text, Tools, chat_server  # noqa: F401 - chat_server is a fixture
 
 API_KEY = "sk-test-0123456789abcdefSECRET"
 MODEL = "test-model"
@@ -36,7 +36,7 @@ HISTORY = (Turn(role="user", text="Where is my order A-17?"),)
 
 
 @pytest.fixture
-def llm_settings(settings: Any, chat_server: ChatServer) -> Any:  # noqa: F811
+def llm_settings(settings: Any, chat_server: ChatServer) -> Any:  # noqa: F811 - the chat_server fixture
     settings.LLM_PROVIDER = "openai"
     settings.LLM_BASE_URL = chat_server.base_url
     settings.LLM_API_KEY = API_KEY
@@ -66,7 +66,7 @@ async def failure(brain: OpenAIChatBrain, context: BrainContext = CONTEXT) -> Pr
 
 
 # --- streaming ----------------------------------------------------------------------------------------
-async def test_it_yields_text_as_it_arrives(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_it_yields_text_as_it_arrives(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     release, holding = Gate(), Gate()
     pieces = ["Your order", " is on its way.", " It arrives", " tomorrow."]
     chat_server.script(Text(pieces, hold=release, hold_after=1, holding=holding, model="test-model-0613"))
@@ -86,7 +86,7 @@ async def test_it_yields_text_as_it_arrives(brain: OpenAIChatBrain, chat_server:
     ]
 
 
-async def test_closing_the_answer_closes_its_request(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_closing_the_answer_closes_its_request(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     chat_server.script(Text(["Your order", " is on its way."], hold=Gate(), hold_after=1))
     outputs = brain.respond(CONTEXT, HISTORY)
     assert await anext(outputs) == TextPiece("Your order")
@@ -98,7 +98,7 @@ async def test_closing_the_answer_closes_its_request(brain: OpenAIChatBrain, cha
     assert chat_server.disconnects == 1
 
 
-async def test_it_reports_the_usage_of_each_request(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_it_reports_the_usage_of_each_request(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     chat_server.script(Text("Sure.", usage=(31, 9)), Text("Okay.", usage=None))
 
     first = await collect(brain.respond(CONTEXT, HISTORY))
@@ -108,7 +108,7 @@ async def test_it_reports_the_usage_of_each_request(brain: OpenAIChatBrain, chat
     assert second == [TextPiece("Okay."), Usage(provider="openai", model=MODEL, input_tokens=0, output_tokens=0)]
 
 
-async def test_it_does_not_speak_a_leading_think_block(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_it_does_not_speak_a_leading_think_block(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     chat_server.script(Text(["<thi", "nk>The caller wants", " the order.</th", "ink>\n\nLet me", " check."]))
 
     outputs = await collect(brain.respond(CONTEXT, HISTORY))
@@ -117,7 +117,7 @@ async def test_it_does_not_speak_a_leading_think_block(brain: OpenAIChatBrain, c
 
 
 # --- tool calls -----------------------------------------------------------------------------------
-async def test_it_puts_tool_call_fragments_together(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_it_puts_tool_call_fragments_together(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     arguments = {"order_id": "A-17", "note": 'caller said "quickly", please'}
     chat_server.script(Tools(Call("lookup_order", arguments, id="call_abc123"), text="Let me check.", usage=(40, 12)))
 
@@ -131,7 +131,7 @@ async def test_it_puts_tool_call_fragments_together(brain: OpenAIChatBrain, chat
     ]
 
 
-async def test_it_yields_several_calls_in_index_order(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_it_yields_several_calls_in_index_order(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     chat_server.script(Tools([Call("lookup_order", {"order_id": "A-17"}, id="c1"), Call("lookup_order", {}, id="c2")]))
 
     outputs = await collect(brain.respond(CONTEXT, HISTORY))
@@ -144,7 +144,7 @@ async def test_it_yields_several_calls_in_index_order(brain: OpenAIChatBrain, ch
 
 async def test_it_accepts_whole_calls_with_object_arguments_and_no_id(
     brain: OpenAIChatBrain,
-    chat_server: ChatServer,  # noqa: F811
+    chat_server: ChatServer,  # noqa: F811 - the chat_server fixture
 ) -> None:
     chat_server.script(Tools(Call("lookup_order", {"order_id": "B-2"}, id=None, as_object=True), whole=True))
 
@@ -156,7 +156,7 @@ async def test_it_accepts_whole_calls_with_object_arguments_and_no_id(
 
 async def test_it_calls_with_no_arguments_when_they_are_not_json(
     brain: OpenAIChatBrain,
-    chat_server: ChatServer,  # noqa: F811
+    chat_server: ChatServer,  # noqa: F811 - the chat_server fixture
 ) -> None:
     chat_server.script(Tools(Call("lookup_order", '{"order_id": "A-', id="call_bad")))
 
@@ -167,7 +167,7 @@ async def test_it_calls_with_no_arguments_when_they_are_not_json(
 
 async def test_the_follow_up_request_carries_the_calls_and_their_results(
     brain: OpenAIChatBrain,
-    chat_server: ChatServer,  # noqa: F811
+    chat_server: ChatServer,  # noqa: F811 - the chat_server fixture
 ) -> None:
     chat_server.script(Tools(Call("lookup_order", {"order_id": "A-17"}, id="call_abc"), text="Let me check."))
     chat_server.script(Text("It ships tomorrow."))
@@ -199,7 +199,7 @@ async def test_the_follow_up_request_carries_the_calls_and_their_results(
     ]
 
 
-async def test_a_cut_history_is_still_a_valid_request(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_a_cut_history_is_still_a_valid_request(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     answered = ToolCall(id="c1", name="lookup_order", arguments={"order_id": "A-17"})
     unanswered = ToolCall(id="c2", name="lookup_order", arguments={"order_id": "B-2"})
     interrupted = ToolCall(id="c3", name="lookup_order", arguments={})
@@ -237,7 +237,7 @@ async def test_a_cut_history_is_still_a_valid_request(brain: OpenAIChatBrain, ch
 
 
 # --- the request ----------------------------------------------------------------------------------
-async def test_the_request_carries_the_agent_and_its_tools(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_the_request_carries_the_agent_and_its_tools(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     chat_server.script(Text("Sure."))
     context = BrainContext(**{**CONTEXT.__dict__, "language": "es-US"})
 
@@ -274,7 +274,7 @@ async def test_the_request_carries_the_agent_and_its_tools(brain: OpenAIChatBrai
     assert body["max_tokens"] == 300 and "temperature" not in body
 
 
-async def test_a_request_without_tools_offers_none(llm_settings: Any, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_a_request_without_tools_offers_none(llm_settings: Any, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     llm_settings.LLM_TEMPERATURE = 0.4
     llm_settings.LLM_MAX_TOKENS = 0
     chat_server.script(Text("Sure."))
@@ -289,7 +289,7 @@ async def test_a_request_without_tools_offers_none(llm_settings: Any, chat_serve
     assert "Italian" in body["messages"][0]["content"]
 
 
-async def test_it_sends_the_api_key_as_a_bearer_token(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_it_sends_the_api_key_as_a_bearer_token(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     chat_server.script(Text("Sure."))
 
     await collect(brain.respond(CONTEXT, HISTORY))
@@ -297,7 +297,7 @@ async def test_it_sends_the_api_key_as_a_bearer_token(brain: OpenAIChatBrain, ch
     assert chat_server.last.headers["Authorization"] == f"Bearer {API_KEY}"
 
 
-async def test_it_works_without_an_api_key(llm_settings: Any, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_it_works_without_an_api_key(llm_settings: Any, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     llm_settings.LLM_API_KEY = ""
     chat_server.script(Text("Sure."))
     brain = OpenAIChatBrain(language="en-US")
@@ -331,7 +331,7 @@ async def test_it_runs_against_a_server_on_its_own_thread(llm_settings: Any) -> 
 
 
 # --- failures ----------------------------------------------------------------------------------------
-async def test_a_server_error_is_a_temporary_provider_error(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_a_server_error_is_a_temporary_provider_error(brain: OpenAIChatBrain, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     chat_server.script(Error(500, "The server had an error while processing your request."))
 
     error = await failure(brain)
@@ -343,7 +343,7 @@ async def test_a_server_error_is_a_temporary_provider_error(brain: OpenAIChatBra
 
 async def test_a_refused_key_is_a_permanent_error_without_the_key(
     brain: OpenAIChatBrain,
-    chat_server: ChatServer,  # noqa: F811
+    chat_server: ChatServer,  # noqa: F811 - the chat_server fixture
 ) -> None:
     chat_server.script(
         Error(401, f"Incorrect API key provided: sk-test-***CRET. Yours was {API_KEY}.", type="invalid_request_error")
@@ -356,7 +356,7 @@ async def test_a_refused_key_is_a_permanent_error_without_the_key(
     assert error.permanent is True
 
 
-async def test_a_slow_server_is_a_timeout(llm_settings: Any, chat_server: ChatServer) -> None:  # noqa: F811
+async def test_a_slow_server_is_a_timeout(llm_settings: Any, chat_server: ChatServer) -> None:  # noqa: F811 - the chat_server fixture
     llm_settings.LLM_TIMEOUT_SECONDS = 0.3
     brain = OpenAIChatBrain(language="en-US")
     chat_server.script(Text("Too late.", delay=30))
@@ -370,7 +370,7 @@ async def test_a_slow_server_is_a_timeout(llm_settings: Any, chat_server: ChatSe
 
 async def test_a_stream_that_stalls_is_a_timeout_after_what_was_said(
     llm_settings: Any,
-    chat_server: ChatServer,  # noqa: F811
+    chat_server: ChatServer,  # noqa: F811 - the chat_server fixture
 ) -> None:
     llm_settings.LLM_TIMEOUT_SECONDS = 0.3
     brain = OpenAIChatBrain(language="en-US")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
@@ -81,7 +82,7 @@ def telephony_account_set(
     blank); a new account needs its auth token; an API key SID needs its secret (given or stored for
     that same SID); no API key SID removes the API key (REST calls then use the auth token)."""
     account_sid, api_key_sid = (account_sid or "").strip(), (api_key_sid or "").strip()
-    fields = {
+    fields: dict[str, Any] = {
         "provider": provider,
         "account_sid": account_sid,
         "auth_token": auth_token or None,

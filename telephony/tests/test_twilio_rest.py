@@ -18,7 +18,7 @@ from realtime.tests.loopback import LoopbackReceiver, Received, Reply, closed_po
 from telephony.models import PhoneNumber, SetupStatus, TelephonyAccount
 from telephony.providers import provider_for
 from telephony.services.numbers import phone_number_claim
-from telephony.tests.twilio_side import ACCOUNT_SID, AUTH_TOKEN, make_account, public_settings  # noqa: F401
+from telephony.tests.twilio_side import ACCOUNT_SID, AUTH_TOKEN, make_account, public_settings  # noqa: F401 - public_settings is a fixture
 
 NUMBER = "+14155550123"
 NUMBER_SID = "PN" + "4c" * 16

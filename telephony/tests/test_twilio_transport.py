@@ -60,11 +60,11 @@ def speech(frames: int) -> bytes:
 def make(provider: FakeProvider | None = None) -> tuple[TwilioTransport, FakeStream, ManualClock]:
     stream, clock = FakeStream(), ManualClock()
     transport = TwilioTransport(
-        stream,  # type: ignore[arg-type]
+        stream,  # type: ignore[arg-type]  # a fake with the interface the transport uses
         stream_sid="MZ1",
         call_sid="CA1",
         caller_id="+14155550100",
-        provider=provider,  # type: ignore[arg-type]
+        provider=provider,  # type: ignore[arg-type]  # a fake with the interface the transport uses
         clock=clock,
     )
     return transport, stream, clock
