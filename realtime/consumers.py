@@ -17,7 +17,7 @@ from channels.db import database_sync_to_async
 
 from calls.models import CallChannel, CallStatus
 from realtime import tokens
-from realtime.engine.session import Session, open_session
+from realtime.engine.session.shell import Session, open_session
 from realtime.engine.transport import Ending
 from realtime.services import OUTPUT_SAMPLE_RATE, session_token_redeem
 from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json

@@ -42,7 +42,7 @@ from agents.models import Agent, AgentStatus
 from calls.models import CallChannel, CallStatus
 from kit.providers import ProviderError
 from realtime.engine.clock import Clock, LoopClock
-from realtime.engine.session import Session, open_session
+from realtime.engine.session.shell import Session, open_session
 from realtime.engine.transport import Ending
 from realtime.selectors import session_agent_get
 from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json

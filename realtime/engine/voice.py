@@ -1,9 +1,9 @@
 """Voice engines, chosen per deployment by settings.VOICE_ENGINE, in one registry.
 
-A voice engine is a `VoicePipeline` class (realtime/engine/session.py) that the session shell runs:
-`embedded` is the offline cascade (realtime/engine/cascade.py: Silero VAD -> PocketSphinx -> brain ->
+A voice engine is a `VoicePipeline` class (realtime/engine/session/shell.py) that the session shell runs:
+`embedded` is the offline cascade (realtime/engine/cascade/pipeline.py: Silero VAD -> PocketSphinx -> brain ->
 eSpeak NG); `realtime` is a speech-to-speech provider speaking the OpenAI Realtime protocol
-(realtime/engine/speech_to_speech.py), which needs REALTIME_PROVIDER_URL and REALTIME_PROVIDER_MODEL:
+(realtime/engine/speech_to_speech/pipeline.py), which needs REALTIME_PROVIDER_URL and REALTIME_PROVIDER_MODEL:
 without them sessions are refused with a clear error (and `manage.py check` names them).
 
 The cascade's speech parts (detector, recognizer, synthesizer) come as a `VoiceKit`; their heavy
@@ -42,7 +42,7 @@ class Detector(Protocol):
 class Recognizer(Protocol):
     """start(), feed() while the caller speaks, finish() -> the turn's words. A recognizer that can
     tell the words so far without ending the utterance also has `peek() -> str`: the cascade then
-    ends turns that read as finished after VAD_QUICK_END_SILENCE_MS (realtime/engine/turn_taking.py)."""
+    ends turns that read as finished after VAD_QUICK_END_SILENCE_MS (realtime/engine/cascade/turn_taking.py)."""
 
     def start(self) -> None: ...
     def feed(self, pcm16_16k: bytes) -> None: ...
@@ -139,8 +139,8 @@ def speech_problems() -> list[str]:
 VOICE_ENGINES = Registry(
     "voice engine",
     {
-        "embedded": "realtime.engine.cascade:CascadePipeline",
-        "realtime": "realtime.engine.speech_to_speech:RealtimePipeline",
+        "embedded": "realtime.engine.cascade.pipeline:CascadePipeline",
+        "realtime": "realtime.engine.speech_to_speech.pipeline:RealtimePipeline",
     },
 )
 
@@ -238,7 +238,7 @@ def configuration_problems() -> list[str]:
         problems.append(f"VOICE_ENGINE={settings.VOICE_ENGINE} needs {' and '.join(missing)} to be set")
     if settings.VOICE_ENGINE == "realtime":
         # The cascade's brain is not used: the provider's model answers.
-        from realtime.engine.speech_to_speech import configuration_problems as provider_problems
+        from realtime.engine.speech_to_speech.pipeline import configuration_problems as provider_problems
 
         return problems + [problem for problem in provider_problems() if problem not in problems]
     return problems + brain_problems() + speech_problems()

@@ -12,11 +12,11 @@ from asgiref.sync import sync_to_async
 
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
-from realtime.engine import session as session_module
 from realtime.engine.brain import TextPiece, ToolCall, Turn
-from realtime.engine.cascade import CascadePipeline
+from realtime.engine.cascade.pipeline import CascadePipeline
 from realtime.engine.clock import ManualClock, settle
-from realtime.engine.session import Session, open_session
+from realtime.engine.session import shell as session_module
+from realtime.engine.session.shell import Session, open_session
 from realtime.engine.tools import ToolOutcome
 from realtime.engine.transport import Ending
 from realtime.engine.voice import EngineUnavailable, pipeline_class
@@ -514,7 +514,8 @@ async def test_a_caller_that_sends_no_audio_is_disconnected_and_the_call_complet
 
 def test_server_start_preload_warms_the_voice_kit_and_the_knowledge_model(monkeypatch):
     from knowledge import embeddings
-    from realtime.engine import cascade, voice
+    from realtime.engine import voice
+    from realtime.engine.cascade import pipeline as cascade
 
     loaded = []
     kit = dataclasses.replace(make_kit()[0], preload=lambda: loaded.append("voice"))

@@ -21,10 +21,10 @@ from kit.providers import ProviderError
 from realtime.apps import check_voice_engine
 from realtime.engine import voice
 from realtime.engine.brain import TextPiece
-from realtime.engine.cascade import CascadePipeline
+from realtime.engine.cascade.pipeline import CascadePipeline
 from realtime.engine.clock import ManualClock, settle
 from realtime.engine.phrases import phrase
-from realtime.engine.session import open_session
+from realtime.engine.session.shell import open_session
 from realtime.engine.speech import openai_audio
 from realtime.engine.speech.openai_audio import OpenAISpeech, OpenAITranscription, parse_voice_map
 from realtime.tests.audio_server import AudioServer, Failure, Speech, Transcript, level_for

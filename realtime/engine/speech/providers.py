@@ -6,7 +6,7 @@ adapters registered here and imported on first use: `openai` (an OpenAI-compatib
 provider makes one recognizer per conversation (start/feed/finish, realtime/engine/voice.py
 `Recognizer`); a synthesis provider turns a sentence into PCM16 mono 24 kHz. Both are blocking (the
 cascade runs them off the event loop) and raise `ProviderError` for their own failures: the cascade
-then speaks with the offline voice (realtime/engine/cascade.py), so a provider failure never ends a
+then speaks with the offline voice (realtime/engine/cascade/pipeline.py), so a provider failure never ends a
 call.
 
 A provider module may define `configuration_problems()` (the system check reports them); a provider

@@ -49,7 +49,7 @@ from calls.models import ToolInvocationStatus
 from kit import metrics
 from kit.providers import ProviderError, Registry
 from realtime.engine.brain.base import ToolCall, ToolSpec
-from realtime.engine.records import CallRecorder
+from realtime.engine.session.records import CallRecorder
 from realtime.engine.tools import search_knowledge, transfer_call
 from realtime.engine.tools.base import CallContext, ToolError, ToolKind, ToolTimeout, seconds_words
 from realtime.engine.tools.delivery import ServerEndpoint

@@ -37,15 +37,15 @@ from django.conf import settings
 from kit import metrics
 from kit.providers import ProviderError
 from realtime.engine.brain import Brain, TextPiece, ToolCall, Usage, brain_for
-from realtime.engine.listener import Listener
+from realtime.engine.cascade.listener import Listener
+from realtime.engine.cascade.turn_taking import UNFINISHED, UNSURE, reading
 from realtime.engine.phrases import phrase
 from realtime.engine.timing import TurnTiming
-from realtime.engine.turn_taking import UNFINISHED, UNSURE, reading
 from realtime.engine.voice import VoiceKit, ensure_preloaded, voice_kit
 from realtime.selectors import agent_vocabulary_texts
 
 if TYPE_CHECKING:
-    from realtime.engine.session import Response, Session
+    from realtime.engine.session.shell import Response, Session
 
 MAX_TOOL_ROUNDS = 4
 MAX_PENDING_INPUT = 500  # chunks waiting for the listener (about 10 s of 20 ms chunks)
@@ -281,7 +281,7 @@ class CascadePipeline:
     def _paused(self, pause: int | None, words: str) -> None:
         """The caller has paused (VAD_QUICK_END_SILENCE_MS) after `words`: the turn ends now when they
         read as finished, after VAD_UNSURE_SILENCE_MS when they may be misheard, and otherwise after
-        VAD_UNFINISHED_SILENCE_MS (realtime/engine/turn_taking.py); all only if the caller is still
+        VAD_UNFINISHED_SILENCE_MS (realtime/engine/cascade/turn_taking.py); all only if the caller is still
         silent."""
         assert self.listener is not None and self.session is not None
         if pause is None:

@@ -49,11 +49,11 @@ from django.conf import settings
 from kit.providers import ProviderError
 from realtime.engine.brain import ToolCall
 from realtime.engine.brain.openai_chat import language_name, parse_arguments
-from realtime.engine.playout import Segment
+from realtime.engine.session.playout import Segment
 from realtime.engine.timing import TurnTiming
 
 if TYPE_CHECKING:
-    from realtime.engine.session import Response, Session
+    from realtime.engine.session.shell import Response, Session
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ The shell owns what every engine shares: the transport, the playout and its mixe
 keyboard sounds), the call record and agent log (CallRecorder), the idle watchdog, the tool
 dispatcher, the agent's prompt (a dynamic one fetched at the start) and the conversation history.
 A replaceable `VoicePipeline` turns caller audio into agent speech through the shell: the offline
-cascade (realtime/engine/cascade.py: VAD -> ASR -> brain -> TTS) today, a speech-to-speech provider
+cascade (realtime/engine/cascade/pipeline.py: VAD -> ASR -> brain -> TTS) today, a speech-to-speech provider
 later.
 
 Barge-in is one interruption signal: `interrupt()` marks the current response cancelled, asks the
@@ -41,8 +41,8 @@ from kit.providers import ProviderError
 from realtime.engine.brain import BrainContext, ToolCall, Turn, Usage
 from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.phrases import phrase
-from realtime.engine.playout import EndMarker, Playout, Segment
-from realtime.engine.records import CallRecorder
+from realtime.engine.session.playout import EndMarker, Playout, Segment
+from realtime.engine.session.records import CallRecorder
 from realtime.engine.timing import TurnTiming
 from realtime.engine.tools import ToolDispatcher, ToolOutcome
 from realtime.engine.transport import Ending, Transport
