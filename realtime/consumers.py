@@ -17,9 +17,10 @@ from channels.db import database_sync_to_async
 
 from calls.models import CallChannel, CallStatus
 from realtime import tokens
+from realtime.engine.audio import OUT_RATE
 from realtime.engine.session.shell import Session, open_session
 from realtime.engine.transport import Ending
-from realtime.services import OUTPUT_SAMPLE_RATE, session_token_redeem
+from realtime.services import session_token_redeem
 from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json
 
 logger = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ class _BrowserTransport:
                 "type": "output_audio",
                 "audio": base64.b64encode(pcm16_24k).decode("ascii"),
                 "encoding": "pcm16",
-                "sampleRate": OUTPUT_SAMPLE_RATE,
+                "sampleRate": OUT_RATE,
             }
         )
 

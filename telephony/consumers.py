@@ -41,6 +41,7 @@ from channels.db import database_sync_to_async
 from agents.models import Agent, AgentStatus
 from calls.models import CallChannel, CallStatus
 from kit.providers import ProviderError
+from realtime.engine.audio import FRAME_SECONDS
 from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.session.shell import Session, open_session
 from realtime.engine.transport import Ending
@@ -380,7 +381,7 @@ class TwilioTransport:
             return
         now = self.clock.now()
         start = now if self._expected_end is None or self._expected_end < now else self._expected_end
-        self._expected_end = start + len(frames) * audio.FRAME_MS / 1000
+        self._expected_end = start + len(frames) * FRAME_SECONDS
         for frame in frames:
             await self.consumer.send_message(
                 {"event": "media", "streamSid": self.stream_sid, "media": {"payload": base64.b64encode(frame).decode()}}

@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from realtime.engine.audio import IN_BYTES_PER_MS
 from realtime.engine.voice import Detector, Recognizer
-
-BYTES_PER_MS_16K = 32
 
 
 @dataclass
@@ -31,7 +30,7 @@ class Listener:
         # The detector reports a start only after some speech; the recognizer must hear it from its onset.
         self._preroll: deque[bytes] = deque()
         self._preroll_bytes = 0
-        self._preroll_limit = preroll_ms * BYTES_PER_MS_16K
+        self._preroll_limit = preroll_ms * IN_BYTES_PER_MS
         self._in_utterance = False
         # Quick end of turn: the detector reports pauses and can end an utterance early, the
         # recognizer tells the words so far.

@@ -36,6 +36,7 @@ from django.conf import settings
 
 from kit import metrics
 from kit.providers import ProviderError
+from realtime.engine.audio import IN_BYTES_PER_MS
 from realtime.engine.brain import Brain, TextPiece, ToolCall, Usage, brain_for
 from realtime.engine.cascade.listener import Listener
 from realtime.engine.cascade.turn_taking import UNFINISHED, UNSURE, reading
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 MAX_TOOL_ROUNDS = 4
 MAX_PENDING_INPUT = 500  # chunks waiting for the listener (about 10 s of 20 ms chunks)
-COALESCE_BYTES = 8000  # the listener takes waiting chunks together, up to 250 ms of audio
+COALESCE_BYTES = 250 * IN_BYTES_PER_MS  # the listener takes waiting chunks together, up to 250 ms of audio
 
 
 @dataclass(frozen=True)

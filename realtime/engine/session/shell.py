@@ -38,6 +38,7 @@ from agents.services import ambient_sound_playable
 from calls.models import CallStatus, ToolInvocationStatus
 from kit import metrics, tracing
 from kit.providers import ProviderError
+from realtime.engine.audio import IN_BYTES_PER_SECOND
 from realtime.engine.brain import BrainContext, ToolCall, Turn, Usage
 from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.phrases import phrase
@@ -209,7 +210,7 @@ class Session:
         now = self.clock.now()
         if self._input_since is None:
             self._input_since = now
-        seconds = len(pcm16_16k) / 32000
+        seconds = len(pcm16_16k) / IN_BYTES_PER_SECOND
         if self._input_seconds + seconds > now - self._input_since + INPUT_BURST_SECONDS:
             return False
         self._input_seconds += seconds

@@ -18,14 +18,14 @@ from typing import Any
 
 from django.conf import settings
 
+from realtime.engine.audio import IN_BYTES_PER_MS
 from realtime.engine.speech import asr_workers, language_model
 from realtime.engine.speech.asr_workers import RemoteRecognizer
 from realtime.engine.speech.language_model import LanguageModel
 
 logger = logging.getLogger(__name__)
 
-SAMPLE_RATE = 16000
-SLICE_BYTES = SAMPLE_RATE * 2 // 10  # 100 ms of PCM16
+SLICE_BYTES = 100 * IN_BYTES_PER_MS  # 100 ms of PCM16
 # PocketSphinx normalizes features with a running cepstral mean that starts from a generic value and
 # is updated at the end of an utterance: the first words of a conversation are decoded with a mean
 # that fits nobody (about half the words wrong, against a third once adapted). So the first audio of
@@ -33,7 +33,7 @@ SLICE_BYTES = SAMPLE_RATE * 2 // 10  # 100 ms of PCM16
 # the end of the first utterance), which adapts the mean to this caller, then again from the start of
 # the utterance. (1.0 s recognized worse, 61% word errors against 46% on 50 eSpeak NG turns in five
 # voices; 1.5 s about as well, 48%, but changed which words were misheard in later turns.)
-WARMUP_BYTES = SAMPLE_RATE * 2 * 5 // 2  # 2.5 s
+WARMUP_BYTES = 2500 * IN_BYTES_PER_MS  # 2.5 s
 LANGUAGES = ("en",)  # languages with an offline model (by the agent language's primary subtag)
 
 
@@ -175,6 +175,6 @@ def preload() -> None:
         asr_workers.pool(settings.ASR_WORKERS).start()
     recognizer = _recognizer(language_model.language_model([], []), settings.ASR_WORKERS)
     recognizer.start()
-    recognizer.feed(b"\x00\x00" * (SAMPLE_RATE // 10))
+    recognizer.feed(bytes(100 * IN_BYTES_PER_MS))
     recognizer.finish()
     _preloaded.set()

@@ -38,8 +38,9 @@ import soxr
 from django.conf import settings
 
 from kit.providers import ProviderError
+from realtime.engine.audio import OUT_RATE
 from realtime.engine.speech.providers import sha256_problem
-from realtime.engine.speech.tts import OUTPUT_RATE, VOICE_PROFILES
+from realtime.engine.speech.tts import VOICE_PROFILES
 
 logger = logging.getLogger(__name__)
 
@@ -229,6 +230,6 @@ class PiperSpeech:
         if not chunks:
             return b""
         samples = np.concatenate(chunks)
-        if loaded.rate != OUTPUT_RATE:
-            samples = soxr.resample(samples, loaded.rate, OUTPUT_RATE, quality="HQ")
+        if loaded.rate != OUT_RATE:
+            samples = soxr.resample(samples, loaded.rate, OUT_RATE, quality="HQ")
         return np.clip(samples, -32768, 32767).astype("<i2").tobytes()

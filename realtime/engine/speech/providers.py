@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kit.providers import Registry
+from realtime.engine.audio import IN_BYTES_PER_SECOND
 
 EMBEDDED = "embedded"
 
@@ -44,7 +45,6 @@ SYNTHESIS_PROVIDERS = Registry(
 )
 
 
-INPUT_RATE = 16000  # caller audio reaches recognizers as PCM16 mono 16 kHz
 MAX_UTTERANCE_SECONDS = 120  # a longer turn is cut there (OpenAI's API takes files up to 25 MB)
 
 
@@ -60,7 +60,7 @@ class TurnAudio:
         self._audio.clear()
 
     def feed(self, pcm16_16k: bytes) -> None:
-        room = MAX_UTTERANCE_SECONDS * INPUT_RATE * 2 - len(self._audio)
+        room = MAX_UTTERANCE_SECONDS * IN_BYTES_PER_SECOND - len(self._audio)
         if room > 0:
             self._audio += pcm16_16k[:room]
 

@@ -15,10 +15,11 @@ from typing import NamedTuple
 import numpy as np
 from django.conf import settings
 
-SAMPLE_RATE = 16000
+from realtime.engine.audio import IN_RATE
+
 WINDOW = 512  # samples per decision (32 ms)
 CONTEXT = 64  # samples of the previous window the model sees again
-WINDOW_MS = WINDOW * 1000 // SAMPLE_RATE
+WINDOW_MS = WINDOW * 1000 // IN_RATE
 
 START_THRESHOLD = 0.5  # speech probability that starts (or continues) speech
 END_THRESHOLD = 0.35  # below this, a window counts as silence
@@ -74,7 +75,7 @@ class VoiceActivityDetector:
         self._session = _model()
         self._state = np.zeros((2, 1, 128), dtype=np.float32)
         self._context = np.zeros(CONTEXT, dtype=np.float32)
-        self._sr = np.array(SAMPLE_RATE, dtype=np.int64)
+        self._sr = np.array(IN_RATE, dtype=np.int64)
         self._pending = b""
         self._position_ms = 0
         self._voiced_ms = 0  # consecutive speech before a start

@@ -41,7 +41,8 @@ import numpy as np
 from django.conf import settings
 
 from kit.providers import ProviderError
-from realtime.engine.speech.providers import INPUT_RATE, TurnAudio, sha256_problem
+from realtime.engine.audio import IN_RATE
+from realtime.engine.speech.providers import TurnAudio, sha256_problem
 
 logger = logging.getLogger(__name__)
 logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # not a line per turn
@@ -174,7 +175,7 @@ class WhisperRecognizer(TurnAudio):
         is dropped either way)."""
         pcm = self.take()
         samples = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
-        seconds = samples.size / INPUT_RATE
+        seconds = samples.size / IN_RATE
         if seconds < MIN_UTTERANCE_SECONDS:
             return ""
         try:

@@ -47,6 +47,7 @@ import numpy as np
 from django.conf import settings
 
 from kit.providers import ProviderError
+from realtime.engine.audio import IN_RATE, OUT_BYTES_PER_SECOND, OUT_FRAME_BYTES, OUT_RATE
 from realtime.engine.brain import ToolCall
 from realtime.engine.brain.openai_chat import language_name, parse_arguments
 from realtime.engine.session.playout import Segment
@@ -57,17 +58,16 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-IN_RATE = 16000
-PROVIDER_RATE = 24000
-FRAME_BYTES = 960  # 20 ms of PCM16 mono 24 kHz: the playout's frame
-BYTES_PER_SECOND = 48000
+# The provider's audio goes to the playout as it comes: it speaks (and hears) the engine's output format.
+PROVIDER_RATE = OUT_RATE
+PROVIDER_BYTES_PER_SECOND = OUT_BYTES_PER_SECOND
 SECONDS_PER_WORD = 0.4  # speaking rate assumed while an item's audio is still arriving
 CONNECT_TIMEOUT_SECONDS = 10.0
 MAX_PENDING_OUTPUT = 1000  # client events waiting for the socket
 # Caller audio waiting for the socket: beyond 20 s of it, new audio is dropped (the provider cannot keep up).
-MAX_PENDING_AUDIO_BYTES = 20 * 48000
+MAX_PENDING_AUDIO_BYTES = 20 * PROVIDER_BYTES_PER_SECOND
 # One input_audio_buffer.append carries at most this much of the caller audio that queued up meanwhile.
-MAX_APPEND_BYTES = 48000
+MAX_APPEND_BYTES = PROVIDER_BYTES_PER_SECOND
 MAX_TOOL_ROUNDS = 4
 ERROR_DETAIL_CHARS = 300
 PCM_24K = {"type": "audio/pcm", "rate": PROVIDER_RATE}
@@ -259,7 +259,7 @@ class RealtimePipeline:
         # loaded server's event loop (bench/session_load.py). The send loop holds an open batch until it
         # is that long, another event is queued behind it, or its first audio is that old.
         self._append_seconds = settings.REALTIME_PROVIDER_APPEND_MS / 1000
-        self._append_bytes = int(BYTES_PER_SECOND * self._append_seconds)
+        self._append_bytes = int(PROVIDER_BYTES_PER_SECOND * self._append_seconds)
         self._batch_opened_at = 0.0
         self._batch_ready = asyncio.Event()
 
@@ -666,7 +666,7 @@ class RealtimePipeline:
         pcm = base64.b64decode(event.get("delta") or "")
         turn.output_bytes += len(pcm)
         pcm = item.pending + pcm
-        whole = len(pcm) - len(pcm) % FRAME_BYTES
+        whole = len(pcm) - len(pcm) % OUT_FRAME_BYTES
         item.pending = pcm[whole:]
         if whole:
             self._play(item, pcm[:whole])
@@ -690,7 +690,7 @@ class RealtimePipeline:
             return
         item.audio_done = True
         if item.pending and not item.response.cancelled:
-            self._play(item, item.pending + b"\x00" * (FRAME_BYTES - len(item.pending)))
+            self._play(item, item.pending + b"\x00" * (OUT_FRAME_BYTES - len(item.pending)))
         item.pending = b""
         item.place_words()
 
@@ -754,8 +754,8 @@ class RealtimePipeline:
     def _record_usage(self, body: dict[str, Any], turn: _Turn | None) -> None:
         assert self.session is not None
         usage = body.get("usage") or {}
-        output_seconds = (turn.output_bytes if turn is not None else 0) / BYTES_PER_SECOND
-        input_seconds = self._input_bytes / BYTES_PER_SECOND
+        output_seconds = (turn.output_bytes if turn is not None else 0) / PROVIDER_BYTES_PER_SECOND
+        input_seconds = self._input_bytes / PROVIDER_BYTES_PER_SECOND
         self._input_bytes = 0
         self.session.recorder.llm_usage(
             provider=self.provider,
