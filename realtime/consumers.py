@@ -18,8 +18,8 @@ from channels.db import database_sync_to_async
 from calls.models import CallChannel, CallStatus
 from realtime import tokens
 from realtime.engine.audio import OUT_RATE
+from realtime.engine.contracts import Ending
 from realtime.engine.session.shell import Session, open_session
-from realtime.engine.transport import Ending
 from realtime.services import session_token_redeem
 from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json
 

@@ -43,8 +43,8 @@ from calls.models import CallChannel, CallStatus
 from kit.providers import ProviderError
 from realtime.engine.audio import FRAME_SECONDS
 from realtime.engine.clock import Clock, LoopClock
+from realtime.engine.contracts import Ending
 from realtime.engine.session.shell import Session, open_session
-from realtime.engine.transport import Ending
 from realtime.selectors import session_agent_get
 from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError

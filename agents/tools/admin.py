@@ -29,7 +29,7 @@ from kit import outbound
 from kit.errors import ApiError
 from kit.fields import parse
 from kit.validation import url_problem
-from realtime.engine.brain.base import ToolCall
+from realtime.engine.contracts import ToolCall
 from realtime.engine.tools import ToolDispatcher
 from realtime.engine.tools.delivery import Exchange, watched_exchanges
 

@@ -23,8 +23,8 @@ from django.core.management.base import SystemCheckError
 
 from calls.models import Call
 from kit.providers import ProviderError
-from realtime.engine import voice
 from realtime.engine.audio import OUT_RATE
+from realtime.engine.cascade import kit as voice
 from realtime.engine.phrases import phrase
 from realtime.engine.speech import piper_voice, whisper_local
 from realtime.engine.speech.piper_voice import PiperSpeech
@@ -183,7 +183,7 @@ def test_a_model_that_does_not_match_its_pinned_sha256_is_refused(neural, monkey
     assert caught.value.permanent and "does not match PIPER_MODEL_SHA256: its sha256 is" in caught.value.message
     neural.PIPER_MODEL_SHA256 = "not-a-hash"
     assert piper_voice.configuration_problems() == ["PIPER_MODEL_SHA256 must be a sha256: 64 hexadecimal digits"]
-    monkeypatch.setattr(voice, "_kits", {})
+    voice.reset_kits()
     with pytest.raises(ProviderError) as caught:
         voice.voice_kit()  # a session with these settings fails at its start with the same words
     assert caught.value.permanent and "WHISPER_MODEL_SHA256" in caught.value.message
@@ -235,7 +235,7 @@ async def test_a_failing_model_gets_the_offline_apology_and_the_call_goes_on(neu
     active_agent.greeting_type = "static"
     active_agent.static_greeting = "Welcome to Acme."
     await sync_to_async(active_agent.save)()
-    monkeypatch.setattr(voice, "_kits", {})
+    voice.reset_kits()
     loaded = await sync_to_async(whisper_local.model)()
 
     def broken(*args: Any, **kwargs: Any) -> Any:
@@ -273,7 +273,7 @@ async def test_an_agent_in_another_language_is_spoken_by_the_offline_voice(neura
     active_agent.greeting_type = "static"
     active_agent.static_greeting = "Bienvenido a Acme."
     await sync_to_async(active_agent.save)()
-    monkeypatch.setattr(voice, "_kits", {})
+    voice.reset_kits()
     conversation = Conversation(active_agent)
     await conversation.start()
     await feed_silence_until(conversation, lambda: bool(conversation.transport.transcripts()), at_most_ms=12000)
@@ -352,6 +352,8 @@ async def test_a_spoken_conversation_with_whisper_and_piper_through_a_real_serve
 
 
 @pytest.fixture(autouse=True)
-def _fresh_kits(monkeypatch: pytest.MonkeyPatch) -> None:
+def _fresh_kits() -> Iterator[None]:
     """Kits are built once per process: these tests' settings get their own."""
-    monkeypatch.setattr(voice, "_kits", {})
+    voice.reset_kits()
+    yield
+    voice.reset_kits()

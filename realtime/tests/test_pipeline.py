@@ -12,14 +12,13 @@ from asgiref.sync import sync_to_async
 
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
-from realtime.engine.brain import TextPiece, ToolCall, Turn
 from realtime.engine.cascade.pipeline import CascadePipeline
 from realtime.engine.clock import ManualClock, settle
+from realtime.engine.contracts import Ending, TextPiece, ToolCall, Turn
+from realtime.engine.registry import EngineUnavailable, pipeline_class
 from realtime.engine.session import shell as session_module
 from realtime.engine.session.shell import Session, open_session
 from realtime.engine.tools import ToolOutcome
-from realtime.engine.transport import Ending
-from realtime.engine.voice import EngineUnavailable, pipeline_class
 from realtime.tests.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -514,17 +513,18 @@ async def test_a_caller_that_sends_no_audio_is_disconnected_and_the_call_complet
 
 def test_server_start_preload_warms_the_voice_kit_and_the_knowledge_model(monkeypatch):
     from knowledge import embeddings
-    from realtime.engine import voice
+    from realtime.apps import preload_in_background
     from realtime.engine.cascade import pipeline as cascade
+    from realtime.engine.cascade.kit import reset_kits
 
     loaded = []
     kit = dataclasses.replace(make_kit()[0], preload=lambda: loaded.append("voice"))
     monkeypatch.setattr(cascade, "voice_kit", lambda: kit)
-    monkeypatch.setattr(voice, "_preloaded", set())
-    monkeypatch.setattr(embeddings, "_session", None)
-    voice.preload_in_background().join(timeout=120)
+    reset_kits()
+    embeddings.reset_session()
+    preload_in_background().join(timeout=120)
     assert loaded == ["voice"]
-    assert embeddings._session is not None
+    assert embeddings.session_loaded()
 
 
 async def test_a_caller_turn_given_as_text_is_answered_like_speech(agent):

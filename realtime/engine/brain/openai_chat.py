@@ -40,7 +40,7 @@ import openai
 from django.conf import settings
 
 from kit.providers import ProviderError
-from realtime.engine.brain.base import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn, Usage
+from realtime.engine.contracts import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn, Usage
 
 logger = logging.getLogger(__name__)
 

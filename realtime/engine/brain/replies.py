@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from realtime.engine.brain.arguments import Parameter
-from realtime.engine.brain.base import BrainContext, ToolSpec
 from realtime.engine.brain.understanding import NATIVE_TOOLS, split_identifier
+from realtime.engine.contracts import BrainContext, ToolSpec
 
 RESULT_WORDS = 30  # a tool result is spoken in about this many words at most
 ANSWER_WORDS = 35  # a knowledge answer (the best sentences of the best passage) likewise

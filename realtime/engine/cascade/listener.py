@@ -8,7 +8,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from realtime.engine.audio import IN_BYTES_PER_MS
-from realtime.engine.voice import Detector, Recognizer
+from realtime.engine.contracts import Detector, Recognizer
 
 
 @dataclass

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -37,20 +36,26 @@ from django.conf import settings
 from kit import metrics
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_BYTES_PER_MS
-from realtime.engine.brain import Brain, TextPiece, ToolCall, Usage, brain_for
+from realtime.engine.brain import brain_for, brain_problems
+from realtime.engine.cascade import kit as speech_kit
+from realtime.engine.cascade.kit import VoiceKit, ensure_preloaded, voice_kit
 from realtime.engine.cascade.listener import Listener
 from realtime.engine.cascade.turn_taking import UNFINISHED, UNSURE, reading
+from realtime.engine.contracts import Brain, TextPiece, ToolCall, Usage
 from realtime.engine.phrases import phrase
+from realtime.engine.response import Response
+from realtime.engine.session.shell import Session
 from realtime.engine.timing import TurnTiming
-from realtime.engine.voice import VoiceKit, ensure_preloaded, voice_kit
 from realtime.selectors import agent_vocabulary_texts
-
-if TYPE_CHECKING:
-    from realtime.engine.session.shell import Response, Session
 
 MAX_TOOL_ROUNDS = 4
 MAX_PENDING_INPUT = 500  # chunks waiting for the listener (about 10 s of 20 ms chunks)
 COALESCE_BYTES = 250 * IN_BYTES_PER_MS  # the listener takes waiting chunks together, up to 250 ms of audio
+
+
+def configuration_problems() -> list[str]:
+    """Why the cascade cannot run as configured (its brain, its speech providers), empty when fine."""
+    return brain_problems() + speech_kit.configuration_problems()
 
 
 @dataclass(frozen=True)

@@ -13,36 +13,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from realtime.engine.audio import FRAME_SECONDS, OUT_BYTES_PER_SECOND, OUT_FRAME_BYTES
+from realtime.engine.audio import FRAME_SECONDS, OUT_FRAME_BYTES
 from realtime.engine.clock import Clock
-from realtime.engine.transport import Transport
-from realtime.engine.voice import Mixer
+from realtime.engine.contracts import Mixer, Transport
+from realtime.engine.response import Segment
 
 # Frames streamed after the keyboard stops, so that the mixer can fade it out instead of cutting it.
 KEYBOARD_TAIL_FRAMES = 4
-
-
-@dataclass(eq=False)
-class Segment:
-    """One synthesized sentence on its way to the listener."""
-
-    text: str
-    audio: bytes
-    owner: Any = None  # the response it belongs to
-    index: int = 0  # its sentence number within that response
-    position: int = 0  # bytes handed to the mixer so far
-    play_start: float | None = None  # clock time its first frame plays at the listener
-
-    @property
-    def duration(self) -> float:
-        return len(self.audio) / OUT_BYTES_PER_SECOND
-
-    def heard_fraction(self, now: float) -> float:
-        if self.play_start is None or now <= self.play_start:
-            return 0.0
-        if self.duration <= 0:
-            return 1.0
-        return min(1.0, (now - self.play_start) / self.duration)
 
 
 @dataclass(eq=False)

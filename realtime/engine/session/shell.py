@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -39,15 +37,15 @@ from calls.models import CallStatus, ToolInvocationStatus
 from kit import metrics, tracing
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_BYTES_PER_SECOND
-from realtime.engine.brain import BrainContext, ToolCall, Turn, Usage
 from realtime.engine.clock import Clock, LoopClock
+from realtime.engine.contracts import BrainContext, Ending, Mixer, ToolCall, Transport, Turn, Usage, VoicePipeline
 from realtime.engine.phrases import phrase
-from realtime.engine.session.playout import EndMarker, Playout, Segment
+from realtime.engine.registry import pipeline_class
+from realtime.engine.response import Response, Segment
+from realtime.engine.session.playout import EndMarker, Playout
 from realtime.engine.session.records import CallRecorder
 from realtime.engine.timing import TurnTiming
 from realtime.engine.tools import ToolDispatcher, ToolOutcome
-from realtime.engine.transport import Ending, Transport
-from realtime.engine.voice import Mixer, pipeline_class
 
 logger = logging.getLogger(__name__)
 
@@ -57,94 +55,6 @@ INPUT_BURST_SECONDS = 3.0  # how far a caller's audio may run ahead of real time
 # How long stop() waits for the cancelled stages before it finishes the call anyway: a stage that
 # does not end when cancelled (a bug) must not leave the call `active` and the socket open.
 STOP_GRACE_SECONDS = 5.0
-# A word that ends a sentence (the live caption of a speech-to-speech answer goes sentence by sentence).
-SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
-
-
-@dataclass(eq=False)
-class Response:
-    """One assistant turn being produced, spoken and heard."""
-
-    locked: int = 0  # leading sentences that a barge-in cannot cut (the AI-identity disclosure)
-    turn_ended_at: float | None = None  # when the user turn that prompted it ended
-    sentences: list[str] = field(default_factory=list)
-    segments: list[Segment] = field(default_factory=list)
-    done: bool = False
-    cancelled: bool = False  # interrupted: every stage drops the work it still holds for it
-    in_history: int = 0  # leading sentences already in the history (said before a tool call)
-    transfer_to: str | None = None  # hand the caller to this number once the response has played
-    then_end: tuple[Ending, str] | None = None  # or end the session once it has played
-    timing: TurnTiming | None = None  # the caller turn it answers (None: the shell's own, the greeting)
-    shown: dict[int, int] = field(default_factory=dict)  # sentence number -> its words sent as agent_speech
-    speaking: bool = False  # an agent_speech was sent and its agent_speech.ended not yet
-
-    def heard_text(self, now: float, *, first_sentence: int = 0) -> str:
-        """The words the listener has heard by `now` (whole sentences, then a proportional share of
-        the sentence that was playing)."""
-        words: list[str] = []
-        for segment in self.segments:
-            fraction = segment.heard_fraction(now)
-            part = segment.text.split()
-            heard = part if fraction >= 1.0 else part[: int(len(part) * fraction)]
-            if segment.index >= first_sentence:
-                words.extend(heard)
-            if fraction < 1.0:
-                break
-        return " ".join(words)
-
-    def starting(self, segment: Segment) -> str:
-        """The words that start playing with `segment` and were not shown yet: its whole sentence (a
-        cascade's segment is one sentence). A speech-to-speech item's words are spread over many
-        segments: the words placed on this segment and the earlier ones of its item, carried on to
-        the end of their sentence as far as the provider's transcript has come."""
-        index = segment.index
-        words = (self.sentences[index] if index < len(self.sentences) else segment.text).split()
-        due = 0
-        for earlier in self.segments:
-            if earlier.index == index and earlier.text:
-                due += earlier.text.count(" ") + 1  # placed words are joined by single spaces
-            if earlier is segment:
-                break
-        shown = self.shown.get(index, 0)
-        if min(due, len(words)) <= shown:
-            return ""
-        end = next((n + 1 for n in range(due - 1, len(words)) if SENTENCE_END.search(words[n])), len(words))
-        self.shown[index] = end
-        return " ".join(words[shown:end])
-
-    def heard_seconds(self, now: float) -> float:
-        """How long the listener has been hearing it by `now` (0 before its first audio plays)."""
-        start = self.segments[0].play_start if self.segments else None
-        return max(0.0, now - start) if start is not None else 0.0
-
-    def interruptible(self, now: float) -> bool:
-        if self.locked == 0:
-            return True
-        if len(self.segments) < self.locked:
-            return False
-        last = self.segments[self.locked - 1]
-        return last.play_start is not None and now >= last.play_start + last.duration
-
-
-class VoicePipeline(Protocol):
-    """A voice engine run by the shell. `prepare` loads what the conversation needs (before the call
-    record exists); `begin` starts its stages with `session.spawn`; `say`/`end` queue the shell's own
-    sentences (disclosure, greeting, handoff) on a response; `interrupt` drops queued work and cancels
-    in-flight work (the response is already marked cancelled)."""
-
-    name: str
-
-    @classmethod
-    def preload(cls) -> None: ...
-
-    async def prepare(self, session: Session) -> None: ...
-    def begin(self) -> None: ...
-    def push_audio(self, pcm16_16k: bytes) -> None: ...
-    def say(self, response: Response, text: str) -> None: ...
-    def end(self, response: Response) -> None: ...
-    async def text_turn(self, text: str) -> None: ...
-    def interrupt(self) -> None: ...
-    async def aclose(self) -> None: ...
 
 
 def _default_mixer(ambient: str | None, volume: float, ducking: bool) -> Mixer:
@@ -716,4 +626,4 @@ def open_session(
     return Session(agent=agent, transport=transport, recorder=recorder, **parts)
 
 
-__all__: Sequence[str] = ("Response", "Session", "TurnTiming", "VoicePipeline", "open_session")
+__all__: Sequence[str] = ("Session", "open_session")

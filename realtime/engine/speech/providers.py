@@ -3,14 +3,14 @@
 `embedded` is the offline pair (PocketSphinx in worker processes, eSpeak NG); other names are
 adapters registered here and imported on first use: `openai` (an OpenAI-compatible audio server),
 `whisper` and `piper` (offline neural models in this process, docs/neural-speech.md). A recognition
-provider makes one recognizer per conversation (start/feed/finish, realtime/engine/voice.py
+provider makes one recognizer per conversation (start/feed/finish, realtime/engine/cascade/kit.py
 `Recognizer`); a synthesis provider turns a sentence into PCM16 mono 24 kHz. Both are blocking (the
 cascade runs them off the event loop) and raise `ProviderError` for their own failures: the cascade
 then speaks with the offline voice (realtime/engine/cascade/pipeline.py), so a provider failure never ends a
 call.
 
 A provider module may define `configuration_problems()` (the system check reports them); a provider
-may have a `preload()` that loads its models (called at server start, realtime/engine/voice.py).
+may have a `preload()` that loads its models (called at server start, realtime/engine/cascade/kit.py).
 Model files named by a setting can be pinned by their sha256 (`sha256_problem`).
 """
 

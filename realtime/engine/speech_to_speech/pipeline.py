@@ -39,7 +39,7 @@ import uuid
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import aiohttp
@@ -48,13 +48,11 @@ from django.conf import settings
 
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_RATE, OUT_BYTES_PER_SECOND, OUT_FRAME_BYTES, OUT_RATE
-from realtime.engine.brain import ToolCall
 from realtime.engine.brain.openai_chat import language_name, parse_arguments
-from realtime.engine.session.playout import Segment
+from realtime.engine.contracts import ToolCall
+from realtime.engine.response import Response, Segment
+from realtime.engine.session.shell import Session
 from realtime.engine.timing import TurnTiming
-
-if TYPE_CHECKING:
-    from realtime.engine.session.shell import Response, Session
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +77,13 @@ RESAMPLE_QUALITY = "LQ"
 OPENAI_VOICES = {"eve": "marin", "ara": "coral", "rex": "cedar", "sal": "alloy", "leo": "ash"}
 
 
+# Without these, sessions are refused before a call record is opened (realtime/engine/registry.py).
+REQUIRED_SETTINGS = ("REALTIME_PROVIDER_URL", "REALTIME_PROVIDER_MODEL")
+
+
 def configuration_problems() -> list[str]:
-    """What is invalid in the REALTIME_PROVIDER_* settings (missing ones are named by voice.py)."""
+    """What is invalid in the REALTIME_PROVIDER_* settings (missing REQUIRED_SETTINGS are named by the
+    engine registry)."""
     problems = []
     url = settings.REALTIME_PROVIDER_URL.strip()
     if url:

@@ -48,7 +48,7 @@ from agents.tools.mcp import Connection, McpSession
 from calls.models import ToolInvocationStatus
 from kit import metrics
 from kit.providers import ProviderError, Registry
-from realtime.engine.brain.base import ToolCall, ToolSpec
+from realtime.engine.contracts import ToolCall, ToolSpec
 from realtime.engine.session.records import CallRecorder
 from realtime.engine.tools import search_knowledge, transfer_call
 from realtime.engine.tools.base import CallContext, ToolError, ToolKind, ToolTimeout, seconds_words
