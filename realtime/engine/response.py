@@ -61,6 +61,60 @@ class Response:
     shown: dict[int, int] = field(default_factory=dict)  # sentence number -> its words sent as agent_speech
     speaking: bool = False  # an agent_speech was sent and its agent_speech.ended not yet
 
+    # --- state changes: pipelines and the shell call these, never write the fields -------------------
+
+    def add_sentence(self, text: str) -> int:
+        """A sentence to be spoken (possibly empty, its words still to come); its sentence number."""
+        self.sentences.append(text)
+        return len(self.sentences) - 1
+
+    def revise_sentence(self, index: int, text: str) -> None:
+        """The words of sentence `index` as known now (a provider's transcript grows as it speaks)."""
+        self.sentences[index] = text
+
+    def add_segment(self, segment: Segment) -> None:
+        """Speech of this response queued for playout."""
+        self.segments.append(segment)
+
+    def answers(self, timing: TurnTiming) -> None:
+        """The caller turn this response answers, timed through the engine."""
+        self.timing = timing
+
+    def lock_said(self) -> None:
+        """A barge-in cannot cut the sentences said so far (a handoff announcement)."""
+        self.locked = len(self.sentences)
+
+    def transfer_after(self, destination: str) -> None:
+        """Hand the caller to `destination` once the response has played."""
+        self.transfer_to = destination
+
+    def end_after(self, ending: Ending, message: str = "") -> None:
+        """End the session once the response has played."""
+        self.then_end = (ending, message)
+
+    def said_in_history(self) -> None:
+        """The sentences said so far are in the history (said before a tool call)."""
+        self.in_history = len(self.sentences)
+
+    def cancel(self) -> None:
+        """Interrupted: every stage drops the work it still holds for it."""
+        self.cancelled = True
+
+    def finish(self) -> None:
+        """Played out, cut, or dropped: nothing more of it is committed."""
+        self.done = True
+
+    def start_speaking(self) -> None:
+        """Its words began to be shown as agent speech."""
+        self.speaking = True
+
+    def stop_speaking(self) -> bool:
+        """Its words stopped being shown; False when they were not being shown."""
+        was, self.speaking = self.speaking, False
+        return was
+
+    # --- what was heard -------------------------------------------------------------------------------
+
     def heard_text(self, now: float, *, first_sentence: int = 0) -> str:
         """The words the listener has heard by `now` (whole sentences, then a proportional share of
         the sentence that was playing)."""

@@ -39,7 +39,7 @@ from realtime.engine.audio import IN_BYTES_PER_MS
 from realtime.engine.brain import brain_for, brain_problems
 from realtime.engine.cascade import kit as speech_kit
 from realtime.engine.cascade.kit import VoiceKit, ensure_preloaded, voice_kit
-from realtime.engine.cascade.listener import Listener
+from realtime.engine.cascade.listener import Listener, RecognizerJob
 from realtime.engine.cascade.turn_taking import UNFINISHED, UNSURE, reading
 from realtime.engine.contracts import Brain, TextPiece, ToolCall, Usage
 from realtime.engine.phrases import phrase
@@ -60,15 +60,15 @@ def configuration_problems() -> list[str]:
 
 @dataclass(frozen=True)
 class _Job:
-    """Work for the recognizer: "start" | "feed" (audio), "peek" (the words at pause number `pause`),
-    "finish" (`verdict`: the utterance is the caller's turn, not a backchannel)."""
+    """Work for the recognizer: START | FEED (audio), PEEK (the words at pause number `pause`),
+    FINISH (`verdict`: the utterance is the caller's turn, not a backchannel)."""
 
-    kind: str
+    kind: RecognizerJob
     audio: bytes
     verdict: bool | None = None
     pause: int | None = None
-    timing: TurnTiming | None = None  # "finish": when the caller stopped speaking and the turn ended
-    joins: bool = False  # "finish": the utterance goes on with the caller's last turn
+    timing: TurnTiming | None = None  # FINISH: when the caller stopped speaking and the turn ended
+    joins: bool = False  # FINISH: the utterance goes on with the caller's last turn
 
 
 @dataclass(eq=False)
@@ -162,8 +162,7 @@ class CascadePipeline:
     def say(self, response: Response, text: str, *, offline: bool = False) -> None:
         text = text.strip()
         if text and not response.cancelled:
-            response.sentences.append(text)
-            self._speech_q.put_nowait(_Say(response, text, len(response.sentences) - 1, offline))
+            self._speech_q.put_nowait(_Say(response, text, response.add_sentence(text), offline))
 
     def end(self, response: Response) -> None:
         self._speech_q.put_nowait(_End(response))
@@ -221,7 +220,7 @@ class CascadePipeline:
                     self._answer = None
                     await session.interrupt(now)
             for kind, audio in heard.jobs:
-                if kind == "finish":
+                if kind is RecognizerJob.FINISH:
                     self._asr_q.put_nowait(self._finish_job(now))
                 else:
                     self._asr_q.put_nowait(_Job(kind, audio, None, heard.pause))
@@ -254,14 +253,14 @@ class CascadePipeline:
         joins = take and self._goes_on
         self._over_agent = self._barged = self._goes_on = False
         self._turns_in_flight += take
-        return _Job("finish", b"", take, None, self._turn_ended(now), joins)
+        return _Job(RecognizerJob.FINISH, b"", take, None, self._turn_ended(now), joins)
 
     async def _recognize(self) -> None:
         assert self.listener is not None and self.session is not None
         session = self.session
         while True:
             jobs = [await self._asr_q.get()]
-            while not self._asr_q.empty() and jobs[-1].kind not in ("finish", "peek"):
+            while not self._asr_q.empty() and jobs[-1].kind not in (RecognizerJob.FINISH, RecognizerJob.PEEK):
                 jobs.append(self._asr_q.get_nowait())
             # Up to one question per call (the words at a pause, or an utterance's end): its answer
             # is not held back by later audio, and a provider's failure costs only that utterance.
@@ -269,12 +268,12 @@ class CascadePipeline:
             try:
                 texts = await session.run_blocking(self.listener.recognize, [(job.kind, job.audio) for job in jobs])
             except ProviderError as exc:
-                if last.kind == "finish":
+                if last.kind is RecognizerJob.FINISH:
                     self._turns_in_flight -= bool(last.verdict)
                     await self._recognition_failed(exc, take=bool(last.verdict))
                 continue
             for kind, text in texts:
-                if kind == "peek":
+                if kind is RecognizerJob.PEEK:
                     self._paused(last.pause, text)
                 elif not last.verdict:
                     session.recorder.log("debug", "short speech over the agent ignored")
@@ -339,7 +338,7 @@ class CascadePipeline:
             taken = await session.user_said(text)
         if taken:
             response = session.begin_response(turn_ended_at=session.clock.now())
-            response.timing = timing
+            response.answers(timing)
             self._answer = response if spoken else None
             self._respond_task = session.spawn(self._respond(response), "respond")
 
@@ -373,7 +372,7 @@ class CascadePipeline:
                 session.tool_round(response, said, calls, outcomes)
                 if response.transfer_to:
                     self.say(response, session.handoff_sentence())
-                    response.locked = len(response.sentences)  # the handoff is not cut by a barge-in
+                    response.lock_said()  # the handoff is not cut by a barge-in
                     break
         except ProviderError as exc:
             self.say(response, session.brain_failed(exc))

@@ -298,7 +298,7 @@ class Session:
         self._begin()
         sentences = [*self._sentences(disclosure), phrase("unavailable", self.agent.language)]
         response = self.begin_response(locked=len(sentences))
-        response.then_end = (Ending.FAILED, "The agent's prompt could not be fetched")
+        response.end_after(Ending.FAILED, "The agent's prompt could not be fetched")
         for sentence in sentences:
             self.pipeline.say(response, sentence)
         self.pipeline.end(response)
@@ -328,7 +328,7 @@ class Session:
         if response.cancelled or not audio or self.playout is None:
             return
         segment = Segment(text=text, audio=audio, owner=response, index=index)
-        response.segments.append(segment)
+        response.add_segment(segment)
         self.playout.enqueue(segment)
         timing = response.timing
         if timing is not None and timing.first_audio_at is None:
@@ -410,7 +410,7 @@ class Session:
         their turn before hearing it: see `user_went_on`)."""
         response = self.response
         if response is not None:
-            response.cancelled = True
+            response.cancel()
         heard_by = self.heard_by(now)
         if self.pipeline is not None:
             self.pipeline.interrupt()
@@ -420,7 +420,7 @@ class Session:
         if response is not None and not response.done:
             await self._speech_ended(response, interrupted=True)
             if forget:
-                response.done = True
+                response.finish()
             else:
                 await self._close_response(response, heard_by, tell=True)
 
@@ -452,8 +452,8 @@ class Session:
             self.history.append(Turn(role="tool", text=outcome.result, tool_call_id=call.id, name=call.name))
             if outcome.transfer_to and not self._transferring:
                 self._transferring = True
-                response.transfer_to = outcome.transfer_to
-        response.in_history = len(response.sentences)
+                response.transfer_after(outcome.transfer_to)
+        response.said_in_history()
 
     def usage(self, usage: Usage) -> None:
         self.recorder.llm_usage(
@@ -477,7 +477,7 @@ class Session:
     async def _response_played(self, response: Response) -> None:
         if response.done or response.cancelled:
             return
-        response.done = True
+        response.finish()
         # A speech-to-speech provider's frames may carry no word of their own (empty texts are skipped).
         text = " ".join(
             segment.text for segment in response.segments if segment.index >= response.in_history and segment.text
@@ -502,12 +502,11 @@ class Session:
             return
         text = response.starting(segment)
         if text:
-            response.speaking = True
+            response.start_speaking()
             await self.transport.send_event({"type": "agent_speech", "text": text})
 
     async def _speech_ended(self, response: Response, *, interrupted: bool) -> None:
-        if response.speaking:
-            response.speaking = False
+        if response.stop_speaking():
             await self.transport.send_event({"type": "agent_speech.ended", "interrupted": interrupted})
 
     async def _end_after(self, response: Response) -> None:
@@ -530,7 +529,7 @@ class Session:
         await self._hang_up(Ending.TRANSFERRED)
 
     async def _close_response(self, response: Response, now: float, *, tell: bool) -> None:
-        response.done = True
+        response.finish()
         heard = response.heard_text(now, first_sentence=response.in_history)
         fields = {"heardWords": len(heard.split()), "plannedSentences": len(response.sentences)}
         if tell:

@@ -48,8 +48,9 @@ from django.conf import settings
 
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_RATE, OUT_BYTES_PER_SECOND, OUT_FRAME_BYTES, OUT_RATE
-from realtime.engine.brain.openai_chat import language_name, parse_arguments
+from realtime.engine.brain.openai_chat import parse_arguments
 from realtime.engine.contracts import ToolCall
+from realtime.engine.instructions import agent_instructions, language_name
 from realtime.engine.response import Response, Segment
 from realtime.engine.session.shell import Session
 from realtime.engine.timing import TurnTiming
@@ -119,31 +120,21 @@ def provider_name(host: str) -> str:
 def instructions_for(session: Session) -> str:
     """The session instructions: who the agent is, what it does, how it speaks, and what it said first."""
     context = session.context
-    name = context.agent_name.strip() or "the agent"
     words = language_name(context.language or session.agent.language)
-    parts = [f"You are {name}, an AI voice agent talking with a caller on a call."]
-    if context.identity.strip():
-        parts.append(f"# Who you are\n{context.identity.strip()}")
-    if context.instructions.strip():
-        parts.append(f"# Instructions\n{context.instructions.strip()}")
     opening = " ".join(text.strip() for text in (context.disclosure, context.greeting) if text.strip())
-    tools = (
-        "Use your tools when they help the caller. Never invent a tool result: call the tool and wait for its "
-        "result; if a tool fails, say so briefly."
-        if context.tools
-        else "You have no tools: never pretend to look something up or to take an action."
+    return agent_instructions(
+        context,
+        call="a call",
+        speaking=(
+            f"Always speak {words}.",
+            f'The call opens with you saying exactly, word for word: "{opening}" (the first sentence tells the '
+            "caller they are talking with an AI; never deny being an AI). Do not greet or introduce yourself again "
+            "unless the caller asks who you are.",
+            "Keep each answer brief, one to three short sentences, in plain spoken words.",
+        ),
+        tool_use="Use your tools when they help the caller. Never invent a tool result: call the tool and wait for "
+        "its result; if a tool fails, say so briefly.",
     )
-    parts.append(
-        "# How to speak\n"
-        f"- Always speak {words}.\n"
-        f'- The call opens with you saying exactly, word for word: "{opening}" (the first sentence tells the '
-        "caller they are talking with an AI; never deny being an AI). Do not greet or introduce yourself again "
-        "unless the caller asks who you are.\n"
-        "- Keep each answer brief, one to three short sentences, in plain spoken words.\n"
-        "- Ask one question at a time, then let the caller answer.\n"
-        f"- {tools}"
-    )
-    return "\n\n".join(parts)
 
 
 def _redact(text: str, key: str) -> str:
@@ -169,7 +160,7 @@ class _Item:
         keeps of a cut answer is what was played. While audio still arrives the item is assumed to
         last at least SECONDS_PER_WORD per word, so words not yet voiced are placed nowhere."""
         words = (self.transcript or self.script).split()
-        self.response.sentences[self.index] = " ".join(words)
+        self.response.revise_sentence(self.index, " ".join(words))
         if not self.segments:
             return
         ends = list(itertools.accumulate(segment.duration for segment in self.segments))
@@ -359,7 +350,7 @@ class RealtimePipeline:
         )
         now = session.clock.now()
         response = session.begin_response(turn_ended_at=now)
-        response.timing = TurnTiming(turn_ended_at=now)
+        response.answers(TurnTiming(turn_ended_at=now))
         self._request(response)
 
     def interrupt(self) -> None:
@@ -613,7 +604,7 @@ class RealtimePipeline:
             # The provider's own voice activity detection took the turn: its end-of-turn wait and
             # recognition happen inside the provider, so the turn is timed from its speech_stopped.
             if self._speech_stopped_at is not None:
-                response.timing = TurnTiming(turn_ended_at=self._speech_stopped_at)
+                response.answers(TurnTiming(turn_ended_at=self._speech_stopped_at))
         script = request.script if request is not None else ""
         turn = _Turn(id=response_id, response=response, first_index=len(response.sentences), script=script)
         self._turns[response_id] = turn
@@ -646,11 +637,10 @@ class RealtimePipeline:
         if turn is None:
             return None
         response = turn.response
-        response.sentences.append("")
         item = _Item(
             id=item_id,
             response=response,
-            index=len(response.sentences) - 1,
+            index=response.add_sentence(""),
             content_index=int(event.get("content_index") or 0),
             script=turn.script,
         )
