@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -199,3 +200,55 @@ class Mixer(Protocol):
     has_bed: bool
 
     def next_frame(self, speech: bytes | None, *, user_speaking: bool, keyboard: bool) -> bytes: ...
+
+
+# --- the call record -----------------------------------------------------------------------------
+
+
+class CallRecord(Protocol):
+    """The call a session records (a `calls.models.Call` in production)."""
+
+    @property
+    def pk(self) -> Any: ...
+    @property
+    def from_number(self) -> str | None: ...
+    @property
+    def to_number(self) -> str | None: ...
+
+
+class Recorder(Protocol):
+    """The durable side of a conversation: its call record (opened by `start`, closed by `finish`) and
+    its agent log. Writes are queued in order and never block the audio path. The database
+    implementation is realtime/engine/session/records.py (`CallRecorder`); testing/recording.py keeps
+    everything in memory (`MemoryRecorder`), for tests that need no database.
+
+    A caller's message is held until the next message, `release_caller_message()` or the end of the
+    call: a caller who goes on before hearing the answer extends it (`extend_caller_message`)."""
+
+    @property
+    def channel(self) -> str: ...
+    @property
+    def to_number(self) -> str | None: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def call(self) -> CallRecord | None: ...
+
+    def log(self, severity: str, message: str, **fields: Any) -> None: ...
+    async def start(self) -> CallRecord: ...
+    def message(self, role: str, text: str, occurred_at: datetime | None = None) -> None: ...
+    def extend_caller_message(self, text: str) -> None: ...
+    def release_caller_message(self) -> None: ...
+    def tool_invocation(
+        self,
+        *,
+        tool_name: str,
+        request: dict[str, Any],
+        response: str,
+        status: str,
+        duration_ms: int,
+        agent_tool_id: Any = None,
+    ) -> None: ...
+    def llm_usage(self, *, provider: str, model: str, **figures: Any) -> None: ...
+    def turn_latency(self, stages_ms: dict[str, float | None]) -> None: ...
+    async def finish(self, status: str) -> CallRecord | None: ...

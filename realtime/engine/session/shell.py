@@ -38,7 +38,17 @@ from kit import metrics, tracing
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_BYTES_PER_SECOND
 from realtime.engine.clock import Clock, LoopClock
-from realtime.engine.contracts import BrainContext, Ending, Mixer, ToolCall, Transport, Turn, Usage, VoicePipeline
+from realtime.engine.contracts import (
+    BrainContext,
+    Ending,
+    Mixer,
+    Recorder,
+    ToolCall,
+    Transport,
+    Turn,
+    Usage,
+    VoicePipeline,
+)
 from realtime.engine.phrases import phrase
 from realtime.engine.registry import pipeline_class
 from realtime.engine.response import Response, Segment
@@ -69,7 +79,7 @@ class Session:
         *,
         agent: Agent,
         transport: Transport,
-        recorder: CallRecorder,
+        recorder: Recorder,
         pipeline: VoicePipeline | None = None,
         tools: ToolDispatcher | None = None,
         mixer: Callable[[str | None, float, bool], Mixer] | None = None,
@@ -614,12 +624,14 @@ def open_session(
     from_number: str | None = None,
     to_number: str | None = None,
     provider_call_id: str | None = None,
+    recorder: Recorder | None = None,
     **parts: Any,
 ) -> Session:
     """The one way every consumer starts a conversation: `asyncio.create_task(session.run())` next.
     `provider_call_id` is the carrier's id of a phone call (Twilio's CallSid), kept on the call record.
-    `parts` (pipeline, tools, mixer, clock, run_blocking) replace the configured ones in tests."""
-    recorder = CallRecorder(
+    `recorder` (the call record in the database by default) and `parts` (pipeline, tools, mixer, clock,
+    run_blocking) replace the configured ones in tests."""
+    recorder = recorder or CallRecorder(
         agent=agent, channel=channel, from_number=from_number, to_number=to_number, provider_call_id=provider_call_id
     )
     return Session(agent=agent, transport=transport, recorder=recorder, **parts)

@@ -48,8 +48,7 @@ from agents.tools.mcp import Connection, McpSession
 from calls.models import ToolInvocationStatus
 from kit import metrics
 from kit.providers import ProviderError, Registry
-from realtime.engine.contracts import ToolCall, ToolSpec
-from realtime.engine.session.records import CallRecorder
+from realtime.engine.contracts import Recorder, ToolCall, ToolSpec
 from realtime.engine.tools import search_knowledge, transfer_call
 from realtime.engine.tools.base import CallContext, ToolError, ToolKind, ToolTimeout, seconds_words
 from realtime.engine.tools.delivery import ServerEndpoint
@@ -143,7 +142,7 @@ def _arguments_problem(validator: Any, arguments: Any) -> tuple[str, str] | None
 
 
 class ToolDispatcher:
-    def __init__(self, *, agent: Agent, recorder: CallRecorder, to_number: str | None = None) -> None:
+    def __init__(self, *, agent: Agent, recorder: Recorder, to_number: str | None = None) -> None:
         self.agent = agent
         self.recorder = recorder
         self.to_number = to_number
