@@ -30,8 +30,8 @@ from kit.errors import ApiError
 from kit.fields import parse
 from kit.validation import url_problem
 from realtime.engine.contracts import ToolCall
-from realtime.engine.tools import ToolDispatcher
 from realtime.engine.tools.delivery import Exchange, watched_exchanges
+from realtime.engine.tools.dispatcher import ToolDispatcher
 
 SECRET_FIELDS = ("bearer_token", "secret_headers", "token_url", "client_id", "client_secret", "scope")
 

@@ -17,7 +17,7 @@ import pytest
 
 from realtime.engine.cascade.kit import VoiceKit
 from realtime.engine.contracts import BrainContext, BrainOutput, Ending, TextPiece, ToolCall, ToolSpec, Turn
-from realtime.engine.tools import ToolOutcome
+from realtime.engine.tools.dispatcher import ToolOutcome
 
 IN_BYTES_PER_MS = 32
 OUT_BYTES_PER_MS = 48

@@ -18,7 +18,7 @@ from realtime.engine.contracts import Ending, TextPiece, ToolCall, Turn
 from realtime.engine.registry import EngineUnavailable, pipeline_class
 from realtime.engine.session import shell as session_module
 from realtime.engine.session.shell import Session, open_session
-from realtime.engine.tools import ToolOutcome
+from realtime.engine.tools.dispatcher import ToolOutcome
 from realtime.tests.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
 from testing.recording import MemoryRecorder, RecordedCall
 

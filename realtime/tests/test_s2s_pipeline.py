@@ -19,7 +19,7 @@ from realtime.engine.contracts import Ending
 from realtime.engine.registry import EngineUnavailable, configuration_problems, pipeline_class
 from realtime.engine.session.shell import open_session
 from realtime.engine.speech_to_speech.pipeline import RealtimePipeline, provider_url
-from realtime.engine.tools import ToolOutcome
+from realtime.engine.tools.dispatcher import ToolOutcome
 from realtime.tests.fakes import FakeMixer, RecordingTransport, ScriptedTools, silence
 from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
 

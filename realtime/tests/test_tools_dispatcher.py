@@ -22,7 +22,7 @@ from calls.models import AgentLog, ToolInvocation
 from knowledge import services as knowledge_services
 from realtime.engine.contracts import ToolCall
 from realtime.engine.session.records import CallRecorder
-from realtime.engine.tools import ToolDispatcher, ToolOutcome
+from realtime.engine.tools.dispatcher import ToolDispatcher, ToolOutcome
 from realtime.tests.loopback import (
     MCP_BEARER_TOKEN,
     LoopbackMcp,

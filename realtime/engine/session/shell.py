@@ -50,12 +50,14 @@ from realtime.engine.contracts import (
     VoicePipeline,
 )
 from realtime.engine.phrases import phrase
+from realtime.engine.prompt import AssistantPrompt, fetch_assistant_prompt
 from realtime.engine.registry import pipeline_class
 from realtime.engine.response import Response, Segment
 from realtime.engine.session.playout import EndMarker, Playout
 from realtime.engine.session.records import CallRecorder
+from realtime.engine.sound import mixer as sound_mixer
 from realtime.engine.timing import TurnTiming
-from realtime.engine.tools import ToolDispatcher, ToolOutcome
+from realtime.engine.tools.dispatcher import ToolDispatcher, ToolOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +70,7 @@ STOP_GRACE_SECONDS = 5.0
 
 
 def _default_mixer(ambient: str | None, volume: float, ducking: bool) -> Mixer:
-    from realtime.engine.sound import mixer
-
-    return mixer.Mixer(ambient=ambient, volume=volume, ducking=ducking)
+    return sound_mixer.Mixer(ambient=ambient, volume=volume, ducking=ducking)
 
 
 class Session:
@@ -266,9 +266,7 @@ class Session:
         self._begin()
         self._greet(disclosure.text, greeting)
 
-    async def _dynamic_prompt(self) -> Any:
-        from realtime.engine.prompt import fetch_assistant_prompt
-
+    async def _dynamic_prompt(self) -> AssistantPrompt | None:
         try:
             return await fetch_assistant_prompt(
                 agent=self.agent,

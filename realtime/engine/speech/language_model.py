@@ -30,6 +30,8 @@ from pathlib import Path
 
 from num2words import num2words
 
+from realtime.engine.speech import tts
+
 CORPUS = Path(__file__).with_name("corpus") / "en.txt"
 MAX_VOCABULARY_CHARS = 300_000  # of knowledge and tool text; beyond it, more text adds little
 AGENT_WEIGHT = 3  # the agent's own sentences count this many times against the general corpus
@@ -205,8 +207,6 @@ def guessed_pronunciations(words: Iterable[str]) -> dict[str, list[str]]:
     """Dictionary entries for words the CMU dictionary lacks, from eSpeak NG's English rules ("paella"
     -> "paella P AY EY AH"), so that an agent's own names and terms can be recognized. A word with a
     phoneme that has no CMU counterpart is left out."""
-    from realtime.engine.speech import tts
-
     wanted = [word for word in dict.fromkeys(words) if _GUESSABLE.fullmatch(word)][:MAX_GUESSED_WORDS]
     entries: dict[str, list[str]] = {}
     for word, spoken in tts.phonemes(wanted).items():

@@ -64,7 +64,7 @@ class _Espeak:
     """The loaded library; every call happens under `lock`."""
 
     def __init__(self) -> None:
-        import espeakng_loader
+        import espeakng_loader  # the eSpeak NG library is located when the voice is first loaded
 
         self.lock = threading.Lock()
         self.lib = ctypes.CDLL(espeakng_loader.get_library_path())

@@ -43,7 +43,7 @@ def _model():
     global _session
     with _session_lock:
         if _session is None:
-            import onnxruntime
+            import onnxruntime  # the inference runtime (a model library) loads with the first detector, not the engine
 
             options = onnxruntime.SessionOptions()
             # Many sessions run at once: one thread per inference is faster than contending pools.

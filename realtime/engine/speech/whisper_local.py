@@ -42,6 +42,7 @@ from django.conf import settings
 
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_RATE
+from realtime.engine.speech.openai_audio import vocabulary_prompt
 from realtime.engine.speech.providers import TurnAudio, sha256_problem
 
 logger = logging.getLogger(__name__)
@@ -213,8 +214,6 @@ class WhisperRecognition:
         model()
 
     def recognizer(self, agent: Any, vocabulary_texts: Iterable[str]) -> WhisperRecognizer:
-        from realtime.engine.speech.openai_audio import vocabulary_prompt
-
         loaded = model()
         language = whisper_language(agent.language)
         if language not in loaded.languages:

@@ -44,6 +44,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import aiohttp
 import numpy as np
+import soxr
 from django.conf import settings
 
 from kit.providers import ProviderError
@@ -259,15 +260,13 @@ class RealtimePipeline:
 
     @classmethod
     def preload(cls) -> None:
-        import soxr  # noqa: F401 - the resampler's library, loaded before the first call
+        """Nothing to load: the resampler's library (soxr) is imported with this module."""
 
     # --- the shell's side ----------------------------------------------------------------------
 
     async def prepare(self, session: Session) -> None:
         """Open the provider socket (before the call record exists: a provider that cannot be reached
         refuses the session)."""
-        import soxr
-
         self.session = session
         self._resampler = soxr.ResampleStream(IN_RATE, PROVIDER_RATE, 1, dtype="int16", quality=RESAMPLE_QUALITY)
         headers = {"api-key": self._api_key} if self.host.endswith(".azure.com") else {}
