@@ -164,8 +164,8 @@ def test_piper_speaks_only_its_own_language_and_maps_speakers(neural):
 # --- pinned files and the system check ----------------------------------------------------------
 @pytest.mark.slow
 def test_a_model_that_does_not_match_its_pinned_sha256_is_refused(neural, monkeypatch):
-    monkeypatch.setattr(whisper_local, "_models", {})
-    monkeypatch.setattr(piper_voice, "_voices", {})
+    whisper_local.reset()
+    piper_voice.reset()
     neural.WHISPER_MODEL_SHA256 = "0" * 64
     neural.PIPER_MODEL_SHA256 = "A" * 64
     with pytest.raises(ProviderError) as caught:

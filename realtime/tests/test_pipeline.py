@@ -465,7 +465,7 @@ async def test_a_stage_that_ignores_cancellation_does_not_keep_the_call_open(age
     h = Harness(agent)
     await h.start()
     await h.feed(silence(100))
-    stubborn = next(task for task in h.conversation._tasks if task.get_name().startswith("watchdog-"))
+    stubborn = next(task for task in h.conversation.tasks if task.get_name().startswith("watchdog-"))
     try:
         call = await asyncio.wait_for(h.stop(), 10)
         assert call.status == "completed" and call.ended_at is not None

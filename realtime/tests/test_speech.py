@@ -104,18 +104,18 @@ def module_lm_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     folder = tmp_path_factory.mktemp("lm-module")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VOICEAGENT_LM_CACHE", str(folder))
-        language_model._cache.clear()
+        language_model.reset_cache()
         yield folder
-        language_model._cache.clear()
+        language_model.reset_cache()
 
 
 @pytest.fixture
 def lm_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh model cache: an empty folder and an empty in-memory cache."""
     monkeypatch.setenv("VOICEAGENT_LM_CACHE", str(tmp_path))
-    language_model._cache.clear()
+    language_model.reset_cache()
     yield tmp_path
-    language_model._cache.clear()
+    language_model.reset_cache()
 
 
 @dataclass
@@ -412,7 +412,7 @@ def test_the_same_inputs_reuse_the_model_and_changed_inputs_get_a_new_one(
     assert language_model.language_model(["Ava", "We serve risotto."], ["book_table"]) is first
 
     # A new process (empty memory cache) finds the files on disk and does not build again.
-    language_model._cache.clear()
+    language_model.reset_cache()
 
     def no_build(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the model was built again")
@@ -476,13 +476,13 @@ def test_a_dead_worker_fails_only_its_turn_and_is_replaced(module_lm_cache: Path
     try:
         doomed = asr_workers.RemoteRecognizer(pool, None)
         doomed.start()
-        doomed._worker.process.kill()
-        doomed._worker.process.join(5)
+        doomed.worker.process.kill()
+        doomed.worker.process.join(5)
         doomed.feed(silence(100))
         assert doomed.finish() == ""  # no crash, no hang: the turn is simply not understood
         model = asr.language_model.language_model(asr.agent_texts(AgentStandIn()))
         replacement = asr_workers.RemoteRecognizer(pool, model)
-        assert replacement._worker is not doomed._worker
+        assert replacement.worker is not doomed.worker
         heard = recognize(replacement, speech_16k)
         assert words_right(SENTENCE, heard) >= 0.5, heard
     finally:

@@ -362,6 +362,11 @@ class Session:
         return self.response is not None and not self.response.done
 
     @property
+    def tasks(self) -> frozenset[asyncio.Task[Any]]:
+        """The stages running as tracked tasks (`spawn`): cancelled at stop."""
+        return frozenset(self._tasks)
+
+    @property
     def transferring(self) -> bool:
         return self._transferring
 

@@ -236,6 +236,11 @@ class RemoteRecognizer:
         self._broken = False
         self._send("open", model)
 
+    @property
+    def worker(self) -> Worker:
+        """The worker process that decodes for this session (checked out of the pool)."""
+        return self._worker
+
     def _send(self, op: str, argument: Any = None) -> None:
         if self._broken:
             return

@@ -277,6 +277,12 @@ _cache_lock = threading.Lock()
 _build_locks: dict[str, threading.Lock] = {}
 
 
+def reset_cache() -> None:
+    """Forget the models held in memory (as a new process would: the files on disk stay)."""
+    with _cache_lock:
+        _cache.clear()
+
+
 def cache_dir() -> Path:
     path = Path(os.environ.get("VOICEAGENT_LM_CACHE") or Path(tempfile.gettempdir()) / "voiceagent-lm")
     path.mkdir(parents=True, exist_ok=True)
