@@ -16,8 +16,16 @@ from typing import Any, NamedTuple
 import pytest
 
 from realtime.engine.cascade.kit import VoiceKit
-from realtime.engine.contracts import BrainContext, BrainOutput, Ending, TextPiece, ToolCall, ToolSpec, Turn
-from realtime.engine.tools.dispatcher import ToolOutcome
+from realtime.engine.contracts import (
+    BrainContext,
+    BrainOutput,
+    Ending,
+    TextPiece,
+    ToolCall,
+    ToolOutcome,
+    ToolSpec,
+    Turn,
+)
 
 IN_BYTES_PER_MS = 32
 OUT_BYTES_PER_MS = 48

@@ -14,11 +14,10 @@ from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
 from realtime.engine.cascade.pipeline import CascadePipeline
 from realtime.engine.clock import ManualClock, settle
-from realtime.engine.contracts import Ending, TextPiece, ToolCall, Turn
+from realtime.engine.contracts import Ending, TextPiece, ToolCall, ToolOutcome, Turn
 from realtime.engine.registry import EngineUnavailable, pipeline_class
 from realtime.engine.session import shell as session_module
 from realtime.engine.session.shell import Session, open_session
-from realtime.engine.tools.dispatcher import ToolOutcome
 from realtime.tests.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
 from testing.recording import MemoryRecorder, RecordedCall
 

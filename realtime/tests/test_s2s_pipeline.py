@@ -15,11 +15,10 @@ from asgiref.sync import sync_to_async
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call, LlmUsage
 from realtime.engine.clock import ManualClock
-from realtime.engine.contracts import Ending
+from realtime.engine.contracts import Ending, ToolOutcome
 from realtime.engine.registry import EngineUnavailable, configuration_problems, pipeline_class
 from realtime.engine.session.shell import open_session
 from realtime.engine.speech_to_speech.pipeline import RealtimePipeline, provider_url
-from realtime.engine.tools.dispatcher import ToolOutcome
 from realtime.tests.fakes import FakeMixer, RecordingTransport, ScriptedTools, silence
 from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
 

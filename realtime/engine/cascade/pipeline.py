@@ -41,10 +41,8 @@ from realtime.engine.cascade import kit as speech_kit
 from realtime.engine.cascade.kit import VoiceKit, ensure_preloaded, voice_kit
 from realtime.engine.cascade.listener import Listener, RecognizerJob
 from realtime.engine.cascade.turn_taking import UNFINISHED, UNSURE, reading
-from realtime.engine.contracts import Brain, TextPiece, ToolCall, Usage
+from realtime.engine.contracts import Brain, Conversation, Response, TextPiece, ToolCall, Usage
 from realtime.engine.phrases import phrase
-from realtime.engine.response import Response
-from realtime.engine.session.shell import Session
 from realtime.engine.timing import TurnTiming
 from realtime.selectors import agent_vocabulary_texts
 
@@ -115,13 +113,13 @@ class CascadePipeline:
         self._provider_voice_off = False  # ... permanently
         self.listener: Listener | None = None
         self._known_pairs: frozenset[tuple[str, str]] | None = None  # of the recognizer's language model
-        self.session: Session | None = None
+        self.session: Conversation | None = None
 
     @classmethod
     def preload(cls) -> None:
         ensure_preloaded(voice_kit())
 
-    async def prepare(self, session: Session) -> None:
+    async def prepare(self, session: Conversation) -> None:
         self.session = session
         agent = session.agent
         kit = self.kit = self.kit or await session.run_blocking(voice_kit)

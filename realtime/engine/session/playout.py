@@ -15,8 +15,7 @@ from typing import Any
 
 from realtime.engine.audio import FRAME_SECONDS, OUT_FRAME_BYTES
 from realtime.engine.clock import Clock
-from realtime.engine.contracts import Mixer, Transport
-from realtime.engine.response import Segment
+from realtime.engine.contracts import Mixer, Segment, Transport
 
 # Frames streamed after the keyboard stops, so that the mixer can fade it out instead of cutting it.
 KEYBOARD_TAIL_FRAMES = 4

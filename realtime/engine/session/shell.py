@@ -43,7 +43,10 @@ from realtime.engine.contracts import (
     Ending,
     Mixer,
     Recorder,
+    Response,
+    Segment,
     ToolCall,
+    ToolOutcome,
     Transport,
     Turn,
     Usage,
@@ -52,12 +55,11 @@ from realtime.engine.contracts import (
 from realtime.engine.phrases import phrase
 from realtime.engine.prompt import AssistantPrompt, fetch_assistant_prompt
 from realtime.engine.registry import pipeline_class
-from realtime.engine.response import Response, Segment
 from realtime.engine.session.playout import EndMarker, Playout
 from realtime.engine.session.records import CallRecorder
 from realtime.engine.sound import mixer as sound_mixer
 from realtime.engine.timing import TurnTiming
-from realtime.engine.tools.dispatcher import ToolDispatcher, ToolOutcome
+from realtime.engine.tools.dispatcher import ToolDispatcher
 
 logger = logging.getLogger(__name__)
 

@@ -50,10 +50,8 @@ from django.conf import settings
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_RATE, OUT_BYTES_PER_SECOND, OUT_FRAME_BYTES, OUT_RATE
 from realtime.engine.brain.openai_chat import parse_arguments
-from realtime.engine.contracts import ToolCall
+from realtime.engine.contracts import Conversation, Response, Segment, ToolCall
 from realtime.engine.instructions import agent_instructions, language_name
-from realtime.engine.response import Response, Segment
-from realtime.engine.session.shell import Session
 from realtime.engine.timing import TurnTiming
 
 logger = logging.getLogger(__name__)
@@ -118,7 +116,7 @@ def provider_name(host: str) -> str:
     return "realtime"
 
 
-def instructions_for(session: Session) -> str:
+def instructions_for(session: Conversation) -> str:
     """The session instructions: who the agent is, what it does, how it speaks, and what it said first."""
     context = session.context
     words = language_name(context.language or session.agent.language)
@@ -215,7 +213,7 @@ class RealtimePipeline:
     name = "realtime"
 
     def __init__(self) -> None:
-        self.session: Session | None = None
+        self.session: Conversation | None = None
         self.url = settings.REALTIME_PROVIDER_URL.strip()
         self.model = settings.REALTIME_PROVIDER_MODEL.strip()
         self._api_key = settings.REALTIME_PROVIDER_API_KEY
@@ -264,7 +262,7 @@ class RealtimePipeline:
 
     # --- the shell's side ----------------------------------------------------------------------
 
-    async def prepare(self, session: Session) -> None:
+    async def prepare(self, session: Conversation) -> None:
         """Open the provider socket (before the call record exists: a provider that cannot be reached
         refuses the session)."""
         self.session = session
