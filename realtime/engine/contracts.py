@@ -385,8 +385,14 @@ class VoicePipeline(Protocol):
 
 
 class Detector(Protocol):
-    speaking: bool
-    current_speech_ms: int
+    """Voice activity detection over caller audio: `feed` returns its events (speech start, pause,
+    end). A detector that can report pauses for the quick end of turn also has `use_quick_end()`,
+    `pauses` and `end_pause(number, after_ms)` (realtime/engine/speech/vad.py)."""
+
+    @property
+    def speaking(self) -> bool: ...
+    @property
+    def current_speech_ms(self) -> int: ...
 
     def feed(self, pcm16_16k: bytes) -> list[Any]: ...
 

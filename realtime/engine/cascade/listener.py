@@ -73,7 +73,7 @@ class Listener:
                 if not fed:
                     heard.jobs.append((RecognizerJob.FEED, pcm16_16k))
                 fed = True
-                heard.pause = self.detector.pauses
+                heard.pause = self.detector.pauses  # type: ignore[attr-defined]
                 heard.jobs.append((RecognizerJob.PEEK, b""))
         if not fed:
             if self._in_utterance:

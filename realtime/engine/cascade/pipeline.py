@@ -396,10 +396,13 @@ class CascadePipeline:
         assert self.kit is not None and self.session is not None
         kit, session = self.kit, self.session
         offline = kit.offline_synthesize
+        audio: bytes
         if offline is not None and (item.offline or self._provider_voice_off or self._offline_answer is item.response):
-            return await session.run_blocking(offline, item.text, language, voice_name)
+            audio = await session.run_blocking(offline, item.text, language, voice_name)
+            return audio
         try:
-            return await session.run_blocking(kit.synthesize, item.text, language, voice_name)
+            audio = await session.run_blocking(kit.synthesize, item.text, language, voice_name)
+            return audio
         except ProviderError as exc:
             if offline is None:
                 raise
@@ -413,7 +416,8 @@ class CascadePipeline:
                 reason=exc.message,
                 permanent=exc.permanent,
             )
-            return await session.run_blocking(offline, item.text, language, voice_name)
+            audio = await session.run_blocking(offline, item.text, language, voice_name)
+            return audio
 
     def _complete_sentences(self, text: str) -> tuple[list[str], str]:
         """Sentences ready to speak, and the unfinished rest (kept until more text arrives)."""

@@ -305,6 +305,7 @@ class Session:
 
     def _unavailable(self, disclosure: str) -> None:
         """No prompt at all: say so (after the disclosure) and end the call as failed."""
+        assert self.pipeline is not None
         self._begin()
         sentences = [*self._sentences(disclosure), phrase("unavailable", self.agent.language)]
         response = self.begin_response(locked=len(sentences))

@@ -115,7 +115,7 @@ class Mixer:
         self.volume = min(volume, 1.0) if volume > 0 else 0.0  # NaN counts as 0
         self.ducking = ducking
         self.has_bed = ambient in AMBIENT_SOUNDS and self.volume > 0
-        self._bed = _Track(ambient, gain=1.0) if self.has_bed else None
+        self._bed = _Track(ambient, gain=1.0) if self.has_bed and ambient is not None else None
         self._keys = _Track(KEYBOARD, gain=0.0)
         self._mix = np.empty(OUT_FRAME_SAMPLES, dtype=np.float32)
         self._pcm = np.empty(OUT_FRAME_SAMPLES, dtype="<i2")

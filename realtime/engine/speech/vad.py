@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from importlib import resources
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from django.conf import settings
@@ -39,7 +39,7 @@ _session = None
 _session_lock = threading.Lock()
 
 
-def _model():
+def _model() -> Any:
     global _session
     with _session_lock:
         if _session is None:
