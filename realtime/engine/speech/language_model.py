@@ -170,7 +170,7 @@ def general_lines() -> tuple[str, ...]:
 @functools.cache
 def _pronunciations() -> dict[str, list[str]]:
     """The shipped CMU dictionary: word -> its entry lines (alternates included)."""
-    from pocketsphinx import get_model_path
+    from pocketsphinx import get_model_path  # the recognizer library loads when a model is first needed
 
     entries: dict[str, list[str]] = {}
     with open(os.path.join(get_model_path(), "en-us", "cmudict-en-us.dict"), encoding="utf-8") as handle:
@@ -247,7 +247,7 @@ def _in_vocabulary(lines: Iterable[str], known: Mapping[str, list[str]]) -> list
 
 def build_texts(agent_texts: Iterable[str], vocabulary_texts: Iterable[str]) -> tuple[str, str, int]:
     """(ARPA text, dictionary text, word count) for an agent's texts and its vocabulary texts."""
-    from pocketsphinx.lm import ArpaBoLM
+    from pocketsphinx.lm import ArpaBoLM  # as above: loaded when a model is first built
 
     agent_lines = [line for text in agent_texts for line in word_lines(text)]
     budget, vocabulary_lines = MAX_VOCABULARY_CHARS, []

@@ -170,7 +170,7 @@ def _load(path: Path, speaker_map: str) -> LoadedVoice:
     problems = configuration_problems()
     if problems:
         raise ProviderError("; ".join(problems), permanent=True)
-    from piper import PiperVoice
+    from piper import PiperVoice  # the voice library (onnxruntime) loads with the first voice, not the engine
 
     try:
         config = _read_config(path)
@@ -208,7 +208,7 @@ class PiperSpeech:
 
     def synthesize(self, text: str, language: str, voice_name: str) -> bytes:
         """Speech for one sentence as PCM16 LE mono 24 kHz (empty for text with nothing to say)."""
-        from piper import SynthesisConfig
+        from piper import SynthesisConfig  # as above: loaded with the voice
 
         text = _CONTROL.sub(" ", text).strip()
         if not text:

@@ -134,7 +134,7 @@ def _load(path: str, threads: int) -> LoadedModel:
     problems = configuration_problems()
     if problems:
         raise ProviderError("; ".join(problems), permanent=True)
-    from faster_whisper import WhisperModel
+    from faster_whisper import WhisperModel  # the model library (CTranslate2) loads with the first model
 
     try:
         whisper = WhisperModel(
