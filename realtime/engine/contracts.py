@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from kit.providers import ProviderError
 from realtime.engine.audio import OUT_BYTES_PER_SECOND
@@ -365,11 +365,15 @@ class VoicePipeline(Protocol):
     """A voice engine run by the shell. `prepare` loads what the conversation needs (before the call
     record exists); `begin` starts its stages with `session.spawn`; `say`/`end` queue the shell's own
     sentences (disclosure, greeting, handoff) on a response; `interrupt` drops queued work and cancels
-    in-flight work (the response is already marked cancelled). The module that defines a pipeline
-    may define `configuration_problems() -> list[str]` (why it cannot run as configured), which the
-    engine registry (realtime/engine/registry.py) asks for without knowing the pipeline."""
+    in-flight work (the response is already marked cancelled). The engine registry
+    (realtime/engine/registry.py) asks a pipeline class, without knowing it, for the settings it
+    cannot run without (`required_settings`) and what else is wrong (`configuration_problems`)."""
 
     name: str
+    required_settings: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def configuration_problems(cls) -> list[str]: ...
 
     @classmethod
     def preload(cls) -> None: ...

@@ -4,20 +4,18 @@ A voice engine is a `VoicePipeline` class (realtime/engine/contracts.py) that th
 `embedded` is the offline cascade (realtime/engine/cascade/: Silero VAD -> PocketSphinx -> brain ->
 eSpeak NG); `realtime` is a speech-to-speech provider speaking the OpenAI Realtime protocol
 (realtime/engine/speech_to_speech/). The registry imports no pipeline: each is imported by its dotted
-path on first use (as kit.providers does for every provider), and each pipeline's module reports its
-own configuration: `REQUIRED_SETTINGS` (without them sessions are refused with a clear error, before
-a call record is opened) and `configuration_problems()` (what `manage.py check` reports).
+path on first use (as kit.providers does for every provider), and each pipeline reports its own
+configuration: `required_settings` (without them sessions are refused with a clear error, before a
+call record is opened) and `configuration_problems()` (what `manage.py check` reports).
 """
 
 from __future__ import annotations
-
-import sys
-from typing import Any
 
 from django.conf import settings
 
 from kit.providers import ProviderError, Registry
 from realtime.engine.brain import brain_problems
+from realtime.engine.contracts import VoicePipeline
 
 
 class EngineUnavailable(ProviderError):
@@ -39,23 +37,18 @@ VOICE_ENGINES = Registry(
 UNAVAILABLE_ENGINES: dict[str, str] = {}
 
 
-def _module(pipeline: Any) -> Any:
-    return sys.modules[pipeline.__module__]
+def _missing_settings(pipeline: type[VoicePipeline]) -> list[str]:
+    return [setting for setting in pipeline.required_settings if not str(getattr(settings, setting, "")).strip()]
 
 
-def _missing_settings(pipeline: Any) -> list[str]:
-    required = getattr(_module(pipeline), "REQUIRED_SETTINGS", ())
-    return [setting for setting in required if not str(getattr(settings, setting, "")).strip()]
-
-
-def pipeline_class(name: str | None = None) -> Any:
+def pipeline_class(name: str | None = None) -> type[VoicePipeline]:
     """The configured voice engine's pipeline class (imports it on first use: call it off the loop)."""
     name = name or settings.VOICE_ENGINE
     if name in UNAVAILABLE_ENGINES:
         raise EngineUnavailable(f"VOICE_ENGINE={name} is not available in this version: {UNAVAILABLE_ENGINES[name]}")
     if name not in VOICE_ENGINES:
         raise EngineUnavailable(f"Unknown VOICE_ENGINE {name!r}")
-    pipeline = VOICE_ENGINES.get(name)
+    pipeline: type[VoicePipeline] = VOICE_ENGINES.get(name)
     missing = _missing_settings(pipeline)
     if missing:
         raise EngineUnavailable(f"VOICE_ENGINE={name} needs {' and '.join(missing)} to be set")
@@ -76,5 +69,4 @@ def configuration_problems() -> list[str]:
     missing = _missing_settings(pipeline)
     if missing:
         problems.append(f"VOICE_ENGINE={name} needs {' and '.join(missing)} to be set")
-    check = getattr(_module(pipeline), "configuration_problems", None)
-    return problems + [problem for problem in (check() if check is not None else []) if problem not in problems]
+    return problems + [problem for problem in pipeline.configuration_problems() if problem not in problems]

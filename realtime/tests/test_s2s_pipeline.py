@@ -18,7 +18,8 @@ from realtime.engine.clock import ManualClock
 from realtime.engine.contracts import Ending, ToolOutcome
 from realtime.engine.registry import EngineUnavailable, configuration_problems, pipeline_class
 from realtime.engine.session.shell import open_session
-from realtime.engine.speech_to_speech.pipeline import RealtimePipeline, provider_url
+from realtime.engine.speech_to_speech.pipeline import RealtimePipeline
+from realtime.engine.speech_to_speech.provider import provider_url
 from realtime.tests.fakes import FakeMixer, RecordingTransport, ScriptedTools, silence
 from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
 from testing.recording import MemoryRecorder, RecordedCall

@@ -51,11 +51,6 @@ MAX_PENDING_INPUT = 500  # chunks waiting for the listener (about 10 s of 20 ms 
 COALESCE_BYTES = 250 * IN_BYTES_PER_MS  # the listener takes waiting chunks together, up to 250 ms of audio
 
 
-def configuration_problems() -> list[str]:
-    """Why the cascade cannot run as configured (its brain, its speech providers), empty when fine."""
-    return brain_problems() + speech_kit.configuration_problems()
-
-
 @dataclass(frozen=True)
 class _Job:
     """Work for the recognizer: START | FEED (audio), PEEK (the words at pause number `pause`),
@@ -84,6 +79,12 @@ class _End:
 
 class CascadePipeline:
     name = "embedded"
+    required_settings: tuple[str, ...] = ()
+
+    @classmethod
+    def configuration_problems(cls) -> list[str]:
+        """Why the cascade cannot run as configured (its brain, its speech providers), empty when fine."""
+        return brain_problems() + speech_kit.configuration_problems()
 
     def __init__(
         self,

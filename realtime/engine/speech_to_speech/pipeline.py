@@ -40,7 +40,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import aiohttp
 import numpy as np
@@ -51,7 +51,14 @@ from kit.providers import ProviderError
 from realtime.engine.audio import IN_RATE, OUT_BYTES_PER_SECOND, OUT_FRAME_BYTES, OUT_RATE
 from realtime.engine.brain.openai_chat import parse_arguments
 from realtime.engine.contracts import Conversation, Response, Segment, ToolCall
-from realtime.engine.instructions import agent_instructions, language_name
+from realtime.engine.speech_to_speech.provider import (
+    OPENAI_VOICES,
+    REQUIRED_SETTINGS,
+    configuration_problems,
+    instructions_for,
+    provider_name,
+    provider_url,
+)
 from realtime.engine.timing import TurnTiming
 
 logger = logging.getLogger(__name__)
@@ -72,68 +79,6 @@ PCM_24K = {"type": "audio/pcm", "rate": PROVIDER_RATE}
 # soxr's low quality (80 % bandwidth: flat to 6.4 kHz, plenty for speech) answers every 20 ms chunk
 # and holds 19 ms of audio; its default HQ holds 33 ms and answers only two chunks in three.
 RESAMPLE_QUALITY = "LQ"
-
-# Agent voice -> provider voice when REALTIME_PROVIDER_VOICES does not say (xAI knows our names).
-OPENAI_VOICES = {"eve": "marin", "ara": "coral", "rex": "cedar", "sal": "alloy", "leo": "ash"}
-
-
-# Without these, sessions are refused before a call record is opened (realtime/engine/registry.py).
-REQUIRED_SETTINGS = ("REALTIME_PROVIDER_URL", "REALTIME_PROVIDER_MODEL")
-
-
-def configuration_problems() -> list[str]:
-    """What is invalid in the REALTIME_PROVIDER_* settings (missing REQUIRED_SETTINGS are named by the
-    engine registry)."""
-    problems = []
-    url = settings.REALTIME_PROVIDER_URL.strip()
-    if url:
-        parts = urlsplit(url)
-        if parts.scheme not in ("ws", "wss", "http", "https") or not parts.hostname:
-            problems.append("REALTIME_PROVIDER_URL must be a ws(s) URL such as wss://api.openai.com/v1/realtime")
-        hosted = parts.hostname in ("api.openai.com", "api.x.ai") or (parts.hostname or "").endswith(".azure.com")
-        if hosted and not settings.REALTIME_PROVIDER_API_KEY:
-            problems.append(f"REALTIME_PROVIDER_API_KEY is not set ({parts.hostname} requires one)")
-    return problems
-
-
-def provider_url(base: str, model: str) -> str:
-    """The socket URL: `model` added to the query (an Azure api-version already there is kept)."""
-    parts = urlsplit(base.strip())
-    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
-    query = [(key, value) for key, value in parse_qsl(parts.query) if key != "model"]
-    query.append(("model", model))
-    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(query), ""))
-
-
-def provider_name(host: str) -> str:
-    """The provider as recorded in llmUsage."""
-    if host == "api.x.ai":
-        return "xai"
-    if host.endswith(".azure.com"):
-        return "azure-openai"
-    if host == "api.openai.com":
-        return "openai"
-    return "realtime"
-
-
-def instructions_for(session: Conversation) -> str:
-    """The session instructions: who the agent is, what it does, how it speaks, and what it said first."""
-    context = session.context
-    words = language_name(context.language or session.agent.language)
-    opening = " ".join(text.strip() for text in (context.disclosure, context.greeting) if text.strip())
-    return agent_instructions(
-        context,
-        call="a call",
-        speaking=(
-            f"Always speak {words}.",
-            f'The call opens with you saying exactly, word for word: "{opening}" (the first sentence tells the '
-            "caller they are talking with an AI; never deny being an AI). Do not greet or introduce yourself again "
-            "unless the caller asks who you are.",
-            "Keep each answer brief, one to three short sentences, in plain spoken words.",
-        ),
-        tool_use="Use your tools when they help the caller. Never invent a tool result: call the tool and wait for "
-        "its result; if a tool fails, say so briefly.",
-    )
 
 
 def _redact(text: str, key: str) -> str:
@@ -211,6 +156,11 @@ class RealtimePipeline:
     """One per conversation: one provider socket, opened in `prepare`, closed in `aclose`."""
 
     name = "realtime"
+    required_settings = REQUIRED_SETTINGS
+
+    @classmethod
+    def configuration_problems(cls) -> list[str]:
+        return configuration_problems()
 
     def __init__(self) -> None:
         self.session: Conversation | None = None
@@ -802,4 +752,4 @@ _HANDLERS = {
     "response.done": RealtimePipeline._on_response_done,
 }
 
-__all__: Sequence[str] = ("RealtimePipeline", "configuration_problems", "instructions_for", "provider_url")
+__all__: Sequence[str] = ("RealtimePipeline",)
