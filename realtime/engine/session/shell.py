@@ -2,11 +2,12 @@
 whatever the voice engine.
 
 The shell owns what every engine shares: the transport, the playout and its mixer (ambient and
-keyboard sounds), the call record and agent log (CallRecorder), the idle watchdog, the tool
-dispatcher, the agent's prompt (a dynamic one fetched at the start) and the conversation history.
-A replaceable `VoicePipeline` turns caller audio into agent speech through the shell: the offline
-cascade (realtime/engine/cascade/pipeline.py: VAD -> ASR -> brain -> TTS) today, a speech-to-speech provider
-later.
+keyboard sounds), the call record and agent log (a `Recorder`: CallRecorder, in the database, unless
+one is given), the idle watchdog, the tool dispatcher, the agent's prompt (a dynamic one fetched at
+the start) and the conversation history. A replaceable `VoicePipeline` turns caller audio into agent
+speech through the shell, which it sees as a `Conversation` (realtime/engine/contracts.py): the
+offline cascade (realtime/engine/cascade/) or a speech-to-speech provider
+(realtime/engine/speech_to_speech/), chosen by the engine registry.
 
 Barge-in is one interruption signal: `interrupt()` marks the current response cancelled, asks the
 pipeline to drop its queued work and cancel its in-flight work, cuts the playout, tells the
