@@ -102,8 +102,8 @@ def measure_whisper(settings, cases, *, beam: int, threads: int, verbose: bool) 
 
 
 def measure_piper(sentences: list[str]) -> dict[str, float]:
+    from realtime.engine.audio import OUT_RATE
     from realtime.engine.speech.piper_voice import PiperSpeech
-    from realtime.engine.speech.tts import OUTPUT_RATE
 
     voice = PiperSpeech()
     voice.synthesize("Warming up.", "en-US", "eve")
@@ -113,7 +113,7 @@ def measure_piper(sentences: list[str]) -> dict[str, float]:
         pcm = voice.synthesize(sentence, "en-US", "eve")
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
-        audio.append(len(pcm) / 2 / OUTPUT_RATE)
+        audio.append(len(pcm) / 2 / OUT_RATE)
     return {
         "first_audio": statistics.median(walls),
         "first_audio_max": max(walls),

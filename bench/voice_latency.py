@@ -733,6 +733,7 @@ async def one_phone_session(
 ) -> PhoneResult:
     """One caller over a media stream: silence until the greeting has played, the sentence, silence
     until the answer has played, then Twilio's `stop`."""
+    from realtime.engine.audio import FRAME_SECONDS
     from telephony import audio
     from telephony.tests.twilio_client import Event, TwilioStream
 
@@ -744,7 +745,7 @@ async def one_phone_session(
 
     def on_message(item: Event) -> None:
         if item.message.get("event") == "media":
-            player.chunk(item.at, audio.FRAME_MS / 1000)
+            player.chunk(item.at, FRAME_SECONDS)
             last_media[0] = item.at
 
     silence = bytes([audio.SILENCE_BYTE]) * audio.FRAME_BYTES * 5

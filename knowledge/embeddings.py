@@ -140,6 +140,18 @@ def session() -> onnxruntime.InferenceSession:
     return _session
 
 
+def session_loaded() -> bool:
+    """Whether the process has loaded its ONNX Runtime session."""
+    return _session is not None
+
+
+def reset_session() -> None:
+    """Forget the process's session: the next `session()` loads the model again (for tests)."""
+    global _session
+    with _session_lock:
+        _session = None
+
+
 def _load_tokenizer() -> Tokenizer:
     """The model's own word-piece tokenizer (Rust, no torch), a new instance to configure."""
     from tokenizers import Tokenizer

@@ -9,19 +9,20 @@ from rest_framework.response import Response
 
 from kit.api import PublicApiView
 from kit.fields import iso
-from realtime.services import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, PROTOCOL, realtime_session_create
+from realtime.engine.audio import IN_RATE, OUT_RATE
+from realtime.services import PROTOCOL, realtime_session_create
 
 
 # OpenAPI descriptions of the response (one class per shape: a serializer field instance cannot be shared
 # by two parents, which is how the protocol once lost its inputAudio).
 class RealtimeInputAudioSerializer(serializers.Serializer):
     encoding = serializers.ChoiceField(["pcm16"], help_text="Mono 16-bit little-endian PCM, base64 in messages.")
-    sampleRate = serializers.ChoiceField([INPUT_SAMPLE_RATE], help_text="Samples per second the client sends.")
+    sampleRate = serializers.ChoiceField([IN_RATE], help_text="Samples per second the client sends.")
 
 
 class RealtimeOutputAudioSerializer(serializers.Serializer):
     encoding = serializers.ChoiceField(["pcm16"], help_text="Mono 16-bit little-endian PCM, base64 in messages.")
-    sampleRate = serializers.ChoiceField([OUTPUT_SAMPLE_RATE], help_text="Samples per second the server sends.")
+    sampleRate = serializers.ChoiceField([OUT_RATE], help_text="Samples per second the server sends.")
 
 
 class RealtimeProtocolSerializer(serializers.Serializer):

@@ -1,5 +1,20 @@
+"""The realtime app: its system check (the configured voice engine can run) and the warm-up of the
+engine's models when the ASGI application is built (realtime/routing.py), so that the first session
+does not wait for a cold load."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
 from django.apps import AppConfig
 from django.core import checks
+
+from knowledge.embeddings import session
+from realtime.engine.registry import EngineUnavailable, configuration_problems, pipeline_class
+from realtime.engine.sound import mixer
+
+logger = logging.getLogger(__name__)
 
 
 class RealtimeConfig(AppConfig):
@@ -13,6 +28,31 @@ class RealtimeConfig(AppConfig):
 def check_voice_engine(app_configs: object = None, **kwargs: object) -> list[checks.CheckMessage]:
     """A deployment whose VOICE_ENGINE or LLM_PROVIDER cannot run is refused at `manage.py check`
     (sessions are refused too, with close code 4500 and the same message)."""
-    from realtime.engine.voice import configuration_problems
-
     return [checks.Error(problem, id="realtime.E001") for problem in configuration_problems()]
+
+
+def preload_in_background() -> threading.Thread | None:
+    """Warm the configured engine at server start, so that the first session does not wait for it."""
+    try:
+        pipeline = pipeline_class()
+    except EngineUnavailable as exc:
+        logger.error("%s", exc)
+        return None
+    except ImportError:
+        logger.exception("the voice engine cannot be imported")
+        return None
+
+    def run() -> None:
+        try:
+            mixer.preload()
+            pipeline.preload()
+        except Exception:
+            logger.exception("voice engine preload failed; sessions will retry")
+        try:
+            session()  # the search_knowledge tool's model (exported on the first start of a machine)
+        except Exception:
+            logger.exception("knowledge embedding model preload failed; the first search will retry")
+
+    thread = threading.Thread(target=run, name="voice-preload", daemon=True)
+    thread.start()
+    return thread

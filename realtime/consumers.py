@@ -17,15 +17,16 @@ from channels.db import database_sync_to_async
 
 from calls.models import CallChannel, CallStatus
 from realtime import tokens
-from realtime.engine.session import Session, open_session
-from realtime.engine.transport import Ending
-from realtime.services import OUTPUT_SAMPLE_RATE, session_token_redeem
+from realtime.engine.audio import IN_BYTES_PER_SECOND, OUT_RATE
+from realtime.engine.contracts import Ending
+from realtime.engine.session.shell import Session, open_session
+from realtime.services import session_token_redeem
 from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json
 
 logger = logging.getLogger(__name__)
 
 # Largest decoded input_audio chunk (10 s of 16 kHz PCM16); larger ones get an `error`.
-MAX_INPUT_CHUNK_BYTES = 320_000
+MAX_INPUT_CHUNK_BYTES = 10 * IN_BYTES_PER_SECOND
 MAX_MESSAGE_CHARS = MAX_INPUT_CHUNK_BYTES * 4 // 3 + 1024
 
 
@@ -136,7 +137,7 @@ class _BrowserTransport:
                 "type": "output_audio",
                 "audio": base64.b64encode(pcm16_24k).decode("ascii"),
                 "encoding": "pcm16",
-                "sampleRate": OUTPUT_SAMPLE_RATE,
+                "sampleRate": OUT_RATE,
             }
         )
 

@@ -3,8 +3,8 @@
 from django.conf import settings
 from django.urls import path
 
+from realtime.apps import preload_in_background
 from realtime.consumers import BrowserSession
-from realtime.engine.voice import preload_in_background
 
 websocket_urlpatterns: list = [
     path("ws/agents/<str:agent_id>/realtime", BrowserSession.as_asgi()),

@@ -20,16 +20,15 @@ from calls.models import Call, CallChannel, CallStatus
 from kit import metrics
 from kit.errors import ApiError
 from realtime import tokens
+from realtime.engine.audio import IN_RATE, OUT_RATE
 from realtime.models import UsedSessionToken
 from realtime.selectors import session_agent_get
 
 logger = logging.getLogger(__name__)
 
-INPUT_SAMPLE_RATE = 16000
-OUTPUT_SAMPLE_RATE = 24000
 PROTOCOL = {
-    "inputAudio": {"encoding": "pcm16", "sampleRate": INPUT_SAMPLE_RATE},
-    "outputAudio": {"encoding": "pcm16", "sampleRate": OUTPUT_SAMPLE_RATE},
+    "inputAudio": {"encoding": "pcm16", "sampleRate": IN_RATE},
+    "outputAudio": {"encoding": "pcm16", "sampleRate": OUT_RATE},
 }
 
 

@@ -13,9 +13,9 @@ from typing import Any
 from asgiref.sync import async_to_sync
 
 from agents.models import Agent, AgentTool
-from realtime.engine.brain.base import ToolCall
-from realtime.engine.tools import ToolDispatcher
+from realtime.engine.contracts import ToolCall
 from realtime.engine.tools.delivery import Exchange, watched_exchanges
+from realtime.engine.tools.dispatcher import ToolDispatcher
 
 SHOWN_CHARS = 4000
 SHOWN_HEADERS = frozenset({"content-type"})  # other header values may be credentials: names only

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-PHONE_RATE = 8000
-FRAME_MS = 20
-FRAME_BYTES = 160  # 20 ms of mu-law at 8 kHz
+from realtime.engine.audio import IN_RATE, OUT_RATE
+from realtime.engine.audio import PHONE_FRAME_BYTES as FRAME_BYTES  # the wire's frame: 20 ms of mu-law
+
 SILENCE_BYTE = 0xFF  # mu-law of 0
 
 
@@ -66,8 +66,8 @@ def _lowpass(taps: int, cutoff_hz: float, rate: int, beta: float = 8.0) -> np.nd
     return kernel / kernel.sum()
 
 
-_DOWN_FILTER = _lowpass(127, 3500.0, 24000)
-_UP_FILTER = _lowpass(95, 3700.0, 16000) * 2  # zero stuffing halves the level
+_DOWN_FILTER = _lowpass(127, 3500.0, OUT_RATE)
+_UP_FILTER = _lowpass(95, 3700.0, IN_RATE) * 2  # zero stuffing halves the level
 
 
 def _to_int16(samples: np.ndarray) -> np.ndarray:

@@ -38,9 +38,10 @@ from channels.db import database_sync_to_async
 
 from calls.models import CallChannel, CallStatus
 from kit.providers import ProviderError
+from realtime.engine.audio import FRAME_SECONDS
 from realtime.engine.clock import Clock, LoopClock
-from realtime.engine.session import Session, open_session
-from realtime.engine.transport import Ending
+from realtime.engine.contracts import Ending
+from realtime.engine.session.shell import Session, open_session
 from realtime.sockets import JsonSocketConsumer
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError
 from telephony import audio
@@ -335,7 +336,7 @@ class TwilioTransport:
             return
         now = self.clock.now()
         start = now if self._expected_end is None or self._expected_end < now else self._expected_end
-        self._expected_end = start + len(frames) * audio.FRAME_MS / 1000
+        self._expected_end = start + len(frames) * FRAME_SECONDS
         for frame in frames:
             await self.consumer.send_message(media_message(self.stream_sid, frame))
         self._sequence += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Clock(Protocol):
@@ -60,8 +60,9 @@ class ManualClock:
             await future
             return
         waiter = asyncio.ensure_future(wake.wait())
+        either: set[asyncio.Future[Any]] = {future, waiter}
         try:
-            await asyncio.wait({future, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiter.cancel()
             if not future.done():

@@ -15,10 +15,17 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from realtime.engine.brain import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn
-from realtime.engine.tools import ToolOutcome
-from realtime.engine.transport import Ending
-from realtime.engine.voice import VoiceKit
+from realtime.engine.cascade.kit import VoiceKit
+from realtime.engine.contracts import (
+    BrainContext,
+    BrainOutput,
+    Ending,
+    TextPiece,
+    ToolCall,
+    ToolOutcome,
+    ToolSpec,
+    Turn,
+)
 
 IN_BYTES_PER_MS = 32
 OUT_BYTES_PER_MS = 48

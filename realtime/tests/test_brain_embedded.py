@@ -17,8 +17,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from knowledge import services
 from knowledge.tests import documents
-from realtime.engine.brain.base import BrainContext, TextPiece, ToolCall, ToolSpec, Turn
 from realtime.engine.brain.embedded import EmbeddedBrain
+from realtime.engine.contracts import BrainContext, TextPiece, ToolCall, ToolSpec, Turn
 from realtime.engine.tools.base import CallContext
 from realtime.engine.tools.search_knowledge import SearchKnowledgeTool
 

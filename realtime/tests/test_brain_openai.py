@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from kit.providers import ProviderError
-from realtime.engine.brain.base import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn, Usage
 from realtime.engine.brain.openai_chat import OpenAIChatBrain, configuration_problems
+from realtime.engine.contracts import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn, Usage
 from realtime.tests.chat_server import Call, ChatServer, Error, Gate, Text, Tools, chat_server  # noqa: F401 - chat_server is a fixture
 
 API_KEY = "sk-test-0123456789abcdefSECRET"

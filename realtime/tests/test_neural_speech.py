@@ -23,11 +23,12 @@ from django.core.management.base import SystemCheckError
 
 from calls.models import Call
 from kit.providers import ProviderError
-from realtime.engine import voice
+from realtime.engine.audio import OUT_RATE
+from realtime.engine.cascade import kit as voice
 from realtime.engine.phrases import phrase
 from realtime.engine.speech import piper_voice, whisper_local
 from realtime.engine.speech.piper_voice import PiperSpeech
-from realtime.engine.speech.tts import OUTPUT_RATE, synthesize
+from realtime.engine.speech.tts import synthesize
 from realtime.engine.speech.whisper_local import WhisperRecognition, token_cap
 from realtime.tests.fakes import silence, speech
 from realtime.tests.support import to_16k
@@ -108,7 +109,7 @@ def neural(settings: Any, whisper_dir: Path) -> Iterator[Any]:
 def test_whisper_hears_what_piper_says(neural):
     sentence = "Please book a table for two people on Friday evening."
     audio = PiperSpeech().synthesize(sentence, "en-US", "eve")
-    seconds = len(audio) / 2 / OUTPUT_RATE
+    seconds = len(audio) / 2 / OUT_RATE
     assert 1.5 < seconds < 6 and np.abs(np.frombuffer(audio, dtype="<i2")).max() > 3000
     heard = hear(to_16k(audio), vocabulary=["book_table"])  # no prompt by default (WHISPER_PROMPT_CHARS)
     assert word_errors(sentence, heard) <= 1, heard
@@ -163,8 +164,8 @@ def test_piper_speaks_only_its_own_language_and_maps_speakers(neural):
 # --- pinned files and the system check ----------------------------------------------------------
 @pytest.mark.slow
 def test_a_model_that_does_not_match_its_pinned_sha256_is_refused(neural, monkeypatch):
-    monkeypatch.setattr(whisper_local, "_models", {})
-    monkeypatch.setattr(piper_voice, "_voices", {})
+    whisper_local.reset()
+    piper_voice.reset()
     neural.WHISPER_MODEL_SHA256 = "0" * 64
     neural.PIPER_MODEL_SHA256 = "A" * 64
     with pytest.raises(ProviderError) as caught:
@@ -182,7 +183,7 @@ def test_a_model_that_does_not_match_its_pinned_sha256_is_refused(neural, monkey
     assert caught.value.permanent and "does not match PIPER_MODEL_SHA256: its sha256 is" in caught.value.message
     neural.PIPER_MODEL_SHA256 = "not-a-hash"
     assert piper_voice.configuration_problems() == ["PIPER_MODEL_SHA256 must be a sha256: 64 hexadecimal digits"]
-    monkeypatch.setattr(voice, "_kits", {})
+    voice.reset_kits()
     with pytest.raises(ProviderError) as caught:
         voice.voice_kit()  # a session with these settings fails at its start with the same words
     assert caught.value.permanent and "WHISPER_MODEL_SHA256" in caught.value.message
@@ -234,7 +235,7 @@ async def test_a_failing_model_gets_the_offline_apology_and_the_call_goes_on(neu
     active_agent.greeting_type = "static"
     active_agent.static_greeting = "Welcome to Acme."
     await sync_to_async(active_agent.save)()
-    monkeypatch.setattr(voice, "_kits", {})
+    voice.reset_kits()
     loaded = await sync_to_async(whisper_local.model)()
 
     def broken(*args: Any, **kwargs: Any) -> Any:
@@ -245,7 +246,7 @@ async def test_a_failing_model_gets_the_offline_apology_and_the_call_goes_on(neu
     await conversation.start()
     await feed_silence_until(conversation, lambda: bool(conversation.transport.transcripts()), at_most_ms=9000)
     greeting = conversation.audio_after(0)
-    assert greeting[greeting != 0].size > OUTPUT_RATE  # Piper greets
+    assert greeting[greeting != 0].size > OUT_RATE  # Piper greets
     turn_at = conversation.clock.now()
     await conversation.feed(speech(800) + silence(300))
     apology = ("assistant", phrase("apology", "en-US"))
@@ -272,7 +273,7 @@ async def test_an_agent_in_another_language_is_spoken_by_the_offline_voice(neura
     active_agent.greeting_type = "static"
     active_agent.static_greeting = "Bienvenido a Acme."
     await sync_to_async(active_agent.save)()
-    monkeypatch.setattr(voice, "_kits", {})
+    voice.reset_kits()
     conversation = Conversation(active_agent)
     await conversation.start()
     await feed_silence_until(conversation, lambda: bool(conversation.transport.transcripts()), at_most_ms=12000)
@@ -334,7 +335,7 @@ async def test_a_spoken_conversation_with_whisper_and_piper_through_a_real_serve
             answer = await client.wait_for(is_type("transcript", role="assistant"), after=user, timeout=30)
             assert client.messages[answer].message["text"]
             answer_audio = np.frombuffer(client.audio(user, answer), dtype="<i2")
-            assert answer_audio.size > OUTPUT_RATE // 2 and np.abs(answer_audio).max() > 3000
+            assert answer_audio.size > OUT_RATE // 2 and np.abs(answer_audio).max() > 3000
             await client.send({"type": "stop"})
             assert await client.wait_closed() == 1000
     finally:
@@ -351,6 +352,8 @@ async def test_a_spoken_conversation_with_whisper_and_piper_through_a_real_serve
 
 
 @pytest.fixture(autouse=True)
-def _fresh_kits(monkeypatch: pytest.MonkeyPatch) -> None:
+def _fresh_kits() -> Iterator[None]:
     """Kits are built once per process: these tests' settings get their own."""
-    monkeypatch.setattr(voice, "_kits", {})
+    voice.reset_kits()
+    yield
+    voice.reset_kits()

@@ -12,15 +12,14 @@ from asgiref.sync import sync_to_async
 
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
-from realtime.engine import session as session_module
-from realtime.engine.brain import TextPiece, ToolCall, Turn
-from realtime.engine.cascade import CascadePipeline
+from realtime.engine.cascade.pipeline import CascadePipeline
 from realtime.engine.clock import ManualClock, settle
-from realtime.engine.session import Session, open_session
-from realtime.engine.tools import ToolOutcome
-from realtime.engine.transport import Ending
-from realtime.engine.voice import EngineUnavailable, pipeline_class
+from realtime.engine.contracts import Ending, TextPiece, ToolCall, ToolOutcome, Turn
+from realtime.engine.registry import EngineUnavailable, pipeline_class
+from realtime.engine.session import shell as session_module
+from realtime.engine.session.shell import Session, open_session
 from realtime.tests.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
+from testing.recording import MemoryRecorder, RecordedCall
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -41,7 +40,9 @@ class EchoBrain:
 
 
 class Harness:
-    def __init__(self, agent: Any, *, texts=(), brain=None, has_bed=False, tools=None, recognizer=True) -> None:
+    def __init__(
+        self, agent: Any, *, texts=(), brain=None, has_bed=False, tools=None, recognizer=True, recorder=None
+    ) -> None:
         self.clock = ManualClock()
         self.transport = RecordingTransport(self.clock)
         self.kit, self.parts = make_kit(texts=texts, has_bed=has_bed, recognizer=recognizer)
@@ -55,6 +56,7 @@ class Harness:
             mixer=lambda ambient, volume, ducking: self.parts["mixer"],
             clock=self.clock,
             run_blocking=inline,
+            recorder=recorder,
         )
         self.recorder = self.conversation.recorder
         self.task: asyncio.Task | None = None
@@ -81,10 +83,14 @@ class Harness:
         await self.conversation.stop()
         assert self.task is not None
         await asyncio.wait_for(self.task, 10)
+        if isinstance(self.recorder, MemoryRecorder):
+            return self.recorder.call
         return await sync_to_async(Call.objects.prefetch_related("messages").get)(pk=self.conversation.call_id)
 
 
-async def messages(call: Call) -> list[tuple[str, str]]:
+async def messages(call: Call | RecordedCall) -> list[tuple[str, str]]:
+    if isinstance(call, RecordedCall):
+        return call.messages
     return await sync_to_async(
         lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content"))
     )()
@@ -99,7 +105,7 @@ def agent(active_agent):
 
 
 async def test_it_announces_the_session_then_speaks_the_disclosure_and_greeting(agent):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     assert h.transport.kinds()[0] == "started"
     await h.feed(silence(2300))
@@ -111,7 +117,7 @@ async def test_it_announces_the_session_then_speaks_the_disclosure_and_greeting(
 
 
 async def test_audio_is_paced_at_most_200_ms_ahead_of_real_time(agent):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.feed(silence(2300))
     audio = [(at, len(pcm) / 48) for at, kind, pcm in h.transport.events if kind == "audio"]
@@ -129,7 +135,7 @@ async def test_greeting_none_speaks_only_the_disclosure_in_the_agent_language(ag
     agent.language = "it-IT"
     agent.ai_identity_disclosure_template_id = "named_agent"
     await sync_to_async(agent.save)()
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.feed(silence(2000))
     assert h.transport.transcripts() == [("assistant", "Salve, sono Ava, un agente di intelligenza artificiale.")]
@@ -161,7 +167,7 @@ async def test_a_user_turn_gets_a_transcript_an_answer_and_messages(agent):
 
 async def test_barge_in_clears_stops_the_answer_and_keeps_only_what_was_heard(agent):
     brain = ScriptedBrain([TextPiece("One two three four five. Six seven eight nine ten. Eleven twelve.")])
-    h = Harness(agent, texts=["question", "stop please"], brain=brain)
+    h = Harness(agent, recorder=MemoryRecorder(), texts=["question", "stop please"], brain=brain)
     await h.start()
     await h.feed(silence(2000))
     await h.talk(600, then_silence_ms=150)
@@ -186,7 +192,7 @@ async def test_barge_in_clears_stops_the_answer_and_keeps_only_what_was_heard(ag
 
 
 async def test_short_speech_over_the_agent_does_not_interrupt(agent):
-    h = Harness(agent, texts=["question", "uh huh"])
+    h = Harness(agent, recorder=MemoryRecorder(), texts=["question", "uh huh"])
     await h.start()
     await h.feed(silence(2000))
     await h.talk(600, then_silence_ms=150)
@@ -198,7 +204,7 @@ async def test_short_speech_over_the_agent_does_not_interrupt(agent):
 
 
 async def test_the_disclosure_cannot_be_interrupted_but_the_greeting_can(agent):
-    h = Harness(agent, texts=["hello"])
+    h = Harness(agent, recorder=MemoryRecorder(), texts=["hello"])
     await h.start()
     await h.feed(silence(200))
     await h.feed(speech(900))  # inside the 1.3 s disclosure
@@ -239,7 +245,7 @@ async def greeted(h: Harness) -> None:
 
 async def test_a_caller_who_goes_on_while_the_answer_is_prepared_gets_one_turn_and_one_answer(agent):
     brain = ThinkingBrain(0.8)
-    h = Harness(agent, texts=[FIRST, SECOND], brain=brain)
+    h = Harness(agent, recorder=MemoryRecorder(), texts=[FIRST, SECOND], brain=brain)
     brain.clock = h.clock
     await greeted(h)
     await h.talk(600, then_silence_ms=300)  # the turn ends after 100 ms of silence: the brain thinks
@@ -285,7 +291,7 @@ async def test_a_caller_who_goes_on_as_the_answer_starts_playing_gets_it_dropped
 
 async def test_speech_after_the_answer_has_been_heard_is_a_barge_in_and_a_turn_of_its_own(agent):
     brain = ScriptedBrain([TextPiece("One two three four five. Six seven eight nine ten. Eleven twelve thirteen.")])
-    h = Harness(agent, texts=[FIRST, SECOND], brain=brain)
+    h = Harness(agent, recorder=MemoryRecorder(), texts=[FIRST, SECOND], brain=brain)
     await greeted(h)
     await h.talk(600, then_silence_ms=150)
     await h.feed(silence(650))  # the answer has played 700 ms when the caller speaks again
@@ -309,7 +315,7 @@ async def test_words_that_go_on_with_a_turn_drop_the_tool_calls_of_its_unheard_a
     tools = ScriptedTools({"search_knowledge": ToolOutcome(result='{"passages": []}', status="success")}, wait=True)
     search = ToolCall(name="search_knowledge", arguments={"query": FIRST}, id="t1")
     brain = ScriptedBrain([search], [TextPiece("Behind the clinic.")])
-    h = Harness(agent, texts=[FIRST, SECOND], brain=brain, tools=tools)
+    h = Harness(agent, recorder=MemoryRecorder(), texts=[FIRST, SECOND], brain=brain, tools=tools)
     await greeted(h)
     await h.talk(600, then_silence_ms=200)
     assert [call.name for call in tools.calls] == ["search_knowledge"]  # still searching
@@ -323,7 +329,7 @@ async def test_words_that_go_on_with_a_turn_drop_the_tool_calls_of_its_unheard_a
 
 
 async def test_a_sound_that_goes_on_with_a_turn_but_is_not_understood_gets_the_turn_answered_once(agent):
-    h = Harness(agent, texts=[FIRST, ""])
+    h = Harness(agent, recorder=MemoryRecorder(), texts=[FIRST, ""])
     await greeted(h)
     await h.talk(600, then_silence_ms=150)
     await h.talk(600, then_silence_ms=2500)  # long enough to drop the answer, but not understood
@@ -368,7 +374,7 @@ async def test_keyboard_is_heard_without_an_ambient_bed_and_stops_after_the_tool
     await sync_to_async(agent.save)()
     tools = waiting_tools()
     brain = ScriptedBrain([ToolCall(name="book_table", arguments={}, id="t1")])
-    h = Harness(agent, texts=["book a table"], brain=brain, has_bed=False, tools=tools)
+    h = Harness(agent, recorder=MemoryRecorder(), texts=["book a table"], brain=brain, has_bed=False, tools=tools)
     await h.start()
     await h.feed(silence(2000))
     await h.talk(600)
@@ -392,7 +398,7 @@ async def test_keyboard_is_heard_without_an_ambient_bed_and_stops_after_the_tool
 
 
 async def test_with_an_ambient_bed_the_stream_is_continuous_and_ducking_knows_the_caller_speaks(agent):
-    h = Harness(agent, texts=["hi"], has_bed=True)
+    h = Harness(agent, recorder=MemoryRecorder(), texts=["hi"], has_bed=True)
     await h.start()
     await h.feed(silence(2500))
     await h.talk(600)
@@ -434,7 +440,7 @@ async def test_an_engine_error_fails_the_call_and_closes_with_4500(agent):
 
 
 async def test_stop_keeps_the_heard_part_of_a_running_answer(agent):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.feed(silence(700))
     call = await h.stop()
@@ -458,7 +464,7 @@ async def test_a_stage_that_ignores_cancellation_does_not_keep_the_call_open(age
     h = Harness(agent)
     await h.start()
     await h.feed(silence(100))
-    stubborn = next(task for task in h.conversation._tasks if task.get_name().startswith("watchdog-"))
+    stubborn = next(task for task in h.conversation.tasks if task.get_name().startswith("watchdog-"))
     try:
         call = await asyncio.wait_for(h.stop(), 10)
         assert call.status == "completed" and call.ended_at is not None
@@ -489,7 +495,7 @@ async def test_a_voice_engine_that_is_not_available_refuses_the_session(agent, s
 
 
 async def test_caller_audio_cannot_run_ahead_of_real_time(agent):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     accepted = [h.conversation.push_audio(silence(500)) for _ in range(8)]
     assert accepted == [True] * 6 + [False] * 2  # a 3-second burst, then refused
@@ -514,20 +520,22 @@ async def test_a_caller_that_sends_no_audio_is_disconnected_and_the_call_complet
 
 def test_server_start_preload_warms_the_voice_kit_and_the_knowledge_model(monkeypatch):
     from knowledge import embeddings
-    from realtime.engine import cascade, voice
+    from realtime.apps import preload_in_background
+    from realtime.engine.cascade import pipeline as cascade
+    from realtime.engine.cascade.kit import reset_kits
 
     loaded = []
     kit = dataclasses.replace(make_kit()[0], preload=lambda: loaded.append("voice"))
     monkeypatch.setattr(cascade, "voice_kit", lambda: kit)
-    monkeypatch.setattr(voice, "_preloaded", set())
-    monkeypatch.setattr(embeddings, "_session", None)
-    voice.preload_in_background().join(timeout=120)
+    reset_kits()
+    embeddings.reset_session()
+    preload_in_background().join(timeout=120)
     assert loaded == ["voice"]
-    assert embeddings._session is not None
+    assert embeddings.session_loaded()
 
 
 async def test_a_caller_turn_given_as_text_is_answered_like_speech(agent):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.feed(silence(2300))
     await h.conversation.caller_text("pressed 1")
@@ -559,7 +567,7 @@ async def test_a_transfer_ends_the_call_and_every_stage_of_the_session(agent):
 
 
 async def test_each_sentence_is_sent_as_agent_speech_when_its_audio_starts_playing(agent):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.feed(silence(2300))
     # Each as its first audio plays at the listener: after 13 and 16 words of 100 ms; then ended, then the
@@ -576,7 +584,7 @@ async def test_each_sentence_is_sent_as_agent_speech_when_its_audio_starts_playi
 async def test_a_barge_in_ends_the_agent_speech_as_interrupted_before_the_cut_transcript(agent):
     sentences = ["One two three four five.", "Six seven eight nine ten.", "Eleven twelve."]
     brain = ScriptedBrain([TextPiece(" ".join(sentences))])
-    h = Harness(agent, texts=["question", "stop please"], brain=brain)
+    h = Harness(agent, recorder=MemoryRecorder(), texts=["question", "stop please"], brain=brain)
     await h.start()
     await h.feed(silence(2000))
     before = len(h.transport.events)
@@ -609,7 +617,7 @@ async def test_a_finished_tool_call_says_how_it_went_and_why_a_failed_one_failed
         }
     )
     brain = ScriptedBrain([ToolCall(name="find_table", arguments={}, id="t1")])
-    h = Harness(agent, texts=["find a table", "book it"], brain=brain, tools=tools)
+    h = Harness(agent, recorder=MemoryRecorder(), texts=["find a table", "book it"], brain=brain, tools=tools)
     brain.scripts.append([ToolCall(name="book_table", arguments={}, id="t2")])
     await h.start()
     await h.feed(silence(2000))

@@ -15,13 +15,14 @@ from asgiref.sync import sync_to_async
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call, LlmUsage
 from realtime.engine.clock import ManualClock
-from realtime.engine.session import open_session
-from realtime.engine.speech_to_speech import RealtimePipeline, provider_url
-from realtime.engine.tools import ToolOutcome
-from realtime.engine.transport import Ending
-from realtime.engine.voice import EngineUnavailable, configuration_problems, pipeline_class
+from realtime.engine.contracts import Ending, ToolOutcome
+from realtime.engine.registry import EngineUnavailable, configuration_problems, pipeline_class
+from realtime.engine.session.shell import open_session
+from realtime.engine.speech_to_speech.pipeline import RealtimePipeline
+from realtime.engine.speech_to_speech.provider import provider_url
 from realtime.tests.fakes import FakeMixer, RecordingTransport, ScriptedTools, silence
 from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
+from testing.recording import MemoryRecorder, RecordedCall
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -56,7 +57,9 @@ async def provider(settings):
 
 
 class Harness:
-    def __init__(self, agent: Any, *, tools: ScriptedTools | None = None, transport: Any = None) -> None:
+    def __init__(
+        self, agent: Any, *, tools: ScriptedTools | None = None, transport: Any = None, recorder: Any = None
+    ) -> None:
         self.clock = ManualClock()
         self.transport = transport or RecordingTransport(self.clock)
         self.mixer = FakeMixer()
@@ -70,6 +73,7 @@ class Harness:
             mixer=lambda ambient, volume, ducking: self.mixer,
             clock=self.clock,
             run_blocking=inline,
+            recorder=recorder,
         )
         self.recorder = self.conversation.recorder
         self.task: asyncio.Task | None = None
@@ -93,6 +97,8 @@ class Harness:
         await self.conversation.stop()
         assert self.task is not None
         await asyncio.wait_for(self.task, 10)
+        if isinstance(self.recorder, MemoryRecorder):
+            return self.recorder.call
         return await sync_to_async(Call.objects.get)(pk=self.conversation.call_id)
 
     async def greeted(self) -> None:
@@ -101,7 +107,9 @@ class Harness:
         assert self.transport.transcripts() == [("assistant", f"{DISCLOSURE} {GREETING}")]
 
 
-async def messages(call: Call) -> list[tuple[str, str]]:
+async def messages(call: Call | RecordedCall) -> list[tuple[str, str]]:
+    if isinstance(call, RecordedCall):
+        return call.messages
     return await sync_to_async(
         lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content"))
     )()
@@ -188,7 +196,7 @@ async def test_caller_audio_is_relayed_at_24_khz_and_counted_as_input_audio(agen
 async def test_caller_audio_that_queued_up_goes_to_the_provider_in_few_appends_and_in_order(agent, provider):
     # A loop too busy to send each 20 ms chunk at once (many sessions in one process) must not fall
     # behind by one provider message per chunk: what queued up goes as one append (at most a second).
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.greeted()
     connection = provider.last
@@ -207,7 +215,7 @@ async def test_caller_audio_that_queued_up_goes_to_the_provider_in_few_appends_a
 
 
 async def test_a_late_caller_transcript_is_recorded_without_cutting_the_answer(agent, provider):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.greeted()
     connection = provider.last
@@ -227,7 +235,7 @@ async def test_a_late_caller_transcript_is_recorded_without_cutting_the_answer(a
 
 
 async def test_barge_in_clears_cancels_and_truncates_to_what_was_played(agent, provider):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.greeted()
     connection = provider.last
@@ -261,7 +269,7 @@ async def test_barge_in_clears_cancels_and_truncates_to_what_was_played(agent, p
 
 
 async def test_the_disclosure_cannot_be_interrupted_but_the_greeting_can(agent, provider):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.received(2.0)
     connection = provider.last
@@ -308,7 +316,7 @@ async def test_the_older_beta_event_names_are_understood(agent, settings):
     async with ProviderServer(beta=True) as server:
         settings.REALTIME_PROVIDER_URL = server.url
         settings.REALTIME_PROVIDER_MODEL = MODEL
-        h = Harness(agent)
+        h = Harness(agent, recorder=MemoryRecorder())
         await h.start()
         await h.greeted()
         await h.stop()
@@ -387,7 +395,7 @@ def test_the_realtime_engine_needs_a_provider_url_and_model(settings):
 async def test_the_xai_dialect_puts_voice_and_turn_detection_at_the_session_top_level(agent, provider, settings):
     settings.REALTIME_PROVIDER_DIALECT = "xai"
     settings.REALTIME_PROVIDER_VOICES = {"eve": "Ara"}
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     connection = provider.last
     await eventually(lambda: connection.events("session.update"))
@@ -399,7 +407,7 @@ async def test_the_xai_dialect_puts_voice_and_turn_detection_at_the_session_top_
 
 
 async def test_a_caller_turn_given_as_text_goes_to_the_provider_as_a_user_message(agent, provider):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.greeted()
     connection = provider.last
@@ -465,7 +473,7 @@ async def test_a_text_turn_during_an_answer_cancels_it_and_is_asked_for_once_the
 
 
 async def test_an_answer_begun_during_the_disclosure_does_not_make_the_disclosure_interruptible(agent, provider):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.received(2.0)
     connection = provider.last
@@ -509,7 +517,7 @@ async def test_a_refused_truncation_is_logged_and_the_call_goes_on(agent, provid
 
 
 async def test_the_provider_transcript_is_sent_as_agent_speech_sentence_by_sentence_as_it_plays(agent, provider):
-    h = Harness(agent)
+    h = Harness(agent, recorder=MemoryRecorder())
     await h.start()
     await h.greeted()
     # One provider item of 20 words (2 s of audio, 100 ms a word), cut at its sentence ends, each sent as

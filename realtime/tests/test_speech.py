@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from realtime.engine.audio import OUT_RATE
 from realtime.engine.speech import asr, language_model, tts, vad
 from realtime.engine.speech.vad import Event, VoiceActivityDetector
 from realtime.tests.support import rms, to_16k
@@ -36,7 +37,7 @@ def duration_s(pcm16: bytes, rate: int) -> float:
     return len(pcm16) / 2 / rate
 
 
-def median_pitch_hz(pcm16: bytes, rate: int = tts.OUTPUT_RATE) -> float:
+def median_pitch_hz(pcm16: bytes, rate: int = OUT_RATE) -> float:
     """Median fundamental frequency of the voiced 40 ms frames (autocorrelation, 60-400 Hz)."""
     samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float64)
     size, pitches = int(rate * 0.04), []
@@ -103,18 +104,18 @@ def module_lm_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     folder = tmp_path_factory.mktemp("lm-module")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VOICEAGENT_LM_CACHE", str(folder))
-        language_model._cache.clear()
+        language_model.reset_cache()
         yield folder
-        language_model._cache.clear()
+        language_model.reset_cache()
 
 
 @pytest.fixture
 def lm_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh model cache: an empty folder and an empty in-memory cache."""
     monkeypatch.setenv("VOICEAGENT_LM_CACHE", str(tmp_path))
-    language_model._cache.clear()
+    language_model.reset_cache()
     yield tmp_path
-    language_model._cache.clear()
+    language_model.reset_cache()
 
 
 @dataclass
@@ -153,17 +154,17 @@ def test_synthesize_gives_audible_24khz_pcm16_of_plausible_length(voices_audio: 
     assert len(audio) % 2 == 0
     assert rms(audio) > 1000
     words = len(SENTENCE.split())
-    assert 0.15 * words < duration_s(audio, tts.OUTPUT_RATE) < 0.6 * words
+    assert 0.15 * words < duration_s(audio, OUT_RATE) < 0.6 * words
     # eSpeak's own 22,050 Hz output resampled to 24 kHz keeps the duration (no chipmunk or slow audio).
     engine = tts._espeak()
     base, profile = tts.voice_for("en-US", "eve")
     with engine.lock:
         raw = engine.synthesize(SENTENCE, base, profile)
-    assert engine.sample_rate != tts.OUTPUT_RATE
-    assert duration_s(audio, tts.OUTPUT_RATE) == pytest.approx(duration_s(raw, engine.sample_rate), abs=0.01)
+    assert engine.sample_rate != OUT_RATE
+    assert duration_s(audio, OUT_RATE) == pytest.approx(duration_s(raw, engine.sample_rate), abs=0.01)
     # A longer text takes longer to say.
     short = tts.synthesize("Hello.", language="en-US", voice_name="eve")
-    assert 0.1 < duration_s(short, tts.OUTPUT_RATE) < duration_s(audio, tts.OUTPUT_RATE) / 3
+    assert 0.1 < duration_s(short, OUT_RATE) < duration_s(audio, OUT_RATE) / 3
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t \n", "\x00\x07 \x1b"])
@@ -198,7 +199,7 @@ def test_each_language_has_its_own_espeak_voice() -> None:
     audio = {language: tts.synthesize(SPANISH, language=language, voice_name="rex") for language in LANGUAGES}
     assert all(rms(pcm) > 1000 for pcm in audio.values())
     # Each language reads the same text its own way (about 4.78, 4.30, 4.73 and 4.52 s).
-    durations = {language: duration_s(pcm, tts.OUTPUT_RATE) for language, pcm in audio.items()}
+    durations = {language: duration_s(pcm, OUT_RATE) for language, pcm in audio.items()}
     for first, second in itertools.combinations(LANGUAGES, 2):
         assert abs(durations[first] - durations[second]) > 0.02, (first, second, durations)
     assert abs(durations["es-ES"] - durations["es-US"]) > 0.1, durations
@@ -210,7 +211,7 @@ def test_unknown_voice_name_falls_back_to_the_default_voice(
     assert tts.voice_for("en-US", "nobody")[1] == tts.VOICE_PROFILES[tts.DEFAULT_VOICE]
     fallback = tts.synthesize(SENTENCE, language="en-US", voice_name="nobody")
     default = voices_audio[tts.DEFAULT_VOICE]
-    assert duration_s(fallback, tts.OUTPUT_RATE) == pytest.approx(duration_s(default, tts.OUTPUT_RATE), abs=0.01)
+    assert duration_s(fallback, OUT_RATE) == pytest.approx(duration_s(default, OUT_RATE), abs=0.01)
     pitch = median_pitch_hz(fallback)
     assert pitch == pytest.approx(voice_pitch[tts.DEFAULT_VOICE], rel=0.015)
     assert all(abs(pitch - voice_pitch[v]) > 0.03 * pitch for v in VOICES if v != tts.DEFAULT_VOICE)
@@ -411,7 +412,7 @@ def test_the_same_inputs_reuse_the_model_and_changed_inputs_get_a_new_one(
     assert language_model.language_model(["Ava", "We serve risotto."], ["book_table"]) is first
 
     # A new process (empty memory cache) finds the files on disk and does not build again.
-    language_model._cache.clear()
+    language_model.reset_cache()
 
     def no_build(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the model was built again")
@@ -475,13 +476,13 @@ def test_a_dead_worker_fails_only_its_turn_and_is_replaced(module_lm_cache: Path
     try:
         doomed = asr_workers.RemoteRecognizer(pool, None)
         doomed.start()
-        doomed._worker.process.kill()
-        doomed._worker.process.join(5)
+        doomed.worker.process.kill()
+        doomed.worker.process.join(5)
         doomed.feed(silence(100))
         assert doomed.finish() == ""  # no crash, no hang: the turn is simply not understood
         model = asr.language_model.language_model(asr.agent_texts(AgentStandIn()))
         replacement = asr_workers.RemoteRecognizer(pool, model)
-        assert replacement._worker is not doomed._worker
+        assert replacement.worker is not doomed.worker
         heard = recognize(replacement, speech_16k)
         assert words_right(SENTENCE, heard) >= 0.5, heard
     finally:

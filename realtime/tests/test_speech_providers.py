@@ -19,12 +19,12 @@ from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
 from kit.providers import ProviderError
 from realtime.apps import check_voice_engine
-from realtime.engine import voice
-from realtime.engine.brain import TextPiece
-from realtime.engine.cascade import CascadePipeline
+from realtime.engine.cascade import kit as voice
+from realtime.engine.cascade.pipeline import CascadePipeline
 from realtime.engine.clock import ManualClock, settle
+from realtime.engine.contracts import TextPiece
 from realtime.engine.phrases import phrase
-from realtime.engine.session import open_session
+from realtime.engine.session.shell import open_session
 from realtime.engine.speech import openai_audio
 from realtime.engine.speech.openai_audio import OpenAISpeech, OpenAITranscription, parse_voice_map
 from realtime.tests.audio_server import AudioServer, Failure, Speech, Transcript, level_for
@@ -233,7 +233,7 @@ def test_the_system_check_names_the_missing_speech_settings(settings, monkeypatc
     settings.TTS_VOICE_MAP = "*=af_bella"
     assert check_voice_engine() == []
     settings.TTS_MODEL = ""
-    monkeypatch.setattr(voice, "_kits", {})  # kits are built once per process; this one with these settings
+    voice.reset_kits()  # kits are built once per process; this one with these settings
     with pytest.raises(ProviderError) as caught:
         voice.voice_kit()  # a session with incomplete settings fails with the same words
     assert caught.value.permanent and "TTS_MODEL is not set" in caught.value.message

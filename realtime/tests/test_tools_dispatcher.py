@@ -20,9 +20,9 @@ from agents.tools.mcp import Connection, McpSession, McpTimeout, list_tools
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, ToolInvocation
 from knowledge import services as knowledge_services
-from realtime.engine.brain.base import ToolCall
-from realtime.engine.records import CallRecorder
-from realtime.engine.tools import ToolDispatcher, ToolOutcome
+from realtime.engine.contracts import ToolCall, ToolOutcome
+from realtime.engine.session.records import CallRecorder
+from realtime.engine.tools.dispatcher import ToolDispatcher
 from realtime.tests.loopback import (
     MCP_BEARER_TOKEN,
     LoopbackMcp,

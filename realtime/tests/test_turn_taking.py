@@ -1,4 +1,4 @@
-"""How the quick end of turn reads a caller's words so far (realtime/engine/turn_taking.py); the
+"""How the quick end of turn reads a caller's words so far (realtime/engine/cascade/turn_taking.py); the
 behaviour through a real server is tested in test_socket_e2e.py (a finished question is answered in a
 400 ms pause, "My number is ... four five six ... seven" stays one turn, a caller who goes on before
 hearing the answer is one turn answered once), and a caller who goes on in test_pipeline.py."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from realtime.engine.turn_taking import FINISHED, UNFINISHED, UNSURE, reading
+from realtime.engine.cascade.turn_taking import FINISHED, UNFINISHED, UNSURE, reading
 
 PAIRS = {("on", "saturday"), ("table", "please"), ("thank", "you"), ("opening", "hours"), ("a", "bot")}
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from realtime.engine.brain import TextPiece
+from realtime.engine.contracts import TextPiece
 from realtime.tests.fakes import RecordingTransport, ScriptedBrain, silence
 from realtime.tests.test_pipeline import GREETING, Harness
 

@@ -11,7 +11,7 @@ import pytest
 
 from kit.providers import ProviderError
 from realtime.engine.clock import ManualClock
-from realtime.engine.transport import Ending
+from realtime.engine.contracts import Ending
 from telephony import audio
 from telephony.consumers import TwilioTransport
 

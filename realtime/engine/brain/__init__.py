@@ -1,5 +1,5 @@
 """Brains: given the agent's prompt, its offered tools and the conversation so far, produce the
-agent's next words and tool calls (the types are in brain/base.py).
+agent's next words and tool calls (the types are in realtime/engine/contracts.py).
 
 Chosen per deployment by settings.LLM_PROVIDER, in one registry: `embedded` (an offline, rule-based
 responder; the default) and `openai` (any OpenAI-compatible Chat Completions server).
@@ -12,17 +12,8 @@ from typing import Any
 
 from django.conf import settings
 
-from kit.providers import ProviderError, Registry
-from realtime.engine.brain.base import (
-    Brain,
-    BrainContext,
-    BrainOutput,
-    TextPiece,
-    ToolCall,
-    ToolSpec,
-    Turn,
-    Usage,
-)
+from kit.providers import Registry
+from realtime.engine.contracts import Brain
 
 BRAINS = Registry(
     "language model provider",
@@ -49,19 +40,3 @@ def brain_problems() -> list[str]:
         return [f"LLM_PROVIDER={provider} cannot be imported: {exc}"]
     check = getattr(sys.modules[brain_class.__module__], "configuration_problems", None)
     return list(check()) if check is not None else []
-
-
-__all__ = [
-    "BRAINS",
-    "Brain",
-    "BrainContext",
-    "BrainOutput",
-    "ProviderError",
-    "TextPiece",
-    "ToolCall",
-    "ToolSpec",
-    "Turn",
-    "Usage",
-    "brain_for",
-    "brain_problems",
-]

@@ -42,7 +42,6 @@ from typing import Any
 
 from realtime.engine.brain import replies
 from realtime.engine.brain.arguments import Parameter, extract, parameters_of
-from realtime.engine.brain.base import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn
 from realtime.engine.brain.replies import phrase
 from realtime.engine.brain.spoken import Utterance
 from realtime.engine.brain.understanding import (
@@ -58,6 +57,7 @@ from realtime.engine.brain.understanding import (
     social_kind,
     wants_person,
 )
+from realtime.engine.contracts import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn
 
 # Knowledge scores are cosine similarity + 0.25 x keyword score (all-MiniLM-L6-v2): relevant passages
 # score above about 0.45, unrelated ones below about 0.3.

@@ -40,7 +40,8 @@ import openai
 from django.conf import settings
 
 from kit.providers import ProviderError
-from realtime.engine.brain.base import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn, Usage
+from realtime.engine.contracts import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn, Usage
+from realtime.engine.instructions import agent_instructions, language_name
 
 logger = logging.getLogger(__name__)
 
@@ -377,68 +378,9 @@ class _Budget:
 
 
 # --- the messages ------------------------------------------------------------------------------------
-_LANGUAGES = {
-    "en": "English",
-    "es": "Spanish",
-    "it": "Italian",
-    "fr": "French",
-    "de": "German",
-    "pt": "Portuguese",
-    "nl": "Dutch",
-    "ca": "Catalan",
-    "gl": "Galician",
-    "eu": "Basque",
-    "pl": "Polish",
-    "ro": "Romanian",
-    "sv": "Swedish",
-    "da": "Danish",
-    "nb": "Norwegian",
-    "fi": "Finnish",
-    "el": "Greek",
-    "tr": "Turkish",
-    "ru": "Russian",
-    "uk": "Ukrainian",
-    "ar": "Arabic",
-    "he": "Hebrew",
-    "hi": "Hindi",
-    "ja": "Japanese",
-    "ko": "Korean",
-    "zh": "Chinese",
-}
-_VARIANTS = {
-    "en-US": "American English",
-    "en-GB": "British English",
-    "en-AU": "Australian English",
-    "es-ES": "Spanish as spoken in Spain",
-    "es-US": "Latin American Spanish as spoken in the United States",
-    "es-MX": "Mexican Spanish",
-    "es-419": "Latin American Spanish",
-    "it-IT": "Italian",
-    "fr-FR": "French as spoken in France",
-    "fr-CA": "Canadian French",
-    "pt-BR": "Brazilian Portuguese",
-    "pt-PT": "European Portuguese",
-    "de-DE": "German",
-}
-
-
-def language_name(tag: str) -> str:
-    """A language tag in words for the model: "es-US" -> "Latin American Spanish as spoken in ..."."""
-    if tag in _VARIANTS:
-        return _VARIANTS[tag]
-    base = _LANGUAGES.get(tag.split("-")[0].lower())
-    if base is None:
-        return f"the language with the tag {tag}"
-    return base if "-" not in tag else f"{base} ({tag})"
-
-
 def system_prompt(context: BrainContext, language: str) -> str:
-    name = context.agent_name.strip() or "the agent"
-    parts = [f"You are {name}, an AI voice agent talking with a caller on a phone call."]
-    if context.identity.strip():
-        parts.append(f"# Who you are\n{context.identity.strip()}")
-    if context.instructions.strip():
-        parts.append(f"# Instructions\n{context.instructions.strip()}")
+    """The chat model's system prompt: the agent's instructions for a model whose words are read aloud
+    by the cascade's voice, after the opening already spoken."""
     spoken = [f'"{text.strip()}"' for text in (context.disclosure, context.greeting) if text.strip()]
     already = (
         f"The call is under way: you have already said {' and '.join(spoken)}. Do not repeat that, do not greet the "
@@ -447,23 +389,19 @@ def system_prompt(context: BrainContext, language: str) -> str:
         else "The call is under way: do not greet the caller again."
     )
     words = language_name(language)
-    tools = (
-        "Use your tools when they help the caller. Never invent a tool result: if you need information, call "
-        "the tool and wait for its result; if a tool fails, say so briefly."
-        if context.tools
-        else "You have no tools: never pretend to look something up or to take an action."
+    return agent_instructions(
+        context,
+        call="a phone call",
+        speaking=(
+            f"Always answer in {words}: your words are read aloud by a {words} voice.",
+            already,
+            "Your words are spoken, not read: keep each answer brief, one to three short sentences.",
+            "Use plain spoken words: no markdown, lists, headings, emoji or URLs. Say numbers, amounts, dates "
+            "and times the way a person says them aloud.",
+        ),
+        tool_use="Use your tools when they help the caller. Never invent a tool result: if you need information, "
+        "call the tool and wait for its result; if a tool fails, say so briefly.",
     )
-    parts.append(
-        "# How to speak\n"
-        f"- Always answer in {words}: your words are read aloud by a {words} voice.\n"
-        f"- {already}\n"
-        "- Your words are spoken, not read: keep each answer brief, one to three short sentences.\n"
-        "- Use plain spoken words: no markdown, lists, headings, emoji or URLs. Say numbers, amounts, dates "
-        "and times the way a person says them aloud.\n"
-        "- Ask one question at a time, then let the caller answer.\n"
-        f"- {tools}"
-    )
-    return "\n\n".join(parts)
 
 
 def tool_definition(tool: ToolSpec) -> dict[str, Any]:

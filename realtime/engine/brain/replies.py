@@ -12,9 +12,11 @@ import json
 import re
 from typing import Any
 
+from knowledge.chunking import heading_lines, paragraph_units
+from knowledge.embeddings import similarities
 from realtime.engine.brain.arguments import Parameter
-from realtime.engine.brain.base import BrainContext, ToolSpec
 from realtime.engine.brain.understanding import NATIVE_TOOLS, split_identifier
+from realtime.engine.contracts import BrainContext, ToolSpec
 
 RESULT_WORDS = 30  # a tool result is spoken in about this many words at most
 ANSWER_WORDS = 35  # a knowledge answer (the best sentences of the best passage) likewise
@@ -302,8 +304,6 @@ def trim(text: str, limit: int) -> str:
 def passage_sentences(passage: str, document: str = "") -> list[str]:
     """A knowledge passage's sentences as they are heard, in order, without its heading lines and
     without the document's title (`document`, its name), also where a title runs into a sentence."""
-    from knowledge.chunking import heading_lines, paragraph_units
-
     headings = heading_lines(passage)
     kept = "\n".join("" if index in headings else line for index, line in enumerate(passage.split("\n")))
     title = plain_text(document).rstrip(".").lower()
@@ -325,8 +325,6 @@ def speak_passage(passage: str, question: str, *, document: str = "") -> str:
     by cosine similarity with the question (the embedding model that ranked the passages), with the
     sentence before it when it starts with "it", "this"..., and the next best ones that score nearly as
     well. A question in the passage (a FAQ's) is no answer. Empty when the passage holds no sentence."""
-    from knowledge.embeddings import similarities
-
     sentences = passage_sentences(passage, document)
     answers = [index for index, sentence in enumerate(sentences) if not sentence.endswith("?")]
     answers = answers or list(range(len(sentences)))

@@ -27,8 +27,8 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from realtime.engine.brain.base import ToolSpec
 from realtime.engine.brain.spoken import NUMBER_WORDS, ORDINALS, Utterance
+from realtime.engine.contracts import ToolSpec
 
 NATIVE_TOOLS = ("search_knowledge", "transfer_call")
 MIN_TOOL_SCORE = 1.5

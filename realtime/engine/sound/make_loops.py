@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-RATE = 24000
+from realtime.engine.audio import OUT_RATE as RATE  # the mixer plays the loops as they are
+
 LOOPS_DIR = Path(__file__).parent / "loops"
 SEED = 5
 AMBIENT_RMS = 900.0  # int16 units, about -31 dBFS

@@ -1,5 +1,5 @@
-"""The embedded engine's mixer: agent speech over the ambient bed and the keyboard loop, one 20 ms frame
-(PCM16 LE mono 24 kHz, 960 bytes) per call, as the playout stage asks for it.
+"""The embedded engine's mixer: agent speech over the ambient bed and the keyboard loop, one frame
+(realtime/engine/audio.py: 20 ms of PCM16 LE mono 24 kHz) per call, as the playout stage asks for it.
 
 The loops are read once per process and shared read-only by every session; each Mixer keeps its own
 position in them and its own gains. Gains glide sample by sample (a full 0-to-1 swing takes RAMP_MS),
@@ -15,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-RATE = 24000
-FRAME_SAMPLES = 480
-FRAME_BYTES = 2 * FRAME_SAMPLES
+from realtime.engine.audio import OUT_FRAME_BYTES, OUT_FRAME_SAMPLES, OUT_RATE, SAMPLE_BYTES
+
 LOOPS_DIR = Path(__file__).parent / "loops"
 AMBIENT_SOUNDS = ("office1", "office2")
 NO_AMBIENT = (None, "", "none")
@@ -27,10 +26,10 @@ DUCKED = 0.35  # the bed's share of its volume while either side speaks (with du
 KEYBOARD_GAIN = 0.5  # the keyboard loop is stored at -6 dBFS peak: this plays it at about -12 dBFS peak
 RAMP_MS = 50  # a 0-to-1 gain swing; ducking (1 to 0.35) takes about 33 ms
 
-_RAMP_SAMPLES = RATE * RAMP_MS // 1000
-_RAMP = np.arange(1, FRAME_SAMPLES + 1, dtype=np.float32) / _RAMP_SAMPLES
-_RAMP_PER_FRAME = FRAME_SAMPLES / _RAMP_SAMPLES
-_SILENCE = bytes(FRAME_BYTES)
+_RAMP_SAMPLES = OUT_RATE * RAMP_MS // 1000
+_RAMP = np.arange(1, OUT_FRAME_SAMPLES + 1, dtype=np.float32) / _RAMP_SAMPLES
+_RAMP_PER_FRAME = OUT_FRAME_SAMPLES / _RAMP_SAMPLES
+_SILENCE = bytes(OUT_FRAME_BYTES)
 
 
 class LoopError(Exception):
@@ -44,16 +43,16 @@ _loops_lock = threading.Lock()
 def _read(path: Path) -> np.ndarray:
     try:
         with wave.open(str(path), "rb") as source:
-            if (source.getnchannels(), source.getsampwidth(), source.getframerate()) != (1, 2, RATE):
-                raise LoopError(f"{path} is not PCM16 mono {RATE} Hz")
+            if (source.getnchannels(), source.getsampwidth(), source.getframerate()) != (1, SAMPLE_BYTES, OUT_RATE):
+                raise LoopError(f"{path} is not PCM16 mono {OUT_RATE} Hz")
             samples = np.frombuffer(source.readframes(source.getnframes()), dtype="<i2")
     except (OSError, EOFError, wave.Error) as exc:
         raise LoopError(f"cannot read the loop {path}: {exc}") from exc
-    if samples.size < FRAME_SAMPLES:
+    if samples.size < OUT_FRAME_SAMPLES:
         raise LoopError(f"{path} is shorter than one frame")
     # The first frame again at the end: every frame-long slice that starts inside the loop is then
     # one contiguous view, with no wrap-around work per frame.
-    extended = np.concatenate([samples, samples[:FRAME_SAMPLES]]).astype(np.float32)
+    extended = np.concatenate([samples, samples[:OUT_FRAME_SAMPLES]]).astype(np.float32)
     extended.flags.writeable = False
     return extended
 
@@ -79,16 +78,16 @@ class _Track:
 
     def __init__(self, name: str, *, gain: float) -> None:
         self.samples = loop(name)
-        self.length = self.samples.size - FRAME_SAMPLES
+        self.length = self.samples.size - OUT_FRAME_SAMPLES
         self.position = 0
         self.gain = gain
-        self.scratch = np.empty(FRAME_SAMPLES, dtype=np.float32)
+        self.scratch = np.empty(OUT_FRAME_SAMPLES, dtype=np.float32)
 
     def add_to(self, mix: np.ndarray, *, target: float, level: float) -> None:
         """Add this frame of the loop at level x gain; a silent, stopped track does not advance."""
         if self.gain == target == 0.0:
             return
-        piece = self.samples[self.position : self.position + FRAME_SAMPLES]
+        piece = self.samples[self.position : self.position + OUT_FRAME_SAMPLES]
         if self.gain == target:
             np.multiply(piece, level * target, out=self.scratch)
         else:
@@ -101,7 +100,7 @@ class _Track:
             np.multiply(piece, gains, out=self.scratch)
             self.scratch *= level
         mix += self.scratch
-        self.position = (self.position + FRAME_SAMPLES) % self.length
+        self.position = (self.position + OUT_FRAME_SAMPLES) % self.length
 
 
 class Mixer:
@@ -116,24 +115,24 @@ class Mixer:
         self.volume = min(volume, 1.0) if volume > 0 else 0.0  # NaN counts as 0
         self.ducking = ducking
         self.has_bed = ambient in AMBIENT_SOUNDS and self.volume > 0
-        self._bed = _Track(ambient, gain=1.0) if self.has_bed else None
+        self._bed = _Track(ambient, gain=1.0) if self.has_bed and ambient is not None else None
         self._keys = _Track(KEYBOARD, gain=0.0)
-        self._mix = np.empty(FRAME_SAMPLES, dtype=np.float32)
-        self._pcm = np.empty(FRAME_SAMPLES, dtype="<i2")
+        self._mix = np.empty(OUT_FRAME_SAMPLES, dtype=np.float32)
+        self._pcm = np.empty(OUT_FRAME_SAMPLES, dtype="<i2")
 
     def next_frame(self, speech: bytes | None, *, user_speaking: bool, keyboard: bool) -> bytes:
-        """The next 20 ms of the stream: `speech` (up to 960 bytes of the agent's PCM16, or None while
+        """The next 20 ms of the stream: `speech` (up to a frame of the agent's PCM16, or None while
         it is silent; shorter is padded with silence) over the bed and, while `keyboard`, the typing."""
         if self._bed is None and not keyboard and self._keys.gain == 0.0:
             # Nothing to mix in: the frame is the speech itself (padded), without the float round trip.
             if speech is None:
                 return _SILENCE
-            if len(speech) >= FRAME_BYTES:
-                return speech[:FRAME_BYTES] if len(speech) > FRAME_BYTES else speech
+            if len(speech) >= OUT_FRAME_BYTES:
+                return speech[:OUT_FRAME_BYTES] if len(speech) > OUT_FRAME_BYTES else speech
             return speech[: len(speech) & ~1] + _SILENCE[len(speech) & ~1 :]
         mix = self._mix
         if speech:
-            count = min(len(speech) // 2, FRAME_SAMPLES)
+            count = min(len(speech) // SAMPLE_BYTES, OUT_FRAME_SAMPLES)
             mix[:count] = np.frombuffer(speech, dtype="<i2", count=count)
             mix[count:] = 0.0
         else:

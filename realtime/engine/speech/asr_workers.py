@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from realtime.engine.speech.decoder import Recognizer
 from realtime.engine.speech.language_model import LanguageModel, word_pairs
 
 logger = logging.getLogger(__name__)
@@ -40,8 +41,6 @@ def _serve(conn: Any) -> None:  # runs in the worker process
     answer (the words at a pause, the end of its turn) is served before sessions that are only
     being fed audio: under load the decoders run behind the callers, and the end of a turn must not
     wait for every other caller's backlog (their audio is decoded as soon as no turn is waiting)."""
-    from realtime.engine.speech.asr import Recognizer
-
     recognizers: dict[int, Recognizer] = {}
     failures: dict[int, str] = {}
     queues: dict[int, deque[tuple[str, int, int, Any]]] = {}
@@ -236,6 +235,11 @@ class RemoteRecognizer:
         weakref.finalize(self, _release, self._worker, self._session)  # the session ends with the object
         self._broken = False
         self._send("open", model)
+
+    @property
+    def worker(self) -> Worker:
+        """The worker process that decodes for this session (checked out of the pool)."""
+        return self._worker
 
     def _send(self, op: str, argument: Any = None) -> None:
         if self._broken:

@@ -30,6 +30,8 @@ from pathlib import Path
 
 from num2words import num2words
 
+from realtime.engine.speech import tts
+
 CORPUS = Path(__file__).with_name("corpus") / "en.txt"
 MAX_VOCABULARY_CHARS = 300_000  # of knowledge and tool text; beyond it, more text adds little
 AGENT_WEIGHT = 3  # the agent's own sentences count this many times against the general corpus
@@ -168,7 +170,7 @@ def general_lines() -> tuple[str, ...]:
 @functools.cache
 def _pronunciations() -> dict[str, list[str]]:
     """The shipped CMU dictionary: word -> its entry lines (alternates included)."""
-    from pocketsphinx import get_model_path
+    from pocketsphinx import get_model_path  # the recognizer library loads when a model is first needed
 
     entries: dict[str, list[str]] = {}
     with open(os.path.join(get_model_path(), "en-us", "cmudict-en-us.dict"), encoding="utf-8") as handle:
@@ -205,8 +207,6 @@ def guessed_pronunciations(words: Iterable[str]) -> dict[str, list[str]]:
     """Dictionary entries for words the CMU dictionary lacks, from eSpeak NG's English rules ("paella"
     -> "paella P AY EY AH"), so that an agent's own names and terms can be recognized. A word with a
     phoneme that has no CMU counterpart is left out."""
-    from realtime.engine.speech import tts
-
     wanted = [word for word in dict.fromkeys(words) if _GUESSABLE.fullmatch(word)][:MAX_GUESSED_WORDS]
     entries: dict[str, list[str]] = {}
     for word, spoken in tts.phonemes(wanted).items():
@@ -247,7 +247,7 @@ def _in_vocabulary(lines: Iterable[str], known: Mapping[str, list[str]]) -> list
 
 def build_texts(agent_texts: Iterable[str], vocabulary_texts: Iterable[str]) -> tuple[str, str, int]:
     """(ARPA text, dictionary text, word count) for an agent's texts and its vocabulary texts."""
-    from pocketsphinx.lm import ArpaBoLM
+    from pocketsphinx.lm import ArpaBoLM  # as above: loaded when a model is first built
 
     agent_lines = [line for text in agent_texts for line in word_lines(text)]
     budget, vocabulary_lines = MAX_VOCABULARY_CHARS, []
@@ -275,6 +275,12 @@ def build_texts(agent_texts: Iterable[str], vocabulary_texts: Iterable[str]) -> 
 _cache: OrderedDict[str, LanguageModel] = OrderedDict()
 _cache_lock = threading.Lock()
 _build_locks: dict[str, threading.Lock] = {}
+
+
+def reset_cache() -> None:
+    """Forget the models held in memory (as a new process would: the files on disk stay)."""
+    with _cache_lock:
+        _cache.clear()
 
 
 def cache_dir() -> Path:

@@ -41,8 +41,8 @@ import soxr
 from django.conf import settings
 
 from kit.providers import ProviderError
-from realtime.engine.speech.providers import INPUT_RATE, TurnAudio
-from realtime.engine.speech.tts import OUTPUT_RATE
+from realtime.engine.audio import IN_RATE, OUT_RATE
+from realtime.engine.speech.providers import TurnAudio
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def reset() -> None:
 
 
 # --- recognition ---------------------------------------------------------------------------------
-def wav_file(pcm16: bytes, rate: int = INPUT_RATE) -> bytes:
+def wav_file(pcm16: bytes, rate: int = IN_RATE) -> bytes:
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as out:
         out.setnchannels(1)
@@ -296,10 +296,10 @@ class OpenAISpeech:
         pcm, rate = _pcm(body, settings.TTS_SAMPLE_RATE)
         if not pcm:
             raise ProviderError(f"The {endpoint.what} server answered no audio")
-        if rate == OUTPUT_RATE:
+        if rate == OUT_RATE:
             return pcm
         samples = np.frombuffer(pcm, dtype="<i2")
-        resampled = soxr.resample(samples, rate, OUTPUT_RATE, quality="HQ")
+        resampled = soxr.resample(samples, rate, OUT_RATE, quality="HQ")
         return np.clip(resampled, -32768, 32767).astype("<i2").tobytes()
 
 

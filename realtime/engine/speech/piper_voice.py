@@ -38,8 +38,9 @@ import soxr
 from django.conf import settings
 
 from kit.providers import ProviderError
+from realtime.engine.audio import OUT_RATE
 from realtime.engine.speech.providers import sha256_problem
-from realtime.engine.speech.tts import OUTPUT_RATE, VOICE_PROFILES
+from realtime.engine.speech.tts import VOICE_PROFILES
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +170,7 @@ def _load(path: Path, speaker_map: str) -> LoadedVoice:
     problems = configuration_problems()
     if problems:
         raise ProviderError("; ".join(problems), permanent=True)
-    from piper import PiperVoice
+    from piper import PiperVoice  # the voice library (onnxruntime) loads with the first voice, not the engine
 
     try:
         config = _read_config(path)
@@ -207,7 +208,7 @@ class PiperSpeech:
 
     def synthesize(self, text: str, language: str, voice_name: str) -> bytes:
         """Speech for one sentence as PCM16 LE mono 24 kHz (empty for text with nothing to say)."""
-        from piper import SynthesisConfig
+        from piper import SynthesisConfig  # as above: loaded with the voice
 
         text = _CONTROL.sub(" ", text).strip()
         if not text:
@@ -229,6 +230,6 @@ class PiperSpeech:
         if not chunks:
             return b""
         samples = np.concatenate(chunks)
-        if loaded.rate != OUTPUT_RATE:
-            samples = soxr.resample(samples, loaded.rate, OUTPUT_RATE, quality="HQ")
+        if loaded.rate != OUT_RATE:
+            samples = soxr.resample(samples, loaded.rate, OUT_RATE, quality="HQ")
         return np.clip(samples, -32768, 32767).astype("<i2").tobytes()

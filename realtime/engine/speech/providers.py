@@ -3,14 +3,14 @@
 `embedded` is the offline pair (PocketSphinx in worker processes, eSpeak NG); other names are
 adapters registered here and imported on first use: `openai` (an OpenAI-compatible audio server),
 `whisper` and `piper` (offline neural models in this process, docs/neural-speech.md). A recognition
-provider makes one recognizer per conversation (start/feed/finish, realtime/engine/voice.py
+provider makes one recognizer per conversation (start/feed/finish, realtime/engine/cascade/kit.py
 `Recognizer`); a synthesis provider turns a sentence into PCM16 mono 24 kHz. Both are blocking (the
 cascade runs them off the event loop) and raise `ProviderError` for their own failures: the cascade
-then speaks with the offline voice (realtime/engine/cascade.py), so a provider failure never ends a
+then speaks with the offline voice (realtime/engine/cascade/pipeline.py), so a provider failure never ends a
 call.
 
 A provider module may define `configuration_problems()` (the system check reports them); a provider
-may have a `preload()` that loads its models (called at server start, realtime/engine/voice.py).
+may have a `preload()` that loads its models (called at server start, realtime/engine/cascade/kit.py).
 Model files named by a setting can be pinned by their sha256 (`sha256_problem`).
 """
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kit.providers import Registry
+from realtime.engine.audio import IN_BYTES_PER_SECOND
 
 EMBEDDED = "embedded"
 
@@ -44,7 +45,6 @@ SYNTHESIS_PROVIDERS = Registry(
 )
 
 
-INPUT_RATE = 16000  # caller audio reaches recognizers as PCM16 mono 16 kHz
 MAX_UTTERANCE_SECONDS = 120  # a longer turn is cut there (OpenAI's API takes files up to 25 MB)
 
 
@@ -60,7 +60,7 @@ class TurnAudio:
         self._audio.clear()
 
     def feed(self, pcm16_16k: bytes) -> None:
-        room = MAX_UTTERANCE_SECONDS * INPUT_RATE * 2 - len(self._audio)
+        room = MAX_UTTERANCE_SECONDS * IN_BYTES_PER_SECOND - len(self._audio)
         if room > 0:
             self._audio += pcm16_16k[:room]
 

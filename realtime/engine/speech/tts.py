@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import soxr
 
-OUTPUT_RATE = 24000
+from realtime.engine.audio import OUT_RATE
 
 # eSpeak NG constants (speak_lib.h).
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
@@ -64,7 +64,7 @@ class _Espeak:
     """The loaded library; every call happens under `lock`."""
 
     def __init__(self) -> None:
-        import espeakng_loader
+        import espeakng_loader  # the eSpeak NG library is located when the voice is first loaded
 
         self.lock = threading.Lock()
         self.lib = ctypes.CDLL(espeakng_loader.get_library_path())
@@ -166,7 +166,7 @@ def synthesize(text: str, *, language: str, voice_name: str) -> bytes:
     samples = np.frombuffer(raw, dtype="<i2")
     if samples.size == 0:
         return b""
-    resampled = soxr.resample(samples, engine.sample_rate, OUTPUT_RATE, quality="HQ")
+    resampled = soxr.resample(samples, engine.sample_rate, OUT_RATE, quality="HQ")
     return np.clip(resampled, -32768, 32767).astype("<i2").tobytes()
 
 

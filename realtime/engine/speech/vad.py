@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import threading
 from importlib import resources
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from django.conf import settings
 
-SAMPLE_RATE = 16000
+from realtime.engine.audio import IN_RATE
+
 WINDOW = 512  # samples per decision (32 ms)
 CONTEXT = 64  # samples of the previous window the model sees again
-WINDOW_MS = WINDOW * 1000 // SAMPLE_RATE
+WINDOW_MS = WINDOW * 1000 // IN_RATE
 
 START_THRESHOLD = 0.5  # speech probability that starts (or continues) speech
 END_THRESHOLD = 0.35  # below this, a window counts as silence
@@ -38,11 +39,11 @@ _session = None
 _session_lock = threading.Lock()
 
 
-def _model():
+def _model() -> Any:
     global _session
     with _session_lock:
         if _session is None:
-            import onnxruntime
+            import onnxruntime  # the inference runtime (a model library) loads with the first detector, not the engine
 
             options = onnxruntime.SessionOptions()
             # Many sessions run at once: one thread per inference is faster than contending pools.
@@ -74,7 +75,7 @@ class VoiceActivityDetector:
         self._session = _model()
         self._state = np.zeros((2, 1, 128), dtype=np.float32)
         self._context = np.zeros(CONTEXT, dtype=np.float32)
-        self._sr = np.array(SAMPLE_RATE, dtype=np.int64)
+        self._sr = np.array(IN_RATE, dtype=np.int64)
         self._pending = b""
         self._position_ms = 0
         self._voiced_ms = 0  # consecutive speech before a start

@@ -41,7 +41,9 @@ import numpy as np
 from django.conf import settings
 
 from kit.providers import ProviderError
-from realtime.engine.speech.providers import INPUT_RATE, TurnAudio, sha256_problem
+from realtime.engine.audio import IN_RATE
+from realtime.engine.speech.openai_audio import vocabulary_prompt
+from realtime.engine.speech.providers import TurnAudio, sha256_problem
 
 logger = logging.getLogger(__name__)
 logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # not a line per turn
@@ -132,7 +134,7 @@ def _load(path: str, threads: int) -> LoadedModel:
     problems = configuration_problems()
     if problems:
         raise ProviderError("; ".join(problems), permanent=True)
-    from faster_whisper import WhisperModel
+    from faster_whisper import WhisperModel  # the model library (CTranslate2) loads with the first model
 
     try:
         whisper = WhisperModel(
@@ -174,7 +176,7 @@ class WhisperRecognizer(TurnAudio):
         is dropped either way)."""
         pcm = self.take()
         samples = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
-        seconds = samples.size / INPUT_RATE
+        seconds = samples.size / IN_RATE
         if seconds < MIN_UTTERANCE_SECONDS:
             return ""
         try:
@@ -212,8 +214,6 @@ class WhisperRecognition:
         model()
 
     def recognizer(self, agent: Any, vocabulary_texts: Iterable[str]) -> WhisperRecognizer:
-        from realtime.engine.speech.openai_audio import vocabulary_prompt
-
         loaded = model()
         language = whisper_language(agent.language)
         if language not in loaded.languages:

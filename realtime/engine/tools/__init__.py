@@ -1,5 +1,5 @@
-"""The tool dispatcher: the one place where a conversation's tools are offered and run, whatever
-brain or voice engine asks for them.
+"""Tools: the dispatcher (dispatcher.py) is the one place where a conversation's tools are offered
+and run, whatever brain or voice engine asks for them.
 
     dispatcher = ToolDispatcher(agent=agent, recorder=recorder, to_number=to_number)
     specs = await dispatcher.load()              # at session start, after the call record exists
@@ -10,7 +10,3 @@ Tool kinds (registry in `KINDS`, each a small adapter): `webhook` and `http` cus
 selections, and the native `search_knowledge` and `transfer_call`. `transfer_call` does not move the
 call itself: its outcome carries `transfer_to`, and the session shell has the transport perform it.
 """
-
-from realtime.engine.tools.dispatcher import ToolDispatcher, ToolOutcome
-
-__all__ = ["ToolDispatcher", "ToolOutcome"]

@@ -48,8 +48,7 @@ from agents.tools.mcp import Connection, McpSession
 from calls.models import ToolInvocationStatus
 from kit import metrics
 from kit.providers import ProviderError, Registry
-from realtime.engine.brain.base import ToolCall, ToolSpec
-from realtime.engine.records import CallRecorder
+from realtime.engine.contracts import Recorder, ToolCall, ToolOutcome, ToolSpec
 from realtime.engine.tools import search_knowledge, transfer_call
 from realtime.engine.tools.base import CallContext, ToolError, ToolKind, ToolTimeout, seconds_words
 from realtime.engine.tools.delivery import ServerEndpoint
@@ -76,14 +75,6 @@ DEFAULT_TIMEOUT_SECONDS = 10.0
 TIMEOUT_GRACE_SECONDS = 0.5
 _UNSAFE_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_-]")
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    result: str  # the JSON string the brain gets (a JSON object serialized)
-    status: str  # "success" | "error" | "timeout"  (calls.models.ToolInvocationStatus values)
-    transfer_to: str | None = None  # set by transfer_call: the E.164 destination the shell must transfer to
-    reason: str | None = None  # a failure in plain words, as in the agent log (no URL, secret or argument)
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,7 +134,7 @@ def _arguments_problem(validator: Any, arguments: Any) -> tuple[str, str] | None
 
 
 class ToolDispatcher:
-    def __init__(self, *, agent: Agent, recorder: CallRecorder, to_number: str | None = None) -> None:
+    def __init__(self, *, agent: Agent, recorder: Recorder, to_number: str | None = None) -> None:
         self.agent = agent
         self.recorder = recorder
         self.to_number = to_number

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import connections
 
+from knowledge.search import search
 from realtime.engine.tools.base import CallContext, ToolError, ToolKind
 
 logger = logging.getLogger(__name__)
@@ -29,10 +30,8 @@ PARAMETERS: dict[str, Any] = {
 
 
 def _search(agent_id: Any, query: str, k: int) -> list[Any]:
-    import knowledge  # the embedding stack is imported by the first search, not by the engine
-
     try:
-        return knowledge.search(agent_id, query, k)
+        return search(agent_id, query, k)
     finally:
         # A worker thread of asyncio's pool: give its connection back (to the pool on PostgreSQL).
         connections.close_all()

@@ -2,11 +2,12 @@
 whatever the voice engine.
 
 The shell owns what every engine shares: the transport, the playout and its mixer (ambient and
-keyboard sounds), the call record and agent log (CallRecorder), the idle watchdog, the tool
-dispatcher, the agent's prompt (a dynamic one fetched at the start) and the conversation history.
-A replaceable `VoicePipeline` turns caller audio into agent speech through the shell: the offline
-cascade (realtime/engine/cascade.py: VAD -> ASR -> brain -> TTS) today, a speech-to-speech provider
-later.
+keyboard sounds), the call record and agent log (a `Recorder`: CallRecorder, in the database, unless
+one is given), the idle watchdog, the tool dispatcher, the agent's prompt (a dynamic one fetched at
+the start) and the conversation history. A replaceable `VoicePipeline` turns caller audio into agent
+speech through the shell, which it sees as a `Conversation` (realtime/engine/contracts.py): the
+offline cascade (realtime/engine/cascade/) or a speech-to-speech provider
+(realtime/engine/speech_to_speech/), chosen by the engine registry.
 
 Barge-in is one interruption signal: `interrupt()` marks the current response cancelled, asks the
 pipeline to drop its queued work and cancel its in-flight work, cuts the playout, tells the
@@ -22,11 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -38,15 +37,30 @@ from agents.services import ambient_sound_playable
 from calls.models import CallStatus, ToolInvocationStatus
 from kit import metrics, tracing
 from kit.providers import ProviderError
-from realtime.engine.brain import BrainContext, ToolCall, Turn, Usage
+from realtime.engine.audio import IN_BYTES_PER_SECOND
 from realtime.engine.clock import Clock, LoopClock
+from realtime.engine.contracts import (
+    BrainContext,
+    Ending,
+    Mixer,
+    Recorder,
+    Response,
+    Segment,
+    ToolCall,
+    ToolOutcome,
+    Transport,
+    Turn,
+    Usage,
+    VoicePipeline,
+)
 from realtime.engine.phrases import phrase
-from realtime.engine.playout import EndMarker, Playout, Segment
-from realtime.engine.records import CallRecorder
+from realtime.engine.prompt import AssistantPrompt, fetch_assistant_prompt
+from realtime.engine.registry import pipeline_class
+from realtime.engine.session.playout import EndMarker, Playout
+from realtime.engine.session.records import CallRecorder
+from realtime.engine.sound import mixer as sound_mixer
 from realtime.engine.timing import TurnTiming
-from realtime.engine.tools import ToolDispatcher, ToolOutcome
-from realtime.engine.transport import Ending, Transport
-from realtime.engine.voice import Mixer, pipeline_class
+from realtime.engine.tools.dispatcher import ToolDispatcher
 
 logger = logging.getLogger(__name__)
 
@@ -56,100 +70,10 @@ INPUT_BURST_SECONDS = 3.0  # how far a caller's audio may run ahead of real time
 # How long stop() waits for the cancelled stages before it finishes the call anyway: a stage that
 # does not end when cancelled (a bug) must not leave the call `active` and the socket open.
 STOP_GRACE_SECONDS = 5.0
-# A word that ends a sentence (the live caption of a speech-to-speech answer goes sentence by sentence).
-SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
-
-
-@dataclass(eq=False)
-class Response:
-    """One assistant turn being produced, spoken and heard."""
-
-    locked: int = 0  # leading sentences that a barge-in cannot cut (the AI-identity disclosure)
-    turn_ended_at: float | None = None  # when the user turn that prompted it ended
-    sentences: list[str] = field(default_factory=list)
-    segments: list[Segment] = field(default_factory=list)
-    done: bool = False
-    cancelled: bool = False  # interrupted: every stage drops the work it still holds for it
-    in_history: int = 0  # leading sentences already in the history (said before a tool call)
-    transfer_to: str | None = None  # hand the caller to this number once the response has played
-    then_end: tuple[Ending, str] | None = None  # or end the session once it has played
-    timing: TurnTiming | None = None  # the caller turn it answers (None: the shell's own, the greeting)
-    shown: dict[int, int] = field(default_factory=dict)  # sentence number -> its words sent as agent_speech
-    speaking: bool = False  # an agent_speech was sent and its agent_speech.ended not yet
-
-    def heard_text(self, now: float, *, first_sentence: int = 0) -> str:
-        """The words the listener has heard by `now` (whole sentences, then a proportional share of
-        the sentence that was playing)."""
-        words: list[str] = []
-        for segment in self.segments:
-            fraction = segment.heard_fraction(now)
-            part = segment.text.split()
-            heard = part if fraction >= 1.0 else part[: int(len(part) * fraction)]
-            if segment.index >= first_sentence:
-                words.extend(heard)
-            if fraction < 1.0:
-                break
-        return " ".join(words)
-
-    def starting(self, segment: Segment) -> str:
-        """The words that start playing with `segment` and were not shown yet: its whole sentence (a
-        cascade's segment is one sentence). A speech-to-speech item's words are spread over many
-        segments: the words placed on this segment and the earlier ones of its item, carried on to
-        the end of their sentence as far as the provider's transcript has come."""
-        index = segment.index
-        words = (self.sentences[index] if index < len(self.sentences) else segment.text).split()
-        due = 0
-        for earlier in self.segments:
-            if earlier.index == index and earlier.text:
-                due += earlier.text.count(" ") + 1  # placed words are joined by single spaces
-            if earlier is segment:
-                break
-        shown = self.shown.get(index, 0)
-        if min(due, len(words)) <= shown:
-            return ""
-        end = next((n + 1 for n in range(due - 1, len(words)) if SENTENCE_END.search(words[n])), len(words))
-        self.shown[index] = end
-        return " ".join(words[shown:end])
-
-    def heard_seconds(self, now: float) -> float:
-        """How long the listener has been hearing it by `now` (0 before its first audio plays)."""
-        start = self.segments[0].play_start if self.segments else None
-        return max(0.0, now - start) if start is not None else 0.0
-
-    def interruptible(self, now: float) -> bool:
-        if self.locked == 0:
-            return True
-        if len(self.segments) < self.locked:
-            return False
-        last = self.segments[self.locked - 1]
-        return last.play_start is not None and now >= last.play_start + last.duration
-
-
-class VoicePipeline(Protocol):
-    """A voice engine run by the shell. `prepare` loads what the conversation needs (before the call
-    record exists); `begin` starts its stages with `session.spawn`; `say`/`end` queue the shell's own
-    sentences (disclosure, greeting, handoff) on a response; `interrupt` drops queued work and cancels
-    in-flight work (the response is already marked cancelled)."""
-
-    name: str
-
-    @classmethod
-    def preload(cls) -> None: ...
-
-    async def prepare(self, session: Session) -> None: ...
-    def begin(self) -> None: ...
-    def push_audio(self, pcm16_16k: bytes) -> None: ...
-    def say(self, response: Response, text: str) -> None: ...
-    def end(self, response: Response) -> None: ...
-    async def text_turn(self, text: str) -> None: ...
-    def interrupt(self) -> None: ...
-    async def aclose(self) -> None: ...
 
 
 def _default_mixer(ambient: str | None, volume: float, ducking: bool) -> Mixer:
-    from realtime.engine.sound import mixer
-
-    return mixer.Mixer(ambient=ambient, volume=volume, ducking=ducking)
+    return sound_mixer.Mixer(ambient=ambient, volume=volume, ducking=ducking)
 
 
 class Session:
@@ -158,7 +82,7 @@ class Session:
         *,
         agent: Agent,
         transport: Transport,
-        recorder: CallRecorder,
+        recorder: Recorder,
         pipeline: VoicePipeline | None = None,
         tools: ToolDispatcher | None = None,
         mixer: Callable[[str | None, float, bool], Mixer] | None = None,
@@ -209,7 +133,7 @@ class Session:
         now = self.clock.now()
         if self._input_since is None:
             self._input_since = now
-        seconds = len(pcm16_16k) / 32000
+        seconds = len(pcm16_16k) / IN_BYTES_PER_SECOND
         if self._input_seconds + seconds > now - self._input_since + INPUT_BURST_SECONDS:
             return False
         self._input_seconds += seconds
@@ -345,9 +269,7 @@ class Session:
         self._begin()
         self._greet(disclosure.text, greeting)
 
-    async def _dynamic_prompt(self) -> Any:
-        from realtime.engine.prompt import fetch_assistant_prompt
-
+    async def _dynamic_prompt(self) -> AssistantPrompt | None:
         try:
             return await fetch_assistant_prompt(
                 agent=self.agent,
@@ -384,10 +306,11 @@ class Session:
 
     def _unavailable(self, disclosure: str) -> None:
         """No prompt at all: say so (after the disclosure) and end the call as failed."""
+        assert self.pipeline is not None
         self._begin()
         sentences = [*self._sentences(disclosure), phrase("unavailable", self.agent.language)]
         response = self.begin_response(locked=len(sentences))
-        response.then_end = (Ending.FAILED, "The agent's prompt could not be fetched")
+        response.end_after(Ending.FAILED, "The agent's prompt could not be fetched")
         for sentence in sentences:
             self.pipeline.say(response, sentence)
         self.pipeline.end(response)
@@ -417,7 +340,7 @@ class Session:
         if response.cancelled or not audio or self.playout is None:
             return
         segment = Segment(text=text, audio=audio, owner=response, index=index)
-        response.segments.append(segment)
+        response.add_segment(segment)
         self.playout.enqueue(segment)
         timing = response.timing
         if timing is not None and timing.first_audio_at is None:
@@ -441,6 +364,11 @@ class Session:
 
     def agent_speaking(self) -> bool:
         return self.response is not None and not self.response.done
+
+    @property
+    def tasks(self) -> frozenset[asyncio.Task[Any]]:
+        """The stages running as tracked tasks (`spawn`): cancelled at stop."""
+        return frozenset(self._tasks)
 
     @property
     def transferring(self) -> bool:
@@ -499,7 +427,7 @@ class Session:
         their turn before hearing it: see `user_went_on`)."""
         response = self.response
         if response is not None:
-            response.cancelled = True
+            response.cancel()
         heard_by = self.heard_by(now)
         if self.pipeline is not None:
             self.pipeline.interrupt()
@@ -509,7 +437,7 @@ class Session:
         if response is not None and not response.done:
             await self._speech_ended(response, interrupted=True)
             if forget:
-                response.done = True
+                response.finish()
             else:
                 await self._close_response(response, heard_by, tell=True)
 
@@ -541,8 +469,8 @@ class Session:
             self.history.append(Turn(role="tool", text=outcome.result, tool_call_id=call.id, name=call.name))
             if outcome.transfer_to and not self._transferring:
                 self._transferring = True
-                response.transfer_to = outcome.transfer_to
-        response.in_history = len(response.sentences)
+                response.transfer_after(outcome.transfer_to)
+        response.said_in_history()
 
     def usage(self, usage: Usage) -> None:
         self.recorder.llm_usage(
@@ -566,7 +494,7 @@ class Session:
     async def _response_played(self, response: Response) -> None:
         if response.done or response.cancelled:
             return
-        response.done = True
+        response.finish()
         # A speech-to-speech provider's frames may carry no word of their own (empty texts are skipped).
         text = " ".join(
             segment.text for segment in response.segments if segment.index >= response.in_history and segment.text
@@ -591,12 +519,11 @@ class Session:
             return
         text = response.starting(segment)
         if text:
-            response.speaking = True
+            response.start_speaking()
             await self.transport.send_event({"type": "agent_speech", "text": text})
 
     async def _speech_ended(self, response: Response, *, interrupted: bool) -> None:
-        if response.speaking:
-            response.speaking = False
+        if response.stop_speaking():
             await self.transport.send_event({"type": "agent_speech.ended", "interrupted": interrupted})
 
     async def _end_after(self, response: Response) -> None:
@@ -619,7 +546,7 @@ class Session:
         await self._hang_up(Ending.TRANSFERRED)
 
     async def _close_response(self, response: Response, now: float, *, tell: bool) -> None:
-        response.done = True
+        response.finish()
         heard = response.heard_text(now, first_sentence=response.in_history)
         fields = {"heardWords": len(heard.split()), "plannedSentences": len(response.sentences)}
         if tell:
@@ -704,15 +631,17 @@ def open_session(
     from_number: str | None = None,
     to_number: str | None = None,
     provider_call_id: str | None = None,
+    recorder: Recorder | None = None,
     **parts: Any,
 ) -> Session:
     """The one way every consumer starts a conversation: `asyncio.create_task(session.run())` next.
     `provider_call_id` is the carrier's id of a phone call (Twilio's CallSid), kept on the call record.
-    `parts` (pipeline, tools, mixer, clock, run_blocking) replace the configured ones in tests."""
-    recorder = CallRecorder(
+    `recorder` (the call record in the database by default) and `parts` (pipeline, tools, mixer, clock,
+    run_blocking) replace the configured ones in tests."""
+    recorder = recorder or CallRecorder(
         agent=agent, channel=channel, from_number=from_number, to_number=to_number, provider_call_id=provider_call_id
     )
     return Session(agent=agent, transport=transport, recorder=recorder, **parts)
 
 
-__all__: Sequence[str] = ("Response", "Session", "TurnTiming", "VoicePipeline", "open_session")
+__all__: Sequence[str] = ("Session", "open_session")

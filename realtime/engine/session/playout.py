@@ -13,39 +13,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from realtime.engine.audio import FRAME_SECONDS, OUT_FRAME_BYTES
 from realtime.engine.clock import Clock
-from realtime.engine.transport import Transport
-from realtime.engine.voice import Mixer
+from realtime.engine.contracts import Mixer, Segment, Transport
 
-FRAME_MS = 20
-FRAME_SECONDS = FRAME_MS / 1000
-FRAME_BYTES = 960  # PCM16 mono 24 kHz
-BYTES_PER_SECOND = 48000
 # Frames streamed after the keyboard stops, so that the mixer can fade it out instead of cutting it.
 KEYBOARD_TAIL_FRAMES = 4
-
-
-@dataclass(eq=False)
-class Segment:
-    """One synthesized sentence on its way to the listener."""
-
-    text: str
-    audio: bytes
-    owner: Any = None  # the response it belongs to
-    index: int = 0  # its sentence number within that response
-    position: int = 0  # bytes handed to the mixer so far
-    play_start: float | None = None  # clock time its first frame plays at the listener
-
-    @property
-    def duration(self) -> float:
-        return len(self.audio) / BYTES_PER_SECOND
-
-    def heard_fraction(self, now: float) -> float:
-        if self.play_start is None or now <= self.play_start:
-            return 0.0
-        if self.duration <= 0:
-            return 1.0
-        return min(1.0, (now - self.play_start) / self.duration)
 
 
 @dataclass(eq=False)
@@ -123,8 +96,8 @@ class Playout:
             segment.play_start = self._stream_end()
             if self.on_start is not None:
                 self._starting.append((segment.play_start, segment))
-        piece = segment.audio[segment.position : segment.position + FRAME_BYTES]
-        segment.position += FRAME_BYTES
+        piece = segment.audio[segment.position : segment.position + OUT_FRAME_BYTES]
+        segment.position += OUT_FRAME_BYTES
         if segment.position >= len(segment.audio):
             self._queue.popleft()
         return piece

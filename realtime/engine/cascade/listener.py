@@ -6,10 +6,20 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from enum import Enum
 
-from realtime.engine.voice import Detector, Recognizer
+from realtime.engine.audio import IN_BYTES_PER_MS
+from realtime.engine.contracts import Detector, Recognizer
 
-BYTES_PER_MS_16K = 32
+
+class RecognizerJob(Enum):
+    """The recognizer's work, in order: START an utterance (with the audio before speech was detected),
+    FEED it audio, PEEK at its words so far (at a pause, for the quick end of turn), FINISH it."""
+
+    START = "start"
+    FEED = "feed"
+    PEEK = "peek"
+    FINISH = "finish"
 
 
 @dataclass
@@ -20,8 +30,8 @@ class Heard:
     speech_ms: int
     speech_started: bool = False
     utterances_ended: int = 0
-    jobs: list[tuple[str, bytes]] = field(default_factory=list)  # ("start" | "feed" | "peek" | "finish", audio)
-    pause: int | None = None  # the number of the pause a "peek" job asks about
+    jobs: list[tuple[RecognizerJob, bytes]] = field(default_factory=list)  # (what to do, its audio)
+    pause: int | None = None  # the number of the pause a PEEK job asks about
 
 
 class Listener:
@@ -31,7 +41,7 @@ class Listener:
         # The detector reports a start only after some speech; the recognizer must hear it from its onset.
         self._preroll: deque[bytes] = deque()
         self._preroll_bytes = 0
-        self._preroll_limit = preroll_ms * BYTES_PER_MS_16K
+        self._preroll_limit = preroll_ms * IN_BYTES_PER_MS
         self._in_utterance = False
         # Quick end of turn: the detector reports pauses and can end an utterance early, the
         # recognizer tells the words so far.
@@ -49,56 +59,56 @@ class Listener:
             if event.kind == "speech_start" and not self._in_utterance:
                 self._in_utterance = heard.speech_started = fed = True
                 self._remember(pcm16_16k)
-                heard.jobs.append(("start", b"".join(self._preroll)))
+                heard.jobs.append((RecognizerJob.START, b"".join(self._preroll)))
                 self._preroll.clear()
                 self._preroll_bytes = 0
             elif event.kind == "speech_end" and self._in_utterance:
                 if not fed:
-                    heard.jobs.append(("feed", pcm16_16k))
+                    heard.jobs.append((RecognizerJob.FEED, pcm16_16k))
                 fed = True
                 self._in_utterance = False
                 heard.utterances_ended += 1
-                heard.jobs.append(("finish", b""))
+                heard.jobs.append((RecognizerJob.FINISH, b""))
             elif event.kind == "pause" and self._in_utterance and self.quick_end:
                 if not fed:
-                    heard.jobs.append(("feed", pcm16_16k))
+                    heard.jobs.append((RecognizerJob.FEED, pcm16_16k))
                 fed = True
-                heard.pause = self.detector.pauses
-                heard.jobs.append(("peek", b""))
+                heard.pause = self.detector.pauses  # type: ignore[attr-defined]
+                heard.jobs.append((RecognizerJob.PEEK, b""))
         if not fed:
             if self._in_utterance:
-                heard.jobs.append(("feed", pcm16_16k))
+                heard.jobs.append((RecognizerJob.FEED, pcm16_16k))
             else:
                 self._remember(pcm16_16k)
         heard.speaking = bool(self.detector.speaking)
         heard.speech_ms = int(self.detector.current_speech_ms) if heard.speaking else 0
         if self.recognizer is None:
-            heard.jobs = [job for job in heard.jobs if job[0] == "finish"]
+            heard.jobs = [job for job in heard.jobs if job[0] is RecognizerJob.FINISH]
         return heard
 
     def end_turn(self, pause: int, *, after_ms: int = 0) -> bool:
         """End the utterance if the caller is still silent in the given pause: now, or once the pause
-        has lasted `after_ms`. True when it ended now; then the recognizer's "finish" job is the
+        has lasted `after_ms`. True when it ended now; then the recognizer's FINISH job is the
         caller's to schedule (a later end comes from the detector, as usual)."""
         if not self._in_utterance or not self.detector.end_pause(pause, after_ms):  # type: ignore[attr-defined]  # an optional method: used only when quick_end (set in __init__) says it exists
             return False
         self._in_utterance = False
         return True
 
-    def recognize(self, jobs: list[tuple[str, bytes]]) -> list[tuple[str, str]]:
-        """Do the recognizer's work (blocking); for each "peek" and "finish" job its kind and text:
+    def recognize(self, jobs: list[tuple[RecognizerJob, bytes]]) -> list[tuple[RecognizerJob, str]]:
+        """Do the recognizer's work (blocking); for each PEEK and FINISH job its kind and text:
         the words so far, or of the utterance that ended ('' = not understood, or no recognizer)."""
-        texts: list[tuple[str, str]] = []
+        texts: list[tuple[RecognizerJob, str]] = []
         recognizer = self.recognizer
         for kind, audio in jobs:
             if recognizer is None:
-                texts += [(kind, "")] if kind in ("peek", "finish") else []
-            elif kind == "start":
+                texts += [(kind, "")] if kind in (RecognizerJob.PEEK, RecognizerJob.FINISH) else []
+            elif kind is RecognizerJob.START:
                 recognizer.start()
                 recognizer.feed(audio)
-            elif kind == "feed":
+            elif kind is RecognizerJob.FEED:
                 recognizer.feed(audio)
-            elif kind == "peek":
+            elif kind is RecognizerJob.PEEK:
                 texts.append((kind, recognizer.peek()))  # type: ignore[attr-defined]  # an optional method: used only when quick_end (set in __init__) says it exists
             else:
                 texts.append((kind, recognizer.finish()))

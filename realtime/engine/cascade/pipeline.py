@@ -29,40 +29,39 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 
 from kit import metrics
 from kit.providers import ProviderError
-from realtime.engine.brain import Brain, TextPiece, ToolCall, Usage, brain_for
-from realtime.engine.listener import Listener
+from realtime.engine.audio import IN_BYTES_PER_MS
+from realtime.engine.brain import brain_for, brain_problems
+from realtime.engine.cascade import kit as speech_kit
+from realtime.engine.cascade.kit import VoiceKit, ensure_preloaded, voice_kit
+from realtime.engine.cascade.listener import Listener, RecognizerJob
+from realtime.engine.cascade.turn_taking import UNFINISHED, UNSURE, reading
+from realtime.engine.contracts import Brain, Conversation, Response, TextPiece, ToolCall, Usage
 from realtime.engine.phrases import phrase
 from realtime.engine.timing import TurnTiming
-from realtime.engine.turn_taking import UNFINISHED, UNSURE, reading
-from realtime.engine.voice import VoiceKit, ensure_preloaded, voice_kit
 from realtime.selectors import agent_vocabulary_texts
-
-if TYPE_CHECKING:
-    from realtime.engine.session import Response, Session
 
 MAX_TOOL_ROUNDS = 4
 MAX_PENDING_INPUT = 500  # chunks waiting for the listener (about 10 s of 20 ms chunks)
-COALESCE_BYTES = 8000  # the listener takes waiting chunks together, up to 250 ms of audio
+COALESCE_BYTES = 250 * IN_BYTES_PER_MS  # the listener takes waiting chunks together, up to 250 ms of audio
 
 
 @dataclass(frozen=True)
 class _Job:
-    """Work for the recognizer: "start" | "feed" (audio), "peek" (the words at pause number `pause`),
-    "finish" (`verdict`: the utterance is the caller's turn, not a backchannel)."""
+    """Work for the recognizer: START | FEED (audio), PEEK (the words at pause number `pause`),
+    FINISH (`verdict`: the utterance is the caller's turn, not a backchannel)."""
 
-    kind: str
+    kind: RecognizerJob
     audio: bytes
     verdict: bool | None = None
     pause: int | None = None
-    timing: TurnTiming | None = None  # "finish": when the caller stopped speaking and the turn ended
-    joins: bool = False  # "finish": the utterance goes on with the caller's last turn
+    timing: TurnTiming | None = None  # FINISH: when the caller stopped speaking and the turn ended
+    joins: bool = False  # FINISH: the utterance goes on with the caller's last turn
 
 
 @dataclass(eq=False)
@@ -80,6 +79,12 @@ class _End:
 
 class CascadePipeline:
     name = "embedded"
+    required_settings: tuple[str, ...] = ()
+
+    @classmethod
+    def configuration_problems(cls) -> list[str]:
+        """Why the cascade cannot run as configured (its brain, its speech providers), empty when fine."""
+        return brain_problems() + speech_kit.configuration_problems()
 
     def __init__(
         self,
@@ -109,13 +114,13 @@ class CascadePipeline:
         self._provider_voice_off = False  # ... permanently
         self.listener: Listener | None = None
         self._known_pairs: frozenset[tuple[str, str]] | None = None  # of the recognizer's language model
-        self.session: Session | None = None
+        self.session: Conversation | None = None
 
     @classmethod
     def preload(cls) -> None:
         ensure_preloaded(voice_kit())
 
-    async def prepare(self, session: Session) -> None:
+    async def prepare(self, session: Conversation) -> None:
         self.session = session
         agent = session.agent
         kit = self.kit = self.kit or await session.run_blocking(voice_kit)
@@ -156,8 +161,7 @@ class CascadePipeline:
     def say(self, response: Response, text: str, *, offline: bool = False) -> None:
         text = text.strip()
         if text and not response.cancelled:
-            response.sentences.append(text)
-            self._speech_q.put_nowait(_Say(response, text, len(response.sentences) - 1, offline))
+            self._speech_q.put_nowait(_Say(response, text, response.add_sentence(text), offline))
 
     def end(self, response: Response) -> None:
         self._speech_q.put_nowait(_End(response))
@@ -215,7 +219,7 @@ class CascadePipeline:
                     self._answer = None
                     await session.interrupt(now)
             for kind, audio in heard.jobs:
-                if kind == "finish":
+                if kind is RecognizerJob.FINISH:
                     self._asr_q.put_nowait(self._finish_job(now))
                 else:
                     self._asr_q.put_nowait(_Job(kind, audio, None, heard.pause))
@@ -248,14 +252,14 @@ class CascadePipeline:
         joins = take and self._goes_on
         self._over_agent = self._barged = self._goes_on = False
         self._turns_in_flight += take
-        return _Job("finish", b"", take, None, self._turn_ended(now), joins)
+        return _Job(RecognizerJob.FINISH, b"", take, None, self._turn_ended(now), joins)
 
     async def _recognize(self) -> None:
         assert self.listener is not None and self.session is not None
         session = self.session
         while True:
             jobs = [await self._asr_q.get()]
-            while not self._asr_q.empty() and jobs[-1].kind not in ("finish", "peek"):
+            while not self._asr_q.empty() and jobs[-1].kind not in (RecognizerJob.FINISH, RecognizerJob.PEEK):
                 jobs.append(self._asr_q.get_nowait())
             # Up to one question per call (the words at a pause, or an utterance's end): its answer
             # is not held back by later audio, and a provider's failure costs only that utterance.
@@ -263,12 +267,12 @@ class CascadePipeline:
             try:
                 texts = await session.run_blocking(self.listener.recognize, [(job.kind, job.audio) for job in jobs])
             except ProviderError as exc:
-                if last.kind == "finish":
+                if last.kind is RecognizerJob.FINISH:
                     self._turns_in_flight -= bool(last.verdict)
                     await self._recognition_failed(exc, take=bool(last.verdict))
                 continue
             for kind, text in texts:
-                if kind == "peek":
+                if kind is RecognizerJob.PEEK:
                     self._paused(last.pause, text)
                 elif not last.verdict:
                     session.recorder.log("debug", "short speech over the agent ignored")
@@ -281,7 +285,7 @@ class CascadePipeline:
     def _paused(self, pause: int | None, words: str) -> None:
         """The caller has paused (VAD_QUICK_END_SILENCE_MS) after `words`: the turn ends now when they
         read as finished, after VAD_UNSURE_SILENCE_MS when they may be misheard, and otherwise after
-        VAD_UNFINISHED_SILENCE_MS (realtime/engine/turn_taking.py); all only if the caller is still
+        VAD_UNFINISHED_SILENCE_MS (realtime/engine/cascade/turn_taking.py); all only if the caller is still
         silent."""
         assert self.listener is not None and self.session is not None
         if pause is None:
@@ -333,7 +337,7 @@ class CascadePipeline:
             taken = await session.user_said(text)
         if taken:
             response = session.begin_response(turn_ended_at=session.clock.now())
-            response.timing = timing
+            response.answers(timing)
             self._answer = response if spoken else None
             self._respond_task = session.spawn(self._respond(response), "respond")
 
@@ -367,7 +371,7 @@ class CascadePipeline:
                 session.tool_round(response, said, calls, outcomes)
                 if response.transfer_to:
                     self.say(response, session.handoff_sentence())
-                    response.locked = len(response.sentences)  # the handoff is not cut by a barge-in
+                    response.lock_said()  # the handoff is not cut by a barge-in
                     break
         except ProviderError as exc:
             self.say(response, session.brain_failed(exc))
@@ -393,10 +397,13 @@ class CascadePipeline:
         assert self.kit is not None and self.session is not None
         kit, session = self.kit, self.session
         offline = kit.offline_synthesize
+        audio: bytes
         if offline is not None and (item.offline or self._provider_voice_off or self._offline_answer is item.response):
-            return await session.run_blocking(offline, item.text, language, voice_name)
+            audio = await session.run_blocking(offline, item.text, language, voice_name)
+            return audio
         try:
-            return await session.run_blocking(kit.synthesize, item.text, language, voice_name)
+            audio = await session.run_blocking(kit.synthesize, item.text, language, voice_name)
+            return audio
         except ProviderError as exc:
             if offline is None:
                 raise
@@ -410,7 +417,8 @@ class CascadePipeline:
                 reason=exc.message,
                 permanent=exc.permanent,
             )
-            return await session.run_blocking(offline, item.text, language, voice_name)
+            audio = await session.run_blocking(offline, item.text, language, voice_name)
+            return audio
 
     def _complete_sentences(self, text: str) -> tuple[list[str], str]:
         """Sentences ready to speak, and the unfinished rest (kept until more text arrives)."""

@@ -39,108 +39,46 @@ import uuid
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import numpy as np
+import soxr
 from django.conf import settings
 
 from kit.providers import ProviderError
-from realtime.engine.brain import ToolCall
-from realtime.engine.brain.openai_chat import language_name, parse_arguments
-from realtime.engine.playout import Segment
+from realtime.engine.audio import IN_RATE, OUT_BYTES_PER_SECOND, OUT_FRAME_BYTES, OUT_RATE
+from realtime.engine.brain.openai_chat import parse_arguments
+from realtime.engine.contracts import Conversation, Response, Segment, ToolCall
+from realtime.engine.speech_to_speech.provider import (
+    OPENAI_VOICES,
+    REQUIRED_SETTINGS,
+    configuration_problems,
+    instructions_for,
+    provider_name,
+    provider_url,
+)
 from realtime.engine.timing import TurnTiming
-
-if TYPE_CHECKING:
-    from realtime.engine.session import Response, Session
 
 logger = logging.getLogger(__name__)
 
-IN_RATE = 16000
-PROVIDER_RATE = 24000
-FRAME_BYTES = 960  # 20 ms of PCM16 mono 24 kHz: the playout's frame
-BYTES_PER_SECOND = 48000
+# The provider's audio goes to the playout as it comes: it speaks (and hears) the engine's output format.
+PROVIDER_RATE = OUT_RATE
+PROVIDER_BYTES_PER_SECOND = OUT_BYTES_PER_SECOND
 SECONDS_PER_WORD = 0.4  # speaking rate assumed while an item's audio is still arriving
 CONNECT_TIMEOUT_SECONDS = 10.0
 MAX_PENDING_OUTPUT = 1000  # client events waiting for the socket
 # Caller audio waiting for the socket: beyond 20 s of it, new audio is dropped (the provider cannot keep up).
-MAX_PENDING_AUDIO_BYTES = 20 * 48000
+MAX_PENDING_AUDIO_BYTES = 20 * PROVIDER_BYTES_PER_SECOND
 # One input_audio_buffer.append carries at most this much of the caller audio that queued up meanwhile.
-MAX_APPEND_BYTES = 48000
+MAX_APPEND_BYTES = PROVIDER_BYTES_PER_SECOND
 MAX_TOOL_ROUNDS = 4
 ERROR_DETAIL_CHARS = 300
 PCM_24K = {"type": "audio/pcm", "rate": PROVIDER_RATE}
 # soxr's low quality (80 % bandwidth: flat to 6.4 kHz, plenty for speech) answers every 20 ms chunk
 # and holds 19 ms of audio; its default HQ holds 33 ms and answers only two chunks in three.
 RESAMPLE_QUALITY = "LQ"
-
-# Agent voice -> provider voice when REALTIME_PROVIDER_VOICES does not say (xAI knows our names).
-OPENAI_VOICES = {"eve": "marin", "ara": "coral", "rex": "cedar", "sal": "alloy", "leo": "ash"}
-
-
-def configuration_problems() -> list[str]:
-    """What is invalid in the REALTIME_PROVIDER_* settings (missing ones are named by voice.py)."""
-    problems = []
-    url = settings.REALTIME_PROVIDER_URL.strip()
-    if url:
-        parts = urlsplit(url)
-        if parts.scheme not in ("ws", "wss", "http", "https") or not parts.hostname:
-            problems.append("REALTIME_PROVIDER_URL must be a ws(s) URL such as wss://api.openai.com/v1/realtime")
-        hosted = parts.hostname in ("api.openai.com", "api.x.ai") or (parts.hostname or "").endswith(".azure.com")
-        if hosted and not settings.REALTIME_PROVIDER_API_KEY:
-            problems.append(f"REALTIME_PROVIDER_API_KEY is not set ({parts.hostname} requires one)")
-    return problems
-
-
-def provider_url(base: str, model: str) -> str:
-    """The socket URL: `model` added to the query (an Azure api-version already there is kept)."""
-    parts = urlsplit(base.strip())
-    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
-    query = [(key, value) for key, value in parse_qsl(parts.query) if key != "model"]
-    query.append(("model", model))
-    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(query), ""))
-
-
-def provider_name(host: str) -> str:
-    """The provider as recorded in llmUsage."""
-    if host == "api.x.ai":
-        return "xai"
-    if host.endswith(".azure.com"):
-        return "azure-openai"
-    if host == "api.openai.com":
-        return "openai"
-    return "realtime"
-
-
-def instructions_for(session: Session) -> str:
-    """The session instructions: who the agent is, what it does, how it speaks, and what it said first."""
-    context = session.context
-    name = context.agent_name.strip() or "the agent"
-    words = language_name(context.language or session.agent.language)
-    parts = [f"You are {name}, an AI voice agent talking with a caller on a call."]
-    if context.identity.strip():
-        parts.append(f"# Who you are\n{context.identity.strip()}")
-    if context.instructions.strip():
-        parts.append(f"# Instructions\n{context.instructions.strip()}")
-    opening = " ".join(text.strip() for text in (context.disclosure, context.greeting) if text.strip())
-    tools = (
-        "Use your tools when they help the caller. Never invent a tool result: call the tool and wait for its "
-        "result; if a tool fails, say so briefly."
-        if context.tools
-        else "You have no tools: never pretend to look something up or to take an action."
-    )
-    parts.append(
-        "# How to speak\n"
-        f"- Always speak {words}.\n"
-        f'- The call opens with you saying exactly, word for word: "{opening}" (the first sentence tells the '
-        "caller they are talking with an AI; never deny being an AI). Do not greet or introduce yourself again "
-        "unless the caller asks who you are.\n"
-        "- Keep each answer brief, one to three short sentences, in plain spoken words.\n"
-        "- Ask one question at a time, then let the caller answer.\n"
-        f"- {tools}"
-    )
-    return "\n\n".join(parts)
 
 
 def _redact(text: str, key: str) -> str:
@@ -166,7 +104,7 @@ class _Item:
         keeps of a cut answer is what was played. While audio still arrives the item is assumed to
         last at least SECONDS_PER_WORD per word, so words not yet voiced are placed nowhere."""
         words = (self.transcript or self.script).split()
-        self.response.sentences[self.index] = " ".join(words)
+        self.response.revise_sentence(self.index, " ".join(words))
         if not self.segments:
             return
         ends = list(itertools.accumulate(segment.duration for segment in self.segments))
@@ -218,9 +156,14 @@ class RealtimePipeline:
     """One per conversation: one provider socket, opened in `prepare`, closed in `aclose`."""
 
     name = "realtime"
+    required_settings = REQUIRED_SETTINGS
+
+    @classmethod
+    def configuration_problems(cls) -> list[str]:
+        return configuration_problems()
 
     def __init__(self) -> None:
-        self.session: Session | None = None
+        self.session: Conversation | None = None
         self.url = settings.REALTIME_PROVIDER_URL.strip()
         self.model = settings.REALTIME_PROVIDER_MODEL.strip()
         self._api_key = settings.REALTIME_PROVIDER_API_KEY
@@ -259,21 +202,19 @@ class RealtimePipeline:
         # loaded server's event loop (bench/session_load.py). The send loop holds an open batch until it
         # is that long, another event is queued behind it, or its first audio is that old.
         self._append_seconds = settings.REALTIME_PROVIDER_APPEND_MS / 1000
-        self._append_bytes = int(BYTES_PER_SECOND * self._append_seconds)
+        self._append_bytes = int(PROVIDER_BYTES_PER_SECOND * self._append_seconds)
         self._batch_opened_at = 0.0
         self._batch_ready = asyncio.Event()
 
     @classmethod
     def preload(cls) -> None:
-        import soxr  # noqa: F401 - the resampler's library, loaded before the first call
+        """Nothing to load: the resampler's library (soxr) is imported with this module."""
 
     # --- the shell's side ----------------------------------------------------------------------
 
-    async def prepare(self, session: Session) -> None:
+    async def prepare(self, session: Conversation) -> None:
         """Open the provider socket (before the call record exists: a provider that cannot be reached
         refuses the session)."""
-        import soxr
-
         self.session = session
         self._resampler = soxr.ResampleStream(IN_RATE, PROVIDER_RATE, 1, dtype="int16", quality=RESAMPLE_QUALITY)
         headers = {"api-key": self._api_key} if self.host.endswith(".azure.com") else {}
@@ -356,7 +297,7 @@ class RealtimePipeline:
         )
         now = session.clock.now()
         response = session.begin_response(turn_ended_at=now)
-        response.timing = TurnTiming(turn_ended_at=now)
+        response.answers(TurnTiming(turn_ended_at=now))
         self._request(response)
 
     def interrupt(self) -> None:
@@ -610,7 +551,7 @@ class RealtimePipeline:
             # The provider's own voice activity detection took the turn: its end-of-turn wait and
             # recognition happen inside the provider, so the turn is timed from its speech_stopped.
             if self._speech_stopped_at is not None:
-                response.timing = TurnTiming(turn_ended_at=self._speech_stopped_at)
+                response.answers(TurnTiming(turn_ended_at=self._speech_stopped_at))
         script = request.script if request is not None else ""
         turn = _Turn(id=response_id, response=response, first_index=len(response.sentences), script=script)
         self._turns[response_id] = turn
@@ -643,11 +584,10 @@ class RealtimePipeline:
         if turn is None:
             return None
         response = turn.response
-        response.sentences.append("")
         item = _Item(
             id=item_id,
             response=response,
-            index=len(response.sentences) - 1,
+            index=response.add_sentence(""),
             content_index=int(event.get("content_index") or 0),
             script=turn.script,
         )
@@ -666,7 +606,7 @@ class RealtimePipeline:
         pcm = base64.b64decode(event.get("delta") or "")
         turn.output_bytes += len(pcm)
         pcm = item.pending + pcm
-        whole = len(pcm) - len(pcm) % FRAME_BYTES
+        whole = len(pcm) - len(pcm) % OUT_FRAME_BYTES
         item.pending = pcm[whole:]
         if whole:
             self._play(item, pcm[:whole])
@@ -690,7 +630,7 @@ class RealtimePipeline:
             return
         item.audio_done = True
         if item.pending and not item.response.cancelled:
-            self._play(item, item.pending + b"\x00" * (FRAME_BYTES - len(item.pending)))
+            self._play(item, item.pending + b"\x00" * (OUT_FRAME_BYTES - len(item.pending)))
         item.pending = b""
         item.place_words()
 
@@ -754,8 +694,8 @@ class RealtimePipeline:
     def _record_usage(self, body: dict[str, Any], turn: _Turn | None) -> None:
         assert self.session is not None
         usage = body.get("usage") or {}
-        output_seconds = (turn.output_bytes if turn is not None else 0) / BYTES_PER_SECOND
-        input_seconds = self._input_bytes / BYTES_PER_SECOND
+        output_seconds = (turn.output_bytes if turn is not None else 0) / PROVIDER_BYTES_PER_SECOND
+        input_seconds = self._input_bytes / PROVIDER_BYTES_PER_SECOND
         self._input_bytes = 0
         self.session.recorder.llm_usage(
             provider=self.provider,
@@ -812,4 +752,4 @@ _HANDLERS = {
     "response.done": RealtimePipeline._on_response_done,
 }
 
-__all__: Sequence[str] = ("RealtimePipeline", "configuration_problems", "instructions_for", "provider_url")
+__all__: Sequence[str] = ("RealtimePipeline",)

@@ -25,7 +25,7 @@ full window.
 
 A turn ended too early is mended afterwards: a caller who goes on before hearing the answer (it is
 still being prepared, or has played less than REALTIME_CONTINUE_TURN_MS) continues the same turn, and
-the answer is dropped for one to the whole turn (realtime/engine/cascade.py).
+the answer is dropped for one to the whole turn (realtime/engine/cascade/pipeline.py).
 """
 
 from __future__ import annotations

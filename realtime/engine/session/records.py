@@ -1,6 +1,6 @@
-"""The durable side of a conversation: the call record (calls.services) and the agent log
-(calls.logging), written in order by one background task so that the audio path never waits on the
-database."""
+"""The durable side of a conversation in the database (the `Recorder` of realtime/engine/contracts.py):
+the call record (calls.services) and the agent log (calls.logging), written in order by one
+background task so that the audio path never waits on the database."""
 
 from __future__ import annotations
 

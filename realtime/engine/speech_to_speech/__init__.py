@@ -1,0 +1,1 @@
+"""The speech-to-speech voice engine (VOICE_ENGINE=realtime): a provider speaking the OpenAI Realtime protocol."""

@@ -1,0 +1,138 @@
+"""An in-memory call recorder (the engine's `Recorder` contract, realtime/engine/contracts.py): a
+session run with it writes nothing to the database, and a test reads what would have been recorded
+from plain lists (the call's messages in the order the database would return them, the agent log, tool
+invocations, model usage, turn latencies and the final status)."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from calls.models import CallStatus
+
+
+@dataclass
+class RecordedCall:
+    """The call as recorded: `messages` are (role, text) in the call record's order."""
+
+    from_number: str | None = None
+    to_number: str | None = None
+    channel: str = "web"
+    pk: uuid.UUID = field(default_factory=uuid.uuid4)
+    status: str | None = None  # None while the call is active
+    written: list[tuple[datetime, int, str, str]] = field(default_factory=list)  # (occurred_at, sequence, role, text)
+    tool_invocations: list[dict[str, Any]] = field(default_factory=list)
+    llm_usage: list[dict[str, Any]] = field(default_factory=list)
+    latencies: list[dict[str, float | None]] = field(default_factory=list)
+
+    @property
+    def messages(self) -> list[tuple[str, str]]:
+        return [(role, text) for _, _, role, text in sorted(self.written, key=lambda entry: entry[:2])]
+
+
+class MemoryRecorder:
+    """Records one conversation in memory, with the database recorder's rules: nothing before `start`
+    or after `finish`, and a caller's message held until the next message, `release_caller_message()`
+    or the end of the call (extended meanwhile by `extend_caller_message`)."""
+
+    def __init__(
+        self,
+        *,
+        channel: str = "web",
+        from_number: str | None = None,
+        to_number: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        self.channel = channel
+        self.from_number = from_number
+        self.to_number = to_number
+        self.session_id = session_id or uuid.uuid4().hex
+        self.call: RecordedCall | None = None
+        self.logs: list[tuple[str, str, dict[str, Any]]] = []  # (severity, message, fields)
+        self._finished = False
+        self._held: tuple[str, datetime] | None = None
+        self._sequence = itertools.count()
+
+    def log(self, severity: str, message: str, **fields: Any) -> None:
+        self.logs.append((severity, message, fields))
+
+    def logged(self, severity: str | None = None) -> list[str]:
+        """The agent log's messages (of one severity)."""
+        return [message for level, message, _ in self.logs if severity is None or level == severity]
+
+    async def start(self) -> RecordedCall:
+        self.call = RecordedCall(from_number=self.from_number, to_number=self.to_number, channel=self.channel)
+        return self.call
+
+    def message(self, role: str, text: str, occurred_at: datetime | None = None) -> None:
+        if self.call is None or self._finished or not text:
+            return
+        self.release_caller_message()
+        at = occurred_at or timezone.now()
+        if role == "user":
+            self._held = (text, at)
+        else:
+            self._write(role, text, at)
+
+    def extend_caller_message(self, text: str) -> None:
+        if self._held is not None and text:
+            held, at = self._held
+            self._held = (f"{held} {text}", at)
+
+    def release_caller_message(self) -> None:
+        if self._held is not None:
+            (text, at), self._held = self._held, None
+            self._write("user", text, at)
+
+    def tool_invocation(
+        self,
+        *,
+        tool_name: str,
+        request: dict[str, Any],
+        response: str,
+        status: str,
+        duration_ms: int,
+        agent_tool_id: Any = None,
+    ) -> None:
+        if self.call is not None and not self._finished:
+            self.call.tool_invocations.append(
+                {
+                    "tool_name": tool_name,
+                    "request": request,
+                    "response": response,
+                    "status": status,
+                    "duration_ms": duration_ms,
+                    "agent_tool_id": agent_tool_id,
+                }
+            )
+
+    def llm_usage(self, *, provider: str, model: str, **figures: Any) -> None:
+        if self.call is not None and not self._finished:
+            self.call.llm_usage.append({"provider": provider, "model": model, **figures})
+
+    def turn_latency(self, stages_ms: dict[str, float | None]) -> None:
+        if self.call is not None and not self._finished:
+            self.call.latencies.append(dict(stages_ms))
+
+    async def finish(self, status: str) -> RecordedCall | None:
+        if self.call is None or self._finished:
+            return self.call
+        self.release_caller_message()
+        self._finished = True
+        self.call.status = str(status)
+        self.log(
+            "info" if status == CallStatus.COMPLETED else "error",
+            "session ended",
+            status=status,
+            callId=str(self.call.pk),
+        )
+        return self.call
+
+    def _write(self, role: str, text: str, at: datetime) -> None:
+        if self.call is not None:
+            self.call.written.append((at, next(self._sequence), role, text))
