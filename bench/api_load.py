@@ -40,7 +40,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from realtime.tests.support import free_port, recreate_postgres_database  # noqa: E402
+from testing.servers import free_port  # noqa: E402
+from testing.stores import recreate_postgres_database  # noqa: E402
 
 
 def bench_env() -> dict[str, str]:

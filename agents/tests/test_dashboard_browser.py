@@ -19,9 +19,6 @@ from django.contrib.auth.models import User
 
 from agents.models import Agent, AgentTool
 from knowledge.models import KnowledgeDocument
-from realtime.tests.conftest import SECRET
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.support import REPO, DaphneServer, in_thread, start_test_server, stop_test_server
 from realtime.tests.test_browser_e2e import (  # noqa: F401 - fixtures: Chromium with a microphone file
     _warm_up,
     log_lines,
@@ -29,6 +26,8 @@ from realtime.tests.test_browser_e2e import (  # noqa: F401 - fixtures: Chromium
     page,
     wait_until,
 )
+from testing.daphne import REPO, SECRET, DaphneServer, in_thread, start_test_server, stop_test_server
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

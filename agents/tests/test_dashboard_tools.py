@@ -14,7 +14,8 @@ from django.test import Client
 
 from agents.models import AgentTool
 from agents.tests.conftest import errors
-from realtime.tests.loopback import LoopbackReceiver, Reply, closed_port_url
+from testing.servers import closed_port_url
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = pytest.mark.django_db
 

@@ -38,17 +38,13 @@ from agents.tools.services import mcp_server_connect
 from calls.models import AgentLog, Call
 from realtime import tokens
 from realtime.engine.phrases import phrase
-from realtime.tests.chat_server import Call as ScriptedCall
-from realtime.tests.chat_server import ChatServer, Error, Text, Tools
-from realtime.tests.loopback import LoopbackMcp, LoopbackReceiver, Reply
-from realtime.tests.support import (
-    DaphneServer,
-    VoiceClient,
-    is_type,
-    record_voice,
-    start_test_server,
-    stop_test_server,
-)
+from testing.chat_server import Call as ScriptedCall
+from testing.chat_server import ChatServer, Error, Text, Tools
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.mcp import LoopbackMcp
+from testing.voice import record_voice
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 

@@ -28,13 +28,14 @@ from django.contrib.auth import get_user_model
 
 from calls.models import Call
 from realtime import tokens
-from realtime.tests.conftest import SECRET
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say
-from realtime.tests.support import REPO, DaphneServer, VoiceClient, database_url, free_port, in_thread, is_type
 from realtime.tests.test_s2s_e2e import DISCLOSURE as OLIVE_DISCLOSURE
 from realtime.tests.test_s2s_e2e import GREETING as OLIVE_GREETING
 from realtime.tests.test_s2s_e2e import olive
+from testing.clients import VoiceClient, is_type
+from testing.daphne import REPO, SECRET, DaphneServer, database_url, in_thread
+from testing.realtime_provider import CallTool, ProviderServer, Say
+from testing.servers import free_port
+from testing.webhooks import LoopbackReceiver, Reply
 from voiceagent.tests.conftest import WATCH_VIOLATIONS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -21,9 +21,10 @@ import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
-from knowledge.tests.documents import HOTEL_FAQ, HOTEL_TITLE
-from realtime.tests.support import DaphneServer, record_voice, start_test_server, stop_test_server, wait_until_indexed
 from realtime.tests.test_agent_e2e import Caller, Exchange, agent_for, conversation, tool_events
+from testing.daphne import DaphneServer, start_test_server, stop_test_server, wait_until_indexed
+from testing.documents import HOTEL_FAQ, HOTEL_TITLE
+from testing.voice import record_voice
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 

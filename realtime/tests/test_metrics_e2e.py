@@ -23,9 +23,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from agents.models import AgentTool
 from calls.models import AgentLog
 from realtime import tokens
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
-from realtime.tests.support import DaphneServer, VoiceClient, is_type, start_test_server, stop_test_server
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 

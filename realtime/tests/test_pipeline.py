@@ -20,7 +20,7 @@ from realtime.engine.session import Session, open_session
 from realtime.engine.tools import ToolOutcome
 from realtime.engine.transport import Ending
 from realtime.engine.voice import EngineUnavailable, pipeline_class
-from realtime.tests.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
+from testing.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 

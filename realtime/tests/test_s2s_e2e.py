@@ -15,9 +15,11 @@ from asgiref.sync import sync_to_async
 from agents.models import AgentTool
 from calls.models import AgentLog
 from realtime import tokens
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
-from realtime.tests.support import DaphneServer, VoiceClient, is_type, rms, start_test_server, stop_test_server
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
+from testing.voice import rms
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 

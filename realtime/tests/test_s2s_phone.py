@@ -1,5 +1,5 @@
 """A phone call with VOICE_ENGINE=realtime: Twilio's side of the Media Stream played by a script
-(telephony/tests/twilio_client.py, mu-law 8 kHz both ways), a real Daphne process, the scripted
+(testing/twilio_stream.py, mu-law 8 kHz both ways), a real Daphne process, the scripted
 speech-to-speech provider on loopback; barge-in truncation uses what the phone really played (marks)."""
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from realtime.tests.conftest import SECRET
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.realtime_provider_server import ProviderServer, Say, eventually
-from realtime.tests.support import DaphneServer, database_url, free_port, rms, stop_test_server
 from telephony import audio
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
 from telephony.streams import stream_token_issue
 from telephony.tests.test_media_stream_e2e import wait_call
-from telephony.tests.twilio_client import TwilioStream, from_phone, is_event
+from testing.daphne import SECRET, DaphneServer, database_url, stop_test_server
+from testing.realtime_provider import ProviderServer, Say, eventually
+from testing.servers import free_port
+from testing.twilio_stream import TwilioStream, from_phone, is_event
+from testing.voice import rms
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 

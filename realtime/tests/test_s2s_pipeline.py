@@ -20,8 +20,8 @@ from realtime.engine.speech_to_speech import RealtimePipeline, provider_url
 from realtime.engine.tools import ToolOutcome
 from realtime.engine.transport import Ending
 from realtime.engine.voice import EngineUnavailable, configuration_problems, pipeline_class
-from realtime.tests.fakes import FakeMixer, RecordingTransport, ScriptedTools, silence
-from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
+from testing.fakes import FakeMixer, RecordingTransport, ScriptedTools, silence
+from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -349,7 +349,7 @@ async def test_a_provider_disconnect_ends_the_call_as_failed(agent, provider):
 
 
 async def test_an_unreachable_provider_refuses_the_session_before_a_call_record(agent, settings):
-    from realtime.tests.loopback import free_port
+    from testing.servers import free_port
 
     settings.REALTIME_PROVIDER_URL = f"ws://127.0.0.1:{free_port()}/v1/realtime"
     settings.REALTIME_PROVIDER_MODEL = MODEL

@@ -16,15 +16,9 @@ from asgiref.sync import sync_to_async
 
 from calls.models import Call
 from realtime import tokens
-from realtime.tests.support import (
-    DaphneServer,
-    VoiceClient,
-    is_type,
-    record_voice,
-    rms,
-    start_test_server,
-    stop_test_server,
-)
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.voice import record_voice, rms
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 

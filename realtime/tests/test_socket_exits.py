@@ -20,19 +20,14 @@ from twilio.request_validator import RequestValidator
 
 from calls.models import AgentLog, Call
 from realtime import tokens
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.support import (
-    DaphneServer,
-    RedisServer,
-    VoiceClient,
-    is_type,
-    start_test_server,
-    stop_test_server,
-)
 from telephony import audio
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
 from telephony.streams import stream_token_issue
-from telephony.tests.twilio_client import TwilioStream, is_event
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.stores import RedisServer
+from testing.twilio_stream import TwilioStream, is_event
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 

@@ -17,7 +17,7 @@ import pytest
 
 from realtime.engine.speech import asr, language_model, tts, vad
 from realtime.engine.speech.vad import Event, VoiceActivityDetector
-from realtime.tests.support import rms, to_16k
+from testing.voice import rms, to_16k
 
 SENTENCE = "I would like to book a table for four people tomorrow evening."
 SECOND = "Please book it for dinner at seven."

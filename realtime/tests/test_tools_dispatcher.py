@@ -23,17 +23,15 @@ from knowledge import services as knowledge_services
 from realtime.engine.brain.base import ToolCall
 from realtime.engine.records import CallRecorder
 from realtime.engine.tools import ToolDispatcher, ToolOutcome
-from realtime.tests.loopback import (
-    MCP_BEARER_TOKEN,
-    LoopbackMcp,
+from telephony.models import PhoneNumber
+from testing.mcp import MCP_BEARER_TOKEN, LoopbackMcp, mcp_server_fixture  # noqa: F401 - fixture
+from testing.servers import closed_port_url
+from testing.webhooks import (
     LoopbackReceiver,
     Reply,
     allow_loopback_fixture,  # noqa: F401 - fixture
-    closed_port_url,
-    mcp_server_fixture,  # noqa: F401 - fixture
     receiver_fixture,  # noqa: F401 - fixture
 )
-from telephony.models import PhoneNumber
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 

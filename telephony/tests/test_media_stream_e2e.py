@@ -1,5 +1,5 @@
 """Phone calls end to end over real Daphne processes: Twilio's side of the Media Stream played by a
-script (telephony/tests/twilio_client.py) with eSpeak NG speech as mu-law, the real offline engine,
+script (testing/twilio_stream.py) with eSpeak NG speech as mu-law, the real offline engine,
 a loopback stand-in for Twilio's REST API (TWILIO_API_BASE_URL), signed webhooks, and the call
 record in the database."""
 
@@ -22,20 +22,14 @@ from django.conf import settings
 from twilio.request_validator import RequestValidator
 
 from calls.models import AgentLog, Call
-from realtime.tests.conftest import SECRET
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.support import (
-    DaphneServer,
-    database_url,
-    free_port,
-    record_voice,
-    rms,
-    stop_test_server,
-)
 from telephony import audio
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
 from telephony.streams import stream_token_issue
-from telephony.tests.twilio_client import TwilioStream, from_phone, is_event, to_phone
+from testing.daphne import SECRET, DaphneServer, database_url, stop_test_server
+from testing.servers import free_port
+from testing.twilio_stream import TwilioStream, from_phone, is_event, to_phone
+from testing.voice import record_voice, rms
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 

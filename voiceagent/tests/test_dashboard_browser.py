@@ -16,7 +16,7 @@ from django.contrib import admin
 from django.urls import reverse
 
 from calls import services as calls_services
-from realtime.tests.support import DaphneServer, in_thread, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, in_thread, start_test_server, stop_test_server
 from voiceagent.tests.conftest import STAFF_PASSWORD, DashboardWorld
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from realtime.tests.support import DaphneServer, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, start_test_server, stop_test_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,10 +17,12 @@ from accounts.models import ApiKey, Plan
 from agents.models import AgentStatus
 from calls.models import Call
 from kit import throttling
-from realtime.tests.support import DaphneServer, RedisServer, free_port, start_test_server, stop_test_server
 from telephony.services import phone_number_assign, phone_number_claim
-from telephony.tests.twilio_side import PUBLIC_BASE_URL, make_account, parse_twiml, sign, status_params, voice_params
 from telephony.webhooks import BUSY_SENTENCE
+from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.servers import free_port
+from testing.stores import RedisServer
+from testing.twilio_webhooks import PUBLIC_BASE_URL, make_account, parse_twiml, sign, status_params, voice_params
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

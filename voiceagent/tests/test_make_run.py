@@ -23,8 +23,10 @@ from typing import Any
 
 import pytest
 
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.support import VoiceClient, free_port, is_type, wait_until_indexed
+from testing.clients import VoiceClient, is_type
+from testing.daphne import wait_until_indexed
+from testing.servers import free_port
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = pytest.mark.slow
 

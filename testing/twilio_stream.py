@@ -115,7 +115,7 @@ class TwilioStream:
 
     async def drop(self) -> None:
         """Twilio's connection goes away without a closing handshake (the server sees 1006)."""
-        from realtime.tests.support import drop_connection
+        from testing.clients import drop_connection
 
         await drop_connection(self._ws, self._reader)
 

@@ -1,0 +1,1 @@
+"""Test support shared by the tests and bench/: scripted servers, clients, fakes, factories."""

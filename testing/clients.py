@@ -1,0 +1,159 @@
+"""A browser-like voice client over a real WebSocket (aiohttp), for the socket tests and bench/.
+
+`VoiceClient` speaks the browser protocol, streaming PCM in 20 ms chunks at real time like a
+microphone; a reader task keeps every message with its arrival time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from testing.voice import IN_RATE
+
+CHUNK_MS = 20
+
+
+@dataclass
+class Received:
+    at: float  # loop time
+    message: dict[str, Any]
+
+
+@dataclass
+class VoiceClient:
+    """A browser-like client: a reader task keeps every message with its arrival time."""
+
+    url: str
+    messages: list[Received] = field(default_factory=list)
+    close_code: int | None = None
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    _session: aiohttp.ClientSession | None = None
+    _ws: aiohttp.ClientWebSocketResponse | None = None
+    _reader: asyncio.Task[None] | None = None
+    on_message: Callable[[Received], None] | None = None
+    chunk_ms: int = CHUNK_MS
+
+    async def __aenter__(self) -> VoiceClient:
+        self._session = aiohttp.ClientSession()
+        self._ws = await self._session.ws_connect(self.url, max_msg_size=0, heartbeat=None)
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._ws is not None and not self._ws.closed:
+            await self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        if self._session is not None:
+            await self._session.close()
+
+    async def _read(self) -> None:
+        assert self._ws is not None
+        loop = asyncio.get_running_loop()
+        async for raw in self._ws:
+            if raw.type == aiohttp.WSMsgType.TEXT:
+                item = Received(at=loop.time(), message=json.loads(raw.data))
+                self.messages.append(item)
+                if self.on_message is not None:
+                    self.on_message(item)
+                self._arrived.set()
+        self.close_code = self._ws.close_code
+        self._arrived.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._reader is not None and self._reader.done()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self._ws is not None
+        await self._ws.send_str(json.dumps(message))
+
+    async def send_raw(self, data: str | bytes) -> None:
+        assert self._ws is not None
+        if isinstance(data, bytes):
+            await self._ws.send_bytes(data)
+        else:
+            await self._ws.send_str(data)
+
+    async def drop(self) -> int | None:
+        """The client's network goes away: the TCP connection ends without a WebSocket close frame
+        (the server sees 1006). Returns once the reader has seen the end."""
+        await drop_connection(self._ws, self._reader)
+        return self.close_code
+
+    async def send_audio(self, pcm16_16k: bytes) -> None:
+        await self.send({"type": "input_audio", "audio": base64.b64encode(pcm16_16k).decode("ascii")})
+
+    async def stream(self, pcm16_16k: bytes, *, stop_when: Callable[[], bool] | None = None) -> float:
+        """Send audio in chunk_ms chunks (20 ms unless set) at real time, each chunk once its audio has
+        been "recorded"; returns the loop time at which the last chunk's audio ends."""
+        loop = asyncio.get_running_loop()
+        size = IN_RATE * 2 * self.chunk_ms // 1000
+        start = loop.time()
+        for index, offset in enumerate(range(0, len(pcm16_16k), size)):
+            if stop_when is not None and stop_when():
+                return loop.time()
+            delay = start + index * self.chunk_ms / 1000 - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await self.send_audio(pcm16_16k[offset : offset + size])
+        end = start + len(pcm16_16k) / (IN_RATE * 2)
+        await asyncio.sleep(max(0.0, end - loop.time()))  # a microphone cannot run ahead of time
+        return end
+
+    async def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], *, after: int = 0, timeout: float = 30
+    ) -> int:
+        """Index of the first message from `after` on that matches; TimeoutError otherwise."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            for index in range(after, len(self.messages)):
+                if predicate(self.messages[index].message):
+                    return index
+            if self.closed:
+                raise ConnectionError(f"socket closed ({self.close_code}) while waiting")
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise TimeoutError("no matching message")
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+
+    async def wait_closed(self, timeout: float = 30) -> int | None:
+        assert self._reader is not None
+        await asyncio.wait_for(asyncio.shield(self._reader), timeout)
+        return self.close_code
+
+    def audio(self, start: int = 0, end: int | None = None) -> bytes:
+        return b"".join(
+            base64.b64decode(item.message["audio"])
+            for item in self.messages[start:end]
+            if item.message.get("type") == "output_audio"
+        )
+
+
+async def drop_connection(ws: aiohttp.ClientWebSocketResponse | None, reader: asyncio.Task[None] | None) -> None:
+    """End a client socket's TCP connection without a closing handshake (a dropped network)."""
+    import socket as socket_module
+
+    assert ws is not None
+    sock = ws.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket_module.SHUT_RDWR)
+    if reader is not None:
+        await asyncio.wait([reader], timeout=10)
+
+
+def is_type(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
+    return lambda message: message.get("type") == kind and all(message.get(k) == v for k, v in fields.items())
