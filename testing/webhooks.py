@@ -4,8 +4,8 @@
 headers, raw body bytes) and answers scripted replies: a status, a JSON or raw body, and optionally
 `hold=True` (no answer until the receiver is released or closed, for timeouts without sleeping).
 Use it inside the test's event loop (`async with LoopbackReceiver() as hook:`) or, for a server
-process calling it while the test thread waits, in a thread of its own (`with
-LoopbackReceiver().in_thread() as hook:`).
+process calling it while the test thread waits, in a thread of its own (`with LoopbackReceiver() as
+hook:`): the lifecycle of testing/servers.py.
 
 Fixtures `receiver` and `allow_loopback`: a test module that uses them imports `receiver_fixture` and
 `allow_loopback_fixture` (registered under the short names).
@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from testing.servers import free_port
+from testing.servers import ScriptedServer, free_port
 
 # --- HTTP receiver ------------------------------------------------------------------------------
 
@@ -57,17 +55,20 @@ class Received:
         return json.loads(self.body)
 
 
-class LoopbackReceiver:
-    """Records requests and answers `reply()`-scripted replies in order, then `default`."""
+class LoopbackReceiver(ScriptedServer):
+    """Records requests and answers `reply()`-scripted replies in order, then `default`. Its port is
+    chosen when it is made (a URL can be given out before it starts)."""
+
+    thread_name = "loopback-receiver"
+    handler_cancellation = False
+    shutdown_timeout = 2.0
 
     def __init__(self, default: Reply | None = None) -> None:
+        super().__init__(port=free_port())
         self.default = default or Reply(json={"ok": True})
         self.requests: list[Received] = []
-        self.port = free_port()
         self._replies: deque[Reply] = deque()
         self._release: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
 
     @property
     def base(self) -> str:
@@ -82,8 +83,16 @@ class LoopbackReceiver:
 
     def release(self) -> None:
         """Let held replies answer."""
-        if self._release is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._release.set)
+        if self._release is not None:
+            self.call_soon(self._release.set)
+
+    def routes(self, app: web.Application) -> None:
+        self._release = asyncio.Event()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+
+    async def before_stop(self) -> None:
+        if self._release is not None:
+            self._release.set()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -112,44 +121,6 @@ class LoopbackReceiver:
         if reply.content_type:
             response.content_type = reply.content_type
         return response
-
-    async def start(self) -> LoopbackReceiver:
-        self._loop = asyncio.get_running_loop()
-        self._release = asyncio.Event()
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-        return self
-
-    async def close(self) -> None:
-        if self._release is not None:
-            self._release.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> LoopbackReceiver:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    @contextmanager
-    def in_thread(self) -> Iterator[LoopbackReceiver]:
-        """Serve from a thread with its own event loop (for callers in another process or thread)."""
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, name="loopback-receiver", daemon=True)
-        thread.start()
-        try:
-            asyncio.run_coroutine_threadsafe(self.start(), loop).result(10)
-            yield self
-        finally:
-            asyncio.run_coroutine_threadsafe(self.close(), loop).result(10)
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
-            loop.close()
 
 
 # --- fixtures -----------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ SCHEMA = {
 
 @pytest.fixture
 def tool_server(owner: Any) -> Iterator[LoopbackReceiver]:
-    with LoopbackReceiver(default=Reply(json={"available": True, "table": 7})).in_thread() as hook:
+    with LoopbackReceiver(default=Reply(json={"available": True, "table": 7})) as hook:
         yield hook
 
 

@@ -58,7 +58,7 @@ def hal(owner: Any, make_agent: Any) -> Any:
 @pytest.fixture
 def receiver(settings: Any) -> Iterator[LoopbackReceiver]:
     settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
-    with LoopbackReceiver().in_thread() as hook:
+    with LoopbackReceiver() as hook:
         yield hook
 
 

@@ -144,7 +144,7 @@ def main() -> None:
 
     with contextlib.ExitStack() as stack:
         for receiver in (hang, error, huge):
-            stack.enter_context(receiver.in_thread())
+            stack.enter_context(receiver)
         stack.callback(reset.close)
         provider = stack.enter_context(ProviderServer())
         port = free_port()

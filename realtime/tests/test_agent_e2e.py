@@ -126,7 +126,7 @@ def loopback(settings: Any) -> Any:
 def receivers() -> Iterator[Callable[..., LoopbackReceiver]]:
     """Webhook receivers serving from threads (the server process calls them while the test waits)."""
     with contextlib.ExitStack() as stack:
-        yield lambda default=None: stack.enter_context(LoopbackReceiver(default).in_thread())
+        yield lambda default=None: stack.enter_context(LoopbackReceiver(default))
 
 
 # --- agents --------------------------------------------------------------------------------------

@@ -169,7 +169,7 @@ def provider() -> Iterator[ProviderServer]:
 
 @pytest.fixture
 def failing_hook() -> Iterator[LoopbackReceiver]:
-    with LoopbackReceiver(Reply(status=500, json={"detail": "database down"})).in_thread() as receiver:
+    with LoopbackReceiver(Reply(status=500, json={"detail": "database down"})) as receiver:
         yield receiver
 
 

@@ -48,7 +48,7 @@ def provider() -> Iterator[ProviderServer]:
 @pytest.fixture(scope="module")
 def collector() -> Iterator[LoopbackReceiver]:
     """A scripted OpenTelemetry collector: accepts OTLP/HTTP protobuf exports on /v1/traces."""
-    with LoopbackReceiver(Reply(status=200, body=b"", content_type="application/x-protobuf")).in_thread() as receiver:
+    with LoopbackReceiver(Reply(status=200, body=b"", content_type="application/x-protobuf")) as receiver:
         yield receiver
 
 
@@ -79,7 +79,7 @@ def server(
 
 @pytest.fixture
 def hook() -> Iterator[LoopbackReceiver]:
-    with LoopbackReceiver(Reply(json={"message": ANSWER})).in_thread() as receiver:
+    with LoopbackReceiver(Reply(json={"message": ANSWER})) as receiver:
         yield receiver
 
 

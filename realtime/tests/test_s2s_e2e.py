@@ -65,13 +65,13 @@ def server(
 
 @pytest.fixture
 def hook() -> Iterator[LoopbackReceiver]:
-    with LoopbackReceiver(Reply(json={"message": SHIPPED})).in_thread() as receiver:
+    with LoopbackReceiver(Reply(json={"message": SHIPPED})) as receiver:
         yield receiver
 
 
 @pytest.fixture
 def failing_hook() -> Iterator[LoopbackReceiver]:
-    with LoopbackReceiver(Reply(status=500, json={"detail": "database down"})).in_thread() as receiver:
+    with LoopbackReceiver(Reply(status=500, json={"detail": "database down"})) as receiver:
         yield receiver
 
 

@@ -45,7 +45,7 @@ def server(
 ) -> Iterator[DaphneServer]:
     from django.db import connection
 
-    with LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32})).in_thread() as twilio_api:
+    with LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32})) as twilio_api:
         with django_db_blocker.unblock():
             port = free_port()
             env = {

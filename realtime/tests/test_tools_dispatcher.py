@@ -363,7 +363,7 @@ async def test_a_call_cancelled_while_the_tool_runs_is_recorded_as_interrupted(w
 
 
 async def test_a_webhook_receiver_in_a_thread_of_its_own_works_the_same(webhook_agent, allow_loopback):
-    with LoopbackReceiver(default=Reply(json={"status": "open"})).in_thread() as threaded:
+    with LoopbackReceiver(default=Reply(json={"status": "open"})) as threaded:
         webhook_agent.server_url = threaded.url("/hook")
         await sync_to_async(webhook_agent.save)()
         await sync_to_async(add_tool)(webhook_agent)

@@ -71,7 +71,7 @@ def start_server(tmp_path_factory: Any, name: str, twilio_api: str) -> DaphneSer
 @pytest.fixture(scope="module")
 def twilio_api() -> Iterator[LoopbackReceiver]:
     receiver = LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32, "status": "in-progress"}))
-    with receiver.in_thread() as running:
+    with receiver as running:
         yield running
 
 

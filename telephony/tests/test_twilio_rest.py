@@ -60,7 +60,7 @@ def _twilio_error(status: int, code: int, message: str) -> Reply:
 
 @pytest.fixture
 def twilio_api(settings: Any) -> Any:
-    with LoopbackReceiver().in_thread() as api:
+    with LoopbackReceiver() as api:
         settings.TWILIO_API_BASE_URL = api.base
         yield api
 
