@@ -736,7 +736,8 @@ async def one_phone_session(
     """One caller over a media stream: silence until the greeting has played, the sentence, silence
     until the answer has played, then Twilio's `stop`."""
     from telephony import audio
-    from testing.twilio_stream import Event, TwilioStream
+    from testing.clients import Received
+    from testing.twilio_stream import TwilioStream
 
     result = PhoneResult(call_sid=call_sid, sentence=sentence)
     await asyncio.sleep(delay)
@@ -744,7 +745,7 @@ async def one_phone_session(
     player = Player()
     last_media = [0.0]
 
-    def on_message(item: Event) -> None:
+    def on_message(item: Received) -> None:
         if item.message.get("event") == "media":
             player.chunk(item.at, audio.FRAME_MS / 1000)
             last_media[0] = item.at
