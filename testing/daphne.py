@@ -99,9 +99,15 @@ def _application_name(port: int) -> str:
     return f"voiceagent-test-server-{port}"
 
 
-def start_test_server(tmp_path_factory: Any, name: str, env: dict[str, str] | None = None) -> DaphneServer:
-    """A server process on the database of the running tests (pytest), its log in a temporary
-    directory; `env` adds settings (OUTBOUND_ALLOWED_NETWORKS, LLM_PROVIDER...)."""
+def start_test_server(logs: Any, name: str, env: dict[str, str] | None = None, *, public: bool = False) -> DaphneServer:
+    """A server process on the database of the running tests (pytest), its log `name`.log in a temporary
+    directory (`logs`: pytest's tmp_path_factory, or a folder); `env` adds settings
+    (OUTBOUND_ALLOWED_NETWORKS, LLM_PROVIDER...); `public` makes its own address PUBLIC_BASE_URL (the URL
+    Twilio's webhooks and Media Streams reach).
+
+    The database is the one Django uses now: under pytest-django the test database (one per pytest-xdist
+    worker, named after it). On PostgreSQL the server's connections carry an application_name of their
+    own, so that stop_test_server can wait until they are gone."""
     from django.db import connection
 
     port = free_port()
@@ -118,7 +124,10 @@ def start_test_server(tmp_path_factory: Any, name: str, env: dict[str, str] | No
         "CALLS_MAINTENANCE_AT_START": "false",
         "CALLS_MAINTENANCE_SECONDS": "0",
     }
-    log = tmp_path_factory.mktemp("daphne") / f"{name}.log"
+    if public:
+        base["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"
+    folder = logs if isinstance(logs, Path) else logs.mktemp("daphne")
+    log = folder / f"{name}.log"
     return DaphneServer(env={**base, **(env or {})}, port=port, log_path=log).start()
 
 

@@ -32,9 +32,8 @@ from realtime.tests.test_s2s_e2e import DISCLOSURE as OLIVE_DISCLOSURE
 from realtime.tests.test_s2s_e2e import GREETING as OLIVE_GREETING
 from realtime.tests.test_s2s_e2e import olive
 from testing.clients import VoiceClient, is_type
-from testing.daphne import REPO, SECRET, DaphneServer, database_url, in_thread
+from testing.daphne import REPO, DaphneServer, in_thread, start_test_server, stop_test_server
 from testing.realtime_provider import CallTool, ProviderServer, Say
-from testing.servers import free_port
 from testing.webhooks import LoopbackReceiver, Reply
 from voiceagent.tests.conftest import WATCH_VIOLATIONS
 
@@ -119,20 +118,8 @@ def ava(owner: Any, make_agent: Any) -> Any:
 @contextmanager
 def _daphne(ava: Any, tmp_path: Path, **extra: str) -> Iterator[DaphneServer]:
     """A server on the test database whose demo organization is Ava's; `extra` adds settings."""
-    from django.db import connection
-
-    port = free_port()
-    env = {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "DATABASE_POOL": "false",
-        "REALTIME_TOKEN_SECRET": SECRET,
-        "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
-        "DEMO_PAGES": "true",
-        "DEMO_ORGANIZATION_ID": str(ava.organization_id),
-        **extra,
-    }
-    log = tmp_path / "daphne.log"
-    started = DaphneServer(env=env, port=port, log_path=log).start()
+    env = {"DEMO_PAGES": "true", "DEMO_ORGANIZATION_ID": str(ava.organization_id), **extra}
+    started = start_test_server(tmp_path, "daphne", env)
     # One session first, so that the browser's starts at once (models loaded, Ava's language model
     # built): the microphone file starts playing when the browser opens the microphone, not when the
     # session starts, and the caller should speak after the greeting.
@@ -140,19 +127,8 @@ def _daphne(ava: Any, tmp_path: Path, **extra: str) -> Iterator[DaphneServer]:
         asyncio.run(_warm_up(started, ava))
         yield started
     finally:
-        started.stop()
-    print(f"server log: {log}")
-    if connection.vendor == "postgresql":
-        # The test database is dropped at the end of the run: wait until the server's connections are gone.
-        for _ in range(100):
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND pid <> pg_backend_pid()"
-                )
-                if cursor.fetchone()[0] == 0:
-                    break
-            time.sleep(0.05)
+        stop_test_server(started)
+    print(f"server log: {started.log_path}")
 
 
 @pytest.fixture

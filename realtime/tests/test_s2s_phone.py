@@ -15,9 +15,8 @@ from telephony import audio
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
 from telephony.streams import stream_token_issue
 from telephony.tests.test_media_stream_e2e import wait_call
-from testing.daphne import SECRET, DaphneServer, database_url, stop_test_server
+from testing.daphne import DaphneServer, start_test_server, stop_test_server
 from testing.realtime_provider import ProviderServer, Say, eventually
-from testing.servers import free_port
 from testing.twilio_stream import TwilioStream, from_phone, is_event
 from testing.voice import rms
 from testing.webhooks import LoopbackReceiver, Reply
@@ -43,24 +42,15 @@ def provider() -> Iterator[ProviderServer]:
 def server(
     django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, provider: ProviderServer
 ) -> Iterator[DaphneServer]:
-    from django.db import connection
-
     with LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32})) as twilio_api:
         with django_db_blocker.unblock():
-            port = free_port()
             env = {
-                "DATABASE_URL": database_url(connection.settings_dict),
-                "REALTIME_TOKEN_SECRET": SECRET,
-                "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
-                "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
                 "TWILIO_API_BASE_URL": twilio_api.base,
-                "DATABASE_POOL": "false",
                 "VOICE_ENGINE": "realtime",
                 "REALTIME_PROVIDER_URL": provider.url,
                 "REALTIME_PROVIDER_MODEL": MODEL,
             }
-            log = tmp_path_factory.mktemp("daphne") / "s2s-phone.log"
-            started = DaphneServer(env=env, port=port, log_path=log).start()
+            started = start_test_server(tmp_path_factory, "s2s-phone", env, public=True)
         yield started
         with django_db_blocker.unblock():
             stop_test_server(started)

@@ -25,8 +25,7 @@ from calls.models import AgentLog, Call
 from telephony import audio
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
 from telephony.streams import stream_token_issue
-from testing.daphne import SECRET, DaphneServer, database_url, stop_test_server
-from testing.servers import free_port
+from testing.daphne import DaphneServer, start_test_server, stop_test_server
 from testing.twilio_stream import TwilioStream, from_phone, is_event, to_phone
 from testing.voice import record_voice, rms
 from testing.webhooks import LoopbackReceiver, Reply
@@ -49,23 +48,10 @@ ACCOUNT_SID = "AC" + "3" * 32
 AUTH_TOKEN = "f" * 32
 
 
-def start_server(tmp_path_factory: Any, name: str, twilio_api: str) -> DaphneServer:
-    """A server process on the tests' database, reachable at PUBLIC_BASE_URL, with Twilio's REST API
-    at the loopback stand-in."""
-    from django.db import connection
-
-    port = free_port()
-    env = {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "REALTIME_TOKEN_SECRET": SECRET,
-        "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
-        "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
-        "TWILIO_API_BASE_URL": twilio_api,
-        "TELEPHONY_CALL_END_GRACE_SECONDS": "10",
-        "DATABASE_POOL": "false",
-    }
-    log = tmp_path_factory.mktemp("daphne") / f"{name}.log"
-    return DaphneServer(env=env, port=port, log_path=log).start()
+def server_env(twilio_api: str) -> dict[str, str]:
+    """A server reachable at PUBLIC_BASE_URL (start_test_server's public), with Twilio's REST API at the
+    loopback stand-in."""
+    return {"TWILIO_API_BASE_URL": twilio_api, "TELEPHONY_CALL_END_GRACE_SECONDS": "10"}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +64,7 @@ def twilio_api() -> Iterator[LoopbackReceiver]:
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any) -> Iterator[Any]:
     with django_db_blocker.unblock():
-        started = start_server(tmp_path_factory, "a", twilio_api.base)
+        started = start_test_server(tmp_path_factory, "a", server_env(twilio_api.base), public=True)
     yield started
     with django_db_blocker.unblock():
         stop_test_server(started)
@@ -390,7 +376,7 @@ async def test_two_processes_share_stream_tokens_and_call_control(server, ava, t
     Redis, a status callback received by one process ends the call held by the other; on the
     in-memory channel layer (no Redis) each process only reaches its own calls, so the callback goes
     to the process holding the call."""
-    second = await sync_to_async(start_server)(tmp_path_factory, "b", twilio_api.base)
+    second = await sync_to_async(start_test_server)(tmp_path_factory, "b", server_env(twilio_api.base), public=True)
     try:
         call_sid = "CA" + "d" * 32
         status, twiml = await sync_to_async(signed_post)(server, "/telephony/twilio/voice", call_params(call_sid))
