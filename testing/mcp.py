@@ -1,17 +1,21 @@
-"""A loopback MCP server: the official SDK's MCPServer over Streamable HTTP (uvicorn in a thread) with a
-few order tools, an optional bearer-protected mount, and a record of the MCP sessions its clients
-opened (`Mcp-Session-Id` answered) and ended (DELETE).
+"""The loopback MCP server of the tests: the official SDK's MCPServer over Streamable HTTP (uvicorn in a
+thread) with a set of order tools, mounts protected by a bearer token, an OAuth client-credentials token
+or an API key header, and a record of the MCP sessions its clients opened (`Mcp-Session-Id` answered)
+and ended (DELETE).
 
 Fixture `mcp_server`: a test module that uses it imports `mcp_server_fixture`.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 import anyio
 import pytest
@@ -21,7 +25,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from testing.servers import free_port
 
-MCP_BEARER_TOKEN = "pW7rKxTz4QmVn8Ls"  # letters beyond a-f: no fragment can appear in a UUID by chance
+# Random-looking credentials with letters beyond a-f: no fragment can appear by chance in a UUID.
+MCP_BEARER_TOKEN = "pW7rKxTz4QmVn8Ls"
+API_KEY_HEADER = "X-Api-Key"
+API_KEY = "hYu4RkQx8WnTz3Vs"
+CLIENT_ID = "gKm7PwXr2ZqTy9Lu"
+CLIENT_SECRET = "sJw8NxVq4RtZk6Pm"
+OAUTH_ACCESS_TOKEN = "zRv3MqWx7KtYn5Hj"
 
 
 def build_order_tools() -> MCPServer:
@@ -56,6 +66,60 @@ def build_order_tools() -> MCPServer:
     return server
 
 
+def build_text_order_tools() -> MCPServer:
+    """Two order tools answering text only (the MCP server tests list and call them)."""
+    server = MCPServer("Orders test server")
+
+    @server.tool()
+    def lookup_order(order_id: str) -> str:
+        """Look up an order by its id."""
+        return f"order {order_id}: shipped"
+
+    @server.tool()
+    def cancel_order(order_id: str, reason: str = "") -> str:
+        """Cancel an order."""
+        return f"order {order_id}: cancelled"
+
+    return server
+
+
+async def _reply(send: Any, status: int, body: dict[str, Any]) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def _token_endpoint(scope: Any, receive: Any, send: Any) -> None:
+    """OAuth client credentials (Basic CLIENT_ID:CLIENT_SECRET) for OAUTH_ACCESS_TOKEN."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    headers = dict(scope["headers"])
+    expected = b"Basic " + base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode())
+    form = parse_qs(body.decode())
+    if headers.get(b"authorization") != expected or form.get("grant_type") != ["client_credentials"]:
+        await _reply(send, 401, {"error": "invalid_client"})
+        return
+    await _reply(send, 200, {"access_token": OAUTH_ACCESS_TOKEN, "token_type": "Bearer", "expires_in": 3600})
+
+
+# Mounts that need a credential: the header it is sent in, and its value.
+GUARDS = {
+    "/bearer": (b"authorization", f"Bearer {MCP_BEARER_TOKEN}".encode()),
+    "/oauth": (b"authorization", f"Bearer {OAUTH_ACCESS_TOKEN}".encode()),
+    "/header": (API_KEY_HEADER.lower().encode(), API_KEY.encode()),
+}
+
+
 @dataclass(frozen=True)
 class McpExchange:
     method: str
@@ -65,9 +129,13 @@ class McpExchange:
 
 
 class LoopbackMcp:
-    """The SDK's server on a loopback port, in a uvicorn thread; `/bearer/mcp` needs MCP_BEARER_TOKEN."""
+    """The SDK's server (`tools`: build_order_tools unless told) on a loopback port, in a uvicorn thread.
+    `/mcp` is open; `/bearer/mcp` needs MCP_BEARER_TOKEN, `/oauth/mcp` the token `/oauth/token` gives for
+    the client credentials, `/header/mcp` the API key header. Every MCP exchange past the guards is
+    recorded (`exchanges`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tools: MCPServer | None = None) -> None:
+        self.tools = tools
         self.exchanges: list[McpExchange] = []
         self.port = free_port()
         self._server: uvicorn.Server | None = None
@@ -75,12 +143,16 @@ class LoopbackMcp:
         self._socket: socket.socket | None = None
 
     @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"{self.base}/mcp"
 
     @property
     def bearer_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/bearer/mcp"
+        return f"{self.base}/bearer/mcp"
 
     @property
     def sessions_opened(self) -> list[str]:
@@ -94,7 +166,7 @@ class LoopbackMcp:
         return sum(1 for e in self.exchanges if e.method == "POST" and e.session_sent == session_id)
 
     def _app(self) -> Any:
-        inner = build_order_tools().streamable_http_app(host="127.0.0.1")
+        inner = (self.tools or build_order_tools()).streamable_http_app(host="127.0.0.1")
         exchanges = self.exchanges
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -102,13 +174,16 @@ class LoopbackMcp:
                 await inner(scope, receive, send)
                 return
             headers = dict(scope["headers"])
-            if scope["path"].startswith("/bearer/"):
-                if headers.get(b"authorization") != f"Bearer {MCP_BEARER_TOKEN}".encode():
-                    await send({"type": "http.response.start", "status": 401, "headers": []})
-                    await send({"type": "http.response.body", "body": b""})
-                    return
-                path = scope["path"][len("/bearer") :]
-                scope = {**scope, "path": path, "raw_path": path.encode()}
+            if scope["path"] == "/oauth/token":
+                await _token_endpoint(scope, receive, send)
+                return
+            for prefix, (name, value) in GUARDS.items():
+                if scope["path"].startswith(prefix + "/"):
+                    if headers.get(name) != value:
+                        await _reply(send, 401, {"error": "unauthorized"})
+                        return
+                    path = scope["path"][len(prefix) :]
+                    scope = {**scope, "path": path, "raw_path": path.encode()}
             sent = headers.get(b"mcp-session-id")
 
             async def recording_send(message: Any) -> None:
@@ -148,9 +223,14 @@ class LoopbackMcp:
         if self._socket is not None:
             self._socket.close()
 
+    def __enter__(self) -> LoopbackMcp:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 @pytest.fixture(name="mcp_server")
 def mcp_server_fixture() -> Iterator[LoopbackMcp]:
-    server = LoopbackMcp().start()
-    yield server
-    server.stop()
+    with LoopbackMcp() as server:
+        yield server
