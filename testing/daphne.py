@@ -14,8 +14,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -148,6 +149,22 @@ def stop_test_server(server: DaphneServer) -> None:
             if cursor.fetchone()[0] == 0:
                 return
         time.sleep(0.05)
+
+
+@contextmanager
+def shared_test_server(
+    django_db_blocker: Any, logs: Any, name: str, env: dict[str, str] | None = None, *, public: bool = False
+) -> Iterator[DaphneServer]:
+    """start_test_server for a fixture wider than a test (a module's server, started once for all its
+    tests): pytest-django lets such a fixture reach the database only inside django_db_blocker.unblock(),
+    which starting and stopping need (the database settings, the wait for its connections)."""
+    with django_db_blocker.unblock():
+        started = start_test_server(logs, name, env, public=public)
+    try:
+        yield started
+    finally:
+        with django_db_blocker.unblock():
+            stop_test_server(started)
 
 
 def in_thread(function: Any) -> Any:

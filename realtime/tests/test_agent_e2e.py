@@ -41,7 +41,7 @@ from realtime.engine.phrases import phrase
 from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Error, Text, Tools
 from testing.clients import VoiceClient, is_type
-from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, shared_test_server
 from testing.mcp import LoopbackMcp
 from testing.voice import record_voice
 from testing.webhooks import LoopbackReceiver, Reply
@@ -83,11 +83,8 @@ The clinic is open from Monday to Friday, from eight in the morning to six in th
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
     """The embedded brain's server; it may reach loopback tool servers."""
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "tools", LOOPBACK)
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "tools", LOOPBACK) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
@@ -108,11 +105,8 @@ def openai_server(
         "LLM_MODEL": LLM_MODEL,
         "LLM_API_KEY": "sk-e2e-test-key",
     }
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "openai", env)
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "openai", env) as started:
+        yield started
 
 
 @pytest.fixture

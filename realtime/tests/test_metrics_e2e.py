@@ -24,7 +24,7 @@ from agents.models import AgentTool
 from calls.models import AgentLog
 from realtime import tokens
 from testing.clients import VoiceClient, is_type
-from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, shared_test_server
 from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
 from testing.webhooks import LoopbackReceiver, Reply
 
@@ -70,11 +70,8 @@ def server(
         "OTEL_EXPORTER_OTLP_ENDPOINT": collector.base,
         "OTEL_BSP_SCHEDULE_DELAY": "100",  # export spans within 0.1 s (the SDK's default is 5 s)
     }
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "metrics", env)
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "metrics", env) as started:
+        yield started
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from agents.models import AgentTool
 from calls.models import AgentLog
 from realtime import tokens
 from testing.clients import VoiceClient, is_type
-from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, shared_test_server
 from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
 from testing.voice import rms
 from testing.webhooks import LoopbackReceiver, Reply
@@ -56,11 +56,8 @@ def server(
         "REALTIME_PROVIDER_MODEL": MODEL,
         "REALTIME_PROVIDER_API_KEY": API_KEY,
     }
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "s2s", env)
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "s2s", env) as started:
+        yield started
 
 
 @pytest.fixture

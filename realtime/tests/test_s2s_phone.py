@@ -15,7 +15,7 @@ from telephony import audio
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
 from telephony.streams import stream_token_issue
 from telephony.tests.test_media_stream_e2e import wait_call
-from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, shared_test_server
 from testing.realtime_provider import ProviderServer, Say, eventually
 from testing.twilio_stream import TwilioStream, from_phone, is_event
 from testing.voice import rms
@@ -43,17 +43,14 @@ def server(
     django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, provider: ProviderServer
 ) -> Iterator[DaphneServer]:
     with LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32})) as twilio_api:
-        with django_db_blocker.unblock():
-            env = {
-                "TWILIO_API_BASE_URL": twilio_api.base,
-                "VOICE_ENGINE": "realtime",
-                "REALTIME_PROVIDER_URL": provider.url,
-                "REALTIME_PROVIDER_MODEL": MODEL,
-            }
-            started = start_test_server(tmp_path_factory, "s2s-phone", env, public=True)
-        yield started
-        with django_db_blocker.unblock():
-            stop_test_server(started)
+        env = {
+            "TWILIO_API_BASE_URL": twilio_api.base,
+            "VOICE_ENGINE": "realtime",
+            "REALTIME_PROVIDER_URL": provider.url,
+            "REALTIME_PROVIDER_MODEL": MODEL,
+        }
+        with shared_test_server(django_db_blocker, tmp_path_factory, "s2s-phone", env, public=True) as started:
+            yield started
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from calls.models import AgentLog, Call
 from telephony import audio
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
 from telephony.streams import stream_token_issue
-from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.twilio_stream import TwilioStream, from_phone, is_event, to_phone
 from testing.voice import record_voice, rms
 from testing.webhooks import LoopbackReceiver, Reply
@@ -63,11 +63,10 @@ def twilio_api() -> Iterator[LoopbackReceiver]:
 
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any) -> Iterator[Any]:
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "a", server_env(twilio_api.base), public=True)
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(
+        django_db_blocker, tmp_path_factory, "a", server_env(twilio_api.base), public=True
+    ) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

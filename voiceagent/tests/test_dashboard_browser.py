@@ -16,7 +16,7 @@ from django.contrib import admin
 from django.urls import reverse
 
 from calls import services as calls_services
-from testing.daphne import DaphneServer, in_thread, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, in_thread, shared_test_server
 from voiceagent.tests.conftest import STAFF_PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,11 +32,8 @@ OVERFLOW = """Math.max(
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
     """One server for the module's tests (each test makes its own dashboard world)."""
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "dashboard", {"REALTIME_PRELOAD": "false"})
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "dashboard", {"REALTIME_PRELOAD": "false"}) as started:
+        yield started
 
 
 def _log_in(page: Any, base: str) -> None:
