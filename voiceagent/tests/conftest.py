@@ -3,8 +3,6 @@ browser tests look at (long names and messages included, so that a page that ove
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -23,16 +21,10 @@ from calls.models import AgentLog, Call, LlmUsage, ToolInvocation
 from knowledge import services as knowledge_services
 from realtime.models import UsedSessionToken
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
+from testing.browser import CHROMIUM, WATCH_VIOLATIONS, playwright_or_skip
 
 STAFF_PASSWORD = "pw-staff-Xq4Lm8Tz"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Recorded by each page before any of its own scripts run.
-WATCH_VIOLATIONS = """
-window.__cspViolations = [];
-document.addEventListener("securitypolicyviolation", (e) => {
-  window.__cspViolations.push(`${e.violatedDirective} blocked ${e.blockedURI || "inline"} (${e.sourceFile}:${e.lineNumber})`);
-});
-"""
 
 CONVERSATION = (
     ("assistant", "Thanks for calling Northwind Dental, this is Ava. How can I help you today?"),
@@ -167,12 +159,7 @@ def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) 
 @pytest.fixture
 def browser_page() -> Iterator[tuple[Any, list[str]]]:
     """A headless Chromium page (1280x800) that records CSP violations, and its console lines."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:  # pragma: no cover - requirements-dev.txt pins it
-        pytest.skip("playwright is not installed (requirements-dev.txt)")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip("chromium is not installed (make setup installs it as root)")
+    sync_playwright = playwright_or_skip()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
