@@ -23,9 +23,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from calls.models import Call
-from realtime.tests.test_s2s_e2e import DISCLOSURE as OLIVE_DISCLOSURE
-from realtime.tests.test_s2s_e2e import GREETING as OLIVE_GREETING
-from realtime.tests.test_s2s_e2e import olive
+from testing.agents import DISCLOSURE as OLIVE_DISCLOSURE
+from testing.agents import GREETING as OLIVE_GREETING
+from testing.agents import olive
 from testing.browser import (  # noqa: F401 - the fixtures: Chromium with a microphone file
     SENTENCE,
     log_lines,

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents.models import AgentTool
 from calls.models import AgentLog
 from realtime import tokens
+from testing.agents import DISCLOSURE, GREETING, ORDER_NUMBER, olive
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server
 from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
@@ -25,18 +25,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.
 
 MODEL = "gpt-realtime-e2e"
 API_KEY = "sk-s2s-e2e-key-Wv3"
-DISCLOSURE = "Hi, I'm Olive, an AI agent."
-GREETING = "Thanks for calling Acme orders."
 SHIPPED = "Order 3561 shipped yesterday and arrives on Friday."
 LONG = (
     "Let me tell you everything about your order, from the moment it was packed in our warehouse to the "
     "moment it left with the courier this morning, and what happens next."
 )
-ORDER_NUMBER = {
-    "type": "object",
-    "properties": {"order_number": {"type": "string", "description": "The order number"}},
-    "required": ["order_number"],
-}
 
 
 @pytest.fixture(scope="module")
@@ -70,30 +63,6 @@ def hook() -> Iterator[LoopbackReceiver]:
 def failing_hook() -> Iterator[LoopbackReceiver]:
     with LoopbackReceiver(Reply(status=500, json={"detail": "database down"})) as receiver:
         yield receiver
-
-
-def olive(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
-    agent = make_agent(
-        owner.organization,
-        name="Olive",
-        status="active",
-        identity="",
-        instructions="You help callers with the status of their orders.",
-        ai_identity_disclosure_template_id="named_agent",
-        greeting_type="static",
-        static_greeting=GREETING,
-        voice_name="rex",
-        agent_type="webhook",
-        server_url=hook.url("/hooks/voice"),
-        server_secret="whsec-s2s-e2e",
-    )
-    AgentTool.objects.create(
-        agent=agent,
-        name="check_order_status",
-        description="Look up the delivery status of an order by its order number",
-        parameter_schema=ORDER_NUMBER,
-    )
-    return agent
 
 
 def socket_url(server: DaphneServer, agent: Any) -> str:

@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from telephony import audio
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
 from telephony.streams import stream_token_issue
-from telephony.tests.test_media_stream_e2e import wait_call
+from testing.calls import wait_call
 from testing.daphne import DaphneServer, shared_test_server
 from testing.realtime_provider import ProviderServer, Say, eventually
 from testing.twilio_stream import TwilioStream, from_phone, is_event

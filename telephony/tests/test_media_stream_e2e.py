@@ -25,6 +25,7 @@ from calls.models import AgentLog, Call
 from telephony import audio
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
 from telephony.streams import stream_token_issue
+from testing.calls import wait_call
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.twilio_stream import TwilioStream, from_phone, is_event, to_phone
 from testing.voice import record_voice, rms
@@ -133,18 +134,6 @@ def call_params(call_sid: str, **extra: str) -> dict[str, str]:
         "ApiVersion": "2010-04-01",
         **extra,
     }
-
-
-async def wait_call(call_sid: str, *, status: str | None = None, timeout: float = 20) -> Call:
-    """The call record of `call_sid` (once it exists, or has left `active` when status is given)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        call = await sync_to_async(Call.objects.filter(provider_call_id=call_sid).first)()
-        if call is not None and (status is None or call.status == status):
-            return call
-        if time.monotonic() > deadline:
-            raise AssertionError(f"call {call_sid}: {call and call.status}")
-        await asyncio.sleep(0.05)
 
 
 def words(text: str) -> set[str]:
