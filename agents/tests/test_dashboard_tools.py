@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 
 from agents.models import AgentTool
-from agents.tests.conftest import errors
+from testing.dashboard import errors
 from testing.factories import AgentToolFactory
 from testing.servers import closed_port_url
 from testing.webhooks import LoopbackReceiver, Reply

@@ -4,7 +4,6 @@ browser tests look at (long names and messages included, so that a page that ove
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +12,6 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
-from accounts.models import Organization
 from agents.models import Agent
 from calls import services as calls_services
 from calls.logging import LogSession, agent_log, flush_agent_logs
@@ -22,9 +20,7 @@ from knowledge import services as knowledge_services
 from realtime.models import UsedSessionToken
 from telephony.services import phone_number_assign, phone_number_claim, telephony_account_set
 from testing.browser import CHROMIUM, WATCH_VIOLATIONS, playwright_or_skip
-
-STAFF_PASSWORD = "pw-staff-Xq4Lm8Tz"
-# Recorded by each page before any of its own scripts run.
+from testing.dashboard import STAFF_PASSWORD, DashboardWorld
 
 CONVERSATION = (
     ("assistant", "Thanks for calling Northwind Dental, this is Ava. How can I help you today?"),
@@ -33,17 +29,6 @@ CONVERSATION = (
     ("user", "The 4:15 works. Also, can you tell me whether my insurance covers the fluoride treatment?"),
     ("assistant", "You're booked for 4:15 pm. Fluoride is covered once a year on your plan; you had none yet."),
 )
-
-
-@dataclass
-class DashboardWorld:
-    organization: Organization  # with a telephony account, and its number +14155550123 assigned to `agent`
-    agent: Agent
-    call: Call  # finished, with a transcript and its agent log session
-    other_organization: Organization  # no telephony account; the number +442071838750, unassigned
-    other_agent: Agent
-    api: Any  # the public API as `organization` (its API key)
-    calls: list[Call] = field(default_factory=list)
 
 
 def _finished_call(agent: Agent, *, ago: timedelta, seconds: int, status: str, channel: str) -> Call:

@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from calls import services as calls_services
 from testing.daphne import DaphneServer, in_thread, shared_test_server
-from voiceagent.tests.conftest import STAFF_PASSWORD
+from testing.dashboard import STAFF_PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
