@@ -21,7 +21,7 @@ import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
-from realtime.tests.test_agent_e2e import Caller, Exchange, agent_for, conversation, tool_events
+from testing.conversations import Caller, Exchange, agent_for, conversation, tool_events
 from testing.daphne import DaphneServer, shared_test_server, wait_until_indexed
 from testing.documents import HOTEL_FAQ, HOTEL_TITLE
 from testing.voice import record_voice
