@@ -1,5 +1,5 @@
 """End to end with VOICE_ENGINE=realtime: a real Daphne process whose voice engine is a scripted
-speech-to-speech provider on loopback (realtime_provider_server.py, in a thread), a browser socket,
+speech-to-speech provider on loopback (testing/realtime_provider.py, in a thread), a browser socket,
 a webhook tool on loopback, down to the call record and the agent log."""
 
 from __future__ import annotations
