@@ -27,7 +27,7 @@ from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.stores import RedisServer
 from testing.twilio_stream import TwilioStream, is_event
-from testing.webhooks import LoopbackReceiver, Reply
+from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -51,13 +51,6 @@ def phone_env(twilio_api: str, **env: str) -> dict[str, str]:
         "TELEPHONY_CALL_END_GRACE_SECONDS": "30",
     }
     return {**base, **env}
-
-
-@pytest.fixture(scope="module")
-def twilio_api() -> Iterator[LoopbackReceiver]:
-    receiver = LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32, "status": "in-progress"}))
-    with receiver as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,8 @@ from telephony.streams import stream_token_issue
 from testing.calls import wait_call
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.twilio_stream import TwilioStream, from_phone, is_event, to_phone
+from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
 from testing.voice import record_voice, rms
-from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -53,13 +53,6 @@ def server_env(twilio_api: str) -> dict[str, str]:
     """A server reachable at PUBLIC_BASE_URL (start_test_server's public), with Twilio's REST API at the
     loopback stand-in."""
     return {"TWILIO_API_BASE_URL": twilio_api, "TELEPHONY_CALL_END_GRACE_SECONDS": "10"}
-
-
-@pytest.fixture(scope="module")
-def twilio_api() -> Iterator[LoopbackReceiver]:
-    receiver = LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32, "status": "in-progress"}))
-    with receiver as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
