@@ -10,12 +10,12 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import Organization
 from accounts.services import apikey_create, organization_create
 from agents.models import Agent
+from testing.factories import AgentFactory
 
 
 def pytest_configure() -> None:
@@ -188,14 +188,7 @@ def make_agent(db: Any):
     """Create an agent row directly (for tests of other resources; agent rules are tested through the API)."""
 
     def make(organization: Organization, **fields: Any) -> Agent:
-        defaults: dict[str, Any] = {
-            "name": "Support",
-            "agent_type": "webhook",
-            "instructions": "Help callers with their orders.",
-            "updated_at": timezone.now(),
-        }
-        defaults.update(fields)
-        return Agent.objects.create(organization=organization, **defaults)
+        return AgentFactory(organization=organization, **fields)
 
     return make
 

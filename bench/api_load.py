@@ -40,7 +40,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from realtime.tests.support import free_port, recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
+from testing.servers import free_port  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
 
 
 def bench_env() -> dict[str, str]:

@@ -125,7 +125,7 @@ def own_database(name: str = "callsbench") -> None:
     appended (recreated) when DATABASE_URL names PostgreSQL, else the SQLite file var/<name>.sqlite3."""
     url = os.environ.get("DATABASE_URL", "")
     if url.startswith("postgres"):
-        from realtime.tests.support import recreate_postgres_database
+        from testing.stores import recreate_postgres_database
 
         base, _, database = url.rpartition("/")
         os.environ["DATABASE_URL"] = f"{base}/{database or 'voiceagent'}_{name}"

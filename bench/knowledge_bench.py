@@ -11,7 +11,7 @@ PostgreSQL named by DATABASE_URL with `_kbench` appended to the database name (d
    with the real model. Cold = the first search after a change of the agent's documents (the process
    reloads the vectors); warm = later searches. Prints p50/p95 in ms.
 3. Retrieval quality (real model, real full-text): the documents and questions of
-   knowledge/tests/documents.py, each set in an agent of its own: the help centre as four Markdown
+   testing/documents.py, each set in an agent of its own: the help centre as four Markdown
    documents, the same text as one long plain-text file, and three short uploads (a hotel FAQ .txt,
    a menu .md, a policy .pdf). Prints the chunk counts, how often the chunk that answers is the best
    hit and among the best 3, and how often the embedded brain, given the search_knowledge tool's
@@ -228,7 +228,7 @@ def bench_quality(organization) -> None:
     from agents.models import Agent
     from knowledge import services
     from knowledge.models import KnowledgeDocument
-    from knowledge.tests import documents
+    from testing import documents
 
     sets = [
         (

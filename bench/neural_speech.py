@@ -53,7 +53,7 @@ def spoken(text: str) -> str:
     numbers in digits, the sentences spell them, and neither is an error."""
     from num2words import num2words
 
-    from realtime.tests.test_neural_speech import words
+    from testing.speech_models import words
 
     out = []
     for word in words(text.replace(",", " ").replace("-", " ")):
@@ -71,7 +71,7 @@ def phone_path(pcm16_24k: bytes) -> bytes:
 
 def measure_whisper(settings, cases, *, beam: int, threads: int, verbose: bool) -> dict[str, float]:
     from realtime.engine.speech import whisper_local
-    from realtime.tests.test_neural_speech import word_errors, words
+    from testing.speech_models import word_errors, words
 
     settings.WHISPER_BEAM_SIZE, settings.WHISPER_CPU_THREADS = beam, threads
     provider = whisper_local.WhisperRecognition()
@@ -139,8 +139,8 @@ def main() -> None:
     from django.conf import settings
 
     from realtime.engine.speech.tts import synthesize
-    from realtime.tests.support import to_16k
-    from realtime.tests.test_neural_speech import packaged_piper_joe, packaged_whisper_base
+    from testing.speech_models import packaged_piper_joe, packaged_whisper_base
+    from testing.voice import to_16k
 
     with tempfile.TemporaryDirectory() as scratch:
         settings.WHISPER_MODEL_PATH = args.whisper_model_path or str(packaged_whisper_base(Path(scratch) / "whisper"))

@@ -1,5 +1,5 @@
 """Speech-to-speech overhead benchmark (not a test): the time VOICE_ENGINE=realtime spends outside the
-provider, against the scripted provider of the tests (realtime/tests/realtime_provider_server.py, on
+provider, against the scripted provider of the tests (testing/realtime_provider.py, on
 loopback in a thread of this process) and a real Daphne server, over real browser sockets.
 
 For N concurrent sessions (opened one after the other, then run together) it measures:
@@ -55,7 +55,7 @@ def bench_env(provider_url: str) -> dict[str, str]:
 
 
 async def first_audio_after(client: object, after: int, timeout: float = 30.0) -> float:
-    from realtime.tests.support import is_type
+    from testing.clients import is_type
 
     index = await client.wait_for(is_type("output_audio"), after=after, timeout=timeout)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     return client.messages[index].at  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
@@ -65,8 +65,8 @@ async def one_session(
     client: object, connection: object, provider: object, turns: int, delay: float = 0.0
 ) -> tuple[list, list]:
     """Answer overheads (ms) and relay overheads (ms) of one open session."""
-    from realtime.tests.realtime_provider_server import Say
-    from realtime.tests.support import is_type
+    from testing.clients import is_type
+    from testing.realtime_provider import Say
 
     answers: list[float] = []
     loop = asyncio.get_running_loop()
@@ -101,7 +101,7 @@ async def one_session(
 async def run_round(
     base_url: str, api_key: str, agent_id: str, n: int, turns: int, provider: object, pid: int, stagger: float = 0.0
 ):
-    from realtime.tests.support import VoiceClient, is_type
+    from testing.clients import VoiceClient, is_type
 
     clients: list[VoiceClient] = []
     pairs = []
@@ -145,8 +145,9 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from realtime.tests.realtime_provider_server import ProviderServer
-    from realtime.tests.support import DaphneServer, free_port
+    from testing.daphne import DaphneServer
+    from testing.realtime_provider import ProviderServer
+    from testing.servers import free_port
 
     provider = ProviderServer().start()
     server = None

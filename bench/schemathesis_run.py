@@ -2,7 +2,7 @@
 
 Seeds a fresh database (a SQLite file under a temporary folder, or with DATABASE_URL=postgres://... a
 PostgreSQL database of that name plus `_schemathesis`, dropped and made again) with the world of
-voiceagent/schema_fuzzing.py,
+testing/schema_fuzzing.py,
 serves the API on a free loopback port (Django's WSGI handler in a thread, or Daphne with --daphne, as
 `make run` serves it), and runs `schemathesis run` in this process against /public/v1/openapi.json: the
 examples, coverage, fuzzing and stateful phases, all checks (positive_data_acceptance with the exceptions
@@ -71,7 +71,7 @@ def prepare(folder: Path) -> dict[str, str]:
     from django.conf import settings
     from django.core.management import call_command
 
-    from voiceagent import schema_fuzzing
+    from testing import schema_fuzzing
 
     call_command("migrate", verbosity=0)
     schema_fuzzing.seed_world()
@@ -121,7 +121,7 @@ def serve_with_daphne(port: int, env: dict[str, str], log: Path) -> subprocess.P
 def run_schemathesis(url: str, *, examples: int, seed: int, stateful: bool, report: Path, output: Path) -> int:
     from schemathesis.cli.commands import schemathesis as cli
 
-    from voiceagent import schema_fuzzing
+    from testing import schema_fuzzing
 
     schema_fuzzing.register_formats()
     config = schema_fuzzing.config(max_examples=examples, seed=seed, stateful=stateful)

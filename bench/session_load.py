@@ -1,8 +1,8 @@
 """Session load benchmark (not a test): N concurrent browser sessions (200 by default) on the
 speech-to-speech engine (VOICE_ENGINE=realtime) of one Daphne process, against the scripted OpenAI
-Realtime provider of the tests (realtime/tests/realtime_provider_server.py).
+Realtime provider of the tests (testing/realtime_provider.py).
 
-Three processes: Daphne (realtime/tests/support.py DaphneServer), the scripted provider (a process of
+Three processes: Daphne (testing/daphne.py DaphneServer), the scripted provider (a process of
 its own with a small control endpoint through which this script ends each caller turn and reads the
 provider's timestamps), and this one, whose single asyncio loop plays every browser (precomputed audio
 frames, one ticker for every microphone).
@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.api_load import lift_rate_limits  # noqa: E402 - after the repository root is put on sys.path
 from bench.voice_latency import cpu_seconds, percentile, with_children  # noqa: E402 - after the repository root is put on sys.path
-from realtime.tests.support import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
 
 SECRET = "session-load-bench-secret-0123456789abcdef"
 MODEL = "scripted-realtime"
@@ -255,7 +255,7 @@ def serve_provider(control_port: int) -> None:
     GET /times/{i} (connection i's first-audio and append timestamps, time.monotonic())."""
     from aiohttp import web
 
-    from realtime.tests.realtime_provider_server import ProviderServer, Say
+    from testing.realtime_provider import ProviderServer, Say
 
     async def run() -> None:
         provider = await ProviderServer().astart()
@@ -321,7 +321,7 @@ def serve_provider(control_port: int) -> None:
 
 class RemoteProvider:
     def __init__(self) -> None:
-        from realtime.tests.support import free_port
+        from testing.servers import free_port
 
         self.port = free_port()
         self.process = subprocess.Popen([sys.executable, __file__, "--serve-provider", str(self.port)], cwd=ROOT)
@@ -454,7 +454,7 @@ class Load:
             tick += 1
 
     async def open_one(self, http: httpx.AsyncClient, caller: Caller) -> None:
-        from realtime.tests.support import VoiceClient
+        from testing.clients import VoiceClient
 
         response = await http.post(f"/public/v1/agents/{self.agent_ids[caller.index]}/realtime-sessions")
         if not response.is_success:
@@ -643,7 +643,8 @@ def line(label: str, values: list[float]) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    from realtime.tests.support import DaphneServer, free_port
+    from testing.daphne import DaphneServer
+    from testing.servers import free_port
 
     provider = await RemoteProvider().start()
     try:

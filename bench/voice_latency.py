@@ -25,7 +25,7 @@ argument validation, serializing and signing, the outbound guard, the HTTP clien
 loopback, parsing and checking the reply, and queueing the record.
 
 Scenario `phone` (--scenario phone): the same callers over the Twilio Media Stream protocol
-(telephony/tests/twilio_client.py plays Twilio's side): mu-law 8 kHz in and out at
+(testing/twilio_stream.py plays Twilio's side): mu-law 8 kHz in and out at
 /telephony/twilio/stream, opened with a stream token as the voice webhook issues it. Latency is from
 the end of the sentence to the first `media` frame of the answer, underruns are counted on the 20 ms
 frames, recognition is read from the call record (the phone protocol carries no transcripts). It
@@ -116,7 +116,7 @@ class WebhookReceiver:
     (time.monotonic: one clock for every process of the machine). GET /spans returns them."""
 
     def __init__(self) -> None:
-        from realtime.tests.support import free_port
+        from testing.servers import free_port
 
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
@@ -293,7 +293,7 @@ class Player:
 async def one_session(
     http: httpx.AsyncClient, agent_id: str, speech: bytes, sentence: str, chunk_ms: int = 20, delay: float = 0.0
 ) -> Result:
-    from realtime.tests.support import Received, VoiceClient, is_type
+    from testing.clients import Received, VoiceClient, is_type
 
     result = Result()
     await asyncio.sleep(delay)
@@ -352,7 +352,7 @@ async def paused_session(
 ) -> Result:
     """One caller says a sentence with pauses inside, then listens for 3 s: `failure` is "split" when
     the sentence came back as more than one user turn ("split: " and the turns); latency is to the answer of an unsplit one."""
-    from realtime.tests.support import VoiceClient, is_type
+    from testing.clients import VoiceClient, is_type
 
     result = Result()
     await asyncio.sleep(delay)
@@ -400,7 +400,7 @@ def paused_speech(parts: tuple[str, ...], pause_ms: int) -> bytes:
     import numpy as np
 
     from realtime.engine.speech.tts import synthesize
-    from realtime.tests.support import to_16k
+    from testing.voice import to_16k
 
     pieces = []
     for part in parts:
@@ -623,7 +623,9 @@ def main() -> None:
     sentences = TOOL_SENTENCES if tool_scenario else SENTENCES
     receiver = WebhookReceiver().start() if tool_scenario else None
 
-    from realtime.tests.support import DaphneServer, free_port, to_16k
+    from testing.daphne import DaphneServer
+    from testing.servers import free_port
+    from testing.voice import to_16k
 
     servers: list[DaphneServer] = []
     if args.no_server:
@@ -735,7 +737,8 @@ async def one_phone_session(
     until the answer has played, then Twilio's `stop`."""
     from realtime.engine.audio import FRAME_SECONDS
     from telephony import audio
-    from telephony.tests.twilio_client import Event, TwilioStream
+    from testing.clients import Received
+    from testing.twilio_stream import TwilioStream
 
     result = PhoneResult(call_sid=call_sid, sentence=sentence)
     await asyncio.sleep(delay)
@@ -743,7 +746,7 @@ async def one_phone_session(
     player = Player()
     last_media = [0.0]
 
-    def on_message(item: Event) -> None:
+    def on_message(item: Received) -> None:
         if item.message.get("event") == "media":
             player.chunk(item.at, FRAME_SECONDS)
             last_media[0] = item.at
@@ -834,7 +837,9 @@ def phone_word_errors(results: list[PhoneResult]) -> None:
 
 
 def phone_main(args: argparse.Namespace) -> None:
-    from realtime.tests.support import DaphneServer, free_port, to_16k
+    from testing.daphne import DaphneServer
+    from testing.servers import free_port
+    from testing.voice import to_16k
 
     encode, decode = codec_cost()
     print(
@@ -867,7 +872,7 @@ def phone_main(args: argparse.Namespace) -> None:
         from django.conf import settings
 
         from realtime.engine.speech.tts import synthesize
-        from telephony.tests.twilio_client import to_phone
+        from testing.twilio_stream import to_phone
 
         speech = {s: to_phone(to_16k(synthesize(s, language="en-US", voice_name="eve"))) for s in SENTENCES}
         print(

@@ -89,6 +89,13 @@ _local = _LocalBuckets()
 _last_failure_log = 0.0
 
 
+def reset_failure_log() -> None:
+    """Forget when a cache failure was last logged, so that the next one is logged again (the warning is
+    written at most once a minute per process: a test that expects it starts from here)."""
+    global _last_failure_log
+    _last_failure_log = 0.0
+
+
 def _log_cache_failure(exc: Exception) -> None:
     global _last_failure_log
     now = time.monotonic()

@@ -1,1 +1,2 @@
-"""The testing kit shared by tests and benches (nothing outside tests and benches imports it)."""
+"""Test support shared by the tests and bench/: scripted servers, clients, fakes, factories (nothing
+outside the tests and benches imports it, and it imports no test module)."""

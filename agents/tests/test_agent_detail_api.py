@@ -10,6 +10,7 @@ from calls.models import AgentLog
 from knowledge.models import AgentKnowledgeIndex, KnowledgeChunk, KnowledgeDocument
 from telephony.models import PhoneNumber
 from telephony.services.numbers import phone_number_assign, phone_number_claim
+from testing.factories import AgentToolFactory, KnowledgeDocumentFactory, McpServerFactory
 
 BASE = {"name": "Support", "instructions": "Help callers with their orders."}
 
@@ -86,14 +87,10 @@ def furnished_agent(owner):
     """An agent with a tool, an MCP selection, a document with chunks, a number, a call and logs."""
     agent_id = create(owner, serverUrl="https://hooks.example.com/a")
     agent = Agent.objects.get(pk=agent_id)
-    AgentTool.objects.create(agent=agent, name="lookup_order")
-    server = McpServer.objects.create(
-        organization=owner.organization, name="Orders", url="https://mcp.example.com", status="active"
-    )
+    AgentToolFactory(agent=agent, name="lookup_order")
+    server = McpServerFactory(organization=owner.organization)
     McpToolSelection.objects.create(agent=agent, server=server, tool_name="cancel_order")
-    document = KnowledgeDocument.objects.create(
-        organization=owner.organization, agent=agent, name="Policy", type="markdown", size_bytes=10, status="ready"
-    )
+    document = KnowledgeDocumentFactory(agent=agent)
     KnowledgeChunk.objects.create(
         document=document, agent=agent, position=0, text="Returns in 30 days.", token_count=4, embedding=b"\0" * 1536
     )

@@ -12,11 +12,11 @@ import pytest
 from django.test import Client
 
 from agents.models import Agent, AgentTool, McpServer, McpToolSelection
-from agents.tests.conftest import NEW_AGENT, edit_form, errors, hidden_value
 from calls import services as calls_services
 from knowledge.models import KnowledgeDocument
 from telephony.models import PhoneNumber
 from telephony.services.numbers import phone_number_claim
+from testing.dashboard import NEW_AGENT, edit_form, errors, hidden_value
 
 pytestmark = pytest.mark.django_db
 

@@ -19,16 +19,15 @@ from django.contrib.auth.models import User
 
 from agents.models import Agent, AgentTool
 from knowledge.models import KnowledgeDocument
-from realtime.tests.conftest import SECRET
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.support import REPO, DaphneServer, in_thread, start_test_server, stop_test_server
-from realtime.tests.test_browser_e2e import (  # noqa: F401 - fixtures: Chromium with a microphone file
-    _warm_up,
+from testing.browser import (  # noqa: F401 - fixtures: Chromium with a microphone file
     log_lines,
-    microphone_wav,
-    page,
+    microphone_wav_fixture,
+    page_fixture,
     wait_until,
+    warm_up,
 )
+from testing.daphne import REPO, SECRET, DaphneServer, in_thread, start_test_server, stop_test_server
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -49,7 +48,7 @@ SCHEMA = {
 
 @pytest.fixture
 def tool_server(owner: Any) -> Iterator[LoopbackReceiver]:
-    with LoopbackReceiver(default=Reply(json={"available": True, "table": 7})).in_thread() as hook:
+    with LoopbackReceiver(default=Reply(json={"available": True, "table": 7})) as hook:
         yield hook
 
 
@@ -84,7 +83,7 @@ def test_staff_build_an_agent_in_the_dashboard_talk_to_it_and_find_the_call(
     server,
     owner,
     tool_server,
-    page,  # noqa: F811 - the fixture
+    page,
     tmp_path,
     settings,
 ):
@@ -181,7 +180,7 @@ def test_staff_build_an_agent_in_the_dashboard_talk_to_it_and_find_the_call(
     # the greeting, and the agent answers from the uploaded file. One session first, so that the
     # browser's starts at once (the microphone file plays from the moment the browser opens it).
     settings.REALTIME_TOKEN_SECRET = SECRET  # the server's: the warm-up session's token is made here
-    in_thread(lambda: asyncio.run(_warm_up(server, agent)))
+    in_thread(lambda: asyncio.run(warm_up(server, agent)))
     page.click('#talk-panel [data-role="toggle"]')
     wait_until(page, 'document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
     wait_until(

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from agents.models import AgentTool, McpServer
-from agents.tests.conftest import errors
+from testing.dashboard import errors
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from agents.tests.conftest import errors
 from knowledge.models import KnowledgeChunk, KnowledgeDocument
 from knowledge.search import search
+from testing.dashboard import errors
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,10 @@ import pytest
 from django.test import Client
 
 from agents.models import AgentTool
-from agents.tests.conftest import errors
-from realtime.tests.loopback import LoopbackReceiver, Reply, closed_port_url
+from testing.dashboard import errors
+from testing.factories import AgentToolFactory
+from testing.servers import closed_port_url
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +59,7 @@ def hal(owner: Any, make_agent: Any) -> Any:
 @pytest.fixture
 def receiver(settings: Any) -> Iterator[LoopbackReceiver]:
     settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
-    with LoopbackReceiver().in_thread() as hook:
+    with LoopbackReceiver() as hook:
         yield hook
 
 
@@ -129,7 +131,7 @@ def test_a_name_the_agent_already_uses_is_refused(staff_client: Client, hal: Any
 
 
 def test_an_edit_replaces_the_tool_and_keeps_its_headers_unless_told(staff_client: Client, hal: Any) -> None:
-    tool = AgentTool.objects.create(
+    tool = AgentToolFactory(
         agent=hal,
         name="order_status",
         parameter_schema=ORDER_SCHEMA,
@@ -160,7 +162,7 @@ def test_an_edit_replaces_the_tool_and_keeps_its_headers_unless_told(staff_clien
 
 
 def test_deleting_a_tool_goes_through_the_service(staff_client: Client, hal: Any) -> None:
-    tool = AgentTool.objects.create(agent=hal, name="order_status", tool_url="https://tools.example.com/a")
+    tool = AgentToolFactory(agent=hal, name="order_status", tool_url="https://tools.example.com/a")
 
     response = staff_client.post(f"/admin/agents/agenttool/{tool.pk}/delete/", {"post": "yes"})
 
@@ -176,7 +178,7 @@ def test_a_test_call_shows_the_request_sent_and_the_response_received(
     staff_client: Client, hal: Any, receiver: LoopbackReceiver
 ) -> None:
     receiver.reply(Reply(json={"status": "shipped", "eta": "tomorrow"}))
-    tool = AgentTool.objects.create(
+    tool = AgentToolFactory(
         agent=hal,
         name="order_status",
         parameter_schema=ORDER_SCHEMA,
@@ -210,7 +212,7 @@ def test_a_webhook_tool_test_posts_the_signed_tool_call_event(
     ava = make_agent(
         owner.organization, name="Ava", server_url=receiver.url("/hook"), server_secret="whsec-Kq7Zr2Wm9Tx4"
     )
-    tool = AgentTool.objects.create(agent=ava, name="order_status", parameter_schema=ORDER_SCHEMA)
+    tool = AgentToolFactory(agent=ava, name="order_status", parameter_schema=ORDER_SCHEMA)
 
     page = staff_client.post(
         f"/admin/agents/agenttool/{tool.pk}/test/", {"arguments": '{"order_id": "A-17"}'}
@@ -229,9 +231,7 @@ def test_a_webhook_tool_test_posts_the_signed_tool_call_event(
 def test_arguments_that_do_not_match_the_schema_are_answered_without_a_request(
     staff_client: Client, hal: Any, receiver: LoopbackReceiver
 ) -> None:
-    tool = AgentTool.objects.create(
-        agent=hal, name="order_status", parameter_schema=ORDER_SCHEMA, tool_url=receiver.url()
-    )
+    tool = AgentToolFactory(agent=hal, name="order_status", parameter_schema=ORDER_SCHEMA, tool_url=receiver.url())
 
     page = staff_client.post(
         f"/admin/agents/agenttool/{tool.pk}/test/", {"arguments": '{"quantity": 0}'}
@@ -245,7 +245,7 @@ def test_arguments_that_do_not_match_the_schema_are_answered_without_a_request(
 @TEST_CALL
 def test_a_refused_destination_is_reported_and_not_contacted(staff_client: Client, hal: Any) -> None:
     # Loopback is not allowed by default: the outbound guard refuses it, as in a call.
-    tool = AgentTool.objects.create(
+    tool = AgentToolFactory(
         agent=hal, name="order_status", parameter_schema=ORDER_SCHEMA, tool_url=closed_port_url("/x")
     )
 
@@ -260,7 +260,7 @@ def test_a_refused_destination_is_reported_and_not_contacted(staff_client: Clien
 
 @TEST_CALL
 def test_sample_arguments_must_be_json(staff_client: Client, hal: Any) -> None:
-    tool = AgentTool.objects.create(agent=hal, name="order_status", tool_url="https://tools.example.com/a")
+    tool = AgentToolFactory(agent=hal, name="order_status", tool_url="https://tools.example.com/a")
 
     page = staff_client.post(f"/admin/agents/agenttool/{tool.pk}/test/", {"arguments": "order A-17"}).content.decode()
 
@@ -269,7 +269,7 @@ def test_sample_arguments_must_be_json(staff_client: Client, hal: Any) -> None:
 
 @TEST_CALL
 def test_a_disabled_tool_is_not_offered_and_says_so(staff_client: Client, hal: Any, receiver: LoopbackReceiver) -> None:
-    tool = AgentTool.objects.create(agent=hal, name="order_status", tool_url=receiver.url(), enabled=False)
+    tool = AgentToolFactory(agent=hal, name="order_status", tool_url=receiver.url(), enabled=False)
 
     page = staff_client.post(f"/admin/agents/agenttool/{tool.pk}/test/", {"arguments": "{}"}).content.decode()
 

@@ -90,7 +90,7 @@ def browser_url(ws_url: str, agent: Any) -> str:
 
 def phone_stream(ws_url: str, agent: Any, call_sid: str) -> Any:
     from telephony.streams import stream_token_issue
-    from telephony.tests.twilio_client import TwilioStream
+    from testing.twilio_stream import TwilioStream
 
     token = stream_token_issue(
         organization_id=agent.organization_id,

@@ -22,9 +22,9 @@ from common import ROOT, Socket, bench_env, browser_url, make_agent, phone_strea
 async def calls_before_the_kill(server: object, browser_agent: object, phone_agent: object) -> list[Socket]:
     from asgiref.sync import sync_to_async
 
-    from realtime.tests.support import VoiceClient, is_type
     from telephony import audio
-    from telephony.tests.twilio_client import is_event
+    from testing.clients import VoiceClient, is_type
+    from testing.twilio_stream import is_event
 
     ws = server.ws_url  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     browser_socket = Socket("browser, server killed mid-call", agent_id=browser_agent.pk)
@@ -63,7 +63,8 @@ def main() -> None:
     parser.add_argument("--expiry", type=int, default=60, help="LIVENESS_EXPIRY_SECONDS (heartbeat: a quarter)")
     args = parser.parse_args()
 
-    from realtime.tests.support import DaphneServer, free_port
+    from testing.daphne import DaphneServer
+    from testing.servers import free_port
 
     env = bench_env("killed")
     organization = setup(env)

@@ -25,7 +25,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from realtime.tests.support import DaphneServer, free_port, recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
+from testing.daphne import DaphneServer  # noqa: E402 - after the repository root is put on sys.path
+from testing.servers import free_port  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
 
 
 def bench_env() -> dict[str, str]:

@@ -31,7 +31,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from realtime.tests.support import DaphneServer, free_port  # noqa: E402 - after the repository root is put on sys.path
+from testing.daphne import DaphneServer  # noqa: E402 - after the repository root is put on sys.path
+from testing.servers import free_port  # noqa: E402 - after the repository root is put on sys.path
 
 SECRET = "faults-bench-secret-0123456789abcdef"
 
@@ -104,7 +105,7 @@ def serve(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
 
 
 async def scenario(port: int, key: str, agent_id: str, cluster: Cluster, outage: int, after: int) -> None:
-    from realtime.tests.support import VoiceClient, is_type
+    from testing.clients import VoiceClient, is_type
 
     api = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}, timeout=30)
     log: list[tuple[str, str, str]] = []

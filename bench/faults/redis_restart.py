@@ -28,15 +28,15 @@ from common import (
     wait_until,
 )
 
-from realtime.tests.support import RedisServer
+from testing.stores import RedisServer
 
 
 async def scenario(server: object, browser_agent: object, phone_agent: object, redis: RedisServer, outage: float):
     from asgiref.sync import sync_to_async
 
-    from realtime.tests.support import VoiceClient, is_type
     from telephony import audio
-    from telephony.tests.twilio_client import is_event
+    from testing.clients import VoiceClient, is_type
+    from testing.twilio_stream import is_event
 
     ws, http = server.ws_url, server.http_url  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     sockets = {
@@ -104,7 +104,8 @@ def main() -> None:
     parser.add_argument("--outage", type=float, default=5.0, help="seconds Redis stays down")
     args = parser.parse_args()
 
-    from realtime.tests.support import DaphneServer, free_port
+    from testing.daphne import DaphneServer
+    from testing.servers import free_port
 
     env = bench_env("redis")
     organization = setup(env)

@@ -1,9 +1,9 @@
 """Fault: a tool whose server hangs, resets the connection, answers 500, or answers 50 MB.
 
 One Daphne process with VOICE_ENGINE=realtime against the scripted speech-to-speech provider of the
-tests (realtime/tests/realtime_provider_server.py, in a thread), OUTBOUND_ALLOWED_NETWORKS on
+tests (testing/realtime_provider.py, in a thread), OUTBOUND_ALLOWED_NETWORKS on
 loopback. Per fault, a webhook agent whose tool server is a local scripted server (LoopbackReceiver
-of realtime/tests/loopback.py; a raw socket that resets for the reset case); a browser session asks
+of testing/webhooks.py; a raw socket that resets for the reset case); a browser session asks
 for the tool through the provider's function call, hears the answer, and stops. Prints what
 happened to every call (status, duration, billed, the tool invocation's status and duration) and the
 server's memory.
@@ -67,8 +67,8 @@ def rss_mib(pid: int) -> float:
 async def one_call(server: object, provider: object, agent: object, label: str) -> Socket:
     from asgiref.sync import sync_to_async
 
-    from realtime.tests.realtime_provider_server import CallTool, Say, eventually
-    from realtime.tests.support import VoiceClient, is_type
+    from testing.clients import VoiceClient, is_type
+    from testing.realtime_provider import CallTool, Say, eventually
 
     result = Socket(label, agent_id=agent.pk)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     url = await sync_to_async(browser_url)(server.ws_url, agent)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
@@ -110,9 +110,10 @@ def main() -> None:
     parser.add_argument("--timeout-ms", type=int, default=2000, help="the tool's timeout (the hang case)")
     args = parser.parse_args()
 
-    from realtime.tests.loopback import LoopbackReceiver, Reply
-    from realtime.tests.realtime_provider_server import ProviderServer
-    from realtime.tests.support import DaphneServer, free_port
+    from testing.daphne import DaphneServer
+    from testing.realtime_provider import ProviderServer
+    from testing.servers import free_port
+    from testing.webhooks import LoopbackReceiver, Reply
 
     env = bench_env("tools")
     organization = setup(env)
@@ -143,7 +144,7 @@ def main() -> None:
 
     with contextlib.ExitStack() as stack:
         for receiver in (hang, error, huge):
-            stack.enter_context(receiver.in_thread())
+            stack.enter_context(receiver)
         stack.callback(reset.close)
         provider = stack.enter_context(ProviderServer())
         port = free_port()

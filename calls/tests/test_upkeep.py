@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from calls import maintenance
 from realtime.models import UsedSessionToken
+from testing.factories import CallFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -55,17 +56,7 @@ def test_a_call_whose_process_stopped_its_heartbeat_is_failed_and_a_beating_one_
 
     def call(*, heartbeat_seconds_ago: float) -> Call:
         started = now - timedelta(minutes=10)
-        made = Call.objects.create(
-            organization=owner.organization,
-            agent=agent,
-            agent_name=agent.name,
-            channel="web",
-            from_number="web-client",
-            to_number="web-agent",
-            status="active",
-            started_at=started,
-            heartbeat_at=now - timedelta(seconds=heartbeat_seconds_ago),
-        )
+        made = CallFactory(agent=agent, started_at=started, heartbeat_at=now - timedelta(seconds=heartbeat_seconds_ago))
         CallMessage.objects.create(
             call=made, role="assistant", content="Hello", occurred_at=started + timedelta(seconds=7), sequence=1
         )

@@ -11,8 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from knowledge.models import AgentKnowledgeIndex, KnowledgeChunk, KnowledgeDocument
-from knowledge.tests import documents
-from knowledge.tests.factories import image_only_pdf, text_pdf
+from testing import documents
+from testing.pdfs import image_only_pdf, text_pdf
 
 pytestmark = pytest.mark.django_db
 

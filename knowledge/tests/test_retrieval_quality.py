@@ -1,5 +1,5 @@
 """Retrieval quality (real model, real database full-text), on the documents of
-knowledge/tests/documents.py: for the help centre, the chunk that answers a question is among the top
+testing/documents.py: for the help centre, the chunk that answers a question is among the top
 3 results for at least 90% of 36 questions; for three short uploads (a hotel FAQ, a menu, a PDF policy)
 it is the first result for at least 90% of 27 questions (the embedded brain speaks the first)."""
 
@@ -9,7 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from knowledge import services
-from knowledge.tests.documents import HELP_CENTRE, HELP_QUESTIONS, SHORT_QUESTIONS, answer_ranks, uploads
+from testing.documents import HELP_CENTRE, HELP_QUESTIONS, SHORT_QUESTIONS, answer_ranks, uploads
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ from knowledge.embeddings import embed
 from knowledge.models import AgentKnowledgeIndex, KnowledgeChunk, KnowledgeDocument
 from knowledge.search import SearchHit, search
 from knowledge.selectors import agent_knowledge_texts
-from knowledge.tests.factories import text_pdf
+from testing.pdfs import text_pdf
 
 pytestmark = pytest.mark.django_db
 

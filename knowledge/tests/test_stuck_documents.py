@@ -13,19 +13,14 @@ from django.utils import timezone
 from calls import tasks
 from knowledge import ingestion, services
 from knowledge.models import KnowledgeDocument
+from testing.factories import KnowledgeDocumentFactory
 
 pytestmark = pytest.mark.django_db
 
 
 def stranded(agent, *, minutes_ago: float, name: str) -> KnowledgeDocument:
-    document = KnowledgeDocument.objects.create(
-        organization_id=agent.organization_id,
-        agent=agent,
-        name=name,
-        type="markdown",
-        size_bytes=20,
-        status="processing",
-        pages=["# Parking\n\nVisitors park in bay 12."],
+    document = KnowledgeDocumentFactory(
+        agent=agent, name=name, size_bytes=20, status="processing", pages=["# Parking\n\nVisitors park in bay 12."]
     )
     KnowledgeDocument.objects.filter(pk=document.pk).update(updated_at=timezone.now() - timedelta(minutes=minutes_ago))
     return document

@@ -26,8 +26,7 @@ import contextlib
 import hashlib
 import hmac
 import json
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -36,19 +35,15 @@ from asgiref.sync import sync_to_async
 from agents.models import AgentTool, McpToolSelection
 from agents.tools.services import mcp_server_connect
 from calls.models import AgentLog, Call
-from realtime import tokens
 from realtime.engine.phrases import phrase
-from realtime.tests.chat_server import Call as ScriptedCall
-from realtime.tests.chat_server import ChatServer, Error, Text, Tools
-from realtime.tests.loopback import LoopbackMcp, LoopbackReceiver, Reply
-from realtime.tests.support import (
-    DaphneServer,
-    VoiceClient,
-    is_type,
-    record_voice,
-    start_test_server,
-    stop_test_server,
-)
+from testing.chat_server import Call as ScriptedCall
+from testing.chat_server import ChatServer, Error, Text, Tools
+from testing.clients import VoiceClient, is_type
+from testing.conversations import Caller, Exchange, agent_for, conversation, issue, silence, socket_url, tool_events
+from testing.daphne import DaphneServer, shared_test_server
+from testing.mcp import LoopbackMcp
+from testing.voice import record_voice
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -87,11 +82,8 @@ The clinic is open from Monday to Friday, from eight in the morning to six in th
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
     """The embedded brain's server; it may reach loopback tool servers."""
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "tools", LOOPBACK)
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "tools", LOOPBACK) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
@@ -112,11 +104,8 @@ def openai_server(
         "LLM_MODEL": LLM_MODEL,
         "LLM_API_KEY": "sk-e2e-test-key",
     }
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "openai", env)
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "openai", env) as started:
+        yield started
 
 
 @pytest.fixture
@@ -130,22 +119,10 @@ def loopback(settings: Any) -> Any:
 def receivers() -> Iterator[Callable[..., LoopbackReceiver]]:
     """Webhook receivers serving from threads (the server process calls them while the test waits)."""
     with contextlib.ExitStack() as stack:
-        yield lambda default=None: stack.enter_context(LoopbackReceiver(default).in_thread())
+        yield lambda default=None: stack.enter_context(LoopbackReceiver(default))
 
 
 # --- agents --------------------------------------------------------------------------------------
-
-
-def agent_for(owner: Any, make_agent: Any, *, name: str, instructions: str, **fields: Any) -> Any:
-    """An active agent that introduces itself briefly ("Hi, I'm <name>, an AI agent.")."""
-    values = {
-        "status": "active",
-        "identity": "",
-        "ai_identity_disclosure_template_id": "named_agent",
-        "greeting_type": "none",
-        **fields,
-    }
-    return make_agent(owner.organization, name=name, instructions=instructions, **values)
 
 
 def tool_for(agent: Any, name: str, description: str, parameters: dict[str, Any], **fields: Any) -> AgentTool:
@@ -200,75 +177,6 @@ SENTENCES += (LOOK_UP_ORDER, CLINIC_HOURS, REAL_PERSON, CAPABILITIES)
 @pytest.fixture(scope="module")
 def voice(tmp_path_factory: Any) -> dict[str, bytes]:
     return record_voice(SENTENCES, tmp_path_factory.mktemp("voice"))
-
-
-def silence(ms: int) -> bytes:
-    return b"\x00\x00" * (16 * ms)
-
-
-def issue(agent: Any) -> str:
-    return tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
-
-
-def socket_url(server: DaphneServer, agent: Any, token: str) -> str:
-    return f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}"
-
-
-@dataclass
-class Exchange:
-    heard: str  # what the server recognized
-    said: str  # the agent's answer, as the client was told it was heard in full
-    events: list[dict[str, Any]]  # the messages in between, other than audio
-
-
-class Caller:
-    """One browser conversation: waits for the greeting, then speaks sentence by sentence, each time
-    waiting for the agent's whole answer."""
-
-    def __init__(self, client: VoiceClient, voice: dict[str, bytes]) -> None:
-        self.client = client
-        self.voice = voice
-        self.call_id = ""
-        self.greeting = ""
-
-    async def answered(self) -> Caller:
-        started = await self.client.wait_for(is_type("session.started"), timeout=60)
-        self.call_id = self.client.messages[started].message["callId"]
-        greeting = await self.client.wait_for(is_type("transcript", role="assistant"), after=started, timeout=60)
-        self.greeting = self.client.messages[greeting].message["text"]
-        return self
-
-    async def say(self, sentence: str) -> Exchange:
-        before = len(self.client.messages)
-        await self.client.stream(self.voice[sentence] + silence(1000))
-        user = await self.client.wait_for(is_type("transcript", role="user"), after=before)
-        answer = await self.client.wait_for(is_type("transcript", role="assistant"), after=user, timeout=45)
-        between = [m.message for m in self.client.messages[user + 1 : answer] if m.message["type"] != "output_audio"]
-        return Exchange(
-            heard=self.client.messages[user].message["text"],
-            said=self.client.messages[answer].message["text"],
-            events=between,
-        )
-
-    async def hang_up(self) -> None:
-        await self.client.send({"type": "stop"})
-        assert await self.client.wait_closed() == 1000
-
-
-async def conversation(
-    server: DaphneServer,
-    agent: Any,
-    voice: dict[str, bytes],
-    talk: Callable[[Caller], Awaitable[Any]],
-    *,
-    token: str | None = None,
-) -> Any:
-    async with VoiceClient(socket_url(server, agent, token or issue(agent))) as client:
-        return await talk(await Caller(client, voice).answered())
-
-
-def tool_events(exchange: Exchange) -> list[tuple[str, str]]:
-    return [(e["type"], e["name"]) for e in exchange.events if e["type"].startswith("tool.")]
 
 
 # --- records -------------------------------------------------------------------------------------

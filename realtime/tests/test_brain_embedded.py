@@ -16,11 +16,11 @@ from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from knowledge import services
-from knowledge.tests import documents
 from realtime.engine.brain.embedded import EmbeddedBrain
 from realtime.engine.contracts import BrainContext, TextPiece, ToolCall, ToolSpec, Turn
 from realtime.engine.tools.base import CallContext
 from realtime.engine.tools.search_knowledge import SearchKnowledgeTool
+from testing import documents
 
 TODAY = date(2026, 3, 10)  # a Tuesday
 

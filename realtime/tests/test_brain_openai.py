@@ -13,7 +13,7 @@ import pytest
 from kit.providers import ProviderError
 from realtime.engine.brain.openai_chat import OpenAIChatBrain, configuration_problems
 from realtime.engine.contracts import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn, Usage
-from realtime.tests.chat_server import Call, ChatServer, Error, Gate, Text, Tools, chat_server  # noqa: F401 - chat_server is a fixture
+from testing.chat_server import Call, ChatServer, Error, Gate, Text, Tools, chat_server  # noqa: F401
 
 API_KEY = "sk-test-0123456789abcdefSECRET"
 MODEL = "test-model"

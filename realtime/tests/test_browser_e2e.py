@@ -12,94 +12,42 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
-import shutil
 import time
-import wave
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
 
 from calls.models import Call
-from realtime import tokens
-from realtime.tests.conftest import SECRET
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say
-from realtime.tests.support import REPO, DaphneServer, VoiceClient, database_url, free_port, in_thread, is_type
-from realtime.tests.test_s2s_e2e import DISCLOSURE as OLIVE_DISCLOSURE
-from realtime.tests.test_s2s_e2e import GREETING as OLIVE_GREETING
-from realtime.tests.test_s2s_e2e import olive
-from voiceagent.tests.conftest import WATCH_VIOLATIONS
+from testing.agents import DISCLOSURE as OLIVE_DISCLOSURE
+from testing.agents import GREETING as OLIVE_GREETING
+from testing.agents import olive
+from testing.browser import (  # noqa: F401 - the fixtures: Chromium with a microphone file
+    SENTENCE,
+    log_lines,
+    microphone_wav_fixture,
+    page_fixture,
+    wait_until,
+    warm_up,
+)
+from testing.daphne import REPO, DaphneServer, in_thread, start_test_server, stop_test_server
+from testing.realtime_provider import CallTool, ProviderServer, Say
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = REPO / "var" / "test-artifacts"
 GREETING = "Hello, this is Ava from Acme. How can I help you today?"
 INSTRUCTIONS = (
     "You take table reservations for the Acme restaurant. Callers book a table for a number of people, "
     "for a date and a time, for lunch or dinner."
 )
-SENTENCE = "I would like to book a table for four people tomorrow evening."
 REAL_PERSON = "Can I speak to a real person please?"
 HANDOFF = "+15557654321"
-MIC_RATE = 48000
-# The microphone file: silence while the disclosure and greeting play, the sentence, a short pause,
-# and the sentence again, spoken over the agent's answer (a barge-in); then silence.
-LEAD_SECONDS = 11.0
-PAUSE_SECONDS = 2.2
-TAIL_SECONDS = 12.0
-
-
-def _playwright() -> Any:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:  # pragma: no cover - requirements-dev.txt pins it
-        pytest.skip("playwright is not installed (requirements-dev.txt)")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip("chromium is not installed (make setup installs it as root; .ci/run does)")
-    return sync_playwright
-
-
-def _write_wav(path: Path, *parts: np.ndarray) -> Path:
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(MIC_RATE)
-        out.writeframes(np.concatenate(parts).tobytes())
-    return path
-
-
-def _speech_48k(text: str) -> np.ndarray:
-    import soxr
-
-    from realtime.engine.speech.tts import synthesize
-
-    speech = np.frombuffer(synthesize(text, language="en-US", voice_name="rex"), dtype="<i2")
-    return soxr.resample(speech, 24000, MIC_RATE).astype("<i2")
-
-
-def _silence(seconds: float) -> np.ndarray:
-    return np.zeros(int(seconds * MIC_RATE), dtype="<i2")
-
-
-@pytest.fixture
-def microphone_wav(request: Any, tmp_path: Path) -> Path:
-    """The caller: SENTENCE, then SENTENCE again over the answer; or, parametrized with a sentence,
-    that sentence once."""
-    sentence = getattr(request, "param", None)
-    if sentence is None:
-        speech = _speech_48k(SENTENCE)
-        parts = [_silence(LEAD_SECONDS), speech, _silence(PAUSE_SECONDS), speech, _silence(TAIL_SECONDS)]
-    else:
-        parts = [_silence(LEAD_SECONDS), _speech_48k(sentence), _silence(TAIL_SECONDS)]
-    return _write_wav(tmp_path / "caller.wav", *parts)
 
 
 @pytest.fixture
@@ -118,40 +66,17 @@ def ava(owner: Any, make_agent: Any) -> Any:
 @contextmanager
 def _daphne(ava: Any, tmp_path: Path, **extra: str) -> Iterator[DaphneServer]:
     """A server on the test database whose demo organization is Ava's; `extra` adds settings."""
-    from django.db import connection
-
-    port = free_port()
-    env = {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "DATABASE_POOL": "false",
-        "REALTIME_TOKEN_SECRET": SECRET,
-        "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
-        "DEMO_PAGES": "true",
-        "DEMO_ORGANIZATION_ID": str(ava.organization_id),
-        **extra,
-    }
-    log = tmp_path / "daphne.log"
-    started = DaphneServer(env=env, port=port, log_path=log).start()
+    env = {"DEMO_PAGES": "true", "DEMO_ORGANIZATION_ID": str(ava.organization_id), **extra}
+    started = start_test_server(tmp_path, "daphne", env)
     # One session first, so that the browser's starts at once (models loaded, Ava's language model
     # built): the microphone file starts playing when the browser opens the microphone, not when the
     # session starts, and the caller should speak after the greeting.
     try:
-        asyncio.run(_warm_up(started, ava))
+        asyncio.run(warm_up(started, ava))
         yield started
     finally:
-        started.stop()
-    print(f"server log: {log}")
-    if connection.vendor == "postgresql":
-        # The test database is dropped at the end of the run: wait until the server's connections are gone.
-        for _ in range(100):
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND pid <> pg_backend_pid()"
-                )
-                if cursor.fetchone()[0] == 0:
-                    break
-            time.sleep(0.05)
+        stop_test_server(started)
+    print(f"server log: {started.log_path}")
 
 
 @pytest.fixture
@@ -168,7 +93,7 @@ def provider() -> Iterator[ProviderServer]:
 
 @pytest.fixture
 def failing_hook() -> Iterator[LoopbackReceiver]:
-    with LoopbackReceiver(Reply(status=500, json={"detail": "database down"})).in_thread() as receiver:
+    with LoopbackReceiver(Reply(status=500, json={"detail": "database down"})) as receiver:
         yield receiver
 
 
@@ -185,74 +110,12 @@ def s2s_server(ava: Any, tmp_path: Path, realtime_settings: Any, provider: Provi
         yield started
 
 
-async def _warm_up(server: DaphneServer, agent: Any) -> None:
-    token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
-    async with VoiceClient(f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={quote(token, safe='')}") as client:
-        await client.wait_for(is_type("session.started"), timeout=90)
-        await client.send({"type": "stop"})
-        await client.wait_closed()
-
-
-@pytest.fixture
-def page(microphone_wav: Path, request: Any) -> Iterator[Any]:
-    sync_playwright = _playwright()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--headless",
-                "--disable-gpu",
-                "--use-fake-ui-for-media-stream",
-                "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={microphone_wav}%noloop",
-                "--autoplay-policy=no-user-gesture-required",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        context = browser.new_context(viewport={"width": 1200, "height": 900})
-        context.add_init_script(WATCH_VIOLATIONS)  # window.__cspViolations: what the page's CSP refused
-        opened = context.new_page()
-        console: list[str] = []
-        opened.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
-        opened.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
-        opened.on("response", lambda r: r.status >= 400 and console.append(f"HTTP {r.status}: {r.url}"))
-        try:
-            yield opened
-        finally:
-            if console:
-                print("browser console:\n" + "\n".join(console[-50:]))
-            browser.close()
-
-
 def screenshot(page: Any, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     print(f"screenshot: {path}")
     return path
-
-
-def log_lines(page: Any) -> list[dict[str, str]]:
-    return page.eval_on_selector_all(
-        '#talk-panel [data-role="log"] li', "items => items.map(li => ({kind: li.className, text: li.textContent}))"
-    )
-
-
-def wait_until(page: Any, expression: str, *, arg: Any = None, timeout: float = 30_000) -> None:
-    """Until `expression` (a JavaScript expression or function of `arg`) is true on the page.
-
-    Not Playwright's wait_for_function: it builds its predicate with `new Function`, which the pages'
-    Content-Security-Policy (no 'unsafe-eval') refuses; page.evaluate goes through the DevTools protocol."""
-    deadline = time.monotonic() + timeout / 1000
-    while not page.evaluate(expression, arg):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not true within {timeout / 1000:g} s: {expression}")
-        page.wait_for_timeout(100)
 
 
 def speaking_now(page: Any, timeout: float = 30_000) -> dict[str, Any]:

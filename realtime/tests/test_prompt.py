@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from kit.providers import ProviderError
 from realtime.engine.prompt import AssistantPrompt, fetch_assistant_prompt
 from realtime.engine.tools.base import ToolTimeout
-from realtime.tests.loopback import (
+from testing.webhooks import (
     LoopbackReceiver,
     Reply,
     allow_loopback_fixture,  # noqa: F401 - fixture

@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from realtime import tokens
-from realtime.tests.conftest import WS_BASE
+from testing.fixtures import WS_BASE
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """End to end with VOICE_ENGINE=realtime: a real Daphne process whose voice engine is a scripted
-speech-to-speech provider on loopback (realtime_provider_server.py, in a thread), a browser socket,
+speech-to-speech provider on loopback (testing/realtime_provider.py, in a thread), a browser socket,
 a webhook tool on loopback, down to the call record and the agent log."""
 
 from __future__ import annotations
@@ -12,29 +12,24 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents.models import AgentTool
 from calls.models import AgentLog
 from realtime import tokens
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
-from realtime.tests.support import DaphneServer, VoiceClient, is_type, rms, start_test_server, stop_test_server
+from testing.agents import DISCLOSURE, GREETING, ORDER_NUMBER, olive
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, shared_test_server
+from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
+from testing.voice import rms
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
 MODEL = "gpt-realtime-e2e"
 API_KEY = "sk-s2s-e2e-key-Wv3"
-DISCLOSURE = "Hi, I'm Olive, an AI agent."
-GREETING = "Thanks for calling Acme orders."
 SHIPPED = "Order 3561 shipped yesterday and arrives on Friday."
 LONG = (
     "Let me tell you everything about your order, from the moment it was packed in our warehouse to the "
     "moment it left with the courier this morning, and what happens next."
 )
-ORDER_NUMBER = {
-    "type": "object",
-    "properties": {"order_number": {"type": "string", "description": "The order number"}},
-    "required": ["order_number"],
-}
 
 
 @pytest.fixture(scope="module")
@@ -54,47 +49,20 @@ def server(
         "REALTIME_PROVIDER_MODEL": MODEL,
         "REALTIME_PROVIDER_API_KEY": API_KEY,
     }
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "s2s", env)
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "s2s", env) as started:
+        yield started
 
 
 @pytest.fixture
 def hook() -> Iterator[LoopbackReceiver]:
-    with LoopbackReceiver(Reply(json={"message": SHIPPED})).in_thread() as receiver:
+    with LoopbackReceiver(Reply(json={"message": SHIPPED})) as receiver:
         yield receiver
 
 
 @pytest.fixture
 def failing_hook() -> Iterator[LoopbackReceiver]:
-    with LoopbackReceiver(Reply(status=500, json={"detail": "database down"})).in_thread() as receiver:
+    with LoopbackReceiver(Reply(status=500, json={"detail": "database down"})) as receiver:
         yield receiver
-
-
-def olive(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
-    agent = make_agent(
-        owner.organization,
-        name="Olive",
-        status="active",
-        identity="",
-        instructions="You help callers with the status of their orders.",
-        ai_identity_disclosure_template_id="named_agent",
-        greeting_type="static",
-        static_greeting=GREETING,
-        voice_name="rex",
-        agent_type="webhook",
-        server_url=hook.url("/hooks/voice"),
-        server_secret="whsec-s2s-e2e",
-    )
-    AgentTool.objects.create(
-        agent=agent,
-        name="check_order_status",
-        description="Look up the delivery status of an order by its order number",
-        parameter_schema=ORDER_NUMBER,
-    )
-    return agent
 
 
 def socket_url(server: DaphneServer, agent: Any) -> str:

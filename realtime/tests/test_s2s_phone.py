@@ -1,5 +1,5 @@
 """A phone call with VOICE_ENGINE=realtime: Twilio's side of the Media Stream played by a script
-(telephony/tests/twilio_client.py, mu-law 8 kHz both ways), a real Daphne process, the scripted
+(testing/twilio_stream.py, mu-law 8 kHz both ways), a real Daphne process, the scripted
 speech-to-speech provider on loopback; barge-in truncation uses what the phone really played (marks)."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from realtime.tests.conftest import SECRET
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.realtime_provider_server import ProviderServer, Say, eventually
-from realtime.tests.support import DaphneServer, database_url, free_port, rms, stop_test_server
 from telephony import audio
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_issue
-from telephony.tests.test_media_stream_e2e import wait_call
-from telephony.tests.twilio_client import TwilioStream, from_phone, is_event
+from testing.calls import wait_call
+from testing.daphne import DaphneServer, shared_test_server
+from testing.realtime_provider import ProviderServer, Say, eventually
+from testing.twilio_stream import TwilioStream, from_phone, is_event
+from testing.voice import rms
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -43,27 +43,15 @@ def provider() -> Iterator[ProviderServer]:
 def server(
     django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, provider: ProviderServer
 ) -> Iterator[DaphneServer]:
-    from django.db import connection
-
-    with LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32})).in_thread() as twilio_api:
-        with django_db_blocker.unblock():
-            port = free_port()
-            env = {
-                "DATABASE_URL": database_url(connection.settings_dict),
-                "REALTIME_TOKEN_SECRET": SECRET,
-                "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
-                "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
-                "TWILIO_API_BASE_URL": twilio_api.base,
-                "DATABASE_POOL": "false",
-                "VOICE_ENGINE": "realtime",
-                "REALTIME_PROVIDER_URL": provider.url,
-                "REALTIME_PROVIDER_MODEL": MODEL,
-            }
-            log = tmp_path_factory.mktemp("daphne") / "s2s-phone.log"
-            started = DaphneServer(env=env, port=port, log_path=log).start()
-        yield started
-        with django_db_blocker.unblock():
-            stop_test_server(started)
+    with LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32})) as twilio_api:
+        env = {
+            "TWILIO_API_BASE_URL": twilio_api.base,
+            "VOICE_ENGINE": "realtime",
+            "REALTIME_PROVIDER_URL": provider.url,
+            "REALTIME_PROVIDER_MODEL": MODEL,
+        }
+        with shared_test_server(django_db_blocker, tmp_path_factory, "s2s-phone", env, public=True) as started:
+            yield started
 
 
 @pytest.fixture

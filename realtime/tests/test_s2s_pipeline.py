@@ -20,8 +20,8 @@ from realtime.engine.registry import EngineUnavailable, configuration_problems, 
 from realtime.engine.session.shell import open_session
 from realtime.engine.speech_to_speech.pipeline import RealtimePipeline
 from realtime.engine.speech_to_speech.provider import provider_url
-from realtime.tests.fakes import FakeMixer, RecordingTransport, ScriptedTools, silence
-from realtime.tests.realtime_provider_server import CallTool, ProviderServer, Say, eventually
+from testing.fakes import FakeMixer, RecordingTransport, ScriptedTools, silence
+from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
 from testing.recording import MemoryRecorder, RecordedCall
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -357,7 +357,7 @@ async def test_a_provider_disconnect_ends_the_call_as_failed(agent, provider):
 
 
 async def test_an_unreachable_provider_refuses_the_session_before_a_call_record(agent, settings):
-    from realtime.tests.loopback import free_port
+    from testing.servers import free_port
 
     settings.REALTIME_PROVIDER_URL = f"ws://127.0.0.1:{free_port()}/v1/realtime"
     settings.REALTIME_PROVIDER_MODEL = MODEL

@@ -16,15 +16,9 @@ from asgiref.sync import sync_to_async
 
 from calls.models import Call
 from realtime import tokens
-from realtime.tests.support import (
-    DaphneServer,
-    VoiceClient,
-    is_type,
-    record_voice,
-    rms,
-    start_test_server,
-    stop_test_server,
-)
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
+from testing.voice import record_voice, rms
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -41,11 +35,8 @@ SECOND = "Please book it for dinner at seven."
 
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    with django_db_blocker.unblock():
-        started = start_test_server(tmp_path_factory, "a")
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "a") as started:
+        yield started
 
 
 @pytest.fixture

@@ -24,20 +24,15 @@ from twilio.request_validator import RequestValidator
 
 from calls.models import AgentLog, Call
 from realtime import tokens
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.support import (
-    DaphneServer,
-    RedisServer,
-    VoiceClient,
-    is_type,
-    start_test_server,
-    stop_test_server,
-)
 from telephony import audio
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_issue
-from telephony.tests.twilio_client import TwilioStream, is_event
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
+from testing.stores import RedisServer
+from testing.twilio_stream import TwilioStream, is_event
+from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -51,8 +46,8 @@ NESTED = "[" * 20_000 + "]" * 20_000  # 40 KB: deeper than the JSON decoder's re
 PUBLIC_BASE_URL = "http://voice.example.test"  # what Twilio signs its callbacks over
 
 
-def start_server(tmp_path_factory: Any, name: str, twilio_api: str, **env: str) -> DaphneServer:
-    """A server on the tests' database, with Twilio's REST API at a loopback stand-in."""
+def phone_env(twilio_api: str, **env: str) -> dict[str, str]:
+    """A server's settings for Twilio: its REST API at a loopback stand-in."""
     base = {
         "PUBLIC_BASE_URL": PUBLIC_BASE_URL,
         "TWILIO_API_BASE_URL": twilio_api,
@@ -60,23 +55,13 @@ def start_server(tmp_path_factory: Any, name: str, twilio_api: str, **env: str) 
         # call it ends was ended by its live stream (through the channel layer).
         "TELEPHONY_CALL_END_GRACE_SECONDS": "30",
     }
-    return start_test_server(tmp_path_factory, name, {**base, **env})
-
-
-@pytest.fixture(scope="module")
-def twilio_api() -> Iterator[LoopbackReceiver]:
-    receiver = LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32, "status": "in-progress"}))
-    with receiver.in_thread() as running:
-        yield running
+    return {**base, **env}
 
 
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any) -> Iterator[Any]:
-    with django_db_blocker.unblock():
-        started = start_server(tmp_path_factory, "exits", twilio_api.base)
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(django_db_blocker, tmp_path_factory, "exits", phone_env(twilio_api.base)) as started:
+        yield started
 
 
 @pytest.fixture
@@ -301,9 +286,8 @@ def redis_server() -> Iterator[RedisServer]:
 async def test_a_redis_outage_leaves_browser_sessions_alone_and_phone_calls_live(
     ava, redis_server, twilio_api, tmp_path_factory
 ):
-    server = await sync_to_async(start_server)(
-        tmp_path_factory, "redis", twilio_api.base, REDIS_URL=f"redis://127.0.0.1:{redis_server.port}/0"
-    )
+    env = phone_env(twilio_api.base, REDIS_URL=f"redis://127.0.0.1:{redis_server.port}/0")
+    server = await sync_to_async(start_test_server)(tmp_path_factory, "redis", env)
     log = server.log_path
     call_sid = "CA" + "8" * 32
     try:

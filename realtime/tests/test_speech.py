@@ -18,7 +18,8 @@ import pytest
 from realtime.engine.audio import OUT_RATE
 from realtime.engine.speech import asr, language_model, tts, vad
 from realtime.engine.speech.vad import Event, VoiceActivityDetector
-from realtime.tests.support import rms, to_16k
+from testing.factories import AgentToolFactory, KnowledgeDocumentFactory
+from testing.voice import rms, to_16k
 
 SENTENCE = "I would like to book a table for four people tomorrow evening."
 SECOND = "Please book it for dinner at seven."
@@ -529,13 +530,12 @@ def test_finish_without_start_and_silence_give_no_words(module_lm_cache: Path) -
 
 @pytest.mark.django_db
 def test_agent_vocabulary_texts_has_enabled_tools_and_knowledge(owner: Any, make_agent: Any, lm_cache: Path) -> None:
-    from agents.models import AgentTool
-    from knowledge.models import DocumentStatus, KnowledgeChunk, KnowledgeDocument
+    from knowledge.models import DocumentStatus, KnowledgeChunk
     from realtime.selectors import agent_vocabulary_texts
 
     agent = make_agent(owner.organization, name="Ava", language="en-US")
     other = make_agent(owner.organization, name="Other")
-    AgentTool.objects.create(
+    AgentToolFactory(
         agent=agent,
         name="order_dessert",
         description="Orders a dessert for the table.",
@@ -547,19 +547,17 @@ def test_agent_vocabulary_texts_has_enabled_tools_and_knowledge(owner: Any, make
             },
         },
     )
-    AgentTool.objects.create(
+    AgentToolFactory(
         agent=agent,
         name="cancel_banquet",
         description="Cancels a banquet.",
         parameter_schema={"type": "object", "properties": {"banquetHall": {"enum": ["lasagna"]}}},
         enabled=False,
     )
-    AgentTool.objects.create(agent=other, name="fetch_calamari", description="Another agent's tool.")
+    AgentToolFactory(agent=other, name="fetch_calamari", description="Another agent's tool.")
 
     def document(owner_agent: Any, status: str, texts: list[str]) -> None:
-        doc = KnowledgeDocument.objects.create(
-            organization=owner.organization, agent=owner_agent, name="Menu", type="text", size_bytes=100, status=status
-        )
+        doc = KnowledgeDocumentFactory(agent=owner_agent, name="Menu", type="text", size_bytes=100, status=status)
         for position, text in enumerate(texts):
             KnowledgeChunk.objects.create(
                 document=doc,

@@ -27,8 +27,8 @@ from realtime.engine.phrases import phrase
 from realtime.engine.session.shell import open_session
 from realtime.engine.speech import openai_audio
 from realtime.engine.speech.openai_audio import OpenAISpeech, OpenAITranscription, parse_voice_map
-from realtime.tests.audio_server import AudioServer, Failure, Speech, Transcript, level_for
-from realtime.tests.fakes import (
+from testing.audio_server import AudioServer, Failure, Speech, Transcript, level_for
+from testing.fakes import (
     FakeDetector,
     FakeMixer,
     RecordingTransport,
@@ -472,7 +472,9 @@ async def test_a_spoken_conversation_with_provider_speech_through_a_real_server(
 ):
     from realtime import tokens
     from realtime.engine.speech.tts import synthesize
-    from realtime.tests.support import VoiceClient, is_type, start_test_server, stop_test_server, to_16k
+    from testing.clients import VoiceClient, is_type
+    from testing.daphne import start_test_server, stop_test_server
+    from testing.voice import to_16k
 
     agent = await sync_to_async(make_agent)(
         owner.organization,

@@ -23,17 +23,15 @@ from knowledge import services as knowledge_services
 from realtime.engine.contracts import ToolCall, ToolOutcome
 from realtime.engine.session.records import CallRecorder
 from realtime.engine.tools.dispatcher import ToolDispatcher
-from realtime.tests.loopback import (
-    MCP_BEARER_TOKEN,
-    LoopbackMcp,
+from telephony.models import PhoneNumber
+from testing.mcp import MCP_BEARER_TOKEN, LoopbackMcp, mcp_server_fixture  # noqa: F401 - fixture
+from testing.servers import closed_port_url
+from testing.webhooks import (
     LoopbackReceiver,
     Reply,
     allow_loopback_fixture,  # noqa: F401 - fixture
-    closed_port_url,
-    mcp_server_fixture,  # noqa: F401 - fixture
     receiver_fixture,  # noqa: F401 - fixture
 )
-from telephony.models import PhoneNumber
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -365,7 +363,7 @@ async def test_a_call_cancelled_while_the_tool_runs_is_recorded_as_interrupted(w
 
 
 async def test_a_webhook_receiver_in_a_thread_of_its_own_works_the_same(webhook_agent, allow_loopback):
-    with LoopbackReceiver(default=Reply(json={"status": "open"})).in_thread() as threaded:
+    with LoopbackReceiver(default=Reply(json={"status": "open"})) as threaded:
         webhook_agent.server_url = threaded.url("/hook")
         await sync_to_async(webhook_agent.save)()
         await sync_to_async(add_tool)(webhook_agent)

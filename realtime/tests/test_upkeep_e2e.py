@@ -19,14 +19,8 @@ from django.utils import timezone
 
 from calls.models import Call, CallMessage
 from realtime import tokens
-from realtime.tests.support import (
-    DaphneServer,
-    VoiceClient,
-    is_type,
-    start_test_server,
-    stop_test_server,
-    wait_until_indexed,
-)
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, start_test_server, stop_test_server, wait_until_indexed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 

@@ -1,6 +1,6 @@
 """The realtime fixtures the phone-call tests share (realtime configured, an active agent, database
 threads closed)."""
 
-from realtime.tests.conftest import active_agent, close_db_threads, realtime_settings
+from testing.fixtures import active_agent, close_db_threads, realtime_settings
 
 __all__ = ["active_agent", "close_db_threads", "realtime_settings"]

@@ -18,7 +18,7 @@ from django.db import connection
 from django.test import Client
 
 from telephony.models import PhoneNumber, SetupStatus, TelephonyAccount
-from telephony.tests.twilio_side import ACCOUNT_SID, AUTH_TOKEN, make_account
+from testing.twilio_webhooks import ACCOUNT_SID, AUTH_TOKEN, make_account
 
 API_KEY_SID, API_KEY_SECRET = "SK" + "7a" * 16, "api-key-secret-0123456789abcdef"
 

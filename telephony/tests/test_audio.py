@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from telephony import audio
-from telephony.tests.twilio_client import from_phone, to_phone
+from testing.twilio_stream import from_phone, to_phone
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

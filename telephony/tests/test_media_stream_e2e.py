@@ -1,5 +1,5 @@
 """Phone calls end to end over real Daphne processes: Twilio's side of the Media Stream played by a
-script (telephony/tests/twilio_client.py) with eSpeak NG speech as mu-law, the real offline engine,
+script (testing/twilio_stream.py) with eSpeak NG speech as mu-law, the real offline engine,
 a loopback stand-in for Twilio's REST API (TWILIO_API_BASE_URL), signed webhooks, and the call
 record in the database."""
 
@@ -22,21 +22,15 @@ from django.conf import settings
 from twilio.request_validator import RequestValidator
 
 from calls.models import AgentLog, Call
-from realtime.tests.conftest import SECRET
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.support import (
-    DaphneServer,
-    database_url,
-    free_port,
-    record_voice,
-    rms,
-    stop_test_server,
-)
 from telephony import audio
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_issue
-from telephony.tests.twilio_client import TwilioStream, from_phone, is_event, to_phone
+from testing.calls import wait_call
+from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
+from testing.twilio_stream import TwilioStream, from_phone, is_event, to_phone
+from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
+from testing.voice import record_voice, rms
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -56,39 +50,18 @@ ACCOUNT_SID = "AC" + "3" * 32
 AUTH_TOKEN = "f" * 32
 
 
-def start_server(tmp_path_factory: Any, name: str, twilio_api: str) -> DaphneServer:
-    """A server process on the tests' database, reachable at PUBLIC_BASE_URL, with Twilio's REST API
-    at the loopback stand-in."""
-    from django.db import connection
-
-    port = free_port()
-    env = {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "REALTIME_TOKEN_SECRET": SECRET,
-        "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
-        "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
-        "TWILIO_API_BASE_URL": twilio_api,
-        "TELEPHONY_CALL_END_GRACE_SECONDS": "10",
-        "DATABASE_POOL": "false",
-    }
-    log = tmp_path_factory.mktemp("daphne") / f"{name}.log"
-    return DaphneServer(env=env, port=port, log_path=log).start()
-
-
-@pytest.fixture(scope="module")
-def twilio_api() -> Iterator[LoopbackReceiver]:
-    receiver = LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32, "status": "in-progress"}))
-    with receiver.in_thread() as running:
-        yield running
+def server_env(twilio_api: str) -> dict[str, str]:
+    """A server reachable at PUBLIC_BASE_URL (start_test_server's public), with Twilio's REST API at the
+    loopback stand-in."""
+    return {"TWILIO_API_BASE_URL": twilio_api, "TELEPHONY_CALL_END_GRACE_SECONDS": "10"}
 
 
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any) -> Iterator[Any]:
-    with django_db_blocker.unblock():
-        started = start_server(tmp_path_factory, "a", twilio_api.base)
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(
+        django_db_blocker, tmp_path_factory, "a", server_env(twilio_api.base), public=True
+    ) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
@@ -155,18 +128,6 @@ def call_params(call_sid: str, **extra: str) -> dict[str, str]:
         "ApiVersion": "2010-04-01",
         **extra,
     }
-
-
-async def wait_call(call_sid: str, *, status: str | None = None, timeout: float = 20) -> Call:
-    """The call record of `call_sid` (once it exists, or has left `active` when status is given)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        call = await sync_to_async(Call.objects.filter(provider_call_id=call_sid).first)()
-        if call is not None and (status is None or call.status == status):
-            return call
-        if time.monotonic() > deadline:
-            raise AssertionError(f"call {call_sid}: {call and call.status}")
-        await asyncio.sleep(0.05)
 
 
 def words(text: str) -> set[str]:
@@ -397,7 +358,7 @@ async def test_two_processes_share_stream_tokens_and_call_control(server, ava, t
     Redis, a status callback received by one process ends the call held by the other; on the
     in-memory channel layer (no Redis) each process only reaches its own calls, so the callback goes
     to the process holding the call."""
-    second = await sync_to_async(start_server)(tmp_path_factory, "b", twilio_api.base)
+    second = await sync_to_async(start_test_server)(tmp_path_factory, "b", server_env(twilio_api.base), public=True)
     try:
         call_sid = "CA" + "d" * 32
         status, twiml = await sync_to_async(signed_post)(server, "/telephony/twilio/voice", call_params(call_sid))

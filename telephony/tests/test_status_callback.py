@@ -15,7 +15,7 @@ from agents.models import AgentStatus
 from calls.models import Call, CallChannel, CallStatus
 from calls.services import call_finish, call_start
 from telephony.streams import call_group
-from telephony.tests.twilio_side import (
+from testing.twilio_webhooks import (
     PUBLIC_BASE_URL,
     call_sid,
     make_account,

@@ -12,7 +12,7 @@ import pytest
 from realtime import tokens
 from realtime.models import UsedSessionToken
 from telephony.streams import STREAM_TOKEN_TTL_SECONDS, StreamGrant, stream_token_issue, stream_token_redeem
-from telephony.tests.twilio_side import public_settings  # noqa: F401 - fixture
+from testing.twilio_webhooks import public_settings  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.usefixtures("public_settings"), pytest.mark.django_db]
 

@@ -14,11 +14,12 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from kit.providers import ProviderError
-from realtime.tests.loopback import LoopbackReceiver, Received, Reply, closed_port_url
 from telephony.models import PhoneNumber, SetupStatus, TelephonyAccount
 from telephony.providers import provider_for
 from telephony.services.numbers import phone_number_claim
-from telephony.tests.twilio_side import ACCOUNT_SID, AUTH_TOKEN, make_account, public_settings  # noqa: F401 - public_settings is a fixture
+from testing.servers import closed_port_url
+from testing.twilio_webhooks import ACCOUNT_SID, AUTH_TOKEN, make_account, public_settings  # noqa: F401
+from testing.webhooks import LoopbackReceiver, Received, Reply
 
 NUMBER = "+14155550123"
 NUMBER_SID = "PN" + "4c" * 16
@@ -59,7 +60,7 @@ def _twilio_error(status: int, code: int, message: str) -> Reply:
 
 @pytest.fixture
 def twilio_api(settings: Any) -> Any:
-    with LoopbackReceiver().in_thread() as api:
+    with LoopbackReceiver() as api:
         settings.TWILIO_API_BASE_URL = api.base
         yield api
 

@@ -17,7 +17,7 @@ from realtime.tokens import TokenError
 from telephony.models import PhoneNumber, PhoneNumberStatus
 from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_redeem
-from telephony.tests.twilio_side import (
+from testing.twilio_webhooks import (
     ACCOUNT_SID,
     AUTH_TOKEN,
     CALLER,

@@ -3,10 +3,7 @@ browser tests look at (long names and messages included, so that a page that ove
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -15,7 +12,6 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
-from accounts.models import Organization
 from agents.models import Agent
 from calls import services as calls_services
 from calls.logging import LogSession, agent_log, flush_agent_logs
@@ -24,16 +20,8 @@ from knowledge import services as knowledge_services
 from realtime.models import UsedSessionToken
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
-
-STAFF_PASSWORD = "pw-staff-Xq4Lm8Tz"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-# Recorded by each page before any of its own scripts run.
-WATCH_VIOLATIONS = """
-window.__cspViolations = [];
-document.addEventListener("securitypolicyviolation", (e) => {
-  window.__cspViolations.push(`${e.violatedDirective} blocked ${e.blockedURI || "inline"} (${e.sourceFile}:${e.lineNumber})`);
-});
-"""
+from testing.browser import CHROMIUM, WATCH_VIOLATIONS, playwright_or_skip
+from testing.dashboard import STAFF_PASSWORD, DashboardWorld
 
 CONVERSATION = (
     ("assistant", "Thanks for calling Northwind Dental, this is Ava. How can I help you today?"),
@@ -42,17 +30,6 @@ CONVERSATION = (
     ("user", "The 4:15 works. Also, can you tell me whether my insurance covers the fluoride treatment?"),
     ("assistant", "You're booked for 4:15 pm. Fluoride is covered once a year on your plan; you had none yet."),
 )
-
-
-@dataclass
-class DashboardWorld:
-    organization: Organization  # with a telephony account, and its number +14155550123 assigned to `agent`
-    agent: Agent
-    call: Call  # finished, with a transcript and its agent log session
-    other_organization: Organization  # no telephony account; the number +442071838750, unassigned
-    other_agent: Agent
-    api: Any  # the public API as `organization` (its API key)
-    calls: list[Call] = field(default_factory=list)
 
 
 def _finished_call(agent: Agent, *, ago: timedelta, seconds: int, status: str, channel: str) -> Call:
@@ -168,12 +145,7 @@ def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) 
 @pytest.fixture
 def browser_page() -> Iterator[tuple[Any, list[str]]]:
     """A headless Chromium page (1280x800) that records CSP violations, and its console lines."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:  # pragma: no cover - requirements-dev.txt pins it
-        pytest.skip("playwright is not installed (requirements-dev.txt)")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip("chromium is not installed (make setup installs it as root)")
+    sync_playwright = playwright_or_skip()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from calls import services as calls_services
-from realtime.tests.support import DaphneServer, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, start_test_server, stop_test_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

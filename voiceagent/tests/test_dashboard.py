@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import McpServer, McpServerStatus, McpToolSelection
-from voiceagent.tests.conftest import DashboardWorld
+from testing.dashboard import DashboardWorld
 
 pytestmark = pytest.mark.django_db
 

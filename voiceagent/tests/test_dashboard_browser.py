@@ -16,8 +16,8 @@ from django.contrib import admin
 from django.urls import reverse
 
 from calls import services as calls_services
-from realtime.tests.support import DaphneServer, in_thread, start_test_server, stop_test_server
-from voiceagent.tests.conftest import STAFF_PASSWORD, DashboardWorld
+from testing.daphne import DaphneServer, in_thread, shared_test_server
+from testing.dashboard import STAFF_PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,11 +29,11 @@ OVERFLOW = """Math.max(
 )"""
 
 
-@pytest.fixture
-def server(dashboard_world: DashboardWorld, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    started = start_test_server(tmp_path_factory, "dashboard", {"REALTIME_PRELOAD": "false"})
-    yield started
-    stop_test_server(started)
+@pytest.fixture(scope="module")
+def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
+    """One server for the module's tests (each test makes its own dashboard world)."""
+    with shared_test_server(django_db_blocker, tmp_path_factory, "dashboard", {"REALTIME_PRELOAD": "false"}) as started:
+        yield started
 
 
 def _log_in(page: Any, base: str) -> None:

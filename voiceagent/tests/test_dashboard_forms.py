@@ -28,7 +28,7 @@ from django.urls import reverse
 from accounts.models import Organization, Plan
 from kit.admin_forms import PhoneNumberFormField
 from telephony.models import PhoneNumber
-from voiceagent.tests.conftest import DashboardWorld
+from testing.dashboard import DashboardWorld
 
 pytestmark = pytest.mark.django_db
 

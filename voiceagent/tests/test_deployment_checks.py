@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from realtime.tests.support import REPO
+from testing.daphne import REPO
 from voiceagent.checks import documented_examples
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from realtime.tests.support import DaphneServer, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, shared_test_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,13 +19,13 @@ HTTPS = {"X-Forwarded-Proto": "https"}  # what the TLS proxy adds
 
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    with django_db_blocker.unblock():
-        started = start_test_server(
-            tmp_path_factory, "behind-tls-proxy", {"BEHIND_TLS_PROXY": "true", "REALTIME_PRELOAD": "false"}
-        )
-    yield started
-    with django_db_blocker.unblock():
-        stop_test_server(started)
+    with shared_test_server(
+        django_db_blocker,
+        tmp_path_factory,
+        "behind-tls-proxy",
+        {"BEHIND_TLS_PROXY": "true", "REALTIME_PRELOAD": "false"},
+    ) as started:
+        yield started
 
 
 def _get(server: DaphneServer, path: str, **kwargs: Any) -> httpx.Response:

@@ -23,8 +23,10 @@ from typing import Any
 
 import pytest
 
-from realtime.tests.loopback import LoopbackReceiver, Reply
-from realtime.tests.support import VoiceClient, free_port, is_type, wait_until_indexed
+from testing.clients import VoiceClient, is_type
+from testing.daphne import wait_until_indexed
+from testing.servers import free_port
+from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = pytest.mark.slow
 
@@ -173,7 +175,7 @@ async def test_make_run_lets_agents_call_a_server_on_this_machine(made_server: M
     assert "make run sets OUTBOUND_ALLOWED_NETWORKS=127.0.0.0/8,::1/128" in made_server.log.read_text()
     greeting = "Welcome to the desk served from this machine."
     reply = Reply(json={"instructions": "Answer questions about the local desk.", "greeting": greeting})
-    with LoopbackReceiver(reply).in_thread() as hook:
+    with LoopbackReceiver(reply) as hook:
         # Saved without a word (a loopback serverUrl is refused by a server started without make run)...
         agent_id = create_active_agent(
             made_server,

@@ -2,7 +2,7 @@
 every check, the examples, coverage and fuzzing phases with a bounded number of examples, one test per
 operation. Zero failures means generated clients and fuzzers can trust the schema. The larger run, with the
 stateful phase, is bench/schemathesis_run.py; what the fuzzer is told beyond the schema is in
-voiceagent/schema_fuzzing.py. Schemathesis builds the coverage cases while pytest collects this module
+testing/schema_fuzzing.py. Schemathesis builds the coverage cases while pytest collects this module
 (about 20 s of the run).
 """
 
@@ -19,7 +19,7 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
-from voiceagent import schema_fuzzing
+from testing import schema_fuzzing
 
 # Per operation, for the fuzzing phase (the coverage phase adds its boundary and near-miss cases).
 MAX_EXAMPLES = 15

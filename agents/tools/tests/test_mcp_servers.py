@@ -13,12 +13,12 @@ from django.db import connection
 
 from agents.models import McpServer
 from agents.tools import services
-from agents.tools.tests.conftest import (
+from testing.mcp import (
     API_KEY,
     API_KEY_HEADER,
-    BEARER_TOKEN,
     CLIENT_ID,
     CLIENT_SECRET,
+    MCP_BEARER_TOKEN,
     OAUTH_ACCESS_TOKEN,
 )
 
@@ -86,7 +86,7 @@ def test_a_failed_refresh_keeps_the_last_tools_and_a_later_one_recovers(owner, m
 
 def test_bearer_authentication(owner, mcp_server, allow_loopback):
     url = f"{mcp_server.base}/bearer/mcp"
-    assert connect(owner, url, auth_type="bearer", credentials={"token": BEARER_TOKEN}).status == "active"
+    assert connect(owner, url, auth_type="bearer", credentials={"token": MCP_BEARER_TOKEN}).status == "active"
     wrong = connect(owner, url, auth_type="bearer", credentials={"token": "wrong-token"})
     assert wrong.status == "error"
     assert wrong.last_error == "127.0.0.1 answered HTTP 401"
@@ -140,15 +140,17 @@ def test_credentials_are_checked_before_anything_is_saved(owner, auth_type, cred
 
 
 def test_credentials_are_encrypted_at_rest(owner, mcp_server, allow_loopback):
-    server = connect(owner, f"{mcp_server.base}/bearer/mcp", auth_type="bearer", credentials={"token": BEARER_TOKEN})
+    server = connect(
+        owner, f"{mcp_server.base}/bearer/mcp", auth_type="bearer", credentials={"token": MCP_BEARER_TOKEN}
+    )
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT credentials FROM agents_mcpserver WHERE id = %s",
             [server.id.hex if connection.vendor == "sqlite" else server.id],
         )
         (stored,) = cursor.fetchone()
-    assert BEARER_TOKEN not in stored and "token" not in stored
-    assert McpServer.objects.get(pk=server.pk).credentials == {"token": BEARER_TOKEN}
+    assert MCP_BEARER_TOKEN not in stored and "token" not in stored
+    assert McpServer.objects.get(pk=server.pk).credentials == {"token": MCP_BEARER_TOKEN}
 
 
 def test_a_tool_of_a_connected_server_can_be_called(owner, mcp_server, allow_loopback):
@@ -169,7 +171,7 @@ def test_the_server_list_never_contains_a_credential_byte(owner, outsider, mcp_s
         name="Bearer",
         url=f"{mcp_server.base}/bearer/mcp",
         auth_type="bearer",
-        credentials={"token": BEARER_TOKEN},
+        credentials={"token": MCP_BEARER_TOKEN},
     )
     services.mcp_server_connect(
         organization=owner.organization,
@@ -192,7 +194,7 @@ def test_the_server_list_never_contains_a_credential_byte(owner, outsider, mcp_s
     response = owner.client.get("/public/v1/mcp/servers")
     assert response.status_code == 200
     body = response.content.decode()
-    for secret in (BEARER_TOKEN, API_KEY, CLIENT_ID, CLIENT_SECRET, OAUTH_ACCESS_TOKEN, "UrlKeyWq8Zx"):
+    for secret in (MCP_BEARER_TOKEN, API_KEY, CLIENT_ID, CLIENT_SECRET, OAUTH_ACCESS_TOKEN, "UrlKeyWq8Zx"):
         assert secret not in body
         # Not even a fragment of it: every 5-character piece is absent.
         assert not any(secret[i : i + 5] in body for i in range(len(secret) - 4)), secret
@@ -347,7 +349,7 @@ def test_the_dashboard_form_connects_and_never_shows_the_secret(owner, admin_cli
             "url": f"{mcp_server.base}/bearer/mcp",
             "auth_type": "bearer",
             "connect_as": "active",
-            "bearer_token": BEARER_TOKEN,
+            "bearer_token": MCP_BEARER_TOKEN,
         },
         follow=True,
     )
@@ -358,7 +360,7 @@ def test_the_dashboard_form_connects_and_never_shows_the_secret(owner, admin_cli
     assert "connected (active)" in response.content.decode()
 
     page = admin_client.get(f"/admin/agents/mcpserver/{server.pk}/change/").content.decode()
-    assert BEARER_TOKEN not in page and "lookup_order" in page
+    assert MCP_BEARER_TOKEN not in page and "lookup_order" in page
 
     # Saving again with the secret left blank keeps it; the server is refreshed.
     admin_client.post(
@@ -372,7 +374,11 @@ def test_the_dashboard_form_connects_and_never_shows_the_secret(owner, admin_cli
         },
     )
     server.refresh_from_db()
-    assert (server.name, server.status, server.credentials) == ("Orders renamed", "inactive", {"token": BEARER_TOKEN})
+    assert (server.name, server.status, server.credentials) == (
+        "Orders renamed",
+        "inactive",
+        {"token": MCP_BEARER_TOKEN},
+    )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from knowledge.tests.factories import text_pdf
+from testing.pdfs import text_pdf
 
-FIXTURES = Path(__file__).with_name("fixtures")
+FIXTURES = Path(__file__).resolve().parents[1] / "knowledge" / "tests" / "fixtures"
 
 SHIPPING = """# Shipping and delivery
 

@@ -35,6 +35,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from testing.servers import ScriptedServer
+
 DEFAULT_MODEL = "scripted-model"
 
 
@@ -149,20 +151,17 @@ def split_words(text: str, pieces: int) -> list[str]:
     return [part if index == 0 else " " + part for index, part in enumerate(parts)]
 
 
-class ChatServer:
+class ChatServer(ScriptedServer):
+    thread_name = "chat-server"
+
     def __init__(self, *script: ScriptItem, fallback: ScriptItem | None = None, host: str = "127.0.0.1") -> None:
-        self.host = host
-        self.port = 0
+        super().__init__(host=host)
         self.fallback = fallback
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0  # answers the client stopped reading before their end
         self.client_left = Gate()  # opened at the first such disconnect
         self._script: deque[ScriptItem] = deque(script)
         self._ids = itertools.count(1)
-        self._runner: web.AppRunner | None = None
-        self._stopping: asyncio.Event | None = None
-        self._thread: threading.Thread | None = None
-        self._thread_loop: asyncio.AbstractEventLoop | None = None
 
     # --- script and inspection -------------------------------------------------------------------
     @property
@@ -182,79 +181,9 @@ class ChatServer:
     def last(self) -> RecordedRequest:
         return self.requests[-1]
 
-    # --- running in the current loop ----------------------------------------------------------
-    async def astart(self) -> ChatServer:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
-        self._stopping = asyncio.Event()
-        # Handlers are cancelled when their client goes away (a timed-out brain), and stop() does not
-        # wait for slow handlers: scripted delays end at stop.
-        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def astop(self) -> None:
-        if self._stopping is not None:
-            self._stopping.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> ChatServer:
-        return await self.astart()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.astop()
-
-    # --- running on a loop of its own in a thread ----------------------------------------------
-    def start(self, timeout: float = 10.0) -> ChatServer:
-        started = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._thread_loop = loop
-            try:
-                loop.run_until_complete(self.astart())
-            except Exception as exc:  # noqa: BLE001 - start() raises it in the caller's thread
-                failure.append(exc)
-                started.set()
-                loop.close()
-                return
-            started.set()
-            try:
-                loop.run_forever()
-            finally:
-                loop.run_until_complete(self.astop())
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name="chat-server", daemon=True)
-        self._thread.start()
-        if not started.wait(timeout):
-            raise RuntimeError("the chat server did not start in time")
-        if failure:
-            raise failure[0]
-        return self
-
-    def stop(self, timeout: float = 10.0) -> None:
-        if self._thread is None or self._thread_loop is None:
-            return
-        loop = self._thread_loop
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(loop.stop)
-        self._thread.join(timeout)
-        self._thread = None
-        self._thread_loop = None
-
-    def __enter__(self) -> ChatServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # --- handlers ---------------------------------------------------------------------------------
     async def _models(self, request: web.Request) -> web.Response:
@@ -269,7 +198,7 @@ class ChatServer:
         reply = self._next_reply(body)
         if reply is None:
             return _error_response(Error(500, "The test script has no reply left for this request"))
-        if reply.delay and await self._interrupted(reply.delay):
+        if reply.delay and await self.interrupted(reply.delay):
             return _error_response(Error(503, "The test server is stopping"))
         if isinstance(reply, Error):
             return _error_response(reply)
@@ -301,16 +230,6 @@ class ChatServer:
         if item is None:
             return None
         return item if isinstance(item, Text | Tools | Error) else item(body)
-
-    async def _interrupted(self, seconds: float) -> bool:
-        """Wait `seconds` unless the server stops first (then True)."""
-        assert self._stopping is not None
-        try:
-            async with asyncio.timeout(seconds):
-                await self._stopping.wait()
-        except TimeoutError:
-            return False
-        return True
 
     async def _send_text(self, stream: _Stream, reply: Text) -> None:
         pieces = reply.text if isinstance(reply.text, list) else split_words(reply.text, reply.pieces)

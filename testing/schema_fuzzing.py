@@ -53,7 +53,7 @@ PHONE_NUMBERS = (
 )
 API_KEY = "va_schemathesis-fuzzing-key-0123456789abcdef"
 WS_URL = "ws://localhost"
-TOKEN_SECRET = "schemathesis-token-secret-0123456789"  # noqa: S105 - the test world's own
+TOKEN_SECRET = "schemathesis-token-secret-0123456789"
 
 
 def _ids(name: str, count: int) -> list[str]:

@@ -20,11 +20,8 @@ that a client's timeouts can be tested. Every request is recorded (`requests`).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import io
 import json
-import threading
 import wave
 from collections import deque
 from dataclasses import dataclass, field
@@ -32,6 +29,8 @@ from typing import Any
 
 import numpy as np
 from aiohttp import web
+
+from testing.servers import ScriptedServer
 
 WORD_MS = 100
 # Each provider voice speaks at its own constant sample value: tests tell voices apart by it.
@@ -76,18 +75,16 @@ class AudioRequest:
     rate: int = 0
 
 
-class AudioServer:
+class AudioServer(ScriptedServer):
+    thread_name = "audio-server"
+    client_max_size = 30 * 1024 * 1024
+
     def __init__(self, *, fallback_speech: Speech | None = Speech(), host: str = "127.0.0.1") -> None:
-        self.host = host
-        self.port = 0
+        super().__init__(host=host)
         self.fallback_speech = fallback_speech
         self.requests: list[AudioRequest] = []
         self._transcripts: deque[Transcript | Failure] = deque()
         self._speech: deque[Speech | Failure] = deque()
-        self._runner: web.AppRunner | None = None
-        self._stopping: asyncio.Event | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def base_url(self) -> str:
@@ -104,53 +101,9 @@ class AudioServer:
     def of(self, path: str) -> list[AudioRequest]:
         return [request for request in self.requests if request.path.endswith(path)]
 
-    # --- running on a loop of its own ----------------------------------------------------------
-    async def _astart(self) -> None:
-        app = web.Application(client_max_size=30 * 1024 * 1024)
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/audio/transcriptions", self._transcription)
         app.router.add_post("/v1/audio/speech", self._speech_answer)
-        self._stopping = asyncio.Event()
-        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-
-    def start(self, timeout: float = 10.0) -> AudioServer:
-        started = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            loop.run_until_complete(self._astart())
-            started.set()
-            try:
-                loop.run_forever()
-            finally:
-                assert self._stopping is not None and self._runner is not None
-                self._stopping.set()
-                loop.run_until_complete(self._runner.cleanup())
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name="audio-server", daemon=True)
-        self._thread.start()
-        if not started.wait(timeout):
-            raise RuntimeError("the audio server did not start in time")
-        return self
-
-    def stop(self) -> None:
-        if self._thread is None or self._loop is None:
-            return
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._thread = None
-
-    def __enter__(self) -> AudioServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # --- handlers ------------------------------------------------------------------------------
     async def _transcription(self, request: web.Request) -> web.Response:
@@ -175,7 +128,7 @@ class AudioServer:
         if not recorded.fields.get("model"):
             return _error(400, "model is required")
         item = self._transcripts.popleft() if self._transcripts else Failure(500, "The test script has no transcript")
-        if item.delay and await self._interrupted(item.delay):
+        if item.delay and await self.interrupted(item.delay):
             return _error(503, "The test server is stopping")
         if isinstance(item, Failure):
             return _error(item.status, item.message)
@@ -196,7 +149,7 @@ class AudioServer:
         item = self._speech.popleft() if self._speech else self.fallback_speech
         if item is None:
             return _error(500, "The test script has no speech")
-        if item.delay and await self._interrupted(item.delay):
+        if item.delay and await self.interrupted(item.delay):
             return _error(503, "The test server is stopping")
         if isinstance(item, Failure):
             return _error(item.status, item.message)
@@ -210,21 +163,11 @@ class AudioServer:
         size += size % 2  # whole samples in each chunk but the last ones
         for index, start in enumerate(range(0, len(pcm), size)):
             if item.stall_after is not None and index == item.stall_after:
-                await self._interrupted(3600)
+                await self.interrupted(3600)
                 return response
             await response.write(pcm[start : start + size])
         await response.write_eof()
         return response
-
-    async def _interrupted(self, seconds: float) -> bool:
-        """Wait `seconds` unless the server stops first (then True)."""
-        assert self._stopping is not None
-        try:
-            async with asyncio.timeout(seconds):
-                await self._stopping.wait()
-        except TimeoutError:
-            return False
-        return True
 
 
 def _wav(pcm: bytes, rate: int) -> bytes:

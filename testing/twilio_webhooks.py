@@ -5,6 +5,7 @@ official RequestValidator over the URL Twilio requested (the PUBLIC_BASE_URL for
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
 from typing import Any
 from xml.etree import ElementTree
 
@@ -15,6 +16,7 @@ from twilio.request_validator import RequestValidator
 from accounts.models import Organization
 from telephony.models import TelephonyAccount
 from telephony.services.accounts import telephony_account_set
+from testing.webhooks import LoopbackReceiver, Reply
 
 ACCOUNT_SID = "AC" + "1f" * 16
 AUTH_TOKEN = "9b7d1c3e5f" + "a" * 22  # 32 characters, as Twilio's
@@ -84,3 +86,11 @@ def public_settings(settings: Any) -> Any:
     settings.PUBLIC_BASE_URL = PUBLIC_BASE_URL
     settings.REALTIME_TOKEN_SECRET = "stream-token-test-secret-0123456789"
     return settings
+
+
+@pytest.fixture(name="twilio_api", scope="module")
+def twilio_api_fixture() -> Iterator[LoopbackReceiver]:
+    """Twilio's REST API on loopback (a server's TWILIO_API_BASE_URL), for a module's server: every call
+    update answers in progress. A test module uses it by importing `twilio_api_fixture`."""
+    with LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32, "status": "in-progress"})) as receiver:
+        yield receiver

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import numpy as np
 
 from telephony import audio
+from testing.clients import Received, SocketClient
 
 FRAME_SECONDS = 0.02
 
@@ -50,57 +50,37 @@ def sid(prefix: str) -> str:
 
 
 @dataclass
-class Event:
-    at: float  # loop time of arrival
-    message: dict[str, Any]
-
-
-@dataclass
-class TwilioStream:
+class TwilioStream(SocketClient):
     url: str
     token: str | None
     call_sid: str = field(default_factory=lambda: sid("CA"))
     stream_sid: str = field(default_factory=lambda: sid("MZ"))
     account_sid: str = field(default_factory=lambda: sid("AC"))
     parameters: dict[str, str] | None = None  # customParameters; default {"token": token}
-    messages: list[Event] = field(default_factory=list)  # everything the server sent
+    messages: list[Received] = field(default_factory=list)  # everything the server sent
     echoed: list[str] = field(default_factory=list)  # marks echoed back, in order
     played: bytearray = field(default_factory=bytearray)  # agent mu-law that was played (not cleared)
-    on_message: Callable[[Event], None] | None = None
+    on_message: Callable[[Received], None] | None = None
     close_code: int | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self._sequence = 0
         self._chunk = 0
-        self._session: aiohttp.ClientSession | None = None
-        self._ws: aiohttp.ClientWebSocketResponse | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._arrived = asyncio.Event()
         self._buffer_end = 0.0  # loop time at which the buffered agent audio has played out
         self._pending: list[tuple[asyncio.TimerHandle, str | None, bytes]] = []  # scheduled plays/echoes
         self._tasks: set[asyncio.Task[Any]] = set()
         self._started_at = 0.0
 
-    async def __aenter__(self) -> TwilioStream:
-        self._session = aiohttp.ClientSession()
-        self._ws = await self._session.ws_connect(self.url, max_msg_size=0, heartbeat=None)
-        self._reader = asyncio.create_task(self._read())
-        return self
-
     async def __aexit__(self, *exc: object) -> None:
         for handle, _, _ in self._pending:
             handle.cancel()
-        if self._ws is not None and not self._ws.closed:
-            await self._ws.close()
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+        await super().__aexit__(*exc)
+
+    async def closed_reading(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._session is not None:
-            await self._session.close()
 
     # --- Twilio -> server ------------------------------------------------------------------------
 
@@ -112,16 +92,6 @@ class TwilioStream:
         assert self._ws is not None
         if not self._ws.closed:
             await self._ws.send_str(json.dumps(message))
-
-    async def drop(self) -> None:
-        """Twilio's connection goes away without a closing handshake (the server sees 1006)."""
-        from realtime.tests.support import drop_connection
-
-        await drop_connection(self._ws, self._reader)
-
-    async def send_raw(self, data: str | bytes) -> None:
-        assert self._ws is not None
-        await (self._ws.send_bytes(data) if isinstance(data, bytes) else self._ws.send_str(data))
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -202,20 +172,8 @@ class TwilioStream:
 
     # --- server -> Twilio: a playback buffer like Twilio's -----------------------------------
 
-    async def _read(self) -> None:
-        assert self._ws is not None
-        loop = asyncio.get_running_loop()
-        async for raw in self._ws:
-            if raw.type != aiohttp.WSMsgType.TEXT:
-                continue
-            item = Event(at=loop.time(), message=json.loads(raw.data))
-            self.messages.append(item)
-            self._play(item.message, loop)
-            if self.on_message is not None:
-                self.on_message(item)
-            self._arrived.set()
-        self.close_code = self._ws.close_code
-        self._arrived.set()
+    def arrived(self, item: Received, loop: asyncio.AbstractEventLoop) -> None:
+        self._play(item.message, loop)
 
     def _play(self, message: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
         event = message.get("event")
@@ -263,34 +221,6 @@ class TwilioStream:
         task.add_done_callback(self._tasks.discard)
 
     # --- reading ------------------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        return self._reader is not None and self._reader.done()
-
-    async def wait_for(
-        self, predicate: Callable[[dict[str, Any]], bool], *, after: int = 0, timeout: float = 30
-    ) -> int:
-        """Index of the first message from `after` on that matches; TimeoutError otherwise."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            for index in range(after, len(self.messages)):
-                if predicate(self.messages[index].message):
-                    return index
-            if self.closed:
-                raise ConnectionError(f"socket closed ({self.close_code}) while waiting")
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise TimeoutError("no matching message")
-            self._arrived.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), remaining)
-
-    async def wait_closed(self, timeout: float = 30) -> int | None:
-        assert self._reader is not None
-        await asyncio.wait_for(asyncio.shield(self._reader), timeout)
-        return self.close_code
 
     def audio(self, start: int = 0, end: int | None = None) -> bytes:
         """The agent's mu-law received in messages[start:end]."""

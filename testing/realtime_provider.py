@@ -26,14 +26,15 @@ import contextlib
 import itertools
 import json
 import re
-import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from aiohttp import WSMsgType, web
+
+from testing.servers import ScriptedServer
 
 WORD_MS = 100
 RATE = 24000
@@ -276,14 +277,16 @@ class Connection:
             await self.send({"type": "conversation.item.truncated", **{k: v for k, v in event.items() if k != "type"}})
 
 
-class ProviderServer:
+class ProviderServer(ScriptedServer):
+    thread_name = "realtime-provider"
+
     def __init__(self, *script: Reply, fallback: Reply | None = None, speech: bool = False, beta: bool = False) -> None:
+        super().__init__()
         self.script_items: list[Reply] = list(script)
         self.fallback = fallback or Say("Okay.")
         self.speech = speech  # scripted greetings as eSpeak NG speech
         self.connections: list[Connection] = []
         self.ids = itertools.count(1)
-        self.port = 0
         prefix = "response.audio" if beta else "response.output_audio"
         self.names = {
             "audio.delta": f"{prefix}.delta",
@@ -291,9 +294,6 @@ class ProviderServer:
             "transcript.delta": f"{prefix.replace('audio', 'audio_transcript')}.delta",
             "transcript.done": f"{prefix.replace('audio', 'audio_transcript')}.done",
         }
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def url(self) -> str:
@@ -325,65 +325,13 @@ class ProviderServer:
             connection.active.cancel()
         return ws
 
-    # --- on the current loop ---------------------------------------------------------------------
-    async def astart(self) -> ProviderServer:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_get("/v1/realtime", self._socket)
-        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.port = self._runner.addresses[0][1]
-        return self
 
-    async def astop(self) -> None:
+    async def before_stop(self) -> None:
         for connection in self.connections:
             with contextlib.suppress(Exception):
                 await connection.ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> ProviderServer:
-        return await self.astart()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.astop()
-
-    # --- on a loop of its own in a thread ------------------------------------------------------
-    def start(self) -> ProviderServer:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._thread = threading.Thread(target=loop.run_forever, name="realtime-provider", daemon=True)
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.astart(), loop).result(10)
-        return self
-
-    def stop(self) -> None:
-        if self._loop is None or self._thread is None:
-            return
-        asyncio.run_coroutine_threadsafe(self.astop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-        self._loop = self._thread = None
-
-    async def run(self, action: Callable[[], Awaitable[Any]]) -> Any:
-        """Run `action()` on the server's loop (thread mode) or here, and wait for it."""
-        if self._loop is None:
-            return await action()
-        future = asyncio.run_coroutine_threadsafe(action(), self._loop)
-        return await asyncio.wrap_future(future)
-
-    def run_sync(self, action: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
-        """`run` for a caller without an event loop of its own (a Playwright test): thread mode only."""
-        assert self._loop is not None, "run_sync needs the server on a loop of its own (with provider:)"
-        return asyncio.run_coroutine_threadsafe(action(), self._loop).result(timeout)
-
-    def __enter__(self) -> ProviderServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:

@@ -1,0 +1,41 @@
+"""Agents more than one test module talks to, set up as rows (make_agent is the root conftest's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testing.factories import AgentToolFactory
+from testing.webhooks import LoopbackReceiver
+
+# Olive: a webhook agent of the speech-to-speech tests, with a disclosure, a greeting and one tool.
+DISCLOSURE = "Hi, I'm Olive, an AI agent."
+GREETING = "Thanks for calling Acme orders."
+ORDER_NUMBER = {
+    "type": "object",
+    "properties": {"order_number": {"type": "string", "description": "The order number"}},
+    "required": ["order_number"],
+}
+
+
+def olive(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
+    agent = make_agent(
+        owner.organization,
+        name="Olive",
+        status="active",
+        identity="",
+        instructions="You help callers with the status of their orders.",
+        ai_identity_disclosure_template_id="named_agent",
+        greeting_type="static",
+        static_greeting=GREETING,
+        voice_name="rex",
+        agent_type="webhook",
+        server_url=hook.url("/hooks/voice"),
+        server_secret="whsec-s2s-e2e",
+    )
+    AgentToolFactory(
+        agent=agent,
+        name="check_order_status",
+        description="Look up the delivery status of an order by its order number",
+        parameter_schema=ORDER_NUMBER,
+    )
+    return agent

@@ -1,0 +1,154 @@
+"""Chromium (Debian's package, driven by Playwright) with a microphone file, against a real server: the
+browser tests of the realtime demo and dashboard pages.
+
+`page` is a fresh page whose fake microphone plays `microphone_wav` (the caller's SENTENCE, then SENTENCE
+again over the agent's answer; or, parametrized with a sentence, that sentence once), with
+window.__cspViolations recording what the page's Content-Security-Policy refused (WATCH_VIOLATIONS). A
+test module uses them by importing `page_fixture` and `microphone_wav_fixture` (registered under the
+short names).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SENTENCE = "I would like to book a table for four people tomorrow evening."
+# Records the page's Content-Security-Policy violations in window.__cspViolations (an init script).
+WATCH_VIOLATIONS = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__cspViolations.push(`${e.violatedDirective} blocked ${e.blockedURI || "inline"} (${e.sourceFile}:${e.lineNumber})`);
+});
+"""
+MIC_RATE = 48000
+# The microphone file: silence while the disclosure and greeting play, the sentence, a short pause,
+# and the sentence again, spoken over the agent's answer (a barge-in); then silence.
+LEAD_SECONDS = 11.0
+PAUSE_SECONDS = 2.2
+TAIL_SECONDS = 12.0
+
+
+def playwright_or_skip() -> Any:
+    """Playwright's sync_playwright, or a skip when Playwright or Chromium is missing."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover - requirements-dev.txt pins it
+        pytest.skip("playwright is not installed (requirements-dev.txt)")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip("chromium is not installed (make setup installs it as root; .ci/run does)")
+    return sync_playwright
+
+
+def _write_wav(path: Path, *parts: np.ndarray) -> Path:
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(MIC_RATE)
+        out.writeframes(np.concatenate(parts).tobytes())
+    return path
+
+
+def _speech_48k(text: str) -> np.ndarray:
+    import soxr
+
+    from realtime.engine.speech.tts import synthesize
+
+    speech = np.frombuffer(synthesize(text, language="en-US", voice_name="rex"), dtype="<i2")
+    return soxr.resample(speech, 24000, MIC_RATE).astype("<i2")
+
+
+def _silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * MIC_RATE), dtype="<i2")
+
+
+@pytest.fixture(name="microphone_wav")
+def microphone_wav_fixture(request: Any, tmp_path: Path) -> Path:
+    """The caller: SENTENCE, then SENTENCE again over the answer; or, parametrized with a sentence,
+    that sentence once."""
+    sentence = getattr(request, "param", None)
+    if sentence is None:
+        speech = _speech_48k(SENTENCE)
+        parts = [_silence(LEAD_SECONDS), speech, _silence(PAUSE_SECONDS), speech, _silence(TAIL_SECONDS)]
+    else:
+        parts = [_silence(LEAD_SECONDS), _speech_48k(sentence), _silence(TAIL_SECONDS)]
+    return _write_wav(tmp_path / "caller.wav", *parts)
+
+
+async def warm_up(server: DaphneServer, agent: Any) -> None:
+    """One session first, so that a browser's starts at once (models loaded, the agent's language model
+    built)."""
+    from realtime import tokens
+
+    token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
+    async with VoiceClient(f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={quote(token, safe='')}") as client:
+        await client.wait_for(is_type("session.started"), timeout=90)
+        await client.send({"type": "stop"})
+        await client.wait_closed()
+
+
+@pytest.fixture(name="page")
+def page_fixture(microphone_wav: Path, request: Any) -> Iterator[Any]:
+    sync_playwright = playwright_or_skip()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--headless",
+                "--disable-gpu",
+                "--use-fake-ui-for-media-stream",
+                "--use-fake-device-for-media-stream",
+                f"--use-file-for-fake-audio-capture={microphone_wav}%noloop",
+                "--autoplay-policy=no-user-gesture-required",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        context = browser.new_context(viewport={"width": 1200, "height": 900})
+        context.add_init_script(WATCH_VIOLATIONS)  # window.__cspViolations: what the page's CSP refused
+        opened = context.new_page()
+        console: list[str] = []
+        opened.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+        opened.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
+        opened.on("response", lambda r: r.status >= 400 and console.append(f"HTTP {r.status}: {r.url}"))
+        try:
+            yield opened
+        finally:
+            if console:
+                print("browser console:\n" + "\n".join(console[-50:]))
+            browser.close()
+
+
+def log_lines(page: Any) -> list[dict[str, str]]:
+    return page.eval_on_selector_all(
+        '#talk-panel [data-role="log"] li', "items => items.map(li => ({kind: li.className, text: li.textContent}))"
+    )
+
+
+def wait_until(page: Any, expression: str, *, arg: Any = None, timeout: float = 30_000) -> None:
+    """Until `expression` (a JavaScript expression or function of `arg`) is true on the page.
+
+    Not Playwright's wait_for_function: it builds its predicate with `new Function`, which the pages'
+    Content-Security-Policy (no 'unsafe-eval') refuses; page.evaluate goes through the DevTools protocol."""
+    deadline = time.monotonic() + timeout / 1000
+    while not page.evaluate(expression, arg):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not true within {timeout / 1000:g} s: {expression}")
+        page.wait_for_timeout(100)

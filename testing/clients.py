@@ -1,0 +1,181 @@
+"""Scripted socket clients over a real WebSocket (aiohttp), for the socket tests and bench/.
+
+`SocketClient` is the lifecycle they share (testing/twilio_stream.py's `TwilioStream` is the other);
+`VoiceClient` speaks the browser protocol, streaming PCM in 20 ms chunks at real time like a
+microphone; a reader task keeps every message with its arrival time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+import aiohttp
+
+from testing.voice import IN_RATE
+
+CHUNK_MS = 20
+
+
+@dataclass
+class Received:
+    at: float  # loop time of arrival
+    message: dict[str, Any]
+
+
+class SocketClient:
+    """The lifecycle every scripted socket client shares (the browser's `VoiceClient`, Twilio's
+    `TwilioStream`): connect over aiohttp, a reader task that keeps every JSON message with its arrival
+    time (`messages`, `on_message` for each), waiting for a message or the end, dropping the network, and
+    closing. A subclass is a dataclass with `url`, `messages`, `on_message` and `close_code` fields and
+    calls `__post_init__`; `arrived` is its hook on each message before `on_message`."""
+
+    url: str
+    messages: list[Received]
+    on_message: Callable[[Received], None] | None
+    close_code: int | None
+
+    def __post_init__(self) -> None:
+        self._arrived = asyncio.Event()
+        self._session: aiohttp.ClientSession | None = None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self.close_error: BaseException | None = None  # why the socket ended without a close frame, if it did
+
+    async def __aenter__(self) -> Self:
+        self._session = aiohttp.ClientSession()
+        self._ws = await self._session.ws_connect(self.url, max_msg_size=0, heartbeat=None)
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._ws is not None and not self._ws.closed:
+            await self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        await self.closed_reading()
+        if self._session is not None:
+            await self._session.close()
+
+    def arrived(self, item: Received, loop: asyncio.AbstractEventLoop) -> None:
+        """A subclass's own handling of each message (Twilio's playback buffer)."""
+
+    async def closed_reading(self) -> None:
+        """What a subclass ends once the reader has stopped, before the session closes."""
+
+    async def _read(self) -> None:
+        assert self._ws is not None
+        loop = asyncio.get_running_loop()
+        async for raw in self._ws:
+            if raw.type != aiohttp.WSMsgType.TEXT:
+                continue
+            item = Received(at=loop.time(), message=json.loads(raw.data))
+            self.messages.append(item)
+            self.arrived(item, loop)
+            if self.on_message is not None:
+                self.on_message(item)
+            self._arrived.set()
+        self.close_code = self._ws.close_code
+        self.close_error = self._ws.exception()
+        self._arrived.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._reader is not None and self._reader.done()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self._ws is not None
+        await self._ws.send_str(json.dumps(message))
+
+    async def send_raw(self, data: str | bytes) -> None:
+        assert self._ws is not None
+        if isinstance(data, bytes):
+            await self._ws.send_bytes(data)
+        else:
+            await self._ws.send_str(data)
+
+    async def drop(self) -> int | None:
+        """The client's network goes away: the TCP connection ends without a WebSocket close frame
+        (the server sees 1006). Returns once the reader has seen the end."""
+        assert self._ws is not None
+        sock = self._ws.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        if self._reader is not None:
+            await asyncio.wait([self._reader], timeout=10)
+        return self.close_code
+
+    async def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], *, after: int = 0, timeout: float = 30
+    ) -> int:
+        """Index of the first message from `after` on that matches; TimeoutError otherwise."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            for index in range(after, len(self.messages)):
+                if predicate(self.messages[index].message):
+                    return index
+            if self.closed:
+                raise ConnectionError(f"socket closed ({self.close_code}) while waiting")
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError("no matching message")
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+
+    async def wait_closed(self, timeout: float = 30) -> int | None:
+        assert self._reader is not None
+        await asyncio.wait_for(asyncio.shield(self._reader), timeout)
+        return self.close_code
+
+
+@dataclass
+class VoiceClient(SocketClient):
+    """A browser-like client speaking the browser protocol."""
+
+    url: str
+    messages: list[Received] = field(default_factory=list)
+    close_code: int | None = None
+    on_message: Callable[[Received], None] | None = None
+    chunk_ms: int = CHUNK_MS
+
+    async def send_audio(self, pcm16_16k: bytes) -> None:
+        await self.send({"type": "input_audio", "audio": base64.b64encode(pcm16_16k).decode("ascii")})
+
+    async def stream(self, pcm16_16k: bytes, *, stop_when: Callable[[], bool] | None = None) -> float:
+        """Send audio in chunk_ms chunks (20 ms unless set) at real time, each chunk once its audio has
+        been "recorded"; returns the loop time at which the last chunk's audio ends."""
+        loop = asyncio.get_running_loop()
+        size = IN_RATE * 2 * self.chunk_ms // 1000
+        start = loop.time()
+        for index, offset in enumerate(range(0, len(pcm16_16k), size)):
+            if stop_when is not None and stop_when():
+                return loop.time()
+            delay = start + index * self.chunk_ms / 1000 - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await self.send_audio(pcm16_16k[offset : offset + size])
+        end = start + len(pcm16_16k) / (IN_RATE * 2)
+        await asyncio.sleep(max(0.0, end - loop.time()))  # a microphone cannot run ahead of time
+        return end
+
+    def audio(self, start: int = 0, end: int | None = None) -> bytes:
+        return b"".join(
+            base64.b64decode(item.message["audio"])
+            for item in self.messages[start:end]
+            if item.message.get("type") == "output_audio"
+        )
+
+
+def is_type(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
+    return lambda message: message.get("type") == kind and all(message.get(k) == v for k, v in fields.items())

@@ -1,0 +1,35 @@
+"""The realtime fixtures the realtime and phone-call tests share: realtime configured, an active agent of
+the owner, database threads closed after an async test. A conftest.py registers them by importing them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from testing.daphne import SECRET
+
+WS_BASE = "ws://voice.example.test:8443"
+
+
+@pytest.fixture
+def realtime_settings(settings: Any) -> Any:
+    settings.REALTIME_WS_URL = WS_BASE
+    settings.REALTIME_TOKEN_SECRET = SECRET
+    return settings
+
+
+@pytest.fixture
+def active_agent(owner: Any, make_agent: Any) -> Any:
+    return make_agent(owner.organization, name="Ava", status="active", language="en-US")
+
+
+@pytest.fixture
+async def close_db_threads() -> Any:
+    """Async tests reach the database through asgiref's worker thread; close its connection after the
+    test so that the PostgreSQL test database can be dropped at the end of the run."""
+    yield
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    await sync_to_async(connections.close_all)()
