@@ -26,7 +26,8 @@ BRAINS = Registry(
 
 def brain_for(agent: Any) -> Brain:
     """A new brain for one conversation of `agent` (ProviderError when it cannot be made)."""
-    return BRAINS.get(settings.LLM_PROVIDER)(language=agent.language)
+    brain: Brain = BRAINS.get(settings.LLM_PROVIDER)(language=agent.language)
+    return brain
 
 
 def brain_problems() -> list[str]:

@@ -46,7 +46,19 @@ from realtime.engine.brain.understanding import (
     words_of,
 )
 
-ORDER = ("email", "datetime", "date", "time", "phone", "digits", "enum", "list", "integer", "number", "boolean")
+ORDER: tuple[str, ...] = (
+    "email",
+    "datetime",
+    "date",
+    "time",
+    "phone",
+    "digits",
+    "enum",
+    "list",
+    "integer",
+    "number",
+    "boolean",
+)
 ORDER += ("name", "address", "location", "text")
 # Free-text properties that may take the caller's whole turn when their tool is chosen.
 FREE_TEXT_WORDS = frozenset(
@@ -65,7 +77,14 @@ HINT_GROUPS = (
     frozenset("price amount dollars euros pounds cost budget".split()),
 )
 LEADING_FILLERS = ("so", "well", "okay", "ok", "yes", "yeah", "please", "and", "um", "uh", "oh", "it's", "its")
-NAME_CUES = (("my", "name", "is"), ("the", "name", "is"), ("name", "is"), ("this", "is"), ("i'm",), ("i", "am"))
+NAME_CUES: tuple[tuple[str, ...], ...] = (
+    ("my", "name", "is"),
+    ("the", "name", "is"),
+    ("name", "is"),
+    ("this", "is"),
+    ("i'm",),
+    ("i", "am"),
+)
 NAME_CUES += (("it's",), ("under",), ("call", "me"), ("name",))
 PLACE_PREPOSITIONS = ("in", "at", "for", "near", "to", "from", "of")
 

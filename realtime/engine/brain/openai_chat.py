@@ -171,7 +171,8 @@ class OpenAIChatBrain:
         for attempt in range(2):
             try:
                 async with budget.waiting():
-                    return await self._client.chat.completions.create(**request)
+                    stream: openai.AsyncStream[Any] = await self._client.chat.completions.create(**request)
+                    return stream
             except openai.APITimeoutError:
                 raise
             except openai.APIConnectionError:

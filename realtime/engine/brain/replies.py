@@ -223,8 +223,8 @@ def _spoken_value(result: Any, language: str, depth: int = 0) -> str:
         pairs.append(pair)
         words += size
     if not pairs:
-        inner = next((value for value in result.values() if isinstance(value, dict) and value), None)
-        return _spoken_value(inner, language, depth + 1) if inner else ""
+        nested = next((value for value in result.values() if isinstance(value, dict) and value), None)
+        return _spoken_value(nested, language, depth + 1) if nested else ""
     return trim(first_upper(", ".join(pairs)) + ".", RESULT_WORDS)
 
 

@@ -379,6 +379,7 @@ def _relative_time(tokens: list[str], number: Number, by_start: dict[int, Number
         end += 1
     if end < len(tokens) and tokens[end] in ("past", "after", "to") and end + 1 in by_start:
         hour = by_start[end + 1]
+        assert isinstance(number.value, int) and isinstance(hour.value, int)  # times() passes whole numbers only
         if 1 <= number.value <= 30 and 1 <= hour.value <= 12:
             minutes = number.value if tokens[end] != "to" else 60 - number.value
             hour_value = hour.value if tokens[end] != "to" else hour.value - 1 or 12
@@ -388,6 +389,7 @@ def _relative_time(tokens: list[str], number: Number, by_start: dict[int, Number
 
 def _clock_time(tokens: list[str], numbers: list[Number], position: int, *, bare: bool) -> Span | None:
     number = numbers[position]
+    assert isinstance(number.value, int)  # times() passes whole numbers only
     start, end, hour, minutes = number.start, number.end, number.value, 0
     quarter = _quarter_before(tokens, start)
     if quarter:
@@ -400,8 +402,10 @@ def _clock_time(tokens: list[str], numbers: list[Number], position: int, *, bare
     if following and following[0].start == end:
         first = following[0]
         if first.digits == "0" and len(following) > 1 and following[1].start == first.end and following[1].single_digit:
+            assert isinstance(following[1].value, int)  # times() passes whole numbers only
             minutes, end, has_minutes = following[1].value, following[1].end, True  # "seven oh five"
         elif 10 <= first.value <= 59 and not first.single_digit:
+            assert isinstance(first.value, int)  # times() passes whole numbers only
             minutes, end, has_minutes = first.value, first.end, True  # "seven thirty", "7 30"
         elif first.digits in ("00",):
             end, has_minutes = first.end, True
@@ -549,7 +553,7 @@ def _date_at(tokens: list[str], i: int, today: date, numbers: dict[int, Number],
 def _with_year(
     tokens: list[str], start: int, end: int, month: int, day: int, today: date, numbers: dict[int, Number]
 ) -> Span:
-    year = None
+    year: int | None = None
     following = numbers.get(end)
     if following is not None:
         second = numbers.get(following.end)
@@ -558,7 +562,8 @@ def _with_year(
         elif (
             second is not None and 19 <= following.value <= 21 and isinstance(second.value, int) and second.value < 100
         ):
-            year, end = following.value * 100 + second.value, second.end  # "twenty twenty six"
+            # A decimal first number ("19.5 26") gives a float year, on which date() raises TypeError (kept).
+            year, end = following.value * 100 + second.value, second.end  # type: ignore[assignment]  # a float year, see above
     try:
         if year is not None:
             return Span(start, end, date(year, month, day))

@@ -84,19 +84,66 @@ TRANSFER_WORDS = frozenset(
 TRANSFER_STRONG = frozenset("human representative operator transfer manager supervisor receptionist".split())
 CONTACT_VERBS = frozenset("speak talk connect put transfer reach chat".split())
 
-GREETING_PHRASES = ("hello", "hi", "hey", "howdy", "greetings", "good morning", "good afternoon", "good evening")
+GREETING_PHRASES: tuple[str, ...] = (
+    "hello",
+    "hi",
+    "hey",
+    "howdy",
+    "greetings",
+    "good morning",
+    "good afternoon",
+    "good evening",
+)
 GREETING_PHRASES += ("how are you", "how are you doing", "how's it going")
-THANKS_PHRASES = ("thank you", "thanks", "thank you very much", "thanks a lot", "i appreciate it", "appreciate it")
+THANKS_PHRASES: tuple[str, ...] = (
+    "thank you",
+    "thanks",
+    "thank you very much",
+    "thanks a lot",
+    "i appreciate it",
+    "appreciate it",
+)
 THANKS_PHRASES += ("great", "perfect", "awesome", "cool", "wonderful", "excellent")
-GOODBYE_PHRASES = ("bye", "goodbye", "bye bye", "see you", "see ya", "that's all", "that is all", "that's it")
+GOODBYE_PHRASES: tuple[str, ...] = (
+    "bye",
+    "goodbye",
+    "bye bye",
+    "see you",
+    "see ya",
+    "that's all",
+    "that is all",
+    "that's it",
+)
 GOODBYE_PHRASES += ("that will be all", "nothing else", "no thanks", "no thank you", "i'm done", "i'm all set")
 GOODBYE_PHRASES += ("all set", "have a good day", "have a nice day", "no", "nope", "nothing", "take care")
-CANCEL_PHRASES = ("never mind", "nevermind", "cancel", "cancel that", "cancel it", "forget it", "forget about it")
+CANCEL_PHRASES: tuple[str, ...] = (
+    "never mind",
+    "nevermind",
+    "cancel",
+    "cancel that",
+    "cancel it",
+    "forget it",
+    "forget about it",
+)
 CANCEL_PHRASES += ("stop", "no", "nope", "don't", "don't bother", "leave it", "scratch that", "no thanks", "not now")
-CAPABILITY_PHRASES = ("what can you do", "what do you do", "how can you help", "what can you help", "help")
+CAPABILITY_PHRASES: tuple[str, ...] = (
+    "what can you do",
+    "what do you do",
+    "how can you help",
+    "what can you help",
+    "help",
+)
 CAPABILITY_PHRASES += ("what are you", "who are you", "what is this", "what services", "what options", "options")
 CAPABILITY_PHRASES += ("what can i do", "what can i ask", "what do you offer", "menu", "what are my options")
-REPEAT_PHRASES = ("repeat", "say that again", "say again", "come again", "pardon", "what did you say", "sorry what")
+REPEAT_PHRASES: tuple[str, ...] = (
+    "repeat",
+    "say that again",
+    "say again",
+    "come again",
+    "pardon",
+    "what did you say",
+    "sorry what",
+)
 YES_WORDS = frozenset(
     "yes yeah yep yup sure correct right ok okay affirmative absolutely definitely true please".split()
 )
@@ -108,7 +155,8 @@ _stemmer = snowballstemmer.stemmer("english")
 
 @lru_cache(maxsize=8192)
 def stem(word: str) -> str:
-    return _stemmer.stemWord(word.replace("'", ""))
+    stemmed: str = _stemmer.stemWord(word.replace("'", ""))
+    return stemmed
 
 
 def split_identifier(name: str) -> list[str]:
