@@ -71,13 +71,13 @@ def _number_words(match: re.Match[str]) -> str:
     grouped = "," in match.group(0)  # thousands separators: an amount, never a code or a year
     text = match.group(0).replace(",", "")
     if "." in text:
-        return " " + num2words(float(text)) + " "
+        return f" {num2words(float(text))} "
     if not grouped and (len(text) >= 5 or (len(text) > 1 and text.startswith("0"))):
         return " " + " ".join(num2words(int(digit)) for digit in text) + " "  # codes and phone numbers
     value = int(text)
     if not grouped and len(text) == 4 and 1100 <= value <= 2099:
-        return " " + num2words(value, to="year") + " "
-    return " " + num2words(value) + " "
+        return f" {num2words(value, to='year')} "
+    return f" {num2words(value)} "
 
 
 def _money_words(match: re.Match[str]) -> str:
@@ -106,8 +106,8 @@ def word_lines(text: str) -> list[str]:
         sentence = _ORDINAL.sub(lambda m: " " + num2words(int(m.group(1)), to="ordinal") + " ", sentence)
         sentence = _MONEY.sub(_money_words, sentence)
         sentence = _NUMBER.sub(_number_words, sentence)
-        for symbol, words in _SYMBOLS.items():
-            sentence = sentence.replace(symbol, words)
+        for symbol, spoken in _SYMBOLS.items():
+            sentence = sentence.replace(symbol, spoken)
         sentence = _NOT_WORD.sub(" ", sentence.lower().replace("\u2019", "'").replace("-", " "))
         words = [word.strip("'") for word in sentence.split()]
         if words := [word for word in words if word]:
@@ -210,7 +210,7 @@ def guessed_pronunciations(words: Iterable[str]) -> dict[str, list[str]]:
     wanted = [word for word in dict.fromkeys(words) if _GUESSABLE.fullmatch(word)][:MAX_GUESSED_WORDS]
     entries: dict[str, list[str]] = {}
     for word, spoken in tts.phonemes(wanted).items():
-        phones = []
+        phones: list[str] = []
         for name in spoken.split():
             name = name.lstrip("',%=")
             if name in _SILENT_PHONEMES or not name:

@@ -300,7 +300,8 @@ class OpenAISpeech:
             return pcm
         samples = np.frombuffer(pcm, dtype="<i2")
         resampled = soxr.resample(samples, rate, OUT_RATE, quality="HQ")
-        return np.clip(resampled, -32768, 32767).astype("<i2").tobytes()
+        audio: bytes = np.clip(resampled, -32768, 32767).astype("<i2").tobytes()
+        return audio
 
 
 def _pcm(body: bytes, rate: int) -> tuple[bytes, int]:

@@ -64,7 +64,7 @@ def parse_speaker_map(text: str) -> dict[str, str]:
             raise ValueError(f"PIPER_SPEAKER_MAP names {name!r}, not one of the agent voices {', '.join(AGENT_VOICES)}")
         given[name] = speaker
     every = given.pop("*", None)
-    return {name: speaker for name in AGENT_VOICES if (speaker := given.get(name) or every)}
+    return {name: chosen for name in AGENT_VOICES if (chosen := given.get(name) or every)}
 
 
 def _config_path(model_path: Path) -> Path:
@@ -74,7 +74,7 @@ def _config_path(model_path: Path) -> Path:
 def _read_config(path: Path) -> dict[str, Any]:
     """The voice's .onnx.json; ValueError when it is not a Piper voice configuration."""
     try:
-        config = json.loads(_config_path(path).read_text(encoding="utf-8"))
+        config: dict[str, Any] = json.loads(_config_path(path).read_text(encoding="utf-8"))
         int(config["audio"]["sample_rate"]), int(config["num_speakers"]), dict(config["phoneme_id_map"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{_config_path(path)} is not a Piper voice configuration ({type(exc).__name__})") from None
@@ -232,4 +232,5 @@ class PiperSpeech:
         samples = np.concatenate(chunks)
         if loaded.rate != OUT_RATE:
             samples = soxr.resample(samples, loaded.rate, OUT_RATE, quality="HQ")
-        return np.clip(samples, -32768, 32767).astype("<i2").tobytes()
+        audio: bytes = np.clip(samples, -32768, 32767).astype("<i2").tobytes()
+        return audio

@@ -80,11 +80,13 @@ class SynthesisProvider(Protocol):
 
 
 def recognition_provider(name: str) -> RecognitionProvider:
-    return RECOGNITION_PROVIDERS.get(name)()
+    provider: RecognitionProvider = RECOGNITION_PROVIDERS.get(name)()
+    return provider
 
 
 def synthesis_provider(name: str) -> SynthesisProvider:
-    return SYNTHESIS_PROVIDERS.get(name)()
+    provider: SynthesisProvider = SYNTHESIS_PROVIDERS.get(name)()
+    return provider
 
 
 def configuration_problems(asr: str, tts: str) -> list[str]:

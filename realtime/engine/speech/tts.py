@@ -96,7 +96,7 @@ class _Espeak:
         self.lib.espeak_SetSynthCallback(self._callback)
         self._voice: tuple[str, str] | None = None
 
-    def _collect(self, wav: ctypes.Array, samples: int, events: ctypes.c_void_p) -> int:
+    def _collect(self, wav: ctypes._Pointer[ctypes.c_short], samples: int, events: ctypes.c_void_p) -> int:
         if samples > 0:
             self._chunks.append(ctypes.string_at(wav, samples * 2))
         return 0  # go on
@@ -167,7 +167,8 @@ def synthesize(text: str, *, language: str, voice_name: str) -> bytes:
     if samples.size == 0:
         return b""
     resampled = soxr.resample(samples, engine.sample_rate, OUT_RATE, quality="HQ")
-    return np.clip(resampled, -32768, 32767).astype("<i2").tobytes()
+    audio: bytes = np.clip(resampled, -32768, 32767).astype("<i2").tobytes()
+    return audio
 
 
 def phonemes(words: Iterable[str], base_voice: str = "en-us") -> dict[str, str]:
