@@ -103,11 +103,13 @@ def _talker(rng: np.random.Generator, n: int) -> np.ndarray:
     syllables = _noise(rng, n, _band(2.0, 6.0, order=3))
     phrases = _noise(rng, n, _band(0.15, 0.6, order=2))
     envelope = np.clip(syllables + 0.4, 0, None) ** 1.5 / (1 + np.exp(-3 * (phrases + 0.2)))
-    return voice * envelope
+    talk: np.ndarray = voice * envelope
+    return talk
 
 
 def _babble(rng: np.random.Generator, n: int, talkers: int) -> np.ndarray:
     mix = sum(_talker(rng, n) * rng.uniform(0.6, 1.0) for _ in range(talkers))
+    assert isinstance(mix, np.ndarray)  # talkers >= 1: not sum()'s start, 0
     return mix / _rms(mix)
 
 
@@ -115,7 +117,9 @@ def _hum(n: int, partials: tuple[tuple[float, float], ...]) -> np.ndarray:
     t = np.arange(n) / RATE
     for frequency, _ in partials:
         assert (frequency * n / RATE).is_integer(), "a hum partial must have whole cycles per loop"
-    return sum(level * np.sin(2 * np.pi * frequency * t + i) for i, (frequency, level) in enumerate(partials))
+    hum = sum(level * np.sin(2 * np.pi * frequency * t + i) for i, (frequency, level) in enumerate(partials))
+    assert isinstance(hum, np.ndarray)  # partials is not empty: not sum()'s start, 0
+    return hum
 
 
 def _decaying(rng: np.random.Generator, seconds: float, tau: float, band: Shape | None = None) -> np.ndarray:
@@ -124,7 +128,8 @@ def _decaying(rng: np.random.Generator, seconds: float, tau: float, band: Shape 
     burst = rng.standard_normal(n)
     if band is not None:
         burst = _filtered(burst, band)
-    return burst / np.max(np.abs(burst)) * np.exp(-np.arange(n) / RATE / tau)
+    decayed: np.ndarray = burst / np.max(np.abs(burst)) * np.exp(-np.arange(n) / RATE / tau)
+    return decayed
 
 
 def _resonance(frequency: float, seconds: float, tau: float) -> np.ndarray:

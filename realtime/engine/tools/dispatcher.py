@@ -97,7 +97,8 @@ def _validator(schema: dict[str, Any], *, check: bool = False) -> Any:
 
 def _matches(validator: Any, value: Any) -> bool:
     try:
-        return validator.is_valid(value)
+        valid: bool = validator.is_valid(value)
+        return valid
     except Exception as exc:  # an unresolvable $ref: the reply cannot be vouched for
         raise ToolError("The tool's response schema cannot be checked.", permanent=True) from exc
 

@@ -46,7 +46,8 @@ def with_query(url: str, arguments: dict[str, Any]) -> str:
 
 
 def _is_json(response: httpx.Response) -> bool:
-    media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    content_type: str = response.headers.get("content-type", "")
+    media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or media.endswith("+json")
 
 
