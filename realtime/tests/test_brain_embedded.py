@@ -325,6 +325,13 @@ async def test_it_reads_spoken_dates(said: str, day: str) -> None:
     assert restaurant.last_call.arguments["date"] == day
 
 
+async def test_a_decimal_after_a_date_is_not_read_as_its_year() -> None:
+    # "19.5 26" once made a year of 1976.0, and the date a TypeError that ended the brain's turn.
+    restaurant = Caller(RESTAURANT)
+    await restaurant.say("book a table for two at eight pm on june 3 19.5 26")
+    assert restaurant.last_call.arguments["date"] == "2026-06-03"
+
+
 @pytest.mark.parametrize(
     ("said", "clock"),
     [

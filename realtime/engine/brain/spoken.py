@@ -281,7 +281,13 @@ def quantities(utterance: Utterance) -> list[Span]:
 
 
 def _is_paired_year(run: list[Number]) -> bool:
-    return len(run) == 2 and 10 <= run[0].value <= 99 and isinstance(run[1].value, int) and 0 <= run[1].value <= 99
+    return (
+        len(run) == 2
+        and isinstance(run[0].value, int)
+        and 10 <= run[0].value <= 99
+        and isinstance(run[1].value, int)
+        and 0 <= run[1].value <= 99
+    )
 
 
 # E-mail addresses ---------------------------------------------------------------------------------
@@ -560,10 +566,14 @@ def _with_year(
         if 1900 <= following.value <= 2100 and isinstance(following.value, int):
             year, end = following.value, following.end
         elif (
-            second is not None and 19 <= following.value <= 21 and isinstance(second.value, int) and second.value < 100
+            second is not None
+            and isinstance(following.value, int)
+            and 19 <= following.value <= 21
+            and isinstance(second.value, int)
+            and second.value < 100
         ):
-            # A decimal first number ("19.5 26") gives a float year, on which date() raises TypeError (kept).
-            year, end = following.value * 100 + second.value, second.end  # type: ignore[assignment]  # a float year, see above
+            # "nineteen ninety" as a year; a decimal first number ("19.5 26") is no year.
+            year, end = following.value * 100 + second.value, second.end
     try:
         if year is not None:
             return Span(start, end, date(year, month, day))
