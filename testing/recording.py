@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.utils import timezone
-
 from calls.models import CallStatus
+from realtime.engine.session.records import TranscriptOrder
 
 
 @dataclass
@@ -35,7 +34,7 @@ class RecordedCall:
         return [(role, text) for _, _, role, text in sorted(self.written, key=lambda entry: entry[:2])]
 
 
-class MemoryRecorder:
+class MemoryRecorder(TranscriptOrder):
     """Records one conversation in memory, with the database recorder's rules: nothing before `start`
     or after `finish`, and a caller's message held until the next message, `release_caller_message()`
     or the end of the call (extended meanwhile by `extend_caller_message`)."""
@@ -55,7 +54,6 @@ class MemoryRecorder:
         self.call: RecordedCall | None = None
         self.logs: list[tuple[str, str, dict[str, Any]]] = []  # (severity, message, fields)
         self._finished = False
-        self._held: tuple[str, datetime] | None = None
         self._sequence = itertools.count()
 
     def log(self, severity: str, message: str, **fields: Any) -> None:
@@ -68,26 +66,6 @@ class MemoryRecorder:
     async def start(self) -> RecordedCall:
         self.call = RecordedCall(from_number=self.from_number, to_number=self.to_number, channel=self.channel)
         return self.call
-
-    def message(self, role: str, text: str, occurred_at: datetime | None = None) -> None:
-        if self.call is None or self._finished or not text:
-            return
-        self.release_caller_message()
-        at = occurred_at or timezone.now()
-        if role == "user":
-            self._held = (text, at)
-        else:
-            self._write(role, text, at)
-
-    def extend_caller_message(self, text: str) -> None:
-        if self._held is not None and text:
-            held, at = self._held
-            self._held = (f"{held} {text}", at)
-
-    def release_caller_message(self) -> None:
-        if self._held is not None:
-            (text, at), self._held = self._held, None
-            self._write("user", text, at)
 
     def tool_invocation(
         self,
@@ -133,6 +111,6 @@ class MemoryRecorder:
         )
         return self.call
 
-    def _write(self, role: str, text: str, at: datetime) -> None:
+    def _write_message(self, role: str, text: str, at: datetime) -> None:
         if self.call is not None:
             self.call.written.append((at, next(self._sequence), role, text))

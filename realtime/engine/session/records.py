@@ -22,7 +22,45 @@ from calls.models import Call, CallStatus
 logger = logging.getLogger(__name__)
 
 
-class CallRecorder:
+class TranscriptOrder:
+    """The transcript's one rule, shared by every recorder: a caller's message is held until the next
+    message, `release_caller_message()` or the end of the call, so that a caller who goes on before
+    hearing the answer extends it (`extend_caller_message`; its time stays that of its first words).
+    Nothing is written before the call starts or after it is finished. A recorder writes with
+    `_write_message`."""
+
+    call: Any
+    _finished: bool
+    _caller_message: tuple[str, datetime] | None = None  # held until the caller's turn is complete
+
+    def message(self, role: str, text: str, occurred_at: datetime | None = None) -> None:
+        """Queue one transcript message, in order (a caller's is held, see above)."""
+        if self.call is None or self._finished or not text:
+            return
+        self.release_caller_message()
+        at = occurred_at or timezone.now()
+        if role == "user":
+            self._caller_message = (text, at)
+        else:
+            self._write_message(role, text, at)
+
+    def extend_caller_message(self, text: str) -> None:
+        """More words of the caller's held message."""
+        if self._caller_message is not None and text:
+            held, at = self._caller_message
+            self._caller_message = (f"{held} {text}", at)
+
+    def release_caller_message(self) -> None:
+        """The caller's turn is complete: write its held message."""
+        if self._caller_message is not None:
+            (text, at), self._caller_message = self._caller_message, None
+            self._write_message("user", text, at)
+
+    def _write_message(self, role: str, text: str, at: datetime) -> None:
+        raise NotImplementedError
+
+
+class CallRecorder(TranscriptOrder):
     def __init__(
         self,
         *,
@@ -43,7 +81,6 @@ class CallRecorder:
         self._writer: asyncio.Task[None] | None = None
         self._finished = False
         self.turn_latencies: list[dict[str, float | None]] = []  # each answered caller turn's stages (ms)
-        self._caller_message: tuple[str, datetime] | None = None  # held until the caller's turn is complete
 
     @property
     def session_id(self) -> str:
@@ -62,31 +99,6 @@ class CallRecorder:
         )
         self._writer = asyncio.create_task(self._write_loop(), name=f"call-writer-{self.session_id}")
         return self.call
-
-    def message(self, role: str, text: str, occurred_at: datetime | None = None) -> None:
-        """Queue one transcript message (written in order, without blocking the caller). A caller's
-        message is held until the next message, `release_caller_message()` or the end of the call: a
-        caller who goes on before hearing the answer extends it (`extend_caller_message`)."""
-        if self.call is None or self._finished or not text:
-            return
-        self.release_caller_message()
-        at = occurred_at or timezone.now()
-        if role == "user":
-            self._caller_message = (text, at)
-        else:
-            self._write_message(role, text, at)
-
-    def extend_caller_message(self, text: str) -> None:
-        """More words of the caller's held message (its time stays that of its first words)."""
-        if self._caller_message is not None and text:
-            held, at = self._caller_message
-            self._caller_message = (f"{held} {text}", at)
-
-    def release_caller_message(self) -> None:
-        """The caller's turn is complete: queue its held message."""
-        if self._caller_message is not None:
-            (text, at), self._caller_message = self._caller_message, None
-            self._write_message("user", text, at)
 
     def _write_message(self, role: str, text: str, at: datetime) -> None:
         call = self.call
