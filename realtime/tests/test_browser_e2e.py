@@ -38,7 +38,7 @@ from testing.daphne import REPO, DaphneServer, in_thread, start_test_server, sto
 from testing.realtime_provider import CallTool, ProviderServer, Say
 from testing.webhooks import LoopbackReceiver, Reply
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.serial]
 
 ARTIFACTS = REPO / "var" / "test-artifacts"
 GREETING = "Hello, this is Ava from Acme. How can I help you today?"

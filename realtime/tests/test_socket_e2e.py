@@ -20,7 +20,12 @@ from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.voice import record_voice, rms
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.serial,
+    pytest.mark.usefixtures("close_db_threads"),
+]
 
 GREETING = "Hello, this is Ava from Acme. How can I help you today?"
 INSTRUCTIONS = (
