@@ -26,16 +26,18 @@ SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
 # The tests marked `serial` (pytest.ini: real-time outcomes, such as a 400 ms pause ending a turn) run after
 # the others, on one worker and with the machine to themselves: on two cores they failed now and then when
 # three workers' servers and speech models ran beside them.
-# $(call pytest_suite,MARKS): the tests that MARKS selects (a pytest -m expression), in the three runs above;
-# the Schemathesis run's output follows; fails when any fails (a serial run that selects nothing passes).
+# $(call pytest_suite,MARKS): the tests that MARKS selects (a pytest -m expression), in the three runs above.
+# The serial run starts once the Schemathesis run has ended: both run without pytest-xdist, so they share one
+# test database name (and on SQLite one file), and neither may create it under the other. Fails when any run
+# fails (a serial run that selects nothing passes).
 define pytest_suite
 	@echo 'pytest -n $(TEST_WORKERS) -m "($(1)) and not serial"  &  pytest $(SCHEMA_TESTS);  then pytest -m "($(1)) and serial"'
 	@log=$$(mktemp); \
 	nice -n 19 $(VENV)/bin/pytest -p no:xdist -m "$(1)" $(SCHEMA_TESTS) >$$log 2>&1 & schema=$$!; \
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) -m "($(1)) and not serial" --ignore=$(SCHEMA_TESTS); suite=$$?; \
+	wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log; rm -f $$log; \
 	$(VENV)/bin/pytest -p no:xdist -m "($(1)) and serial" --ignore=$(SCHEMA_TESTS); serial=$$?; \
 	test $$serial = 5 && serial=0; \
-	wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log; rm -f $$log; \
 	test $$suite = 0 && test $$serial = 0 && test $$schema = 0
 endef
 
