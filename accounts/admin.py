@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
@@ -57,7 +57,7 @@ class OrganizationAdmin(admin.ModelAdmin):
     search_fields = ("name", "id")
     # on_trial follows the plan (accounts.services.organization_set_plan); a new organization gets an API key.
     # The calls app adds its usage chart to this page (calls/admin.py): calls depend on accounts.
-    readonly_fields = ("id", "on_trial", "created_at")
+    readonly_fields: ClassVar[tuple[str, ...]] = ("id", "on_trial", "created_at")
     add_fields = ("name", "plan")
     inlines = [ApiKeyInline]
 

@@ -12,7 +12,7 @@ registers the page with them (AgentPageAdmin), as calls/admin.py extends the org
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -36,6 +36,9 @@ from agents.tools.serializers import parse_header_lines, parse_selections
 from agents.tools.services import mcp_tools_replace
 from kit.errors import ApiError
 from kit.fields import iso, parse
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldsetSpec
 
 # The agent's own settings, in the order the form shows them (status only once the agent exists).
 SETTINGS = (
@@ -145,7 +148,9 @@ class AgentForm(ServiceModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if "static_greeting" in self.fields:
-            self.fields["static_greeting"].empty_value = None  # blank reads back as null, as the model keeps it
+            static_greeting = self.fields["static_greeting"]
+            assert isinstance(static_greeting, forms.CharField)  # a TextField's form field
+            static_greeting.empty_value = None  # blank reads back as null, as the model keeps it
         if not self.instance._state.adding:
             self.fields["expected_updated_at"].initial = iso(self.instance.updated_at)
 
@@ -244,7 +249,7 @@ class AgentAdmin(admin.ModelAdmin):
         # A new agent's organization is chosen on the form; an agent never moves to another organization.
         return tuple(f for f in self.readonly_fields if f != "organization") if obj is None else self.readonly_fields
 
-    def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> list[tuple[str | None, dict[str, Any]]]:
+    def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> _FieldsetSpec:
         new = obj is None
         return [
             (None, {"fields": ["organization", "name"] if new else ["organization", "name", "status"]}),
@@ -252,25 +257,39 @@ class AgentAdmin(admin.ModelAdmin):
             (
                 "Voice and language",
                 {
-                    "fields": ["language", "voice_name", "ai_identity_disclosure_template_id"]
-                    + ([] if new else ["disclosure_spoken"])
+                    "fields": [
+                        "language",
+                        "voice_name",
+                        "ai_identity_disclosure_template_id",
+                        *([] if new else ["disclosure_spoken"]),
+                    ]
                 },
             ),
             (
                 "Sounds",
                 {
-                    "fields": ["background_sound", "ambient_sound", "ambient_sound_volume", "ambient_sound_ducking"]
-                    + ([] if new else ["ambient_sound_now"])
+                    "fields": [
+                        "background_sound",
+                        "ambient_sound",
+                        "ambient_sound_volume",
+                        "ambient_sound_ducking",
+                        *([] if new else ["ambient_sound_now"]),
+                    ]
                 },
             ),
             (
                 "Server and tools",
                 {
-                    "fields": ["agent_type", "server_url"]
-                    + ([] if new else ["server_header_names"])
-                    + ["new_server_headers", "clear_server_headers"]
-                    + ([] if new else ["server_secret_set"])
-                    + ["new_server_secret", "clear_server_secret"]
+                    "fields": [
+                        "agent_type",
+                        "server_url",
+                        *([] if new else ["server_header_names"]),
+                        "new_server_headers",
+                        "clear_server_headers",
+                        *([] if new else ["server_secret_set"]),
+                        "new_server_secret",
+                        "clear_server_secret",
+                    ]
                 },
             ),
             ("Handoff", {"fields": ["handoff_phone_number"]}),
@@ -422,7 +441,9 @@ class AgentAdmin(admin.ModelAdmin):
             if key not in offered
         ]
         form = McpToolsForm(request.POST or None, initial={"tools": list(selected)})
-        form.fields["tools"].choices = choices
+        tools_field = form.fields["tools"]
+        assert isinstance(tools_field, forms.MultipleChoiceField)  # McpToolsForm.tools
+        tools_field.choices = choices
         if request.method == "POST" and form.is_valid():
             chosen = form.cleaned_data["tools"]
             body = [

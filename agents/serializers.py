@@ -47,7 +47,7 @@ class AgentWriteSerializer(serializers.Serializer):
     voiceName = StrictChoiceField([(v, v) for v in BUILTIN_VOICES], source="voice_name", required=False)
     phoneNumberAssignments = PhoneAssignmentSerializer(
         many=True, source="phone_number_assignments", required=False, max_length=1000
-    )
+    )  # type: ignore[call-arg]  # many=True hands max_length to the ListSerializer; the stubs omit it
     phoneNumberIds = serializers.ListField(
         child=StrictUUIDField(), source="phone_number_ids", required=False, max_length=1000
     )

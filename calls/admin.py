@@ -115,9 +115,10 @@ class AgentFilter(admin.SimpleListFilter):
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if not self.value():
+        value = self.value()
+        if not value:
             return queryset
-        agent_id = _uuid(self.value())  # a mistyped id in the address narrows to nothing
+        agent_id = _uuid(value)  # a mistyped id in the address narrows to nothing
         return queryset.filter(agent_id=agent_id) if agent_id else queryset.none()
 
 
@@ -128,15 +129,17 @@ class CallLogFilter(admin.SimpleListFilter):
     parameter_name = "call"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        if not self.value():
+        value = self.value()
+        if not value:
             return []  # shown only while narrowed to a call
-        call = _call_of(self.value())
-        return [(self.value(), str(call) if call else "no such call")]
+        call = _call_of(value)
+        return [(value, str(call) if call else "no such call")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if not self.value():
+        value = self.value()
+        if not value:
             return queryset
-        call = _call_of(self.value())
+        call = _call_of(value)
         return queryset.filter(pk__in=call_log_lines(call=call).values("pk")) if call else queryset.none()
 
 
@@ -270,7 +273,7 @@ class CallAdmin(admin.ModelAdmin):
         return f"{obj.overage_minutes:.2f}"
 
     @admin.action(description="Export selected calls as CSV (no transcripts)")
-    def export_csv(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse:
+    def export_csv(self, request: HttpRequest, queryset: QuerySet) -> StreamingHttpResponse:
         response = StreamingHttpResponse(calls_csv_rows(queryset), content_type="text/csv")
         response["Content-Disposition"] = 'attachment; filename="calls.csv"'
         return response

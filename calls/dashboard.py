@@ -209,12 +209,12 @@ def usage_chart_svg(
     legend = None
     if labels:
         for fraction in (0, 0.5, 1):
-            y = f"{base - plot_h * fraction:.1f}"
+            grid_y = f"{base - plot_h * fraction:.1f}"
             grid.append(
                 {
                     "x1": left,
                     "x2": left + plot_w,
-                    "y": y,
+                    "y": grid_y,
                     "label_x": left - 4,
                     "label": _minutes(round(peak * fraction * 60)),
                 }

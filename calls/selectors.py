@@ -6,6 +6,7 @@ import functools
 import operator
 import re
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -241,7 +242,7 @@ def call_counts(*, at: datetime | None = None) -> dict[str, int]:
     return counts
 
 
-def live_calls(*, limit: int = 20) -> list[dict[str, Any]]:
+def live_calls(*, limit: int = 20) -> list[Mapping[str, Any]]:
     """The newest live (active) calls of every organization, newest first."""
     return list(
         Call.objects.filter(status=CallStatus.ACTIVE)

@@ -16,7 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Exists, F, Max, OuterRef, Q, Sum
 from django.utils import timezone
 
@@ -48,7 +48,7 @@ WEB_TO_PLACEHOLDER = "web-agent"
 UNKNOWN_NUMBER = "unknown"
 
 
-def _choice(value: str, allowed: type, what: str) -> str:
+def _choice(value: str, allowed: type[models.TextChoices], what: str) -> str:
     if value not in allowed.values:
         raise ValueError(f"{what} must be one of {', '.join(allowed.values)}, not {value!r}")
     return value

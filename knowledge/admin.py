@@ -113,10 +113,10 @@ class KnowledgeDocumentAdmin(ReadOnlyAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return admin.ModelAdmin.has_delete_permission(self, request, obj)
 
-    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         if obj is None:
             kwargs["form"] = DocumentUploadForm
-        return super().get_form(request, obj, **kwargs)
+        return super().get_form(request, obj, change, **kwargs)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return ("agent", "file", "name", "description") if obj is None else self.fields

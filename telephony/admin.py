@@ -58,6 +58,7 @@ class TelephonyAccountForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # ModelForm.clean returns cleaned_data (the stubs allow None for overrides)
         organization = data.get("organization") or getattr(self.instance, "organization", None)
         if organization is None or self.errors:
             return data
@@ -145,6 +146,7 @@ class PhoneNumberAddForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # ModelForm.clean returns cleaned_data (the stubs allow None for overrides)
         if not self.errors:
             check_with_service(self, self.claim, _NUMBER_FIELDS, fallback="phone_number")
         return data
@@ -173,8 +175,10 @@ class PhoneNumberChangeForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         agents = Agent.objects.filter(organization_id=self.instance.organization_id).order_by("name", "pk")
-        self.fields["assigned_agent"].queryset = agents
-        self.fields["assigned_agent"].label_from_instance = lambda agent: f"{agent.name} ({agent.status})"
+        assigned_agent = self.fields["assigned_agent"]
+        assert isinstance(assigned_agent, forms.ModelChoiceField)  # declared above
+        assigned_agent.queryset = agents
+        assigned_agent.label_from_instance = lambda agent: f"{agent.name} ({agent.status})"  # type: ignore[method-assign, assignment]  # Django documents replacing label_from_instance per field
 
     def apply(self) -> PhoneNumber:
         """Save the name and status, then the assignment through the services (the admin's transaction
@@ -197,6 +201,7 @@ class PhoneNumberChangeForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # ModelForm.clean returns cleaned_data (the stubs allow None for overrides)
         if data.get("handoff_phone_number") and not data.get("assigned_agent"):
             self.add_error("handoff_phone_number", "A handoff number belongs to an assignment: choose an agent.")
         if not self.errors:
@@ -221,6 +226,7 @@ class PhoneNumberAdmin(admin.ModelAdmin):
     autocomplete_fields = ("organization",)
     actions = ("point_at_this_service",)
     # An existing number keeps its organization and number; its setup status changes through the action.
+    change_readonly: tuple[str, ...]
     change_readonly = ("id", "organization", "phone_number", "source", "provider", "country_code", "setup_status")
     change_readonly += ("setup_error", "created_at", "assigned_at")
 
@@ -230,8 +236,8 @@ class PhoneNumberAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
-            return PhoneNumberAddForm._meta.fields
-        return (*self.change_readonly[:3], *PhoneNumberChangeForm._meta.fields, *self.change_readonly[3:])
+            return PhoneNumberAddForm._meta.fields  # type: ignore[misc]  # the stubs type ModelForm._meta per instance; the metaclass sets it on the class
+        return (*self.change_readonly[:3], *PhoneNumberChangeForm._meta.fields, *self.change_readonly[3:])  # type: ignore[misc]  # the stubs type ModelForm._meta per instance; the metaclass sets it on the class
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return () if obj is None else self.change_readonly
@@ -272,8 +278,9 @@ class AssignNumberForm(forms.Form):
         super().__init__(*args, **kwargs)
         numbers = PhoneNumber.objects.filter(organization_id=agent.organization_id, status=PhoneNumberStatus.CLAIMED)
         field = self.fields["phone_number"]
+        assert isinstance(field, forms.ModelChoiceField)  # declared above
         field.queryset = numbers.select_related("assigned_agent").order_by("phone_number")
-        field.label_from_instance = lambda number: " ".join(
+        field.label_from_instance = lambda number: " ".join(  # type: ignore[method-assign, assignment]  # Django documents replacing label_from_instance per field
             part
             for part in (
                 number.phone_number,

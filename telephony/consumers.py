@@ -99,7 +99,7 @@ class TwilioMediaStream(JsonSocketConsumer):
         if isinstance(message, Malformed):
             self._bad(message.reason)
             return
-        event = message.get("event")
+        event: Any = message.get("event")  # any JSON value
         if event == "connected":
             return
         if event == "start":

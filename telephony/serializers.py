@@ -18,7 +18,7 @@ class PhoneNumberSerializer(serializers.Serializer):
     phoneNumber = serializers.CharField()
     friendlyName = serializers.CharField()
     status = serializers.ChoiceField(PhoneNumberStatus.choices)
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # the API field "source" shadows Field.source in the stubs (DRF pops declared fields)
     provider = serializers.CharField()
     setupStatus = serializers.CharField()
     assignedAgentId = serializers.UUIDField(allow_null=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -24,6 +24,9 @@ from kit import outbound
 from kit.errors import ApiError
 from kit.fields import parse
 from kit.validation import url_problem
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldsetSpec
 
 SECRET_FIELDS = ("bearer_token", "secret_headers", "token_url", "client_id", "client_secret", "scope")
 
@@ -76,6 +79,7 @@ class McpServerForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # ModelForm.clean returns cleaned_data (the stubs allow None for overrides)
         auth_type = data.get("auth_type")
         url = data.get("url") or ""
         problem = url and (url_problem(url) or outbound.destination_problem(url))
@@ -264,19 +268,18 @@ class AgentToolAdmin(admin.ModelAdmin):
         # The agent is chosen when the tool is created; a tool never moves to another agent.
         return ("tool_header_names",) if obj is None else self.readonly_fields
 
-    def get_fieldsets(
-        self, request: HttpRequest, obj: AgentTool | None = None
-    ) -> list[tuple[str | None, dict[str, Any]]]:
+    def get_fieldsets(self, request: HttpRequest, obj: AgentTool | None = None) -> _FieldsetSpec:
         headers = (
             ["new_tool_headers", "clear_tool_headers"]
             if obj is None
             else ["tool_header_names", "new_tool_headers", "clear_tool_headers"]
         )
+        record: _FieldsetSpec = [] if obj is None else [("Record", {"fields": ["created_at", "updated_at"]})]
         return [
             (None, {"fields": ["agent", "name", "description", "enabled"]}),
             ("Arguments and reply", {"fields": ["parameter_schema", "response_schema", "timeout_ms", "on_error"]}),
             ("http agents", {"fields": ["tool_url", "tool_method", *headers]}),
-            *([] if obj is None else [("Record", {"fields": ["created_at", "updated_at"]})]),
+            *record,
         ]
 
     @admin.display(description="Tool headers")

@@ -164,7 +164,7 @@ def parse_selections(data: Any) -> list[dict[str, Any]]:
     """PUT mcp-tools body: an array of selection items; issues are keyed by item index."""
     if not isinstance(data, list):
         raise ApiError.invalid("The request body must be a JSON array of selection items.")
-    serializer = McpSelectionWriteSerializer(data=data, many=True, max_length=MAX_SELECTIONS)
+    serializer = McpSelectionWriteSerializer(data=data, many=True, max_length=MAX_SELECTIONS)  # type: ignore[call-arg]  # many=True hands max_length to the ListSerializer; the stubs omit it
     serializer.is_valid(raise_exception=True)
     return [dict(item) for item in serializer.validated_data]
 

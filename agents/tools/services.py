@@ -137,6 +137,7 @@ def mcp_credentials_clean(*, auth_type: str, credentials: dict[str, Any] | None)
         problem = headers_problem(headers) or (None if headers else "At least one header is required.")
         if problem:
             raise ApiError.field("headers", problem)
+        assert isinstance(headers, dict)  # headers_problem refuses anything else
         return {"headers": dict(headers)}
     if auth_type == McpAuthType.OAUTH_CLIENT_CREDENTIALS:
         token_url = credentials.get("tokenUrl")
