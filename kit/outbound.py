@@ -350,10 +350,13 @@ class GuardedMcpTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-@lru_cache(maxsize=1)
-def _ssl_context() -> ssl.SSLContext:
-    # Built once: loading the CA bundle costs milliseconds, and clients are short-lived (see below).
-    return httpx.create_ssl_context()
+@lru_cache(maxsize=4)
+def _ssl_context(extra_ca_file: str) -> ssl.SSLContext:
+    # Built once per CA file: loading the CA bundle costs milliseconds, and clients are short-lived (see below).
+    context = httpx.create_ssl_context()
+    if extra_ca_file:  # OUTBOUND_CA_FILE: trusted besides the system's bundle
+        context.load_verify_locations(cafile=extra_ca_file)
+    return context
 
 
 def _client(timeout_s: float) -> httpx.AsyncClient:
@@ -361,7 +364,7 @@ def _client(timeout_s: float) -> httpx.AsyncClient:
     # connection must never be reused for a different host name that resolves to the same address.
     # trust_env=False: proxy variables would otherwise route around the transport's checks.
     return httpx.AsyncClient(
-        transport=GuardedAsyncTransport(httpx.AsyncHTTPTransport(verify=_ssl_context(), trust_env=False)),
+        transport=GuardedAsyncTransport(httpx.AsyncHTTPTransport(verify=_ssl_context(settings.OUTBOUND_CA_FILE), trust_env=False)),
         timeout=httpx.Timeout(timeout_s),
         trust_env=False,
     )

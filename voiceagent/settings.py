@@ -5,6 +5,7 @@ channel layer and Celery tasks run in-process. Every variable is documented in t
 """
 
 import secrets
+import ssl
 from datetime import timedelta
 from pathlib import Path
 
@@ -258,6 +259,14 @@ FIELD_ENCRYPTION_KEYS = env.list("FIELD_ENCRYPTION_KEYS", default=[])
 # Networks (CIDR) that outbound requests (webhooks, http tools, MCP) may reach even though they are
 # loopback, private or link-local. Empty: only public addresses.
 OUTBOUND_ALLOWED_NETWORKS = env.list("OUTBOUND_ALLOWED_NETWORKS", default=[])
+# A PEM file of certificate authorities that outbound HTTPS trusts besides the system's bundle (a company CA
+# in front of internal tool servers). Checked here: a missing or unreadable file stops the start, not a call.
+OUTBOUND_CA_FILE = env.str("OUTBOUND_CA_FILE", default="")
+if OUTBOUND_CA_FILE:
+    try:
+        ssl.create_default_context(cafile=OUTBOUND_CA_FILE)
+    except (OSError, ssl.SSLError) as error:
+        raise ImproperlyConfigured(f"OUTBOUND_CA_FILE must name a readable PEM file of certificates: {error}") from None
 
 # --- deployment security: TLS, HSTS, cookies, CSP, admin login throttle ----------------------------
 # docs/deployment-security.md. Behind a TLS-terminating proxy (BEHIND_TLS_PROXY=true, as deploy/env.example

@@ -125,3 +125,13 @@ def test_a_value_written_in_the_docs_later_is_refused_too(tmp_path):
     (tmp_path / "deploy").mkdir()
     (tmp_path / "deploy" / "env.example").write_text("SECRET_KEY=\nALLOWED_HOSTS=voice.example.com\n")
     assert not any("ALLOWED_HOSTS" in value for value in documented_examples(tmp_path))
+
+
+@pytest.mark.parametrize("content", [None, "not a certificate\n"])
+def test_an_unusable_outbound_ca_file_stops_the_start_with_the_reason(tmp_path, content):
+    ca_file = tmp_path / "company-ca.pem"
+    if content is not None:
+        ca_file.write_text(content)
+    result = manage("check", env={"OUTBOUND_CA_FILE": str(ca_file)})
+    assert result.returncode != 0
+    assert "OUTBOUND_CA_FILE must name a readable PEM file of certificates" in result.stderr

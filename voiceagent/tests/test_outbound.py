@@ -292,7 +292,7 @@ def _tls_material(tmp_path):
 
 
 async def test_https_to_a_pinned_address_still_verifies_the_certificate_for_the_name(
-    tmp_path, allow_loopback, monkeypatch
+    tmp_path, allow_loopback, monkeypatch, settings
 ):
     import ssl
 
@@ -309,7 +309,7 @@ async def test_https_to_a_pinned_address_still_verifies_the_certificate_for_the_
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port_))]
 
     monkeypatch.setattr(outbound.anyio, "getaddrinfo", resolver)
-    monkeypatch.setattr(outbound, "_ssl_context", lambda: ssl.create_default_context(cafile=str(ca_file)))
+    settings.OUTBOUND_CA_FILE = str(ca_file)  # the test's own CA, trusted besides the system's bundle
     try:
         response = await outbound.send("GET", f"https://tls.example.test:{port}/echo", timeout_s=5)
         assert response.json()["host"] == f"tls.example.test:{port}"
