@@ -28,6 +28,7 @@ from realtime.engine.speech.piper_voice import PiperSpeech
 from realtime.engine.speech.tts import synthesize
 from realtime.engine.speech.whisper_local import WhisperRecognition, token_cap
 from testing.fakes import silence, speech
+from testing.pipeline import provider_harness, spoken_offline
 from testing.speech_models import packaged_piper_joe, packaged_whisper_base, word_errors, words
 from testing.voice import to_16k
 
@@ -190,7 +191,6 @@ async def feed_silence_until(conversation: Any, done: Any, *, at_most_ms: int) -
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_db_threads")
 async def test_a_failing_model_gets_the_offline_apology_and_the_call_goes_on(neural, active_agent, monkeypatch):
-    from realtime.tests.test_speech_providers import Conversation, spoken_offline
 
     active_agent.greeting_type = "static"
     active_agent.static_greeting = "Welcome to Acme."
@@ -202,7 +202,7 @@ async def test_a_failing_model_gets_the_offline_apology_and_the_call_goes_on(neu
         raise RuntimeError("out of memory")
 
     monkeypatch.setattr(loaded.whisper, "transcribe", broken)
-    conversation = Conversation(active_agent)
+    conversation = provider_harness(active_agent)
     await conversation.start()
     await feed_silence_until(conversation, lambda: bool(conversation.transport.transcripts()), at_most_ms=9000)
     greeting = conversation.audio_after(0)
@@ -226,7 +226,6 @@ async def test_a_failing_model_gets_the_offline_apology_and_the_call_goes_on(neu
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_db_threads")
 async def test_an_agent_in_another_language_is_spoken_by_the_offline_voice(neural, active_agent, monkeypatch):
-    from realtime.tests.test_speech_providers import Conversation, spoken_offline
 
     neural.ASR_PROVIDER = "embedded"  # PocketSphinx hears Spanish; the Piper voice is English
     active_agent.language = "es-US"
@@ -234,7 +233,7 @@ async def test_an_agent_in_another_language_is_spoken_by_the_offline_voice(neura
     active_agent.static_greeting = "Bienvenido a Acme."
     await sync_to_async(active_agent.save)()
     voice.reset_kits()
-    conversation = Conversation(active_agent)
+    conversation = provider_harness(active_agent)
     await conversation.start()
     await feed_silence_until(conversation, lambda: bool(conversation.transport.transcripts()), at_most_ms=12000)
     assert conversation.transport.transcripts()[0][1].endswith("Bienvenido a Acme.")

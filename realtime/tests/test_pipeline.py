@@ -5,95 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
-from realtime.engine.cascade.pipeline import CascadePipeline
 from realtime.engine.clock import ManualClock, settle
 from realtime.engine.contracts import Ending, TextPiece, ToolCall, ToolOutcome, Turn
 from realtime.engine.registry import EngineUnavailable, pipeline_class
 from realtime.engine.session import shell as session_module
 from realtime.engine.session.shell import Session, open_session
 from testing.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
-from testing.recording import MemoryRecorder, RecordedCall
+from testing.pipeline import GREETING, Harness, messages
+from testing.recording import MemoryRecorder
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
 DISCLOSURE = "Just so you know, you are speaking with an AI, not a person."  # 13 words: 1.3 s
-GREETING = "Welcome to Acme. How can I help?"  # 7 words: 0.7 s
-
-
-async def inline(function: Any, *args: Any) -> Any:
-    return function(*args)
-
-
-class EchoBrain:
-    """Repeats what it heard, so that tests can see which user turn was answered."""
-
-    async def respond(self, context, history):
-        heard = next((turn.text for turn in reversed(history) if turn.role == "user"), "")
-        yield TextPiece(f"You said: {heard}.")
-
-
-class Harness:
-    def __init__(
-        self, agent: Any, *, texts=(), brain=None, has_bed=False, tools=None, recognizer=True, recorder=None
-    ) -> None:
-        self.clock = ManualClock()
-        self.transport = RecordingTransport(self.clock)
-        self.kit, self.parts = make_kit(texts=texts, has_bed=has_bed, recognizer=recognizer)
-        self.tools = tools or ScriptedTools()
-        self.conversation = open_session(
-            agent=agent,
-            transport=self.transport,
-            channel="web",
-            pipeline=CascadePipeline(kit=self.kit, brain=brain or EchoBrain()),
-            tools=self.tools,
-            mixer=lambda ambient, volume, ducking: self.parts["mixer"],
-            clock=self.clock,
-            run_blocking=inline,
-            recorder=recorder,
-        )
-        self.recorder = self.conversation.recorder
-        self.task: asyncio.Task | None = None
-
-    async def start(self) -> None:
-        self.task = asyncio.create_task(self.conversation.run())
-        # The call record is written by a database thread: wait for it (no clock involved).
-        for _ in range(500):
-            if "started" in self.transport.kinds() or self.task.done():
-                break
-            await asyncio.sleep(0.01)
-        await settle()
-
-    async def feed(self, pcm: bytes) -> None:
-        """Stream caller audio in 20 ms chunks, moving the clock with it."""
-        for start in range(0, len(pcm), 640):
-            self.conversation.push_audio(pcm[start : start + 640])
-            await self.clock.advance(0.02)
-
-    async def talk(self, ms: int, then_silence_ms: int = 300) -> None:
-        await self.feed(speech(ms) + silence(then_silence_ms))
-
-    async def stop(self) -> Call:
-        await self.conversation.stop()
-        assert self.task is not None
-        await asyncio.wait_for(self.task, 10)
-        if isinstance(self.recorder, MemoryRecorder):
-            return self.recorder.call
-        return await sync_to_async(Call.objects.prefetch_related("messages").get)(pk=self.conversation.call_id)
-
-
-async def messages(call: Call | RecordedCall) -> list[tuple[str, str]]:
-    if isinstance(call, RecordedCall):
-        return call.messages
-    return await sync_to_async(
-        lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content"))
-    )()
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ provider fails), the system check, and one conversation through a real Daphne se
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -15,28 +13,21 @@ import numpy as np
 import pytest
 from asgiref.sync import sync_to_async
 
-from calls.logging import flush_agent_logs
-from calls.models import AgentLog, Call
+from calls.models import Call
 from kit.providers import ProviderError
 from realtime.apps import check_voice_engine
 from realtime.engine.cascade import kit as voice
-from realtime.engine.cascade.pipeline import CascadePipeline
-from realtime.engine.clock import ManualClock, settle
 from realtime.engine.contracts import TextPiece
 from realtime.engine.phrases import phrase
-from realtime.engine.session.shell import open_session
 from realtime.engine.speech import openai_audio
 from realtime.engine.speech.openai_audio import OpenAISpeech, OpenAITranscription, parse_voice_map
 from testing.audio_server import AudioServer, Failure, Speech, Transcript, level_for
 from testing.fakes import (
-    FakeDetector,
-    FakeMixer,
-    RecordingTransport,
     ScriptedBrain,
-    ScriptedTools,
     silence,
     speech,
 )
+from testing.pipeline import provider_harness, spoken_offline
 
 KEY = "sk-test-0123456789abcdefghijklmnopqrstuv"
 APOLOGY = phrase("apology", "en-US")
@@ -262,78 +253,9 @@ async def inline(function: Any, *args: Any) -> Any:
     return function(*args)
 
 
-class EchoBrain:
-    async def respond(self, context, history):
-        heard = next((turn.text for turn in reversed(history) if turn.role == "user"), "")
-        yield TextPiece(f"You said: {heard}.")
-
-
-class Conversation:
-    """The shell and the cascade with the configured (provider) speech kit, a stand-in detector
-    (speech() and silence() audio), the real offline voice, and a hand-driven clock. The provider
-    calls block the loop for their few milliseconds (run_blocking inline): the server runs in a
-    thread."""
-
-    def __init__(self, agent: Any, *, brain: Any = None) -> None:
-        self.clock = ManualClock()
-        self.transport = RecordingTransport(self.clock)
-        kit = dataclasses.replace(voice.voice_kit(), detector=FakeDetector)
-        mixer = FakeMixer()
-        self.session = open_session(
-            agent=agent,
-            transport=self.transport,
-            channel="web",
-            pipeline=CascadePipeline(kit=kit, brain=brain or EchoBrain(), vocabulary_texts=self._vocabulary),
-            tools=ScriptedTools(),
-            mixer=lambda ambient, volume, ducking: mixer,
-            clock=self.clock,
-            run_blocking=inline,
-        )
-        self.task: asyncio.Task | None = None
-
-    @staticmethod
-    async def _vocabulary() -> list[str]:
-        return ["book_table"]
-
-    async def start(self) -> None:
-        self.task = asyncio.create_task(self.session.run())
-        for _ in range(500):
-            if "started" in self.transport.kinds() or self.task.done():
-                break
-            await asyncio.sleep(0.01)
-        await settle()
-
-    async def feed(self, pcm: bytes) -> None:
-        for start in range(0, len(pcm), 640):
-            self.session.push_audio(pcm[start : start + 640])
-            await self.clock.advance(0.02)
-
-    def audio_after(self, since: float) -> np.ndarray:
-        return samples(b"".join(pcm for at, kind, pcm in self.transport.events if kind == "audio" and at >= since))
-
-    async def logs(self) -> list[dict[str, Any]]:
-        await sync_to_async(flush_agent_logs)()
-        rows = await sync_to_async(list)(
-            AgentLog.objects.filter(session_id=self.session.recorder.session_id).values_list("severity", "content")
-        )
-        return [{"severity": severity, **content} for severity, content in rows]
-
-    async def stop(self) -> Call:
-        await self.session.stop()
-        assert self.task is not None
-        await asyncio.wait_for(self.task, 10)
-        return await sync_to_async(Call.objects.get)(pk=self.session.call_id)
-
-
 def spoken_by_provider(audio: np.ndarray, level: int = PROVIDER_VOICE) -> bool:
     voiced = audio[audio != 0]
     return voiced.size > 0 and set(np.unique(voiced)) == {level}
-
-
-def spoken_offline(audio: np.ndarray) -> bool:
-    """eSpeak NG's speech: a waveform, nothing like the scripted voice's constant level."""
-    voiced = audio[audio != 0]
-    return voiced.size > 2400 and len(np.unique(voiced)) > 100
 
 
 @pytest.fixture
@@ -347,7 +269,7 @@ def ava(active_agent: Any) -> Any:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_db_threads")
 async def test_a_turn_recognized_by_the_provider_is_answered_in_the_provider_voice(providers, ava):
-    conversation = Conversation(ava)
+    conversation = provider_harness(ava)
     await conversation.start()
     await conversation.feed(silence(3000))
     assert spoken_by_provider(conversation.audio_after(0))  # the disclosure and the greeting
@@ -377,7 +299,7 @@ async def test_a_recognition_failure_gets_the_apology_in_the_offline_voice_and_t
     providers, settings, ava, failure
 ):
     settings.ASR_TIMEOUT_SECONDS = 0.3
-    conversation = Conversation(ava)
+    conversation = provider_harness(ava)
     await conversation.start()
     await conversation.feed(silence(3000))
     providers.transcribe(failure)
@@ -407,7 +329,7 @@ async def test_a_recognition_failure_gets_the_apology_in_the_offline_voice_and_t
 @pytest.mark.usefixtures("close_db_threads")
 async def test_a_failed_sentence_and_the_rest_of_its_answer_are_spoken_offline(providers, ava):
     brain = ScriptedBrain([TextPiece("Your table is booked. See you tomorrow.")])
-    conversation = Conversation(ava, brain=brain)
+    conversation = provider_harness(ava, brain=brain)
     await conversation.start()
     await conversation.feed(silence(3000))
     providers.transcribe(Transcript("book it"), Transcript("thanks"))
@@ -440,7 +362,7 @@ async def test_a_failed_sentence_and_the_rest_of_its_answer_are_spoken_offline(p
 async def test_after_a_permanent_synthesis_failure_the_offline_voice_speaks_for_the_rest_of_the_call(providers, ava):
     providers.speak(Failure(401, f"Incorrect API key provided: {KEY}"))
     providers.transcribe(Transcript("hello"))
-    conversation = Conversation(ava)
+    conversation = provider_harness(ava)
     await conversation.start()
     await conversation.feed(silence(9000))
     transcripts = conversation.transport.transcripts()
@@ -537,7 +459,7 @@ async def test_a_spoken_conversation_with_provider_speech_through_a_real_server(
 @pytest.mark.usefixtures("close_db_threads")
 async def test_a_failed_recognition_of_speech_over_the_agent_that_did_not_interrupt_gets_no_apology(providers, ava):
     providers.transcribe(Failure(503, "Overloaded"))
-    conversation = Conversation(ava)
+    conversation = provider_harness(ava)
     await conversation.start()
     await conversation.feed(silence(200))
     await conversation.feed(speech(120) + silence(300))  # a backchannel during the disclosure
@@ -554,7 +476,7 @@ async def test_a_failed_recognition_of_speech_over_the_agent_that_did_not_interr
 async def test_provider_recognition_works_with_the_embedded_voice(providers, settings, ava):
     settings.TTS_PROVIDER = "embedded"
     providers.transcribe(Transcript("hello"))
-    conversation = Conversation(ava)
+    conversation = provider_harness(ava)
     await conversation.start()
     await conversation.feed(silence(9000))
     turn_at = conversation.clock.now()

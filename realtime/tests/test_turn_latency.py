@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from realtime.tests.test_pipeline import Harness
 from testing.fakes import silence
+from testing.pipeline import Harness
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from realtime.engine.contracts import TextPiece
-from realtime.tests.test_pipeline import GREETING, Harness
 from testing.fakes import RecordingTransport, ScriptedBrain, silence
+from testing.pipeline import GREETING, Harness
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
