@@ -91,7 +91,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     once it is at the last test of the current one, so a long module is not queued behind another."""
     if config.getvalue("dist") != "load":  # -n without --dist; another --dist keeps its own scheduler
         return None
-    from xdist.scheduler import LoadScopeScheduling
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # pytest-xdist ships no types
 
     class ModuleScheduling(LoadScopeScheduling):
         def add_node_collection(self, node: Any, collection: Any) -> None:
@@ -188,7 +188,7 @@ def make_agent(db: Any):
     """Create an agent row directly (for tests of other resources; agent rules are tested through the API)."""
 
     def make(organization: Organization, **fields: Any) -> Agent:
-        return AgentFactory(organization=organization, **fields)
+        return AgentFactory.create(organization=organization, **fields)
 
     return make
 

@@ -127,7 +127,7 @@ def page_fixture(microphone_wav: Path, request: Any) -> Iterator[Any]:
         console: list[str] = []
         opened.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
         opened.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
-        opened.on("response", lambda r: r.status >= 400 and console.append(f"HTTP {r.status}: {r.url}"))
+        opened.on("response", lambda r: console.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
         try:
             yield opened
         finally:

@@ -24,7 +24,7 @@ from knowledge.models import KnowledgeDocument
 from telephony.models import PhoneNumber
 
 
-class OrganizationFactory(DjangoModelFactory):
+class OrganizationFactory(DjangoModelFactory[Organization]):
     """An organization on a seeded plan (`plan_code`, the Studio plan unless told), on trial only on the
     trial plan (as organization_create sets it); no API key: see ApiKeyFactory."""
 
@@ -49,7 +49,7 @@ class ApiKeyFactory(factory.Factory):
     name = ""
 
 
-class AgentFactory(DjangoModelFactory):
+class AgentFactory(DjangoModelFactory[Agent]):
     class Meta:
         model = Agent
 
@@ -60,7 +60,7 @@ class AgentFactory(DjangoModelFactory):
     updated_at = factory.LazyFunction(timezone.now)
 
 
-class AgentToolFactory(DjangoModelFactory):
+class AgentToolFactory(DjangoModelFactory[AgentTool]):
     class Meta:
         model = AgentTool
 
@@ -68,7 +68,7 @@ class AgentToolFactory(DjangoModelFactory):
     name = "order_status"
 
 
-class McpServerFactory(DjangoModelFactory):
+class McpServerFactory(DjangoModelFactory[McpServer]):
     class Meta:
         model = McpServer
 
@@ -78,7 +78,7 @@ class McpServerFactory(DjangoModelFactory):
     status = "active"
 
 
-class KnowledgeDocumentFactory(DjangoModelFactory):
+class KnowledgeDocumentFactory(DjangoModelFactory[KnowledgeDocument]):
     """A document row of an agent (its chunks are the test's: ingestion is tested through uploads)."""
 
     class Meta:
@@ -92,7 +92,7 @@ class KnowledgeDocumentFactory(DjangoModelFactory):
     status = "ready"
 
 
-class CallFactory(DjangoModelFactory):
+class CallFactory(DjangoModelFactory[Call]):
     """A browser call of an agent that started now and is still active."""
 
     class Meta:
@@ -108,7 +108,7 @@ class CallFactory(DjangoModelFactory):
     started_at = factory.LazyFunction(timezone.now)
 
 
-class PhoneNumberFactory(DjangoModelFactory):
+class PhoneNumberFactory(DjangoModelFactory[PhoneNumber]):
     """A claimed Twilio number of an organization (not assigned to an agent)."""
 
     class Meta:

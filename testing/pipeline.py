@@ -105,9 +105,11 @@ class Harness:
     async def logs(self) -> list[dict[str, Any]]:
         """The session's agent log lines, flushed: [{"severity": ..., **content}]."""
         await sync_to_async(flush_agent_logs)()
-        rows = await sync_to_async(list)(
-            AgentLog.objects.filter(session_id=self.recorder.session_id).values_list("severity", "content")
-        )
+        rows: list[tuple[str, dict[str, Any]]] = await sync_to_async(
+            lambda: list(
+                AgentLog.objects.filter(session_id=self.recorder.session_id).values_list("severity", "content")
+            )
+        )()
         return [{"severity": severity, **content} for severity, content in rows]
 
     async def stop(self) -> Call | RecordedCall:
@@ -115,6 +117,7 @@ class Harness:
         assert self.task is not None
         await asyncio.wait_for(self.task, 10)
         if isinstance(self.recorder, MemoryRecorder):
+            assert self.recorder.call is not None, "the session never started its call"
             return self.recorder.call
         return await sync_to_async(Call.objects.prefetch_related("messages").get)(pk=self.conversation.call_id)
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Self
 
 from aiohttp import web
@@ -138,14 +139,14 @@ class ScriptedServer:
             with contextlib.suppress(RuntimeError):  # that loop is closed: the server is gone
                 self._server_loop.call_soon_threadsafe(callback)
 
-    async def run(self, action: Callable[[], Awaitable[Any]]) -> Any:
+    async def run(self, action: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         """Run `action()` on the server's loop (thread mode) or here, and wait for it."""
         if self._thread_loop is None:
             return await action()
-        future = asyncio.run_coroutine_threadsafe(action(), self._thread_loop)
+        future: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(action(), self._thread_loop)
         return await asyncio.wrap_future(future)
 
-    def run_sync(self, action: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
+    def run_sync(self, action: Callable[[], Coroutine[Any, Any, Any]], timeout: float = 30.0) -> Any:
         """`run` for a caller without an event loop of its own (a Playwright test): thread mode only."""
         assert self._thread_loop is not None, "run_sync needs the server on a loop of its own (with server:)"
         return asyncio.run_coroutine_threadsafe(action(), self._thread_loop).result(timeout)
