@@ -77,6 +77,9 @@ class Agent(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # Set by the services on every change (optimistic concurrency); never auto_now.
     updated_at = models.DateTimeField()
+    # What is stored of its calls with personal data replaced by placeholders (kit/redaction.py):
+    # "off", "all" or a list of categories.
+    redact_pii = models.JSONField(default="off", blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]
