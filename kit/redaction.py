@@ -74,7 +74,7 @@ def categories_of(setting: Any) -> frozenset[str]:
 
 
 def region_of(language: str | None) -> str | None:
-    """The phone region of a language tag: en-GB -> GB, es-419 -> none, it -> IT."""
+    """The phone region of a language tag: en-GB -> GB, it -> IT, es-419 -> ES (the language's default)."""
     parts = (language or "").split("-")
     for part in parts[1:]:
         if len(part) == 2 and part.isalpha():
@@ -86,7 +86,8 @@ def redact_for_agent(agent_or_settings: Any, value: Any) -> Any:
     """`value` (a string, or any JSON value: strings are redacted at any depth) with the PII of the
     agent's `redactPii` categories replaced by placeholders; unchanged when redaction is off.
     `agent_or_settings`: an agent (attributes `redact_pii`, `language`), a mapping with those keys, or
-    the setting itself ("off", "all", a list of categories)."""
+    the setting itself ("off", "all", a list of categories). Phone numbers without a country code are
+    read in the language's region (en-GB: British numbers; en-US, or no language: American)."""
     if isinstance(agent_or_settings, Mapping):
         setting, language = agent_or_settings.get("redact_pii"), agent_or_settings.get("language")
     elif hasattr(agent_or_settings, "redact_pii"):
@@ -96,7 +97,8 @@ def redact_for_agent(agent_or_settings: Any, value: Any) -> Any:
     categories = categories_of(setting)
     if not categories:
         return value
-    return redact_value(value, categories, region=region_of(language))
+    # Without a language (the setting alone), national numbers are read as in the US.
+    return redact_value(value, categories, region=region_of(language) if language else "US")
 
 
 def redact_value(value: Any, categories: Iterable[str], *, region: str | None = "US") -> Any:
