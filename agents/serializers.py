@@ -44,7 +44,7 @@ REDACT_PII_SCHEMA: dict[str, Any] = {
 
 @extend_schema_field(REDACT_PII_SCHEMA)
 class RedactPiiField(serializers.JSONField):
-    """"off", "all" or a non-empty list of categories (kit/redaction.py), stored normalized."""
+    """ "off", "all" or a non-empty list of categories (kit/redaction.py), stored normalized."""
 
     def to_internal_value(self, data: Any) -> str | list[str]:
         try:
