@@ -46,7 +46,7 @@ REDACT_PII_SCHEMA: dict[str, Any] = {
 class RedactPiiField(serializers.JSONField):
     """ "off", "all" or a non-empty list of categories (kit/redaction.py), stored normalized."""
 
-    def to_internal_value(self, data: Any) -> str | list[str]:
+    def to_internal_value(self, data: Any) -> Any:  # "off", "all" or a list of categories
         try:
             return redaction.parse_setting(data)
         except ValueError as error:

@@ -141,7 +141,7 @@ def detect(text: str, categories: frozenset[str], *, region: str | None = "US") 
     spans: list[Span] = []
     if "email" in categories:
         spans += [(m.start(), m.end(), "email") for m in _EMAIL.finditer(text)]
-        spans += [(m.start(), m.end(), "email") for m in _SPOKEN_EMAIL.finditer(text)]
+        spans += _spoken_emails(text)
     numeric = categories - {"email"}
     if numeric:
         normal, origin = _digits_from_words(text)
@@ -177,11 +177,25 @@ _TLDS = (
     "com|org|net|edu|gov|mil|int|info|biz|io|ai|co|me|us|uk|ca|au|de|fr|es|it|nl|be|ch|at|se|no|dk|fi|ie|pt|br|"
     "mx|ar|in|jp|cn|ru|pl|eu|app|dev|xyz|online|email"
 )
-_SPOKEN_EMAIL = re.compile(
-    rf"\b[a-z0-9]+(?:{_SPOKEN_SEPARATOR}[a-z0-9]+)*\s+at\s+[a-z0-9]+(?:{_SPOKEN_SEPARATOR}[a-z0-9]+)*"
-    rf"(?:\s+(?:dot|period|point)\s+|\.)(?:{_TLDS})\b",
-    re.IGNORECASE,
+# Found from each " at ": the user part in the 64 characters before it, the domain in the 128 after it
+# (bounded windows, so that no text makes the search slow).
+_SPOKEN_AT = re.compile(r"\s+at\s+", re.IGNORECASE)
+_SPOKEN_USER = re.compile(rf"\b[a-z0-9]+(?:{_SPOKEN_SEPARATOR}[a-z0-9]+)*\Z", re.IGNORECASE)
+_SPOKEN_DOMAIN = re.compile(
+    rf"[a-z0-9]+(?:{_SPOKEN_SEPARATOR}[a-z0-9]+)*(?:\s+(?:dot|period|point)\s+|\.)(?:{_TLDS})\b", re.IGNORECASE
 )
+
+
+def _spoken_emails(text: str) -> list[Span]:
+    spans: list[Span] = []
+    for at in _SPOKEN_AT.finditer(text):
+        window = max(0, at.start() - 64)
+        user = _SPOKEN_USER.search(text, window, at.start())
+        domain = _SPOKEN_DOMAIN.match(text, at.end(), min(len(text), at.end() + 128))
+        if user is not None and domain is not None:
+            spans.append((user.start(), domain.end(), "email"))
+    return spans
+
 
 # Digits said as words. A run of at least _MIN_SPOKEN_DIGITS digits with at least one said as a word
 # ("four one five 555 zero one zero zero") is read as the digits without separators; "double five" and
