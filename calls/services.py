@@ -38,7 +38,7 @@ from calls.models import (
 from calls.sequence import next_sequence
 from calls.summary import summarize
 from kit import liveness
-from kit.redaction import redact_for_agent
+from kit.redaction import categories_of, redact_for_agent
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def _redaction(call: Call) -> dict[str, Any]:
     placeholders instead of the personal data they name; the live call and the tools had the real values.
     A call whose agent was deleted is stored as it is."""
     agent = call.agent if call.agent_id is not None else None
-    if agent is None:
+    if agent is None or not categories_of(agent.redact_pii):
         return {}
     return {"redact_pii": agent.redact_pii, "language": agent.language}
 
