@@ -44,9 +44,10 @@ REDACT_PII_SCHEMA: dict[str, Any] = {
 
 @extend_schema_field(REDACT_PII_SCHEMA)
 class RedactPiiField(serializers.JSONField):
-    """ "off", "all" or a non-empty list of categories (kit/redaction.py), stored normalized."""
+    """The API value of redactPii: "off", "all" or a non-empty list of categories (kit/redaction.py),
+    stored normalized (known order, no repeats)."""
 
-    def to_internal_value(self, data: Any) -> Any:  # "off", "all" or a list of categories
+    def to_internal_value(self, data: Any) -> Any:
         try:
             return redaction.parse_setting(data)
         except ValueError as error:

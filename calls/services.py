@@ -205,7 +205,7 @@ def _finish(*, call_id: UUID, status: str, ended_at: datetime, latency: dict[str
     # The summary reads the transcript outside the billing lock, which stays short.
     transcript = CallMessage.objects.filter(call_id=call_id).order_by("occurred_at", "sequence")
     summary = summarize(transcript.values_list("role", "content"))
-    summary = redact_for_agent(current, summary)  # redactPii (the messages already are, but not older ones)
+    summary = redact_for_agent(current, summary)  # redactPii, also over messages stored before it was on
     with transaction.atomic():
         # Lock order: organization, then call. Two calls of one organization finishing at once
         # serialize here, so the second sees the allowance the first has taken.
