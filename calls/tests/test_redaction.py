@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -100,6 +101,16 @@ def test_json_values_are_redacted_at_any_depth_and_keys_kept():
         "note": None,
         "ann@example.com": "key kept",
     }
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a." * 5000 + "@", " dot ".join(["a"] * 2000), "x at " * 2500, "1 " * 5000, "1-" * 5000, "born 1990 " * 1000],
+)
+def test_no_text_makes_redaction_slow(text):
+    started = time.perf_counter()
+    redact_for_agent("all", text)
+    assert time.perf_counter() - started < 2  # each under 0.25 s on the 2-core development machine
 
 
 def test_the_agents_language_picks_the_national_phone_format(make_agent, owner):
