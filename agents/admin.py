@@ -34,6 +34,7 @@ from agents.services import AssignNumbers, agent_create, agent_delete, agent_pat
 from agents.tools.selectors import mcp_tool_selection_list, tool_list
 from agents.tools.serializers import parse_header_lines, parse_selections
 from agents.tools.services import mcp_tools_replace
+from kit import redaction
 from kit.errors import ApiError
 from kit.fields import iso, parse
 
@@ -98,6 +99,7 @@ FORM_FIELD_OF = {
     "headers": "new_server_headers",
     "serverSecret": "new_server_secret",
     "expectedUpdatedAt": "",
+    "redactPii": "redact_pii_categories",
 }
 # Refusals without issues, on the field they concern.
 CODE_FIELDS = {"FEATURE_NOT_AVAILABLE": "ambient_sound", "AGENT_LIMIT_EXCEEDED": "status"}
@@ -127,6 +129,15 @@ class AgentForm(ServiceModelForm):
         help_text="Signs webhook requests (x-service-signature). Never shown again; leave blank to keep it.",
     )
     clear_server_secret = forms.BooleanField(label="Remove the stored server secret", required=False)
+    redact_pii_categories = forms.MultipleChoiceField(
+        label="Redact personal data",
+        required=False,
+        choices=[(c, c.replace("_", " ")) for c in redaction.ALLOWED_LIST],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Replaced by placeholders such as [EMAIL] in the stored transcript, summary, tool calls and "
+        "logs of this agent's calls (none checked: off). The live call and the tools get the real values; "
+        "recordings are not redacted.",
+    )
     expected_updated_at = forms.CharField(required=False, widget=forms.HiddenInput)
     issue_fields = FORM_FIELD_OF
     issue_codes = CODE_FIELDS
@@ -153,6 +164,7 @@ class AgentForm(ServiceModelForm):
             static_greeting.empty_value = None  # blank reads back as null, as the model keeps it
         if not self.instance._state.adding:
             self.fields["expected_updated_at"].initial = iso(self.instance.updated_at)
+            self.fields["redact_pii_categories"].initial = sorted(redaction.categories_of(self.instance.redact_pii))
 
     def _wire(self) -> dict[str, Any]:
         """The form's values as an API request body."""
@@ -166,6 +178,7 @@ class AgentForm(ServiceModelForm):
             body["serverSecret"] = None
         elif data.get("new_server_secret"):
             body["serverSecret"] = data["new_server_secret"]
+        body["redactPii"] = list(data.get("redact_pii_categories") or []) or redaction.OFF
         return body
 
     def save_through_service(self) -> Agent:
@@ -293,6 +306,7 @@ class AgentAdmin(admin.ModelAdmin):
                 },
             ),
             ("Handoff", {"fields": ["handoff_phone_number"]}),
+            ("Privacy", {"fields": ["redact_pii_categories"]}),
             (
                 "Record",
                 {

@@ -50,6 +50,11 @@ class GreetingType(models.TextChoices):
     NONE = "none"
 
 
+def redact_pii_off() -> str:
+    """The default of Agent.redact_pii: nothing redacted."""
+    return "off"
+
+
 class Agent(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
@@ -77,6 +82,9 @@ class Agent(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # Set by the services on every change (optimistic concurrency); never auto_now.
     updated_at = models.DateTimeField()
+    # What is stored of its calls with personal data replaced by placeholders (kit/redaction.py):
+    # "off", "all" or a list of categories.
+    redact_pii = models.JSONField(default=redact_pii_off, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.models import (
@@ -15,6 +16,7 @@ from agents.models import (
     GreetingType,
     PromptType,
 )
+from kit import redaction
 from kit.fields import (
     E164Field,
     HeadersField,
@@ -28,6 +30,28 @@ from kit.fields import (
 
 LANGUAGE_PATTERN = r"^[a-z]{2,3}(-[A-Z][a-z]{3})?(-([A-Z]{2}|[0-9]{3}))?$"
 AMBIENT_CHOICES = ("none", "office1", "office2", "office")  # "office" is legacy for office2
+
+
+REDACT_PII_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        {"type": "string", "enum": [redaction.OFF, redaction.ALL]},
+        {"type": "array", "items": {"type": "string", "enum": list(redaction.ALLOWED_LIST)}, "minItems": 1},
+    ],
+    "description": 'Personal data replaced by placeholders in everything stored of the agent\'s calls: "off" '
+    '(default), "all", or a list of categories. The live call and the tools get the real values.',
+}
+
+
+@extend_schema_field(REDACT_PII_SCHEMA)
+class RedactPiiField(serializers.JSONField):
+    """The API value of redactPii: "off", "all" or a non-empty list of categories (kit/redaction.py),
+    stored normalized (known order, no repeats)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        try:
+            return redaction.parse_setting(data)
+        except ValueError as error:
+            raise serializers.ValidationError(str(error)) from None
 
 
 class PhoneAssignmentSerializer(serializers.Serializer):
@@ -67,6 +91,7 @@ class AgentWriteSerializer(serializers.Serializer):
         source="static_greeting", required=False, allow_null=True, allow_blank=True, max_length=2000
     )
     status = StrictChoiceField(AgentStatus.choices, required=False)
+    redactPii = RedactPiiField(source="redact_pii", required=False)
 
     def validate_language(self, value: str) -> str:
         import re
@@ -133,3 +158,4 @@ class AgentListItemSerializer(serializers.Serializer):
     greetingType = serializers.CharField()
     staticGreeting = serializers.CharField(allow_null=True)
     createdAt = serializers.DateTimeField()
+    redactPii = RedactPiiField()

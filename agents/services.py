@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "instructions": "",
     "greeting_type": GreetingType.NONE,
     "static_greeting": None,
+    "redact_pii": "off",
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}
@@ -59,6 +60,7 @@ WIRE_NAMES = {
     "static_greeting": "staticGreeting",
     "ambient_sound": "ambientSound",
     "phone_number_assignments": "phoneNumberAssignments",
+    "redact_pii": "redactPii",
 }
 
 

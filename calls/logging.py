@@ -28,6 +28,7 @@ from django.utils import timezone
 from agents.models import Agent
 from calls.models import AgentLog, Severity
 from calls.sequence import next_sequence
+from kit.redaction import redact_for_agent
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,12 @@ def flush_agent_logs() -> None:
 def _write(batch: list[_Entry]) -> None:
     try:
         # Lines of agents deleted in the meantime are dropped instead of failing the whole batch.
-        existing = set(Agent.objects.filter(pk__in={e.agent_id for e in batch}).values_list("pk", flat=True))
+        # An agent's redactPii applies to its lines (string values at any depth), here in the writer
+        # thread, off the event loop.
+        existing = {
+            row["pk"]: row
+            for row in Agent.objects.filter(pk__in={e.agent_id for e in batch}).values("pk", "redact_pii", "language")
+        }
         rows = [
             AgentLog(
                 organization_id=e.organization_id,
@@ -142,7 +148,7 @@ def _write(batch: list[_Entry]) -> None:
                 session_id=e.session_id,
                 timestamp=e.timestamp,
                 severity=e.severity,
-                content=e.content,
+                content=redact_for_agent(existing[e.agent_id], e.content),
                 sequence=e.sequence,
             )
             for e in batch

@@ -38,6 +38,7 @@ from calls.models import (
 from calls.sequence import next_sequence
 from calls.summary import summarize
 from kit import liveness
+from kit.redaction import categories_of, redact_for_agent
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,16 @@ def call_start(
     return call
 
 
+def _redaction(call: Call) -> dict[str, Any]:
+    """The call's agent's redactPii and language (kit/redaction.py): what is stored of the call carries
+    placeholders instead of the personal data they name; the live call and the tools had the real values.
+    A call whose agent was deleted is stored as it is."""
+    agent = call.agent if call.agent_id is not None else None
+    if agent is None or not categories_of(agent.redact_pii):
+        return {}
+    return {"redact_pii": agent.redact_pii, "language": agent.language}
+
+
 def call_message_add(*, call: Call, role: str, content: str, occurred_at: datetime | None = None) -> CallMessage:
     _choice(role, MessageRole, "role")
     if not isinstance(content, str):
@@ -92,7 +103,7 @@ def call_message_add(*, call: Call, role: str, content: str, occurred_at: dateti
     return CallMessage.objects.create(
         call_id=call.pk,
         role=role,
-        content=content,
+        content=redact_for_agent(_redaction(call), content),
         occurred_at=occurred_at or timezone.now(),
         sequence=next_sequence(),
     )
@@ -114,12 +125,15 @@ def call_tool_invocation_add(
         raise ValueError("request must be a dict")
     if not isinstance(response, str):
         response = json.dumps(response, default=str)
+    redaction = _redaction(call)
+    request = redact_for_agent(redaction, json.loads(json.dumps(request, default=str)))
+    response = _redact_response(redaction, response)
     with transaction.atomic():
         invocation = ToolInvocation.objects.create(
             call_id=call.pk,
             agent_tool_id=agent_tool_id,
             tool_name=tool_name,
-            request=json.loads(json.dumps(request, default=str)),
+            request=request,
             response=response,
             status=status,
             duration_ms=max(0, int(duration_ms)),
@@ -129,6 +143,18 @@ def call_tool_invocation_add(
         Call.objects.filter(pk=call.pk).update(tool_invocation_count=F("tool_invocation_count") + 1)
     call.tool_invocation_count = (call.tool_invocation_count or 0) + 1
     return invocation
+
+
+def _redact_response(redaction: dict[str, Any], response: str) -> str:
+    """A tool's answer as stored: a JSON text redacted value by value (it stays JSON), else as text."""
+    if not redaction:
+        return response
+    try:
+        parsed = json.loads(response)
+    except ValueError:
+        return redact_for_agent(redaction, response)
+    redacted = redact_for_agent(redaction, parsed)
+    return response if redacted == parsed else json.dumps(redacted)
 
 
 def call_llm_usage_add(
@@ -169,12 +195,17 @@ def call_finish(*, call: Call, status: str, latency: dict[str, Any] | None = Non
 
 def _finish(*, call_id: UUID, status: str, ended_at: datetime, latency: dict[str, Any] | None = None) -> Call:
     liveness.release(Call, call_id)
-    current = Call.objects.filter(pk=call_id).values("status", "organization_id").first()
+    current = (
+        Call.objects.filter(pk=call_id)
+        .values("status", "organization_id", redact_pii=F("agent__redact_pii"), language=F("agent__language"))
+        .first()
+    )
     if current is None:
         raise ValueError(f"call {call_id} does not exist")
     # The summary reads the transcript outside the billing lock, which stays short.
     transcript = CallMessage.objects.filter(call_id=call_id).order_by("occurred_at", "sequence")
     summary = summarize(transcript.values_list("role", "content"))
+    summary = redact_for_agent(current, summary)  # redactPii, also over messages stored before it was on
     with transaction.atomic():
         # Lock order: organization, then call. Two calls of one organization finishing at once
         # serialize here, so the second sees the allowance the first has taken.
