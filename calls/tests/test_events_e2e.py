@@ -6,8 +6,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
+import re
+import socket
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +28,8 @@ from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, issue, socket_url
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.fixtures import close_db_threads, realtime_settings
+from kit.signing import signature
+from testing.servers import free_port
 from testing.webhooks import LoopbackReceiver, Received, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -243,3 +254,66 @@ def test_an_event_pending_while_the_server_restarts_is_delivered_after_the_resta
     assert int(received.headers["x-service-attempt"]) >= 2
     [delivered] = deliveries(owner)
     assert delivered["status"] == "succeeded" and delivered["attemptLog"][0]["error"].startswith("Could not connect")
+
+
+# --- the receivers of docs/webhooks.md -------------------------------------------------------------
+
+
+def doc_receivers() -> dict[str, str]:
+    """The Python and Node receivers of docs/webhooks.md, as printed there."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text()
+    section = text.split("### A receiver in about ten lines", 1)[1]
+    return {
+        "python": re.search(r"```python\n(.*?)```", section, re.S).group(1),  # type: ignore[union-attr]
+        "node": re.search(r"```js\n(.*?)```", section, re.S).group(1),  # type: ignore[union-attr]
+    }
+
+
+def post(url: str, body: bytes, signature: str) -> int:
+    request = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": "application/json", "x-service-signature": signature}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize("language", ["python", "node"])
+@pytest.mark.usefixtures("loopback")
+def test_the_documented_receivers_accept_signed_events_once_and_refuse_the_rest(
+    server: DaphneServer, owner: Any, static_agent: Any, tmp_path: Path, language: str
+) -> None:
+    code = doc_receivers()[language]
+    assert len(code.strip().splitlines()) <= 13, "a receiver in about ten lines"
+    port = free_port()
+    created = webhook(owner, f"http://127.0.0.1:{port}/events", ["call.started", "call.ended"])
+    source = tmp_path / ("receiver.py" if language == "python" else "receiver.js")
+    source.write_text(code)
+    command = [sys.executable if language == "python" else "node", str(source)]
+    env = {**os.environ, "WEBHOOK_SECRET": created["secret"], "PORT": str(port)}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        wait_for(lambda: _listening(port), timeout=15, what="the receiver")
+        call = services.call_start(agent=static_agent, channel="web")
+        wait_for(lambda: deliveries(owner, status="succeeded"), what="the real server's delivery")
+        event = CallEvent.objects.get(call=call)
+        body = event.body.encode()
+        url = f"http://127.0.0.1:{port}/events"
+        assert post(url, body, signature(created["secret"], body)) == 200  # a duplicate: accepted, not handled again
+        assert post(url, body, signature("whsec_wrong", body)) == 401
+        assert post(url, body + b" ", signature(created["secret"], body)) == 401  # bytes changed
+        old = json.loads(body)
+        old["message"].update(id=str(uuid.uuid4()), createdAt="2026-01-01T00:00:00.000000Z")
+        old_body = json.dumps(old).encode()
+        assert post(url, old_body, signature(created["secret"], old_body)) == 200  # signed, but too old: dropped
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=10)
+    assert output.strip().splitlines() == [f"call.started {call.pk}"], output
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
