@@ -58,7 +58,9 @@ def main() -> None:
     call_command("migrate", verbosity=0, interactive=False)
     organization, _ = organization_create(name="Event bench", plan_code="agency")
     now = timezone.now()
-    agent = Agent.objects.create(organization=organization, name="Bench", status="active", agent_type="static", updated_at=now)
+    agent = Agent.objects.create(
+        organization=organization, name="Bench", status="active", agent_type="static", updated_at=now
+    )
     with LoopbackReceiver() as receiver:
         WebhookEndpoint.objects.create(
             organization=organization,

@@ -341,7 +341,10 @@ def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
     body; attempts go on counting). A 409 when its webhook is disabled."""
     from kit.errors import ApiError
 
-    if delivery.endpoint_id is not None and not WebhookEndpoint.objects.filter(pk=delivery.endpoint_id, enabled=True).exists():
+    if (
+        delivery.endpoint_id is not None
+        and not WebhookEndpoint.objects.filter(pk=delivery.endpoint_id, enabled=True).exists()
+    ):
         raise ApiError.conflict("The webhook is disabled; enable it first.", code="WEBHOOK_DISABLED")
     now = timezone.now()
     with transaction.atomic():

@@ -59,9 +59,7 @@ class CallDeliveryInline(admin.TabularInline):
 
     @admin.display(description="Attempts and redelivery")
     def delivery_link(self, obj: WebhookDelivery) -> SafeString:
-        return format_html(
-            '<a href="{}">details</a>', reverse("admin:calls_webhookdelivery_change", args=[obj.pk])
-        )
+        return format_html('<a href="{}">details</a>', reverse("admin:calls_webhookdelivery_change", args=[obj.pk]))
 
 
 @admin.register(WebhookEndpoint)

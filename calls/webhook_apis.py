@@ -69,7 +69,9 @@ class WebhookDetailApi(PublicApiView):
         responses={200: WebhookSchema, 400: INVALID, 404: NOT_FOUND},
     )
     def get(self, request: Request, webhook_id: str) -> Response:
-        return Response(webhook_item(webhook_selectors.webhook_get(organization=self.organization, webhook_id=webhook_id)))
+        return Response(
+            webhook_item(webhook_selectors.webhook_get(organization=self.organization, webhook_id=webhook_id))
+        )
 
     @extend_schema(
         operation_id="updateWebhook",
@@ -108,9 +110,7 @@ class WebhookRotateSecretApi(PublicApiView):
         "secret from now on; accept signatures made with either secret until `previousSecretExpiresAt` (24 hours).",
     )
     def post(self, request: Request, webhook_id: str) -> Response:
-        endpoint, secret = webhook_services.webhook_rotate_secret(
-            organization=self.organization, webhook_id=webhook_id
-        )
+        endpoint, secret = webhook_services.webhook_rotate_secret(organization=self.organization, webhook_id=webhook_id)
         return Response(webhook_item(endpoint, secret=secret))
 
 

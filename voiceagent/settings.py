@@ -241,7 +241,10 @@ SPECTACULAR_SETTINGS = {
         {"name": "Phone numbers", "description": "The organization's numbers and their assignment to agents."},
         {"name": "Calls", "description": "Call history with transcripts, tool invocations and usage."},
         {"name": "Logs", "description": "Agents' runtime logs of the last 24 hours."},
-        {"name": "Webhooks", "description": "Call events (call.started, call.ended, call.analyzed): endpoints, deliveries."},
+        {
+            "name": "Webhooks",
+            "description": "Call events (call.started, call.ended, call.analyzed): endpoints, deliveries.",
+        },
         {"name": "Realtime", "description": "Short-lived tokens for browser and app voice sessions."},
     ],
     "POSTPROCESSING_HOOKS": [
@@ -458,7 +461,9 @@ EVENTS_TIMEOUT_SECONDS = env.float("EVENTS_TIMEOUT_SECONDS", default=10.0)
 EVENTS_WORKER_THREADS = max(1, env.int("EVENTS_WORKER_THREADS", default=4))
 EVENTS_POLL_SECONDS = env.float("EVENTS_POLL_SECONDS", default=5.0)
 if EVENTS_RETRY_BASE_SECONDS <= 0 or EVENTS_MAX_ATTEMPTS < 1 or EVENTS_TIMEOUT_SECONDS <= 0:
-    raise ImproperlyConfigured("EVENTS_RETRY_BASE_SECONDS and EVENTS_TIMEOUT_SECONDS must be > 0, EVENTS_MAX_ATTEMPTS >= 1")
+    raise ImproperlyConfigured(
+        "EVENTS_RETRY_BASE_SECONDS and EVENTS_TIMEOUT_SECONDS must be > 0, EVENTS_MAX_ATTEMPTS >= 1"
+    )
 CELERY_BEAT_SCHEDULE["calls-deliver-events"] = {"task": "calls.deliver_due_events", "schedule": 10.0}
 
 # --- knowledge base ---------------------------------------------------------------------------

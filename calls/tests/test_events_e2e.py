@@ -24,11 +24,11 @@ from asgiref.sync import sync_to_async
 
 from calls import services
 from calls.models import CallEvent
+from kit.signing import signature
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, issue, socket_url
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.fixtures import close_db_threads, realtime_settings
-from kit.signing import signature
 from testing.servers import free_port
 from testing.webhooks import LoopbackReceiver, Received, Reply
 
@@ -193,11 +193,18 @@ def test_500_twice_then_200_gets_the_same_event_three_times_and_later_events_wai
     assert all(signed(r, org["secret"]) for r in hook.requests)
 
     [delivery] = wait_for(
-        lambda: [d for d in deliveries(owner, callId=str(call.pk)) if d["eventType"] == "call.started"
-                 and d["status"] == "succeeded"]
+        lambda: [
+            d
+            for d in deliveries(owner, callId=str(call.pk))
+            if d["eventType"] == "call.started" and d["status"] == "succeeded"
+        ]
     )
     log = delivery["attemptLog"]
-    assert [(a["attempt"], a["statusCode"], a["succeeded"]) for a in log] == [(1, 500, False), (2, 500, False), (3, 200, True)]
+    assert [(a["attempt"], a["statusCode"], a["succeeded"]) for a in log] == [
+        (1, 500, False),
+        (2, 500, False),
+        (3, 200, True),
+    ]
     assert log[0]["error"] == "HTTP 500" and log[0]["responseSnippet"] == "busy" and log[0]["nextAttemptAt"]
     assert delivery["attempts"] == 3 and delivery["webhookId"] == org["id"]
 

@@ -134,10 +134,7 @@ def test_a_call_records_its_events_for_each_matching_target(owner, make_agent):
     assert ended["call"] == owner.client.get(f"/public/v1/calls/{call.pk}").json()
     assert json.loads(events[2].body)["message"]["call"]["analysis"] == {"status": "skipped"}
 
-    targets = sorted(
-        (d.event_type, str(d.endpoint_id or ""), d.url)
-        for d in WebhookDelivery.objects.filter(call=call)
-    )
+    targets = sorted((d.event_type, str(d.endpoint_id or ""), d.url) for d in WebhookDelivery.objects.filter(call=call))
     assert targets == sorted(
         [
             ("call.started", "", "https://olive.example.com"),

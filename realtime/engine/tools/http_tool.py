@@ -18,8 +18,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-from realtime.engine.tools.base import CallContext, ToolKind, as_object
 from kit.signing import merged_headers
+from realtime.engine.tools.base import CallContext, ToolKind, as_object
 from realtime.engine.tools.delivery import deliver, is_empty, parse_json
 
 WHO = "The tool"
