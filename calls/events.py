@@ -11,7 +11,8 @@ endpoint that subscribes to the type and whose agent filter matches). Delivery i
 Who sends (settings.EVENTS_WORKER): `inprocess`, a worker thread of each serving process (started by
 voiceagent/asgi.py with the upkeep, so at start-up it resumes the pending rows a stopped process left),
 woken by each commit and by its own timer for retries; `celery`, a `calls.deliver_event` task per new
-delivery and Celery beat's `calls.deliver_due_events` for retries. Several senders never send one attempt
+delivery and Celery beat's `calls.deliver_due_events` for retries; `off`, nobody in this process (the
+servers the tests start, unless a test asks for delivery). Several senders never send one attempt
 twice: a delivery is claimed by a conditional UPDATE before it is sent.
 
 Every attempt POSTs the frozen body with `x-service-signature` (kit/signing.py, as tool calls),
@@ -140,6 +141,8 @@ def _queue(ids: list[Any]) -> None:
     if settings.EVENTS_WORKER == "celery":
         from celery import current_app
 
+        if current_app.conf.task_always_eager:
+            return  # no broker (the test process): the rows wait for a worker or for beat's sweep
         try:
             for pk in ids:
                 current_app.send_task("calls.deliver_event", args=[str(pk)])  # calls/tasks.py

@@ -448,11 +448,14 @@ CELERY_BEAT_SCHEDULE["calls-upkeep"] = {"task": "calls.run_upkeep", "schedule": 
 CELERY_BEAT_SCHEDULE["calls-purge-agent-logs"] = {"task": "calls.purge_agent_logs", "schedule": 3600.0}
 
 # --- call events: outbox and delivery (calls/events.py, docs/webhooks.md) ------------------------
-# Who delivers: "inprocess" (a worker thread in every serving process; the embedded default) or "celery"
-# (with REDIS_URL: a task per new delivery, and Celery beat's `calls.deliver_due_events` for the retries).
-EVENTS_WORKER = env.str("EVENTS_WORKER", default="celery" if REDIS_URL else "inprocess")
-if EVENTS_WORKER not in ("inprocess", "celery"):
-    raise ImproperlyConfigured("EVENTS_WORKER must be inprocess or celery")
+# Who delivers: "inprocess" (a worker thread in every serving process; the embedded default), "celery"
+# (with REDIS_URL: a task per new delivery, and Celery beat's `calls.deliver_due_events` for the retries),
+# or "off" (this process records events but sends none: another process or worker does).
+EVENTS_WORKER = env.str(
+    "EVENTS_WORKER", default="celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess"
+)
+if EVENTS_WORKER not in ("inprocess", "celery", "off"):
+    raise ImproperlyConfigured("EVENTS_WORKER must be inprocess, celery or off")
 # Retries: the n-th retry waits EVENTS_RETRY_BASE_SECONDS * 2**(n-1); at most EVENTS_MAX_ATTEMPTS attempts.
 EVENTS_RETRY_BASE_SECONDS = env.float("EVENTS_RETRY_BASE_SECONDS", default=30.0)
 EVENTS_MAX_ATTEMPTS = env.int("EVENTS_MAX_ATTEMPTS", default=8)
