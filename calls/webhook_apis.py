@@ -66,6 +66,7 @@ class WebhookDetailApi(PublicApiView):
         operation_id="getWebhook",
         tags=TAGS,
         summary="Get a webhook",
+        description="One webhook, without its secret.",
         responses={200: WebhookSchema, 400: INVALID, 404: NOT_FOUND},
     )
     def get(self, request: Request, webhook_id: str) -> Response:

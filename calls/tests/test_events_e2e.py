@@ -293,7 +293,7 @@ def test_the_documented_receivers_accept_signed_events_once_and_refuse_the_rest(
     server: DaphneServer, owner: Any, static_agent: Any, tmp_path: Path, language: str
 ) -> None:
     code = doc_receivers()[language]
-    assert len(code.strip().splitlines()) <= 13, "a receiver in about ten lines"
+    assert len([line for line in code.splitlines() if line.strip()]) <= 14, "a receiver in about ten lines"
     port = free_port()
     created = webhook(owner, f"http://127.0.0.1:{port}/events", ["call.started", "call.ended"])
     source = tmp_path / ("receiver.py" if language == "python" else "receiver.js")
