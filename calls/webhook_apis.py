@@ -24,10 +24,13 @@ from kit.fields import parse
 TAGS = ["Webhooks"]
 INVALID = OpenApiResponse(
     description="Invalid body or ID (`issues` names the fields): a URL that is not http(s), or that the outbound "
-    "guard refuses (a private, loopback or metadata address), an unknown event type, an agentId that is not one of "
-    "your agents"
+    "guard refuses (a private, loopback or metadata address), an unknown or repeated event type"
 )
 NOT_FOUND = OpenApiResponse(description="Webhook not found (or another organization's)")
+AGENT_NOT_FOUND = OpenApiResponse(description="agentId is not one of your agents")
+WEBHOOK_OR_AGENT_NOT_FOUND = OpenApiResponse(
+    description="Webhook not found (or another organization's), or agentId is not one of your agents"
+)
 
 
 class WebhookListApi(PublicApiView):
@@ -49,6 +52,7 @@ class WebhookListApi(PublicApiView):
         responses={
             201: WebhookWithSecretSchema,
             400: INVALID,
+            404: AGENT_NOT_FOUND,
             409: OpenApiResponse(description="The organization has its maximum of 20 webhooks"),
         },
         description="Creates a webhook for call events and answers it with its signing `secret`, which is "
@@ -79,7 +83,7 @@ class WebhookDetailApi(PublicApiView):
         tags=TAGS,
         summary="Update a webhook",
         request=WebhookUpdateSerializer,
-        responses={200: WebhookSchema, 400: INVALID, 404: NOT_FOUND},
+        responses={200: WebhookSchema, 400: INVALID, 404: WEBHOOK_OR_AGENT_NOT_FOUND},
         description="Changes the fields given. `enabled: true` re-enables a webhook the service disabled "
         "(and clears `disabledReason`); events recorded while it was disabled are not sent to it.",
     )

@@ -26,11 +26,11 @@ def _new_secret() -> str:
 
 
 def _agent_id(organization: Organization, value: Any) -> Any:
-    """The agent filter: one of the organization's agents (another's is refused like an unknown one)."""
+    """The agent filter: one of the organization's agents (another's is not found, like an unknown one)."""
     if value is None:
         return None
     if not Agent.objects.filter(pk=value, organization=organization).exists():
-        raise ApiError.field("agentId", "No agent with this ID in your organization.")
+        raise ApiError.not_found("Agent not found (agentId)")
     return value
 
 

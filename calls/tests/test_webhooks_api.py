@@ -71,7 +71,9 @@ def test_a_url_the_outbound_guard_refuses_is_a_400_with_its_reason(owner, refuse
 def test_agent_filter_must_be_an_agent_of_the_organization(owner, outsider, make_agent):
     theirs = make_agent(outsider.organization, name="Theirs")
     response = create(owner, agentId=str(theirs.pk))
-    assert response.status_code == 400 and "agentId" in response.json()["issues"]
+    assert response.status_code == 404 and response.json()["error"] == "Agent not found (agentId)"
+    assert create(owner, agentId=str(uuid.uuid4())).status_code == 404
+    assert not WebhookEndpoint.objects.exists()
     mine = make_agent(owner.organization, name="Mine")
     response = create(owner, agentId=str(mine.pk))
     assert response.status_code == 201 and response.json()["agentId"] == str(mine.pk)
