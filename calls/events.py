@@ -73,13 +73,17 @@ RETRIED_STATUSES = frozenset({408, 429})
 # --- recording ------------------------------------------------------------------------------------
 
 
-def event_record(*, call: Call, event_type: str) -> CallEvent:
+def event_record(*, call: Call, event_type: str) -> CallEvent | None:
     """Write the event and its deliveries; call it inside the transaction that changes the call (the
-    body is the call as that transaction sees it). Delivery starts once the transaction commits."""
+    body is the call as that transaction sees it). Delivery starts once the transaction commits. An event
+    nobody receives (no serverUrl, no matching webhook) is not stored: None."""
     if event_type not in EventType.values:
         raise ValueError(f"event_type must be one of {', '.join(EventType.values)}, not {event_type!r}")
     if not transaction.get_connection().in_atomic_block:
         raise ValueError("event_record must be called inside the transaction that changes the call")
+    targets = _targets(call, event_type)
+    if not targets:
+        return None
     now = timezone.now()
     event_id = uuid.uuid4()
     detail = call_detail(call_get(organization=Organization(pk=call.organization_id), call_id=str(call.pk)))
@@ -111,12 +115,11 @@ def event_record(*, call: Call, event_type: str) -> CallEvent:
             created_at=now,
             updated_at=now,
         )
-        for endpoint, agent_id, key, url in _targets(call, event_type)
+        for endpoint, agent_id, key, url in targets
     ]
-    if rows:
-        WebhookDelivery.objects.bulk_create(rows)
-        ids = [row.pk for row in rows]
-        transaction.on_commit(lambda: _queue(ids))
+    WebhookDelivery.objects.bulk_create(rows)
+    ids = [row.pk for row in rows]
+    transaction.on_commit(lambda: _queue(ids))
     return event
 
 
@@ -362,7 +365,25 @@ def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
     return delivery
 
 
-# --- the endpoints' auto-disable (an upkeep job) ---------------------------------------------------
+# --- upkeep jobs: old events, failing endpoints -----------------------------------------------------
+
+
+def call_events_purge(*, older_than: timedelta | None = None) -> int:
+    """Delete events (with their deliveries and attempts) older than EVENTS_RETENTION_DAYS that are no
+    longer pending anywhere. Returns how many events were deleted."""
+    older_than = older_than or timedelta(days=settings.EVENTS_RETENTION_DAYS)
+    pending = WebhookDelivery.objects.filter(event=OuterRef("pk"), status=DeliveryStatus.PENDING)
+    old = CallEvent.objects.filter(created_at__lt=timezone.now() - older_than).filter(~Exists(pending))
+    deleted = 0
+    while True:
+        batch = list(old.values_list("pk", flat=True)[:1000])
+        if not batch:
+            break
+        CallEvent.objects.filter(pk__in=batch).delete()
+        deleted += len(batch)
+    if deleted:
+        logger.info("purged %d call event(s) past retention", deleted)
+    return deleted
 
 
 def webhook_endpoints_disable_failing(*, after: timedelta = DISABLE_AFTER) -> int:

@@ -172,7 +172,7 @@ def seed_world() -> Organization:
     )
     delivery = WebhookDelivery.objects.filter(call=call).order_by("rank").first()
     assert delivery is not None
-    WebhookDelivery.objects.filter(pk=delivery.pk).update(pk=IDS["delivery_id"][0])
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(id=IDS["delivery_id"][0])
     for sequence, severity in enumerate(("info", "warn", "error")):
         AgentLog.objects.create(
             organization=organization,

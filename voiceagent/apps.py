@@ -30,6 +30,7 @@ class VoiceagentConfig(AppConfig):
         maintenance.register_job("failedDocuments", lambda: knowledge_services.document_fail_stuck())
         maintenance.register_job("purgedSessionTokens", lambda: realtime_services.used_session_tokens_purge())
         maintenance.register_job("disabledWebhooks", lambda: calls_events.webhook_endpoints_disable_failing())
+        maintenance.register_job("purgedEvents", lambda: calls_events.call_events_purge())
 
 
 class DashboardAdminConfig(AdminConfig):

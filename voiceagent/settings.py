@@ -467,6 +467,10 @@ if EVENTS_RETRY_BASE_SECONDS <= 0 or EVENTS_MAX_ATTEMPTS < 1 or EVENTS_TIMEOUT_S
     raise ImproperlyConfigured(
         "EVENTS_RETRY_BASE_SECONDS and EVENTS_TIMEOUT_SECONDS must be > 0, EVENTS_MAX_ATTEMPTS >= 1"
     )
+# Events and their delivery records are kept this long (the upkeep deletes older ones no longer pending).
+EVENTS_RETENTION_DAYS = env.int("EVENTS_RETENTION_DAYS", default=30)
+if EVENTS_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured("EVENTS_RETENTION_DAYS must be >= 1")
 CELERY_BEAT_SCHEDULE["calls-deliver-events"] = {"task": "calls.deliver_due_events", "schedule": 10.0}
 
 # --- knowledge base ---------------------------------------------------------------------------

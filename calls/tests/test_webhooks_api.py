@@ -215,3 +215,23 @@ def test_a_webhook_that_failed_every_delivery_for_3_days_is_disabled_by_the_upke
 
     again = owner.client.patch(f"/public/v1/webhooks/{failing['id']}", {"enabled": True}, format="json").json()
     assert again["enabled"] is True and again["disabledReason"] is None
+
+
+def test_a_call_nobody_receives_stores_no_event(owner, make_agent):
+    agent = make_agent(owner.organization, name="Quiet", status="active", agent_type="static", server_url=None)
+    services.call_finish(call=services.call_start(agent=agent, channel="web"), status="completed")
+    assert not CallEvent.objects.exists() and not WebhookDelivery.objects.exists()
+
+
+def test_the_upkeep_purges_old_events_no_longer_pending(owner, make_agent):
+    agent = make_agent(owner.organization, name="Olive", status="active", agent_type="static", server_url=None)
+    create(owner, events=["call.started", "call.ended"])
+    call = services.call_start(agent=agent, channel="web")
+    services.call_finish(call=call, status="completed")
+    started, ended = CallEvent.objects.order_by("created_at")
+    CallEvent.objects.update(created_at=timezone.now() - timedelta(days=31))
+    WebhookDelivery.objects.filter(event=started).update(status="succeeded")  # ended is still pending
+
+    assert maintenance.run_maintenance()["purgedEvents"] == 1
+    assert list(CallEvent.objects.values_list("pk", flat=True)) == [ended.pk]
+    assert WebhookDelivery.objects.count() == 1
