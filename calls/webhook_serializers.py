@@ -5,14 +5,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from calls.models import DeliveryStatus, EventType, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from kit.fields import OutboundUrlField, StrictBooleanField, StrictChoiceField, StrictUUIDField, iso
 
 MAX_URL_LENGTH = 2048
+UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 
 
+@extend_schema_field({"type": "string", "format": "uuid", "pattern": UUID_PATTERN})
+class AgentIdField(StrictUUIDField):
+    """An agent's id in a body: a UUID in its hyphenated form (the pattern tells generators so)."""
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"$ref": "#/components/schemas/EventTypeEnum"},  # the enum of the responses
+        "minItems": 1,
+        "maxItems": len(EventType.values),
+        "uniqueItems": True,
+    }
+)
 class EventListField(serializers.ListField):
     """A non-empty list of distinct event types."""
 
@@ -37,7 +53,7 @@ class EventListField(serializers.ListField):
 class WebhookCreateSerializer(serializers.Serializer):
     url = OutboundUrlField(max_length=MAX_URL_LENGTH, help_text="Where events are POSTed (http or https).")
     events = EventListField()
-    agentId = StrictUUIDField(
+    agentId = AgentIdField(
         required=False, allow_null=True, help_text="Only events of this agent's calls (null: every call)."
     )
     enabled = StrictBooleanField(required=False, default=True)
@@ -46,7 +62,7 @@ class WebhookCreateSerializer(serializers.Serializer):
 class WebhookUpdateSerializer(serializers.Serializer):
     url = OutboundUrlField(max_length=MAX_URL_LENGTH, required=False)
     events = EventListField(required=False)
-    agentId = StrictUUIDField(required=False, allow_null=True)
+    agentId = AgentIdField(required=False, allow_null=True)
     enabled = StrictBooleanField(required=False, help_text="true also clears disabledReason.")
 
 
