@@ -59,7 +59,11 @@ class CallDeliveryInline(admin.TabularInline):
 
     @admin.display(description="Attempts and redelivery")
     def delivery_link(self, obj: WebhookDelivery) -> SafeString:
-        return format_html('<a href="{}">details</a>', reverse("admin:calls_webhookdelivery_change", args=[obj.pk]))
+        return format_html(
+            '<a href="{}">attempts</a> · <a href="{}">redeliver from the list</a>',
+            reverse("admin:calls_webhookdelivery_change", args=[obj.pk]),
+            _deliveries_url(call__id__exact=obj.call_id),
+        )
 
 
 @admin.register(WebhookEndpoint)

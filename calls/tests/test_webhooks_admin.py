@@ -3,6 +3,8 @@ never shown), and the redeliver action."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth.models import User
 
@@ -56,3 +58,23 @@ def test_the_redeliver_action_queues_the_delivery_again(staff, delivered):
     assert delivery.status == "pending" and delivery.max_attempts == 16
     page = staff.get(f"/admin/calls/webhookdelivery/{delivery.pk}/change/").content.decode()
     assert "attempts" in page.lower()
+
+
+def test_the_links_to_a_calls_and_a_webhooks_deliveries_list_them(staff, delivered, owner, make_agent):
+    call, _ = delivered
+    endpoint = WebhookEndpoint.objects.get()
+    other = make_agent(owner.organization, name="Other", status="active", agent_type="static", server_url=None)
+    services.call_start(agent=other, channel="web")  # a second delivery, of another call
+    assert WebhookDelivery.objects.count() == 2
+
+    call_page = staff.get(f"/admin/calls/call/{call.pk}/change/").content.decode()
+    [call_link] = set(re.findall(r'href="(/admin/calls/webhookdelivery/\?call__id__exact=[^"]+)"', call_page))
+    listed = staff.get(call_link.replace("&amp;", "&"))
+    assert listed.status_code == 200 and "1 webhook delivery" in listed.content.decode()
+
+    endpoint_page = staff.get(f"/admin/calls/webhookendpoint/{endpoint.pk}/change/").content.decode()
+    [endpoint_link] = set(
+        re.findall(r'href="(/admin/calls/webhookdelivery/\?endpoint__id__exact=[^"]+)"', endpoint_page)
+    )
+    listed = staff.get(endpoint_link)
+    assert listed.status_code == 200 and "2 webhook deliveries" in listed.content.decode()
