@@ -231,6 +231,19 @@ def test_a_400_is_final_and_redeliver_sends_it_again(
     assert hook.requests[1].headers["x-service-event-id"] == str(CallEvent.objects.get(call=call).id)
 
 
+@pytest.mark.usefixtures("loopback")
+def test_after_a_rotation_events_are_signed_with_the_new_secret(
+    server: DaphneServer, owner: Any, static_agent: Any, receivers: Any
+) -> None:
+    hook = receivers()
+    created = webhook(owner, hook.url(), ["call.started"])
+    rotated = owner.client.post(f"/public/v1/webhooks/{created['id']}/rotate-secret").json()
+    services.call_start(agent=static_agent, channel="web")
+
+    [received] = wait_for(lambda: hook.requests, what="the event")
+    assert signed(received, rotated["secret"]) and not signed(received, created["secret"])
+
+
 # --- a restart -------------------------------------------------------------------------------------
 
 
