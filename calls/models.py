@@ -10,6 +10,7 @@ from django.db import models
 
 from accounts.models import Organization
 from agents.models import Agent
+from kit.crypto import EncryptedTextField
 
 
 class CallChannel(models.TextChoices):
@@ -190,3 +191,130 @@ class AgentLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id} {self.severity} {self.timestamp:%Y-%m-%d %H:%M:%S}"
+
+
+# --- call events: organization webhook endpoints, the outbox, deliveries (calls/events.py) ---------
+
+
+class EventType(models.TextChoices):
+    CALL_STARTED = "call.started"
+    CALL_ENDED = "call.ended"
+    CALL_ANALYZED = "call.analyzed"
+
+
+# The order in which one call's events reach one target (call.started, then call.ended, then call.analyzed).
+EVENT_RANK = {EventType.CALL_STARTED: 0, EventType.CALL_ENDED: 1, EventType.CALL_ANALYZED: 2}
+
+
+class WebhookEndpoint(models.Model):
+    """An organization's endpoint for call events (`/public/v1/webhooks`)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="webhook_endpoints")
+    url = models.CharField(max_length=2048)
+    events = models.JSONField(default=list, help_text="The event types it receives.")
+    # Only events of this agent's calls (null: every call of the organization).
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, null=True, blank=True, related_name="webhook_endpoints")
+    enabled = models.BooleanField(default=True)
+    disabled_reason = models.CharField(max_length=300, blank=True, default="")
+    secret = EncryptedTextField()
+    # The secret before the last rotation: receivers may still verify with it until previous_secret_expires_at.
+    previous_secret = EncryptedTextField(null=True, blank=True)
+    previous_secret_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["organization", "created_at"], name="webhook_org_created")]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class CallEvent(models.Model):
+    """The outbox: one row per event, its body serialized once when the call changed (in the same
+    transaction), so every delivery and every retry sends exactly these bytes under this id."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="call_events")
+    call = models.ForeignKey(Call, on_delete=models.CASCADE, related_name="events")
+    event_type = models.CharField(max_length=20, choices=EventType.choices)
+    created_at = models.DateTimeField()
+    body = models.TextField(help_text="The signed JSON body, exactly as sent.")
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["call", "created_at"], name="callevent_call_created")]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.id}"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class WebhookDelivery(models.Model):
+    """One event to one target (an organization endpoint, or the agent's serverUrl), with its attempts."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    event = models.ForeignKey(CallEvent, on_delete=models.CASCADE, related_name="deliveries")
+    call = models.ForeignKey(Call, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    event_type = models.CharField(max_length=20, choices=EventType.choices)
+    rank = models.PositiveSmallIntegerField(help_text="The event's place among the call's events (EVENT_RANK).")
+    # The target: an organization endpoint, or (endpoint null) the serverUrl of the agent.
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, null=True, blank=True, related_name="deliveries"
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    target_key = models.CharField(max_length=48, help_text="endpoint:<id> or agent:<id>: one target's queue.")
+    url = models.CharField(max_length=2048)
+    status = models.CharField(max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=8)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # Set while a worker sends it (another worker leaves it alone until then).
+    claimed_until = models.DateTimeField(null=True, blank=True, editable=False)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "webhook deliveries"
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="delivery_due"),
+            models.Index(fields=["call", "target_key", "rank"], name="delivery_call_target"),
+            models.Index(fields=["organization", "-created_at", "-id"], name="delivery_org_created"),
+            models.Index(fields=["endpoint", "-created_at"], name="delivery_endpoint_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} to {self.url} ({self.status})"
+
+
+class WebhookAttempt(models.Model):
+    """One HTTP attempt of a delivery."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField(default=0)
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    succeeded = models.BooleanField(default=False)
+    error = models.CharField(max_length=500, blank=True, default="")
+    response_snippet = models.CharField(max_length=500, blank=True, default="")
+    next_attempt_at = models.DateTimeField(null=True, blank=True, help_text="When it is retried (null: not).")
+
+    class Meta:
+        ordering = ["delivery", "number"]
+        constraints = [models.UniqueConstraint(fields=["delivery", "number"], name="attempt_unique_number")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} ({self.status_code or self.error})"

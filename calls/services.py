@@ -23,6 +23,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import Agent
 from calls import billing
+from calls.events import event_record
 from calls.maintenance import ensure_inprocess_maintenance
 from calls.models import (
     AgentLog,
@@ -30,6 +31,7 @@ from calls.models import (
     CallChannel,
     CallMessage,
     CallStatus,
+    EventType,
     LlmUsage,
     MessageRole,
     ToolInvocation,
@@ -69,7 +71,18 @@ def call_start(
     if channel == CallChannel.WEB:
         from_number = from_number or WEB_FROM_PLACEHOLDER
         to_number = to_number or WEB_TO_PLACEHOLDER
-    call = Call.objects.create(
+    with transaction.atomic():
+        call = _call_create(agent, channel, from_number, to_number, provider_call_id)
+        event_record(call=call, event_type=EventType.CALL_STARTED)  # call events (calls/events.py)
+    liveness.hold(Call, call.pk)
+    ensure_inprocess_maintenance()
+    return call
+
+
+def _call_create(
+    agent: Agent, channel: str, from_number: str | None, to_number: str | None, provider_call_id: str | None
+) -> Call:
+    return Call.objects.create(
         organization_id=agent.organization_id,
         agent=agent,
         agent_name=agent.name,
@@ -81,9 +94,6 @@ def call_start(
         provider_call_id=provider_call_id or None,
         heartbeat_at=liveness.first_beat(),
     )
-    liveness.hold(Call, call.pk)
-    ensure_inprocess_maintenance()
-    return call
 
 
 def _redaction(call: Call) -> dict[str, Any]:
@@ -245,7 +255,16 @@ def _finish(*, call_id: UUID, status: str, ended_at: datetime, latency: dict[str
             row.usage_classification = allocation.classification
             row.billing_period_start = period[0]
         row.save()
+        # Call events (calls/events.py): call.ended, then (until post-call analysis records it) call.analyzed.
+        event_record(call=row, event_type=EventType.CALL_ENDED)
+        call_analyzed_stand_in(call=row)
     return row
+
+
+def call_analyzed_stand_in(*, call: Call) -> None:
+    """Stand-in until post-call analysis stores its result (call_analysis_save records call.analyzed
+    then): call.analyzed right after call.ended, in the same transaction, its `analysis` `skipped`."""
+    event_record(call=call, event_type=EventType.CALL_ANALYZED)
 
 
 def call_close_stale(*, idle_for: timedelta | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from calls import events
 from calls.maintenance import run_maintenance
 from calls.services import agent_log_purge, call_close_stale
 
@@ -23,3 +24,15 @@ def close_stale_calls() -> int:
 @shared_task(name="calls.purge_agent_logs")
 def purge_agent_logs() -> int:
     return agent_log_purge()
+
+
+@shared_task(name="calls.deliver_event")
+def deliver_event(delivery_id: str) -> bool:
+    """One attempt of a new or redelivered call event (EVENTS_WORKER=celery); False when not due or taken."""
+    return events.deliver_one(delivery_id)
+
+
+@shared_task(name="calls.deliver_due_events")
+def deliver_due_events() -> int:
+    """Every due attempt (the retries, and what could not be queued): Celery beat runs it every 10 s."""
+    return events.deliver_due()

@@ -1,9 +1,22 @@
 from django.urls import path
 
-from calls import apis
+from calls import apis, webhook_apis
 
 urlpatterns = [
     path("calls", apis.CallListApi.as_view(), name="calls"),
     path("calls/<str:call_id>", apis.CallDetailApi.as_view(), name="call-detail"),
     path("agents/<str:agent_id>/logs", apis.AgentLogListApi.as_view(), name="agent-logs"),
+    path("webhooks", webhook_apis.WebhookListApi.as_view(), name="webhooks"),
+    path("webhooks/<str:webhook_id>", webhook_apis.WebhookDetailApi.as_view(), name="webhook-detail"),
+    path(
+        "webhooks/<str:webhook_id>/rotate-secret",
+        webhook_apis.WebhookRotateSecretApi.as_view(),
+        name="webhook-rotate-secret",
+    ),
+    path("webhook-deliveries", webhook_apis.DeliveryListApi.as_view(), name="webhook-deliveries"),
+    path(
+        "webhook-deliveries/<str:delivery_id>/redeliver",
+        webhook_apis.DeliveryRedeliverApi.as_view(),
+        name="webhook-delivery-redeliver",
+    ),
 ]

@@ -75,6 +75,8 @@ PATH_ID_DESCRIPTIONS = {
     "document_id": "The knowledge document's ID.",
     "call_id": "The call's ID.",
     "phone_number_id": "The phone number's ID.",
+    "webhook_id": "The webhook's ID.",
+    "delivery_id": "The delivery's ID.",
 }
 
 

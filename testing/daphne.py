@@ -132,6 +132,9 @@ def start_test_server(logs: Any, name: str, env: dict[str, str] | None = None, *
         # and a sweep overlapping the flush between two tests could deadlock it on PostgreSQL.
         "CALLS_MAINTENANCE_AT_START": "false",
         "CALLS_MAINTENANCE_SECONDS": "0",
+        # Call events are recorded but not sent (a test's receivers see only what it asked for); the call
+        # events tests pass EVENTS_WORKER=inprocess.
+        "EVENTS_WORKER": "off",
     }
     if public:
         base["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"

@@ -32,7 +32,7 @@ from accounts.models import ApiKey, Organization
 from accounts.services import API_KEY_VISIBLE_CHARS, hash_api_key, organization_create
 from agents.models import Agent, AgentTool, McpServer, McpToolSelection
 from calls import services as calls
-from calls.models import AgentLog, Call
+from calls.models import AgentLog, Call, WebhookDelivery, WebhookEndpoint
 from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
 from telephony.models import PhoneNumber
 from telephony.services.numbers import phone_number_assign
@@ -69,6 +69,8 @@ IDS: dict[str, list[str]] = {
     "call_id": _ids("call", 1),
     "phone_number_id": _ids("phone-number", 2),
     "mcp_server_id": _ids("mcp-server", 1),
+    "webhook_id": _ids("webhook", 1),
+    "delivery_id": _ids("delivery", 1),
 }
 
 
@@ -158,6 +160,19 @@ def seed_world() -> Organization:
     )
     calls.call_llm_usage_add(call=call, provider="embedded", model="rules", input_tokens=12, output_tokens=8)
     calls.call_finish(call=call, status="completed")
+    # A call-event webhook, and one of the call's event deliveries (to the webhook agent's serverUrl).
+    WebhookEndpoint.objects.create(
+        pk=IDS["webhook_id"][0],
+        organization=organization,
+        url="https://hooks.example.com/events",
+        events=["call.ended"],
+        secret="whsec_fuzz",
+        created_at=now,
+        updated_at=now,
+    )
+    delivery = WebhookDelivery.objects.filter(call=call).order_by("rank").first()
+    assert delivery is not None
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(id=IDS["delivery_id"][0])
     for sequence, severity in enumerate(("info", "warn", "error")):
         AgentLog.objects.create(
             organization=organization,
@@ -239,7 +254,7 @@ def _unstated_rule(issues: Any) -> bool:
         )
 
     return only({"parameterSchema", "responseSchema"}, "Not a valid JSON Schema") or only(
-        {"serverUrl", "toolUrl"}, "Refused outbound request"
+        {"serverUrl", "toolUrl", "url"}, "Refused outbound request"
     )
 
 

@@ -12,6 +12,7 @@ class VoiceagentConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from calls import events as calls_events
         from calls import maintenance
         from calls import services as calls_services
         from knowledge import services as knowledge_services
@@ -28,6 +29,8 @@ class VoiceagentConfig(AppConfig):
         maintenance.register_job("purgedLogs", lambda: calls_services.agent_log_purge())
         maintenance.register_job("failedDocuments", lambda: knowledge_services.document_fail_stuck())
         maintenance.register_job("purgedSessionTokens", lambda: realtime_services.used_session_tokens_purge())
+        maintenance.register_job("disabledWebhooks", lambda: calls_events.webhook_endpoints_disable_failing())
+        maintenance.register_job("purgedEvents", lambda: calls_events.call_events_purge())
 
 
 class DashboardAdminConfig(AdminConfig):

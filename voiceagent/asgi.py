@@ -26,3 +26,9 @@ application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": URLRoute
 from calls.maintenance import start_upkeep  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 start_upkeep()
+
+# Call events (calls/events.py): with EVENTS_WORKER=inprocess (the embedded default) this process delivers
+# them; its worker starts now and first sends what a stopped process left pending.
+from calls.events import start_worker  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
+
+start_worker()

@@ -231,6 +231,8 @@ SPECTACULAR_SETTINGS = {
         "CallChannelEnum": "calls.models.CallChannel",
         "MessageRoleEnum": "calls.models.MessageRole",
         "AudioEncodingEnum": ["pcm16"],
+        "EventTypeEnum": "calls.models.EventType",
+        "DeliveryStatusEnum": "calls.models.DeliveryStatus",
     },
     "TAGS": [
         {"name": "Agents", "description": "Voice agents: prompt, voice, greeting, sounds and phone routing."},
@@ -240,6 +242,10 @@ SPECTACULAR_SETTINGS = {
         {"name": "Phone numbers", "description": "The organization's numbers and their assignment to agents."},
         {"name": "Calls", "description": "Call history with transcripts, tool invocations and usage."},
         {"name": "Logs", "description": "Agents' runtime logs of the last 24 hours."},
+        {
+            "name": "Webhooks",
+            "description": "Call events (call.started, call.ended, call.analyzed): endpoints, deliveries.",
+        },
         {"name": "Realtime", "description": "Short-lived tokens for browser and app voice sessions."},
     ],
     "POSTPROCESSING_HOOKS": [
@@ -449,6 +455,32 @@ CALLS_MAINTENANCE_SECONDS = env.int("CALLS_MAINTENANCE_SECONDS", default=0 if RE
 # The whole upkeep sweep (stale calls, stuck documents, spent tokens, old logs): calls/maintenance.py.
 CELERY_BEAT_SCHEDULE["calls-upkeep"] = {"task": "calls.run_upkeep", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["calls-purge-agent-logs"] = {"task": "calls.purge_agent_logs", "schedule": 3600.0}
+
+# --- call events: outbox and delivery (calls/events.py, docs/webhooks.md) ------------------------
+# Who delivers: "inprocess" (a worker thread in every serving process; the embedded default), "celery"
+# (with REDIS_URL: a task per new delivery, and Celery beat's `calls.deliver_due_events` for the retries),
+# or "off" (this process records events but sends none: another process or worker does).
+EVENTS_WORKER = env.str(
+    "EVENTS_WORKER", default="celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess"
+)
+if EVENTS_WORKER not in ("inprocess", "celery", "off"):
+    raise ImproperlyConfigured("EVENTS_WORKER must be inprocess, celery or off")
+# Retries: the n-th retry waits EVENTS_RETRY_BASE_SECONDS * 2**(n-1); at most EVENTS_MAX_ATTEMPTS attempts.
+EVENTS_RETRY_BASE_SECONDS = env.float("EVENTS_RETRY_BASE_SECONDS", default=30.0)
+EVENTS_MAX_ATTEMPTS = env.int("EVENTS_MAX_ATTEMPTS", default=8)
+EVENTS_TIMEOUT_SECONDS = env.float("EVENTS_TIMEOUT_SECONDS", default=10.0)
+# Deliveries the in-process worker sends at once, and how often it looks for due retries when idle.
+EVENTS_WORKER_THREADS = max(1, env.int("EVENTS_WORKER_THREADS", default=4))
+EVENTS_POLL_SECONDS = env.float("EVENTS_POLL_SECONDS", default=5.0)
+if EVENTS_RETRY_BASE_SECONDS <= 0 or EVENTS_MAX_ATTEMPTS < 1 or EVENTS_TIMEOUT_SECONDS <= 0:
+    raise ImproperlyConfigured(
+        "EVENTS_RETRY_BASE_SECONDS and EVENTS_TIMEOUT_SECONDS must be > 0, EVENTS_MAX_ATTEMPTS >= 1"
+    )
+# Events and their delivery records are kept this long (the upkeep deletes older ones no longer pending).
+EVENTS_RETENTION_DAYS = env.int("EVENTS_RETENTION_DAYS", default=30)
+if EVENTS_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured("EVENTS_RETENTION_DAYS must be >= 1")
+CELERY_BEAT_SCHEDULE["calls-deliver-events"] = {"task": "calls.deliver_due_events", "schedule": 10.0}
 
 # --- knowledge base ---------------------------------------------------------------------------
 # Largest knowledge upload (file, or JSON content as UTF-8); beyond it the API answers 413.

@@ -216,4 +216,6 @@ def test_the_maintenance_command_closes_stale_calls_and_purges_logs(agent, capsy
         "purgedLogs": 1,
         "failedDocuments": 0,
         "purgedSessionTokens": 0,
+        "disabledWebhooks": 0,
+        "purgedEvents": 0,
     }

@@ -4,13 +4,12 @@ that webhook tools and the assistant request share.
 
 Signing (contract, Authentication 4): the payload is serialized once, those exact bytes are signed
 (`x-service-signature: sha256=<lowercase hex HMAC-SHA256 keyed by serverSecret>`) and those same
-bytes are sent, so a receiver verifying the raw body always agrees.
+bytes are sent, so a receiver verifying the raw body always agrees (kit/signing.py, shared with the
+call events of calls/events.py).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -20,12 +19,12 @@ import httpx
 
 from kit import outbound
 from kit.providers import ProviderError
+from kit.signing import SIGNATURE_HEADER, json_body, merged_headers, signature
 from realtime.engine.tools.base import ToolTimeout, seconds_words
 
 # The largest reply accepted from a webhook, an http tool or serverUrl: a reply is read by a model
 # during a phone call, so anything bigger is a mistake of the tool (it fails with a clear message).
 MAX_REPLY_BYTES = 256 * 1024
-SIGNATURE_HEADER = "x-service-signature"
 
 
 @dataclass(frozen=True)
@@ -60,16 +59,6 @@ class Exchange:
 
 # Set by the dashboard's tool test (agents/tools/admin.py) to see each exchange of its call; None otherwise.
 watched_exchanges: ContextVar[list[Exchange] | None] = ContextVar("watched_exchanges", default=None)
-
-
-def signature(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def merged_headers(configured: dict[str, str], ours: dict[str, str]) -> dict[str, str]:
-    """The configured headers, with ours replacing any of the same name (names are case-insensitive)."""
-    taken = {name.lower() for name in ours}
-    return {**{k: v for k, v in configured.items() if k.lower() not in taken}, **ours}
 
 
 async def deliver(
@@ -129,7 +118,7 @@ async def post_event(
     endpoint: ServerEndpoint, payload: dict[str, Any], *, timeout_s: float, who: str
 ) -> httpx.Response:
     """POST a webhook event to serverUrl: JSON body, serverHeaders, and the signature when a secret is set."""
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    body = json_body(payload)
     ours = {"Content-Type": "application/json"}
     if endpoint.secret:
         ours[SIGNATURE_HEADER] = signature(endpoint.secret, body)

@@ -18,8 +18,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
+from kit.signing import merged_headers
 from realtime.engine.tools.base import CallContext, ToolKind, as_object
-from realtime.engine.tools.delivery import deliver, is_empty, merged_headers, parse_json
+from realtime.engine.tools.delivery import deliver, is_empty, parse_json
 
 WHO = "The tool"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})

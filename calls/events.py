@@ -1,0 +1,479 @@
+"""Call events leaving the service: the outbox, its delivery, retries, redelivery and the endpoints'
+auto-disable (docs/webhooks.md).
+
+`event_record` writes the event (`call.started`, `call.ended`, `call.analyzed`) in the transaction that
+changes the call: one `CallEvent` row whose body is serialized once (the envelope
+`{"message": {"type", "id", "createdAt", "call": <the call detail of GET /public/v1/calls/{id}>}}`) and one
+`WebhookDelivery` per target (the agent's serverUrl for webhook agents; every enabled organization
+endpoint that subscribes to the type and whose agent filter matches). Delivery is queued with
+`transaction.on_commit`: an event whose transaction rolls back is never sent.
+
+Who sends (settings.EVENTS_WORKER): `inprocess`, a worker thread of each serving process (started by
+voiceagent/asgi.py with the upkeep, so at start-up it resumes the pending rows a stopped process left),
+woken by each commit and by its own timer for retries; `celery`, a `calls.deliver_event` task per new
+delivery and Celery beat's `calls.deliver_due_events` for retries; `off`, nobody in this process (the
+servers the tests start, unless a test asks for delivery). Several senders never send one attempt
+twice: a delivery is claimed by a conditional UPDATE before it is sent.
+
+Every attempt POSTs the frozen body with `x-service-signature` (kit/signing.py, as tool calls),
+`x-service-event-id` (the same on every retry) and `x-service-attempt` (1, 2, ...), through the outbound
+guard, within EVENTS_TIMEOUT_SECONDS. Connection errors, timeouts, 408, 429 and 5xx are retried after
+EVENTS_RETRY_BASE_SECONDS * 2**(n-1), up to EVENTS_MAX_ATTEMPTS attempts; other answers are final.
+Order: one call's later event reaches a target only once the earlier ones to that target have been
+delivered or have finally failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.db import close_old_connections, connections, transaction
+from django.db.models import Exists, Max, Min, OuterRef, Q
+from django.utils import timezone
+
+from accounts.models import Organization
+from agents.models import Agent, AgentType
+from calls.models import (
+    EVENT_RANK,
+    Call,
+    CallEvent,
+    DeliveryStatus,
+    EventType,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
+from calls.selectors import call_get
+from calls.serializers import call_detail
+from kit import outbound
+from kit.fields import iso
+from kit.signing import SIGNATURE_HEADER, json_body, merged_headers, signature
+
+logger = logging.getLogger(__name__)
+
+EVENT_ID_HEADER = "x-service-event-id"
+ATTEMPT_HEADER = "x-service-attempt"
+MAX_RESPONSE_BYTES = 64 * 1024
+SNIPPET_CHARS = 500
+# A claimed delivery is left alone this long past the send timeout (a crashed sender's claim expires).
+CLAIM_MARGIN = timedelta(seconds=30)
+# An endpoint all of whose deliveries failed for this long is disabled (the upkeep job below).
+DISABLE_AFTER = timedelta(days=3)
+RETRIED_STATUSES = frozenset({408, 429})
+
+
+# --- recording ------------------------------------------------------------------------------------
+
+
+def event_record(*, call: Call, event_type: str) -> CallEvent | None:
+    """Write the event and its deliveries; call it inside the transaction that changes the call (the
+    body is the call as that transaction sees it). Delivery starts once the transaction commits. An event
+    nobody receives (no serverUrl, no matching webhook) is not stored: None."""
+    if event_type not in EventType.values:
+        raise ValueError(f"event_type must be one of {', '.join(EventType.values)}, not {event_type!r}")
+    if not transaction.get_connection().in_atomic_block:
+        raise ValueError("event_record must be called inside the transaction that changes the call")
+    targets = _targets(call, event_type)
+    if not targets:
+        return None
+    now = timezone.now()
+    event_id = uuid.uuid4()
+    detail = call_detail(call_get(organization=Organization(pk=call.organization_id), call_id=str(call.pk)))
+    if event_type == EventType.CALL_ANALYZED:
+        # Until the call detail carries `analysis` (post-call analysis), call.analyzed says it was skipped.
+        detail.setdefault("analysis", {"status": "skipped"})
+    envelope = {"message": {"type": event_type, "id": str(event_id), "createdAt": iso(now), "call": detail}}
+    event = CallEvent.objects.create(
+        id=event_id,
+        organization_id=call.organization_id,
+        call_id=call.pk,
+        event_type=event_type,
+        created_at=now,
+        body=json_body(envelope).decode(),
+    )
+    rows = [
+        WebhookDelivery(
+            organization_id=call.organization_id,
+            event=event,
+            call_id=call.pk,
+            event_type=event_type,
+            rank=EVENT_RANK[EventType(event_type)],
+            endpoint=endpoint,
+            agent_id=agent_id,
+            target_key=key,
+            url=url,
+            max_attempts=settings.EVENTS_MAX_ATTEMPTS,
+            next_attempt_at=now,
+            created_at=now,
+            updated_at=now,
+        )
+        for endpoint, agent_id, key, url in targets
+    ]
+    WebhookDelivery.objects.bulk_create(rows)
+    ids = [row.pk for row in rows]
+    transaction.on_commit(lambda: _queue(ids))
+    return event
+
+
+def _targets(call: Call, event_type: str) -> list[tuple[WebhookEndpoint | None, Any, str, str]]:
+    targets: list[tuple[WebhookEndpoint | None, Any, str, str]] = []
+    if call.agent_id is not None:
+        agent = Agent.objects.filter(pk=call.agent_id).values("agent_type", "server_url").first()
+        if agent and agent["agent_type"] == AgentType.WEBHOOK and agent["server_url"]:
+            targets.append((None, call.agent_id, f"agent:{call.agent_id}", agent["server_url"]))
+    endpoints = WebhookEndpoint.objects.filter(organization_id=call.organization_id, enabled=True).filter(
+        Q(agent__isnull=True) | Q(agent_id=call.agent_id)
+    )
+    for endpoint in endpoints:
+        if event_type in (endpoint.events or []):
+            targets.append((endpoint, None, f"endpoint:{endpoint.pk}", endpoint.url))
+    return targets
+
+
+def _queue(ids: list[Any]) -> None:
+    """After the commit: hand the new deliveries to whoever sends them. Never raises (the rows are
+    stored; the retry sweep sends what could not be queued)."""
+    if settings.EVENTS_WORKER == "celery":
+        from celery import current_app
+
+        if current_app.conf.task_always_eager:
+            return  # no broker (the test process): the rows wait for a worker or for beat's sweep
+        try:
+            for pk in ids:
+                current_app.send_task("calls.deliver_event", args=[str(pk)])  # calls/tasks.py
+        except Exception:
+            logger.warning("could not queue %d event deliveries; the retry sweep sends them", len(ids), exc_info=True)
+    else:
+        wake()
+
+
+# --- sending --------------------------------------------------------------------------------------
+
+
+def _earlier_pending() -> Exists:
+    """An earlier event of the same call to the same target is still pending (this one waits)."""
+    return Exists(
+        WebhookDelivery.objects.filter(
+            call_id=OuterRef("call_id"),
+            target_key=OuterRef("target_key"),
+            rank__lt=OuterRef("rank"),
+            status=DeliveryStatus.PENDING,
+        )
+    )
+
+
+def _due(now: Any) -> Any:
+    return (
+        WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .filter(~_earlier_pending())
+    )
+
+
+def due_ids(*, limit: int = 100) -> list[Any]:
+    """Deliveries whose next attempt is due (oldest first)."""
+    return list(_due(timezone.now()).order_by("next_attempt_at", "created_at").values_list("pk", flat=True)[:limit])
+
+
+def next_due_in() -> float | None:
+    """Seconds until the next pending attempt is due (0: now), or None when nothing is pending."""
+    now = timezone.now()
+    waiting = (
+        WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING)
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .filter(~_earlier_pending())
+    )
+    soonest = waiting.aggregate(t=Min("next_attempt_at"))["t"]
+    if soonest is None:
+        return None
+    return max(0.0, (soonest - now).total_seconds())
+
+
+def deliver_one(delivery_id: Any) -> bool:
+    """Claim the delivery if it is due and send one attempt; False when it was not due or taken."""
+    now = timezone.now()
+    claim = now + timedelta(seconds=settings.EVENTS_TIMEOUT_SECONDS) + CLAIM_MARGIN
+    # The claim: a conditional UPDATE, so two senders never send the same attempt.
+    claimable = _due(now).filter(pk=delivery_id).values("pk")
+    if not WebhookDelivery.objects.filter(pk__in=claimable).update(claimed_until=claim):
+        return False
+    delivery = WebhookDelivery.objects.select_related("event", "endpoint", "agent").get(pk=delivery_id)
+    _attempt(delivery)
+    return True
+
+
+def deliver_due(*, limit: int = 500) -> int:
+    """Send every due delivery once (up to `limit`), oldest first; returns how many were attempted.
+    Rounds repeat while deliveries come due (a later event of a call waits for the earlier one)."""
+    sent = 0
+    while sent < limit:
+        ids = due_ids(limit=min(100, limit - sent))
+        if not ids:
+            break
+        done = sum(deliver_one(pk) for pk in ids)
+        if not done:
+            break
+        sent += done
+    return sent
+
+
+def _secret_and_headers(delivery: WebhookDelivery) -> tuple[str | None, dict[str, str]]:
+    if delivery.endpoint is not None:
+        return delivery.endpoint.secret, {}
+    agent = delivery.agent
+    if agent is None:
+        return None, {}
+    return agent.server_secret or None, {str(k): str(v) for k, v in (agent.server_headers or {}).items()}
+
+
+def _refusal(delivery: WebhookDelivery) -> str | None:
+    """Why the target may not be sent to any more (deleted agent, disabled endpoint), or None."""
+    if delivery.endpoint is not None and not delivery.endpoint.enabled:
+        return "The webhook is disabled."
+    if delivery.endpoint is None and delivery.agent is None:
+        return "The agent was deleted."
+    return None
+
+
+def _attempt(delivery: WebhookDelivery) -> None:
+    number = delivery.attempts + 1
+    started = timezone.now()
+    clock = time.monotonic()
+    status_code: int | None = None
+    snippet = ""
+    error = _refusal(delivery) or ""
+    retry = False
+    if not error:
+        body = delivery.event.body.encode()
+        secret, configured = _secret_and_headers(delivery)
+        ours = {
+            "Content-Type": "application/json",
+            EVENT_ID_HEADER: str(delivery.event_id),
+            ATTEMPT_HEADER: str(number),
+        }
+        if secret:
+            ours[SIGNATURE_HEADER] = signature(secret, body)
+        try:
+            response = outbound.send_sync(
+                "POST",
+                delivery.url,
+                headers=merged_headers(configured, ours),
+                content=body,
+                timeout_s=settings.EVENTS_TIMEOUT_SECONDS,
+                max_response_bytes=MAX_RESPONSE_BYTES,
+            )
+        except outbound.OutboundUnresolved as exc:
+            error, retry = exc.message, True
+        except outbound.OutboundBlocked as exc:
+            error = exc.message
+        except outbound.OutboundTimeout:
+            error, retry = f"No answer within {settings.EVENTS_TIMEOUT_SECONDS:g} s", True
+        except outbound.OutboundTooLarge:
+            error = f"The answer was larger than {MAX_RESPONSE_BYTES // 1024} KB"
+        except httpx.TooManyRedirects:
+            error = "Too many redirects"
+        except httpx.HTTPError as exc:
+            error, retry = f"Could not connect ({type(exc).__name__})", True
+        except (ValueError, TypeError):
+            error = "Invalid URL or header"
+        else:
+            status_code = response.status_code
+            snippet = response.content[:SNIPPET_CHARS].decode("utf-8", "replace")[:SNIPPET_CHARS]
+            if not 200 <= status_code < 300:
+                error = f"HTTP {status_code}"
+                retry = status_code in RETRIED_STATUSES or status_code >= 500
+    _record(delivery, number, started, clock, status_code, snippet, error, retry)
+
+
+def backoff(number: int) -> timedelta:
+    """The wait after failed attempt `number` (1-based): base, 2 x base, 4 x base..."""
+    return timedelta(seconds=settings.EVENTS_RETRY_BASE_SECONDS * 2 ** (number - 1))
+
+
+def _record(
+    delivery: WebhookDelivery,
+    number: int,
+    started: Any,
+    clock: float,
+    status_code: int | None,
+    snippet: str,
+    error: str,
+    retry: bool,
+) -> None:
+    now = timezone.now()
+    succeeded = not error
+    next_at = now + backoff(number) if (not succeeded and retry and number < delivery.max_attempts) else None
+    with transaction.atomic():
+        WebhookAttempt.objects.create(
+            delivery=delivery,
+            number=number,
+            started_at=started,
+            duration_ms=max(0, int((time.monotonic() - clock) * 1000)),
+            status_code=status_code,
+            succeeded=succeeded,
+            error=error[:500],
+            response_snippet=snippet,
+            next_attempt_at=next_at,
+        )
+        if succeeded:
+            status = DeliveryStatus.SUCCEEDED
+        elif next_at is not None:
+            status = DeliveryStatus.PENDING
+        else:
+            status = DeliveryStatus.FAILED
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(
+            attempts=number,
+            status=status,
+            next_attempt_at=next_at,
+            claimed_until=None,
+            last_status_code=status_code,
+            last_error=error[:500],
+            updated_at=now,
+        )
+    if status != DeliveryStatus.PENDING:
+        wake()  # a later event of the call to this target may be waiting for this one
+
+
+def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
+    """Send the delivery again now, with a fresh budget of EVENTS_MAX_ATTEMPTS attempts (same event id and
+    body; attempts go on counting). A 409 when its webhook is disabled."""
+    from kit.errors import ApiError
+
+    if (
+        delivery.endpoint_id is not None
+        and not WebhookEndpoint.objects.filter(pk=delivery.endpoint_id, enabled=True).exists()
+    ):
+        raise ApiError.conflict("The webhook is disabled; enable it first.", code="WEBHOOK_DISABLED")
+    now = timezone.now()
+    with transaction.atomic():
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(
+            status=DeliveryStatus.PENDING,
+            next_attempt_at=now,
+            max_attempts=delivery.attempts + settings.EVENTS_MAX_ATTEMPTS,
+            updated_at=now,
+        )
+        transaction.on_commit(lambda: _queue([delivery.pk]))
+    delivery.refresh_from_db()
+    return delivery
+
+
+# --- upkeep jobs: old events, failing endpoints -----------------------------------------------------
+
+
+def call_events_purge(*, older_than: timedelta | None = None) -> int:
+    """Delete events (with their deliveries and attempts) older than EVENTS_RETENTION_DAYS that are no
+    longer pending anywhere. Returns how many events were deleted."""
+    older_than = older_than or timedelta(days=settings.EVENTS_RETENTION_DAYS)
+    pending = WebhookDelivery.objects.filter(event=OuterRef("pk"), status=DeliveryStatus.PENDING)
+    old = CallEvent.objects.filter(created_at__lt=timezone.now() - older_than).filter(~Exists(pending))
+    deleted = 0
+    while True:
+        batch = list(old.values_list("pk", flat=True)[:1000])
+        if not batch:
+            break
+        CallEvent.objects.filter(pk__in=batch).delete()
+        deleted += len(batch)
+    if deleted:
+        logger.info("purged %d call event(s) past retention", deleted)
+    return deleted
+
+
+def webhook_endpoints_disable_failing(*, after: timedelta = DISABLE_AFTER) -> int:
+    """Disable every enabled endpoint whose every delivery attempt has failed for `after` (3 days): its
+    first failure since its last success is older than that. Returns how many were disabled."""
+    now = timezone.now()
+    cutoff = now - after
+    candidates = WebhookEndpoint.objects.filter(
+        enabled=True, deliveries__attempt_log__succeeded=False, deliveries__attempt_log__started_at__lte=cutoff
+    ).distinct()
+    disabled = 0
+    for endpoint in candidates:
+        attempts = WebhookAttempt.objects.filter(delivery__endpoint=endpoint)
+        last_success = attempts.filter(succeeded=True).aggregate(t=Max("started_at"))["t"]
+        failures = attempts.filter(succeeded=False)
+        if last_success is not None:
+            failures = failures.filter(started_at__gt=last_success)
+        first_failure = failures.aggregate(t=Min("started_at"))["t"]
+        if first_failure is None or first_failure > cutoff:
+            continue
+        last = failures.order_by("-started_at").values_list("error", flat=True).first() or ""
+        reason = (
+            f"Disabled on {now:%Y-%m-%d %H:%M} UTC: every delivery failed since {first_failure:%Y-%m-%d %H:%M} UTC"
+            f" (last error: {last})"
+        )[:300]
+        disabled += WebhookEndpoint.objects.filter(pk=endpoint.pk, enabled=True).update(
+            enabled=False, disabled_reason=reason, updated_at=now
+        )
+    if disabled:
+        logger.info("disabled %d webhook endpoint(s) that failed every delivery for %s", disabled, after)
+    return disabled
+
+
+# --- the in-process worker (EVENTS_WORKER=inprocess) ----------------------------------------------
+
+_lock = threading.Lock()
+_wake = threading.Event()
+_thread: threading.Thread | None = None
+
+
+def wake() -> None:
+    """Tell this process's worker that deliveries may be due (no-op when it does not run here)."""
+    _wake.set()
+
+
+def start_worker() -> None:
+    """Start this process's delivery worker once (EVENTS_WORKER=inprocess; never raises). It first sends
+    what is pending (a restart resumes where the last process stopped), then waits for commits and
+    for the next due retry."""
+    global _thread
+    try:
+        if settings.EVENTS_WORKER != "inprocess":
+            return
+        with _lock:
+            if _thread is None or not _thread.is_alive():
+                _thread = threading.Thread(target=_loop, name="event-delivery", daemon=True)
+                _thread.start()
+    except Exception:
+        logger.warning("could not start the event delivery worker", exc_info=True)
+
+
+def _send_batch(pool: ThreadPoolExecutor, ids: list[Any]) -> int:
+    def one(pk: Any) -> bool:
+        try:
+            return deliver_one(pk)
+        except Exception:
+            logger.warning("event delivery %s failed", pk, exc_info=True)
+            return False
+        finally:
+            connections.close_all()  # this pool thread's connection
+
+    return sum(pool.map(one, ids))
+
+
+def _loop() -> None:
+    with ThreadPoolExecutor(settings.EVENTS_WORKER_THREADS, thread_name_prefix="event-send") as pool:
+        while True:
+            wait = float(settings.EVENTS_POLL_SECONDS)
+            try:
+                close_old_connections()
+                _wake.clear()
+                while True:
+                    ids = due_ids(limit=settings.EVENTS_WORKER_THREADS * 8)
+                    if not ids or not _send_batch(pool, ids):
+                        break
+                due_in = next_due_in()
+                if due_in is not None:
+                    wait = min(wait, max(due_in, 0.05))
+            except Exception:
+                logger.warning("event delivery sweep failed", exc_info=True)
+            finally:
+                connections.close_all()
+            _wake.wait(wait)

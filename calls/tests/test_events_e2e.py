@@ -1,0 +1,339 @@
+"""Call events through real servers (issue 20): a Daphne process delivers the outbox to receivers on
+loopback (testing/webhooks.py), signed over the exact bytes, retried, in order, and after a restart."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from calls import services
+from calls.models import CallEvent
+from kit.signing import signature
+from testing.clients import VoiceClient, is_type
+from testing.conversations import agent_for, issue, socket_url
+from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
+from testing.fixtures import close_db_threads, realtime_settings
+from testing.servers import free_port
+from testing.webhooks import LoopbackReceiver, Received, Reply
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+__all__ = ["close_db_threads", "realtime_settings"]  # fixtures
+
+AGENT_SECRET = "whsec-agent-e2e-51xQ"
+# Quick retries: 0.3 s, 0.6 s, 1.2 s... (EVENTS_RETRY_BASE_SECONDS); the worker looks for due rows often.
+FAST = {
+    "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
+    "EVENTS_WORKER": "inprocess",
+    "EVENTS_RETRY_BASE_SECONDS": "0.3",
+    "EVENTS_POLL_SECONDS": "0.2",
+}
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
+    with shared_test_server(django_db_blocker, tmp_path_factory, "events", FAST) as started:
+        yield started
+
+
+@pytest.fixture
+def loopback(settings: Any) -> Any:
+    """This process may save loopback webhook URLs too."""
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    return settings
+
+
+@pytest.fixture
+def receivers() -> Iterator[Callable[..., LoopbackReceiver]]:
+    """Receivers serving from threads (the server process calls them while the test waits)."""
+    started: list[LoopbackReceiver] = []
+
+    def make(*replies: Reply) -> LoopbackReceiver:
+        hook = LoopbackReceiver().reply(*replies).start()
+        started.append(hook)
+        return hook
+
+    yield make
+    for hook in started:
+        hook.stop()
+
+
+def signed(received: Received, secret: str) -> bool:
+    expected = "sha256=" + hmac.new(secret.encode(), received.body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(received.headers.get("x-service-signature", ""), expected)
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout: float = 30, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what or predicate}")
+
+
+def webhook(owner: Any, url: str, events: list[str], **fields: Any) -> dict[str, Any]:
+    response = owner.client.post("/public/v1/webhooks", {"url": url, "events": events, **fields}, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def deliveries(owner: Any, **query: str) -> list[dict[str, Any]]:
+    response = owner.client.get("/public/v1/webhook-deliveries", query)
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def kinds(requests: list[Received]) -> list[tuple[str, str]]:
+    return [(r.json()["message"]["type"], r.headers["x-service-attempt"]) for r in requests]
+
+
+@pytest.fixture
+def static_agent(owner: Any, make_agent: Any) -> Any:
+    return make_agent(owner.organization, name="Desk", status="active", agent_type="static", server_url=None)
+
+
+# --- a browser call ------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("loopback", "realtime_settings", "close_db_threads")
+async def test_a_browser_call_sends_started_ended_analyzed_in_order_signed_over_the_exact_bytes(
+    server: DaphneServer, owner: Any, make_agent: Any, receivers: Any
+) -> None:
+    hook = receivers()
+    agent = await sync_to_async(agent_for)(
+        owner,
+        make_agent,
+        name="Olive",
+        instructions="You help callers with the status of their orders.",
+        agent_type="webhook",
+        server_url=hook.url("/agent"),
+        server_secret=AGENT_SECRET,
+        server_headers={"X-Tenant": "acme"},
+    )
+    org = await sync_to_async(webhook)(owner, hook.url("/org"), ["call.started", "call.ended", "call.analyzed"])
+    token = await sync_to_async(issue)(agent)
+
+    async with VoiceClient(socket_url(server, agent, token)) as client:
+        started = await client.wait_for(is_type("session.started"), timeout=60)
+        call_id = client.messages[started].message["callId"]
+        await client.wait_for(is_type("transcript", role="assistant"), after=started, timeout=60)
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
+
+    def arrived(path: str) -> list[Received]:
+        return [r for r in hook.requests if r.path == path]
+
+    await sync_to_async(wait_for)(lambda: len(arrived("/agent")) == 3 and len(arrived("/org")) == 3, what="6 events")
+    detail = (await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")).json()
+    for path, secret in (("/agent", AGENT_SECRET), ("/org", org["secret"])):
+        requests = arrived(path)
+        assert kinds(requests) == [("call.started", "1"), ("call.ended", "1"), ("call.analyzed", "1")]
+        for received in requests:
+            assert signed(received, secret), path
+            message = received.json()["message"]
+            assert received.headers["x-service-event-id"] == message["id"]
+            assert received.headers["content-type"] == "application/json"
+            assert message["call"]["id"] == call_id and message["createdAt"].endswith("Z")
+        assert requests[0].json()["message"]["call"]["status"] == "active"
+        ended = requests[1].json()["message"]["call"]
+        # The call as GET /public/v1/calls/{id} returns it, with the transcript.
+        assert ended == detail and ended["status"] == "completed"
+        assert [m["role"] for m in ended["messages"]][:1] == ["assistant"]
+        assert requests[2].json()["message"]["call"]["analysis"]["status"] in ("completed", "skipped", "failed")
+    assert arrived("/agent")[0].headers["x-tenant"] == "acme"  # the agent's serverHeaders, as tool calls
+    assert "x-tenant" not in arrived("/org")[0].headers
+
+    listed = await sync_to_async(deliveries)(owner, callId=call_id)
+    assert len(listed) == 6 and {d["status"] for d in listed} == {"succeeded"}
+    assert all(d["attemptLog"][0]["statusCode"] == 200 for d in listed)
+
+
+# --- retries, order, final failures, redelivery ----------------------------------------------------
+
+
+@pytest.mark.usefixtures("loopback")
+def test_500_twice_then_200_gets_the_same_event_three_times_and_later_events_wait(
+    server: DaphneServer, owner: Any, static_agent: Any, receivers: Any
+) -> None:
+    hook = receivers(Reply(status=500, body="busy"), Reply(status=500, body="busy"))
+    org = webhook(owner, hook.url(), ["call.started", "call.ended", "call.analyzed"])
+
+    call = services.call_start(agent=static_agent, channel="web")
+    services.call_finish(call=call, status="completed")
+
+    wait_for(lambda: len(hook.requests) == 5, what="5 requests")
+    assert kinds(hook.requests) == [
+        ("call.started", "1"),
+        ("call.started", "2"),
+        ("call.started", "3"),
+        ("call.ended", "1"),
+        ("call.analyzed", "1"),
+    ]
+    first_three = hook.requests[:3]
+    started = CallEvent.objects.get(call=call, event_type="call.started")
+    assert {r.headers["x-service-event-id"] for r in first_three} == {str(started.id)}
+    assert {r.body for r in first_three} == {started.body.encode()}  # the same bytes every time
+    assert all(signed(r, org["secret"]) for r in hook.requests)
+
+    [delivery] = wait_for(
+        lambda: [
+            d
+            for d in deliveries(owner, callId=str(call.pk))
+            if d["eventType"] == "call.started" and d["status"] == "succeeded"
+        ]
+    )
+    log = delivery["attemptLog"]
+    assert [(a["attempt"], a["statusCode"], a["succeeded"]) for a in log] == [
+        (1, 500, False),
+        (2, 500, False),
+        (3, 200, True),
+    ]
+    assert log[0]["error"] == "HTTP 500" and log[0]["responseSnippet"] == "busy" and log[0]["nextAttemptAt"]
+    assert delivery["attempts"] == 3 and delivery["webhookId"] == org["id"]
+
+
+@pytest.mark.usefixtures("loopback")
+def test_a_400_is_final_and_redeliver_sends_it_again(
+    server: DaphneServer, owner: Any, static_agent: Any, receivers: Any
+) -> None:
+    hook = receivers(Reply(status=400, json={"error": "unknown"}))
+    webhook(owner, hook.url(), ["call.started"])
+    call = services.call_start(agent=static_agent, channel="web")
+
+    [failed] = wait_for(lambda: deliveries(owner, status="failed"), what="the failed delivery")
+    assert failed["attempts"] == 1 and failed["lastStatusCode"] == 400 and failed["nextAttemptAt"] is None
+    assert failed["attemptLog"][0]["nextAttemptAt"] is None
+    time.sleep(1.5)  # several backoff periods: no retry came
+    assert len(hook.requests) == 1
+
+    answered = owner.client.post(f"/public/v1/webhook-deliveries/{failed['id']}/redeliver")
+    assert answered.status_code == 202
+    wait_for(lambda: deliveries(owner, status="succeeded"), what="the redelivery")
+    assert kinds(hook.requests) == [("call.started", "1"), ("call.started", "2")]
+    assert hook.requests[0].body == hook.requests[1].body
+    assert hook.requests[1].headers["x-service-event-id"] == str(CallEvent.objects.get(call=call).id)
+
+
+@pytest.mark.usefixtures("loopback")
+def test_after_a_rotation_events_are_signed_with_the_new_secret(
+    server: DaphneServer, owner: Any, static_agent: Any, receivers: Any
+) -> None:
+    hook = receivers()
+    created = webhook(owner, hook.url(), ["call.started"])
+    rotated = owner.client.post(f"/public/v1/webhooks/{created['id']}/rotate-secret").json()
+    services.call_start(agent=static_agent, channel="web")
+
+    [received] = wait_for(lambda: hook.requests, what="the event")
+    assert signed(received, rotated["secret"]) and not signed(received, created["secret"])
+
+
+# --- a restart -------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("loopback")
+def test_an_event_pending_while_the_server_restarts_is_delivered_after_the_restart(
+    owner: Any, static_agent: Any, tmp_path_factory: Any
+) -> None:
+    hook = LoopbackReceiver()  # its port is known; nothing listens there yet
+    webhook(owner, hook.url(), ["call.started"])
+    slow = {**FAST, "EVENTS_RETRY_BASE_SECONDS": "2"}
+    first = start_test_server(tmp_path_factory, "events-before", slow)
+    try:
+        call = services.call_start(agent=static_agent, channel="web")
+        [pending] = wait_for(lambda: [d for d in deliveries(owner) if d["attempts"] >= 1], what="a failed attempt")
+        assert pending["status"] == "pending" and "Could not connect" in pending["lastError"]
+    finally:
+        stop_test_server(first)
+
+    with hook:
+        second = start_test_server(tmp_path_factory, "events-after", slow)
+        try:
+            wait_for(lambda: hook.requests, timeout=30, what="the delivery after the restart")
+        finally:
+            stop_test_server(second)
+    [received] = hook.requests
+    event = CallEvent.objects.get(call=call)
+    assert received.headers["x-service-event-id"] == str(event.id) and received.body == event.body.encode()
+    assert int(received.headers["x-service-attempt"]) >= 2
+    [delivered] = deliveries(owner)
+    assert delivered["status"] == "succeeded" and delivered["attemptLog"][0]["error"].startswith("Could not connect")
+
+
+# --- the receivers of docs/webhooks.md -------------------------------------------------------------
+
+
+def doc_receivers() -> dict[str, str]:
+    """The Python and Node receivers of docs/webhooks.md, as printed there."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text()
+    section = text.split("### A receiver in about ten lines", 1)[1]
+    return {
+        "python": re.search(r"```python\n(.*?)```", section, re.S).group(1),  # type: ignore[union-attr]
+        "node": re.search(r"```js\n(.*?)```", section, re.S).group(1),  # type: ignore[union-attr]
+    }
+
+
+def post(url: str, body: bytes, signature: str) -> int:
+    request = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": "application/json", "x-service-signature": signature}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize("language", ["python", "node"])
+@pytest.mark.usefixtures("loopback")
+def test_the_documented_receivers_accept_signed_events_once_and_refuse_the_rest(
+    server: DaphneServer, owner: Any, static_agent: Any, tmp_path: Path, language: str
+) -> None:
+    code = doc_receivers()[language]
+    assert len([line for line in code.splitlines() if line.strip()]) <= 14, "a receiver in about ten lines"
+    port = free_port()
+    created = webhook(owner, f"http://127.0.0.1:{port}/events", ["call.started", "call.ended"])
+    source = tmp_path / ("receiver.py" if language == "python" else "receiver.js")
+    source.write_text(code)
+    command = [sys.executable if language == "python" else "node", str(source)]
+    env = {**os.environ, "WEBHOOK_SECRET": created["secret"], "PORT": str(port)}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        wait_for(lambda: _listening(port), timeout=15, what="the receiver")
+        call = services.call_start(agent=static_agent, channel="web")
+        wait_for(lambda: deliveries(owner, status="succeeded"), what="the real server's delivery")
+        event = CallEvent.objects.get(call=call)
+        body = event.body.encode()
+        url = f"http://127.0.0.1:{port}/events"
+        assert post(url, body, signature(created["secret"], body)) == 200  # a duplicate: accepted, not handled again
+        assert post(url, body, signature("whsec_wrong", body)) == 401
+        assert post(url, body + b" ", signature(created["secret"], body)) == 401  # bytes changed
+        old = json.loads(body)
+        old["message"].update(id=str(uuid.uuid4()), createdAt="2026-01-01T00:00:00.000000Z")
+        old_body = json.dumps(old).encode()
+        assert post(url, old_body, signature(created["secret"], old_body)) == 200  # signed, but too old: dropped
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=10)
+    assert output.strip().splitlines() == [f"call.started {call.pk}"], output
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
