@@ -59,6 +59,7 @@ SETTINGS = (
     "ambient_sound_ducking",
     "server_url",
     "handoff_phone_number",
+    "analysis_plan",
 )
 LABELS = {
     "agent_type": "Agent type",
@@ -74,6 +75,7 @@ LABELS = {
     "ambient_sound_ducking": "Duck the ambient sound while the agent speaks",
     "server_url": "Server URL",
     "handoff_phone_number": "Handoff phone number",
+    "analysis_plan": "Analysis plan",
 }
 HELP = {
     "status": "Active agents take calls and count against the plan's allowance of active agents.",
@@ -90,6 +92,9 @@ HELP = {
     "server_url": "Webhook agents only: receives tool calls and, for a dynamic prompt, the assistant request.",
     "handoff_phone_number": "E.164, for example +14155550123: where transfer_call sends the caller "
     "(a number's own handoff number, set when assigning it, wins).",
+    "analysis_plan": "JSON: summary {enabled, prompt}, structuredData {enabled, schema, prompt}, successEvaluation "
+    "{enabled, rubric, scale: pass-fail or 1-10}; run after every call (README: Post-call analysis). "
+    "Leave blank to keep the stored plan.",
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {
@@ -143,6 +148,7 @@ class AgentForm(ServiceModelForm):
             "handoff_phone_number": forms.TextInput(attrs={"size": 16}),
             "static_greeting": forms.Textarea(attrs={"rows": 2}),
             "identity": forms.Textarea(attrs={"rows": 2}),
+            "analysis_plan": forms.Textarea(attrs={"rows": 8, "cols": 80}),
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -158,6 +164,8 @@ class AgentForm(ServiceModelForm):
         """The form's values as an API request body."""
         data = self.cleaned_data
         body = {wire: data[source] for wire, source in wire_sources(AgentWriteSerializer).items() if source in data}
+        if body.get("analysisPlan") is None:
+            body.pop("analysisPlan", None)  # left blank: the stored plan stays
         if data.get("clear_server_headers"):
             body["serverHeaders"] = {}
         elif data.get("new_server_headers", "").strip():
@@ -293,6 +301,7 @@ class AgentAdmin(admin.ModelAdmin):
                 },
             ),
             ("Handoff", {"fields": ["handoff_phone_number"]}),
+            ("Post-call analysis", {"fields": ["analysis_plan"]}),
             (
                 "Record",
                 {

@@ -23,9 +23,11 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import Agent
 from calls import billing
+from calls.analysis import queue_analysis
 from calls.maintenance import ensure_inprocess_maintenance
 from calls.models import (
     AgentLog,
+    AnalysisStatus,
     Call,
     CallChannel,
     CallMessage,
@@ -213,8 +215,47 @@ def _finish(*, call_id: UUID, status: str, ended_at: datetime, latency: dict[str
             row.overage_seconds = allocation.overage_seconds
             row.usage_classification = allocation.classification
             row.billing_period_start = period[0]
+        # Post-call analysis (calls/analysis.py): pending with the end of the call, run after the commit.
+        row.analysis_status = AnalysisStatus.PENDING
+        transaction.on_commit(lambda: queue_analysis(call_id))
         row.save()
     return row
+
+
+ANALYSIS_RESULT_KEYS = ("summary", "structuredData", "successEvaluation", "parts", "model", "usage", "error")
+ANALYSIS_FINAL = (AnalysisStatus.COMPLETED, AnalysisStatus.SKIPPED, AnalysisStatus.FAILED)
+
+
+def call_analysis_claim(*, call_id: UUID, lease: timedelta) -> bool:
+    """Take a pending analysis for this worker: True when it was pending and nobody had taken it in the
+    last `lease` (a worker that died with it loses it after the lease). One conditional UPDATE, so two
+    workers never both take it."""
+    now = timezone.now()
+    free = Q(analysis_claimed_at__isnull=True) | Q(analysis_claimed_at__lt=now - lease)
+    taken = Call.objects.filter(free, pk=call_id, analysis_status=AnalysisStatus.PENDING).update(
+        analysis_claimed_at=now
+    )
+    return taken == 1
+
+
+def call_analysis_save(*, call_id: UUID, analysis: dict[str, Any]) -> bool:
+    """Store a call's analysis (`status` completed, skipped or failed, and the result keys of
+    ANALYSIS_RESULT_KEYS) in one transaction. Only a pending analysis is stored: a second worker that
+    finished the same analysis changes nothing (and False is returned)."""
+    status = analysis.get("status")
+    if status not in ANALYSIS_FINAL:
+        raise ValueError(f"analysis status must be one of {', '.join(ANALYSIS_FINAL)}, not {status!r}")
+    result = {key: analysis.get(key) for key in ANALYSIS_RESULT_KEYS}
+    result = json.loads(json.dumps(result, default=str))
+    with transaction.atomic():
+        row = Call.objects.select_for_update().filter(pk=call_id).first()
+        if row is None or row.analysis_status != AnalysisStatus.PENDING:
+            return False
+        row.analysis_status = status
+        row.analysis = result
+        row.analysis_claimed_at = None
+        row.save(update_fields=["analysis_status", "analysis", "analysis_claimed_at"])
+    return True
 
 
 def call_close_stale(*, idle_for: timedelta | None = None) -> int:

@@ -477,6 +477,17 @@ if KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS < 1:
 KNOWLEDGE_INGEST_WORKERS = max(1, env.int("KNOWLEDGE_INGEST_WORKERS", default=1))
 KNOWLEDGE_INGEST_INLINE = env.bool("KNOWLEDGE_INGEST_INLINE", default=False)
 
+# --- post-call analysis (README: Post-call analysis) --------------------------------------------
+# Analyses one server process runs at once in its background threads (without REDIS_URL).
+CALL_ANALYSIS_WORKERS = env.int("CALL_ANALYSIS_WORKERS", default=1)
+if CALL_ANALYSIS_WORKERS < 1:
+    raise ImproperlyConfigured("CALL_ANALYSIS_WORKERS must be at least 1")
+# How long a worker holds an analysis it took: after this another worker (the upkeep sweep) may take it
+# again, for a worker that died with it. Longer than the analysis can take: three parts of two requests.
+CALL_ANALYSIS_LEASE_SECONDS = env.int("CALL_ANALYSIS_LEASE_SECONDS", default=int(6 * LLM_TIMEOUT_SECONDS) + 30)
+# Tests: the analysis runs in the thread that ended the call, once its transaction committed.
+CALL_ANALYSIS_INLINE = env.bool("CALL_ANALYSIS_INLINE", default=False)
+
 # --- i18n, static -----------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
