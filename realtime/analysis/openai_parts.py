@@ -74,7 +74,7 @@ class OpenAIAnalyst:
             base_url=base_url,
             api_key=self._api_key or PLACEHOLDER_API_KEY,
             timeout=float(settings.LLM_TIMEOUT_SECONDS),
-            max_retries=1,
+            max_retries=0,  # one request per part (and one repair): what the usage and the docs say
         )
         self._answered_model = ""
 

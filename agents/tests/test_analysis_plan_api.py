@@ -1,0 +1,124 @@
+"""Agent.analysisPlan through the public API: defaults, a full plan, replacement, and 400s for bad plans."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from agents.models import Agent
+
+BASE = {"name": "Support", "instructions": "Help callers with their orders."}
+DEFAULT = {
+    "summary": {"enabled": True, "prompt": None},
+    "structuredData": {"enabled": False, "schema": None, "prompt": None},
+    "successEvaluation": {"enabled": False, "rubric": None, "scale": "pass-fail"},
+}
+BOOKING = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "The caller's full name"},
+        "party_size": {"type": "integer", "minimum": 1, "description": "How many people the table is for"},
+    },
+    "required": ["name"],
+}
+
+
+def create(persona, **fields):
+    response = persona.client.post("/public/v1/agents", {**BASE, **fields}, format="json")
+    assert response.status_code == 200, response.json()
+    return response.json()["id"]
+
+
+def detail(persona, agent_id):
+    response = persona.client.get(f"/public/v1/agents/{agent_id}")
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_a_new_agent_summarizes_its_calls_and_nothing_else(owner):
+    agent_id = create(owner)
+    assert detail(owner, agent_id)["analysisPlan"] == DEFAULT
+    listed = {item["id"]: item for item in owner.client.get("/public/v1/agents").json()}
+    assert listed[agent_id]["analysisPlan"] == DEFAULT
+
+
+def test_a_full_plan_is_stored_normalized_and_a_patch_replaces_it(owner):
+    plan = {
+        "summary": {"prompt": "  Mention the booking date.  "},
+        "structuredData": {"enabled": True, "schema": BOOKING},
+        "successEvaluation": {"enabled": True, "rubric": "A table was booked.", "scale": "1-10"},
+    }
+    agent_id = create(owner, analysisPlan=plan)
+    assert detail(owner, agent_id)["analysisPlan"] == {
+        # A part sent without `enabled` is on; prompts are trimmed.
+        "summary": {"enabled": True, "prompt": "Mention the booking date."},
+        "structuredData": {"enabled": True, "schema": BOOKING, "prompt": None},
+        "successEvaluation": {"enabled": True, "rubric": "A table was booked.", "scale": "1-10"},
+    }
+    expected = detail(owner, agent_id)["updatedAt"]
+    response = owner.client.patch(
+        f"/public/v1/agents/{agent_id}",
+        {"expectedUpdatedAt": expected, "analysisPlan": {"summary": {"enabled": False}}},
+        format="json",
+    )
+    assert response.status_code == 200, response.json()
+    # The whole plan is replaced: the parts left out are back to their defaults.
+    assert detail(owner, agent_id)["analysisPlan"] == {**DEFAULT, "summary": {"enabled": False, "prompt": None}}
+    # A PATCH without analysisPlan keeps it.
+    expected = detail(owner, agent_id)["updatedAt"]
+    response = owner.client.patch(
+        f"/public/v1/agents/{agent_id}", {"expectedUpdatedAt": expected, "name": "Desk"}, format="json"
+    )
+    assert response.status_code == 200
+    assert detail(owner, agent_id)["analysisPlan"]["summary"]["enabled"] is False
+
+
+def without_description():
+    schema = copy.deepcopy(BOOKING)
+    del schema["properties"]["party_size"]["description"]
+    return schema
+
+
+@pytest.mark.parametrize(
+    ("plan", "says"),
+    [
+        ("summarize please", "Must be a JSON object"),
+        ([], "Must be a JSON object"),
+        ({"sentiment": {"enabled": True}}, "Unknown key 'sentiment'"),
+        ({"summary": True}, "summary: must be a JSON object"),
+        ({"summary": {"enabled": "yes"}}, "summary.enabled: must be true or false"),
+        ({"summary": {"style": "short"}}, "summary: unknown key 'style'"),
+        ({"summary": {"prompt": 42}}, "summary.prompt: must be a string"),
+        ({"summary": {"prompt": "x" * 4001}}, "summary.prompt: at most 4000 characters"),
+        ({"structuredData": {"enabled": True}}, "structuredData.schema: required when structuredData is enabled"),
+        ({"structuredData": {"schema": "name, email"}}, "structuredData.schema: must be a JSON Schema object"),
+        ({"structuredData": {"schema": {"type": "strin"}}}, "structuredData.schema: Not a valid JSON Schema"),
+        ({"structuredData": {"schema": {"type": "object", "properties": {"a": {"type": 5}}}}}, "Not a valid JSON Schema"),
+        ({"structuredData": {"schema": {"type": "array"}}}, 'the schema needs "type": "object"'),
+        ({"structuredData": {"schema": {"type": "object"}}}, "needs at least one property"),
+        ({"structuredData": {"schema": without_description()}}, "property 'party_size' needs a description"),
+        ({"successEvaluation": {"enabled": True}}, "successEvaluation.rubric: required when successEvaluation"),
+        ({"successEvaluation": {"rubric": "   "}}, "successEvaluation.rubric: required"),
+        ({"successEvaluation": {"rubric": "Booked.", "scale": "1-5"}}, "successEvaluation.scale: must be one of"),
+    ],
+)
+def test_a_bad_plan_is_a_400_naming_the_key(owner, plan, says):
+    response = owner.client.post("/public/v1/agents", {**BASE, "analysisPlan": plan}, format="json")
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert "analysisPlan" in body["issues"], body
+    assert says in body["issues"]["analysisPlan"][0], body
+    assert not Agent.objects.exists()
+
+
+def test_a_bad_plan_in_a_patch_changes_nothing(owner):
+    agent_id = create(owner)
+    expected = detail(owner, agent_id)["updatedAt"]
+    response = owner.client.patch(
+        f"/public/v1/agents/{agent_id}",
+        {"expectedUpdatedAt": expected, "analysisPlan": {"structuredData": {"enabled": True}}},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert detail(owner, agent_id)["analysisPlan"] == DEFAULT
