@@ -31,4 +31,6 @@ def queue_analysis(call_id: Any) -> None:
     try:
         _queue(call_id)
     except Exception:
-        logger.warning("could not queue the analysis of call %s; the upkeep sweep will resume it", call_id, exc_info=True)
+        logger.warning(
+            "could not queue the analysis of call %s; the upkeep sweep will resume it", call_id, exc_info=True
+        )

@@ -7,8 +7,8 @@ from typing import Any
 from rest_framework import serializers
 
 from calls.models import (
-    AnalysisStatus,
     AgentLog,
+    AnalysisStatus,
     Call,
     CallChannel,
     CallStatus,
@@ -237,7 +237,9 @@ class CallAnalysisSchema(serializers.Serializer):
         child=serializers.ChoiceField(choices=AnalysisStatus.choices),
         help_text="The status of each enabled part: summary, structuredData, successEvaluation.",
     )
-    model = serializers.CharField(allow_null=True, help_text="The model that ran it (`embedded` for the embedded brain).")
+    model = serializers.CharField(
+        allow_null=True, help_text="The model that ran it (`embedded` for the embedded brain)."
+    )
     usage = AnalysisUsageSchema(help_text="Tokens of every analysis request, summed.")
     error = serializers.CharField(allow_null=True, help_text="Why a part failed or was skipped.")
 

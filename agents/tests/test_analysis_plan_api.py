@@ -94,7 +94,10 @@ def without_description():
         ({"structuredData": {"enabled": True}}, "structuredData.schema: required when structuredData is enabled"),
         ({"structuredData": {"schema": "name, email"}}, "structuredData.schema: must be a JSON Schema object"),
         ({"structuredData": {"schema": {"type": "strin"}}}, "structuredData.schema: Not a valid JSON Schema"),
-        ({"structuredData": {"schema": {"type": "object", "properties": {"a": {"type": 5}}}}}, "Not a valid JSON Schema"),
+        (
+            {"structuredData": {"schema": {"type": "object", "properties": {"a": {"type": 5}}}}},
+            "Not a valid JSON Schema",
+        ),
         ({"structuredData": {"schema": {"type": "array"}}}, 'the schema needs "type": "object"'),
         ({"structuredData": {"schema": {"type": "object"}}}, "needs at least one property"),
         ({"structuredData": {"schema": without_description()}}, "property 'party_size' needs a description"),

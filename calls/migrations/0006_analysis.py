@@ -4,31 +4,40 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0004_seed_plan_limits'),
-        ('agents', '0004_analysis'),
-        ('calls', '0005_callmessage_search'),
+        ("accounts", "0004_seed_plan_limits"),
+        ("agents", "0004_analysis"),
+        ("calls", "0005_callmessage_search"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='call',
-            name='analysis',
+            model_name="call",
+            name="analysis",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='call',
-            name='analysis_claimed_at',
+            model_name="call",
+            name="analysis_claimed_at",
             field=models.DateTimeField(blank=True, editable=False, null=True),
         ),
         migrations.AddField(
-            model_name='call',
-            name='analysis_status',
-            field=models.CharField(blank=True, choices=[('pending', 'Pending'), ('completed', 'Completed'), ('skipped', 'Skipped'), ('failed', 'Failed')], default='', max_length=10),
+            model_name="call",
+            name="analysis_status",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("pending", "Pending"),
+                    ("completed", "Completed"),
+                    ("skipped", "Skipped"),
+                    ("failed", "Failed"),
+                ],
+                default="",
+                max_length=10,
+            ),
         ),
         migrations.AddIndex(
-            model_name='call',
-            index=models.Index(fields=['analysis_status'], name='call_analysis_status'),
+            model_name="call",
+            index=models.Index(fields=["analysis_status"], name="call_analysis_status"),
         ),
     ]

@@ -51,7 +51,9 @@ def page(client: Any, call: Call) -> str:
     return response.content.decode()
 
 
-def test_the_call_page_shows_the_embedded_analysis(superuser_client, owner, make_agent, django_capture_on_commit_callbacks):
+def test_the_call_page_shows_the_embedded_analysis(
+    superuser_client, owner, make_agent, django_capture_on_commit_callbacks
+):
     plan = normalize_plan(
         {"structuredData": {"schema": SCHEMA}, "successEvaluation": {"rubric": "A table was booked."}}
     )

@@ -110,7 +110,7 @@ class OpenAIAnalyst:
             shape, result = PASS_FAIL_SHAPE, "true when the call met the rubric, false otherwise"
         system = (
             "You evaluate the transcript of a phone call between a caller and an AI voice agent against the "
-            f"rubric below. Answer with a JSON object: {{\"result\": {result}, \"reasoning\": \"one or two "
+            f'rubric below. Answer with a JSON object: {{"result": {result}, "reasoning": "one or two '
             f'sentences in {language_name(self.language)}"}}.\n\nRubric:\n{rubric}'
         )
         answer = self._ask(system, None, shape, "the evaluation shape")
@@ -133,8 +133,7 @@ class OpenAIAnalyst:
             {"role": "assistant", "content": text},
             {
                 "role": "user",
-                "content": f"That answer is not valid: {problem}. Answer again with only the corrected JSON "
-                "object.",
+                "content": f"That answer is not valid: {problem}. Answer again with only the corrected JSON object.",
             },
         ]
         text = self._complete(messages)
@@ -163,7 +162,8 @@ class OpenAIAnalyst:
                 f"the language model server answered HTTP {exc.status_code}" + (f": {detail}" if detail else "")
             ) from None
         except openai.APIError as exc:
-            raise PartFailed(f"the language model server reported an error: {_redact(exc.message, self._api_key)}")
+            detail = _redact(exc.message, self._api_key)
+            raise PartFailed(f"the language model server reported an error: {detail}") from None
         usage = getattr(response, "usage", None)
         if usage is not None:
             self.input_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)

@@ -150,4 +150,3 @@ def _openai(found: AnalysisInput, parts: list[str]) -> dict[str, Any]:
 
 def _no_usage() -> dict[str, int]:
     return {"inputTokens": 0, "outputTokens": 0}
-

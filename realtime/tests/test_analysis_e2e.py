@@ -100,9 +100,7 @@ async def test_the_embedded_brain_fills_the_plans_fields_from_what_the_caller_sa
     assert f"Caller: {exchange.heard}" in analysis["summary"] and analysis["model"] == "embedded"
 
 
-def test_an_analysis_killed_with_its_server_is_resumed_when_a_server_starts_again(
-    owner, make_agent, tmp_path_factory
-):
+def test_an_analysis_killed_with_its_server_is_resumed_when_a_server_starts_again(owner, make_agent, tmp_path_factory):
     with ChatServer() as chat:
         env = {
             **EMBEDDED,
