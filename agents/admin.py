@@ -12,6 +12,7 @@ registers the page with them (AgentPageAdmin), as calls/admin.py extends the org
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -204,8 +205,16 @@ class AgentForm(ServiceModelForm):
         values (and their updatedAt, so that the next save goes through), naming the fields that differ."""
         current = agent_get(organization=self.instance.organization, agent_id=str(self.instance.pk))
         shown = [name for name in SETTINGS if name in self.fields]
-        differing = [str(self.fields[name].label) for name in shown if submitted.get(name) != getattr(current, name)]
+        differing = [
+            str(self.fields[name].label)
+            for name in shown
+            # A blank analysis plan keeps the stored one: it differs from nothing.
+            if submitted.get(name) != getattr(current, name)
+            and not (name == "analysis_plan" and not submitted.get(name))
+        ]
         self.data = {name: getattr(current, name) for name in shown}
+        if "analysis_plan" in self.data:
+            self.data["analysis_plan"] = json.dumps(self.data["analysis_plan"])  # the form field reads JSON text
         self.data["expected_updated_at"] = iso(current.updated_at)
         changed = f" Your values differ in: {', '.join(differing)}." if differing else ""
         self.add_error(

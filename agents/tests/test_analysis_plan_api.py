@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -125,3 +126,31 @@ def test_a_bad_plan_in_a_patch_changes_nothing(owner):
     )
     assert response.status_code == 400
     assert detail(owner, agent_id)["analysisPlan"] == DEFAULT
+
+
+# --- the dashboard's agent form ----------------------------------------------------------------------
+
+
+def test_the_agent_form_sets_the_plan_and_shows_a_bad_one_on_its_field(client, owner, make_agent):
+    from django.contrib.auth.models import User
+
+    from testing.dashboard import edit_form, errors
+
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    agent = make_agent(owner.organization)
+    url = f"/admin/agents/agent/{agent.pk}/change/"
+    assert "Post-call analysis" in client.get(url).content.decode()
+
+    bad = {"structuredData": {"enabled": True}}
+    response = client.post(url, edit_form(agent, analysis_plan=json.dumps(bad)))
+    assert response.status_code == 200
+    assert "structuredData.schema: required when structuredData is enabled." in errors(response.content.decode())
+    agent.refresh_from_db()
+    assert agent.analysis_plan == DEFAULT
+
+    good = {"structuredData": {"schema": BOOKING}, "summary": {"enabled": False}}
+    response = client.post(url, edit_form(agent, analysis_plan=json.dumps(good)))
+    assert response.status_code == 302, errors(response.content.decode())
+    agent.refresh_from_db()
+    assert agent.analysis_plan["structuredData"] == {"enabled": True, "schema": BOOKING, "prompt": None}
+    assert agent.analysis_plan["summary"]["enabled"] is False
