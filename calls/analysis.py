@@ -30,7 +30,11 @@ def queue_analysis(call_id: Any) -> None:
         return
     try:
         _queue(call_id)
-    except Exception:
+    except Exception as exc:  # noqa: BLE001 - never raises: the sweep resumes what was not queued
+        # No traceback: a broker outage is expected here (the call ended fine; the analysis waits for the sweep).
         logger.warning(
-            "could not queue the analysis of call %s; the upkeep sweep will resume it", call_id, exc_info=True
+            "could not queue the analysis of call %s (%s: %s); the upkeep sweep will resume it",
+            call_id,
+            type(exc).__name__,
+            exc,
         )

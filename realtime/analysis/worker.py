@@ -53,8 +53,8 @@ def analysis_resume() -> int:
     for call_id in pending:
         try:
             analysis_queue(call_id)
-        except Exception:
-            logger.warning("could not queue the analysis of call %s", call_id, exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - one failure does not stop the others
+            logger.warning("could not queue the analysis of call %s (%s: %s)", call_id, type(exc).__name__, exc)
     return len(pending)
 
 
