@@ -2,8 +2,8 @@
 pending and, once its transaction has committed, calls `analysis_queue` (registered in calls/analysis.py
 by realtime/apps.py), which returns at once:
 
-- with a broker (REDIS_URL): the Celery task `realtime.analyze_call` (realtime/tasks.py), run by a worker;
-  a broker that cannot be reached leaves the analysis pending;
+- with a broker (REDIS_URL): the Celery task `realtime.analyze_call` (realtime/tasks.py), run by a worker
+  (published from a background thread); a broker that cannot be reached leaves the analysis pending;
 - without one (the embedded default): a background thread pool of this process (CALL_ANALYSIS_WORKERS
   threads), running the same task through Celery's eager path;
 - CALL_ANALYSIS_INLINE (tests): right away, in the caller's thread.
@@ -41,10 +41,10 @@ def analysis_queue(call_id: Any) -> None:
         analysis_run(call_id=call_id)
         return
     if analyze_call.app.conf.task_always_eager:
-        _in_background(call_id)
+        _pool_of_this_process().submit(_run, call_id)
         return
-    # No retries against an unreachable broker: the analysis stays pending and the sweep resumes it.
-    analyze_call.apply_async(args=[call_id], retry=False)
+    # Published from the pool too: a broker slow to answer never holds the thread that ended the call.
+    _pool_of_this_process().submit(_publish, call_id)
 
 
 def analysis_resume() -> int:
@@ -58,12 +58,25 @@ def analysis_resume() -> int:
     return len(pending)
 
 
-def _in_background(call_id: str) -> None:
+def _pool_of_this_process() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=settings.CALL_ANALYSIS_WORKERS, thread_name_prefix="analysis")
-    _pool.submit(_run, call_id)
+        return _pool
+
+
+def _publish(call_id: str) -> None:
+    try:
+        # No retries against an unreachable broker: the analysis stays pending and the sweep resumes it.
+        analyze_call.apply_async(args=[call_id], retry=False)
+    except Exception as exc:  # noqa: BLE001 - logged in one line (an outage is expected); the sweep resumes it
+        logger.warning(
+            "could not queue the analysis of call %s (%s: %s); the upkeep sweep will resume it",
+            call_id,
+            type(exc).__name__,
+            exc,
+        )
 
 
 def _run(call_id: str) -> None:
