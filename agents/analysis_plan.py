@@ -42,6 +42,9 @@ def normalize_plan(value: Any) -> dict[str, Any]:
     """The plan as stored, from a request body's `analysisPlan`; PlanError when it is not valid."""
     if not isinstance(value, dict):
         raise PlanError("Must be a JSON object with summary, structuredData and successEvaluation.")
+    problem = _bad_character(value)
+    if problem:
+        raise PlanError(problem)
     unknown = sorted(set(value) - set(PART_KEYS))
     if unknown:
         raise PlanError(f"Unknown key {unknown[0]!r}; the parts are summary, structuredData and successEvaluation.")
@@ -70,6 +73,26 @@ def normalize_plan(value: Any) -> dict[str, Any]:
     if evaluation["enabled"] and not evaluation["rubric"]:
         raise PlanError("successEvaluation.rubric: required when successEvaluation is enabled.")
     return plan
+
+
+def _bad_character(value: Any, depth: int = 0) -> str | None:
+    """Characters no database column can keep (PostgreSQL's jsonb refuses U+0000 and lone surrogates)."""
+    if depth > 64:
+        return "Nested too deeply."
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "Text may not contain NUL characters (U+0000)."
+        surrogate = next((c for c in value if 0xD800 <= ord(c) <= 0xDFFF), None)
+        if surrogate is not None:
+            return f"Surrogate characters are not allowed: U+{ord(surrogate):04X}."
+        return None
+    if isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    return next((found for item in items if (found := _bad_character(item, depth + 1))), None)
 
 
 def _value(part: str, key: str, value: Any) -> Any:

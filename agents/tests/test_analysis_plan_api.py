@@ -105,6 +105,7 @@ def without_description():
         ({"successEvaluation": {"enabled": True}}, "successEvaluation.rubric: required when successEvaluation"),
         ({"successEvaluation": {"rubric": "   "}}, "successEvaluation.rubric: required"),
         ({"successEvaluation": {"rubric": "Booked.", "scale": "1-5"}}, "successEvaluation.scale: must be one of"),
+        ({"structuredData": {"schema": {"type": "object", "properties": {"a\x00": {}}}}}, "NUL characters"),
     ],
 )
 def test_a_bad_plan_is_a_400_naming_the_key(owner, plan, says):
@@ -114,6 +115,13 @@ def test_a_bad_plan_is_a_400_naming_the_key(owner, plan, says):
     assert "analysisPlan" in body["issues"], body
     assert says in body["issues"]["analysisPlan"][0], body
     assert not Agent.objects.exists()
+
+
+def test_text_no_database_can_keep_is_a_400(owner):
+    body = '{"name": "x", "instructions": "y", "analysisPlan": {"summary": {"prompt": "a\\ud800b"}}}'
+    response = owner.client.post("/public/v1/agents", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["issues"]["analysisPlan"] == ["Surrogate characters are not allowed: U+D800."]
 
 
 def test_a_bad_plan_in_a_patch_changes_nothing(owner):

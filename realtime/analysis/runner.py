@@ -112,8 +112,17 @@ def _embedded(found: AnalysisInput, parts: list[str]) -> dict[str, Any]:
     return _result(statuses, values, reasons, embedded_parts.MODEL, {"inputTokens": 0, "outputTokens": 0})
 
 
+# The transcript sent to the model, at most (a long call keeps its start and its end).
+MAX_TRANSCRIPT_CHARS = 60_000
+
+
 def transcript_text(messages: list[tuple[str, str]]) -> str:
-    return "\n".join(f"{SPEAKERS[role]}: {content.strip()}" for role, content in messages if role in SPEAKERS)
+    text = "\n".join(f"{SPEAKERS[role]}: {content.strip()}" for role, content in messages if role in SPEAKERS)
+    if len(text) <= MAX_TRANSCRIPT_CHARS:
+        return text
+    head = MAX_TRANSCRIPT_CHARS // 3
+    tail = MAX_TRANSCRIPT_CHARS - head
+    return text[:head] + "\n[... the middle of the call is left out ...]\n" + text[-tail:]
 
 
 def _openai(found: AnalysisInput, parts: list[str]) -> dict[str, Any]:
