@@ -76,12 +76,10 @@ def normalize_plan(value: Any) -> dict[str, Any]:
 
 
 def _bad_character(value: Any, depth: int = 0) -> str | None:
-    """Characters no database column can keep (PostgreSQL's jsonb refuses U+0000 and lone surrogates)."""
+    """Lone surrogates, which no database column can keep (U+0000 is each field's own rule)."""
     if depth > 64:
         return "Nested too deeply."
     if isinstance(value, str):
-        if "\x00" in value:
-            return "Text may not contain NUL characters (U+0000)."
         surrogate = next((c for c in value if 0xD800 <= ord(c) <= 0xDFFF), None)
         if surrogate is not None:
             return f"Surrogate characters are not allowed: U+{ord(surrogate):04X}."
@@ -102,12 +100,11 @@ def _value(part: str, key: str, value: Any) -> Any:
             return None
         if not isinstance(value, str):
             raise PlanError(f"{where}: must be a string.")
-        text = value.strip()
-        if "\x00" in text:
+        if "\x00" in value:
             raise PlanError(f"{where}: may not contain NUL characters.")
-        if len(text) > MAX_PROMPT_CHARS:
+        if len(value) > MAX_PROMPT_CHARS:
             raise PlanError(f"{where}: at most {MAX_PROMPT_CHARS} characters.")
-        return text or None
+        return value if value.strip() else None  # kept as written; blank is none
     if key == "scale":
         if value not in SCALES:
             raise PlanError(f"{where}: must be one of {', '.join(SCALES)}.")

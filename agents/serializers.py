@@ -128,7 +128,7 @@ class SummaryPartSchema(serializers.Serializer):
 
 class StructuredDataPartSchema(serializers.Serializer):
     enabled = serializers.BooleanField()
-    schema = serializers.JSONField(
+    schema = serializers.DictField(
         allow_null=True,
         help_text='A JSON Schema of "type": "object" whose every property has a description: the fields to extract.',
     )

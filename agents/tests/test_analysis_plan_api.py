@@ -46,13 +46,13 @@ def test_a_new_agent_summarizes_its_calls_and_nothing_else(owner):
 
 def test_a_full_plan_is_stored_normalized_and_a_patch_replaces_it(owner):
     plan = {
-        "summary": {"prompt": "  Mention the booking date.  "},
+        "summary": {"prompt": "Mention the booking date."},
         "structuredData": {"enabled": True, "schema": BOOKING},
         "successEvaluation": {"enabled": True, "rubric": "A table was booked.", "scale": "1-10"},
     }
     agent_id = create(owner, analysisPlan=plan)
     assert detail(owner, agent_id)["analysisPlan"] == {
-        # A part sent without `enabled` is on; prompts are trimmed.
+        # A part sent without `enabled` is on.
         "summary": {"enabled": True, "prompt": "Mention the booking date."},
         "structuredData": {"enabled": True, "schema": BOOKING, "prompt": None},
         "successEvaluation": {"enabled": True, "rubric": "A table was booked.", "scale": "1-10"},
@@ -105,6 +105,7 @@ def without_description():
         ({"successEvaluation": {"enabled": True}}, "successEvaluation.rubric: required when successEvaluation"),
         ({"successEvaluation": {"rubric": "   "}}, "successEvaluation.rubric: required"),
         ({"successEvaluation": {"rubric": "Booked.", "scale": "1-5"}}, "successEvaluation.scale: must be one of"),
+        ({"summary": {"prompt": "a\x00b"}}, "summary.prompt: may not contain NUL characters"),
         ({"structuredData": {"schema": {"type": "object", "properties": {"a\x00": {}}}}}, "NUL characters"),
     ],
 )
