@@ -231,7 +231,7 @@ class CallAnalysisSchema(serializers.Serializer):
         "run: all disabled, or no caller words), failed (a part failed: see error).",
     )
     summary = serializers.CharField(allow_null=True)
-    structuredData = serializers.JSONField(allow_null=True, help_text="Valid against the plan's schema.")
+    structuredData = serializers.DictField(allow_null=True, help_text="Valid against the plan's schema.")
     successEvaluation = SuccessEvaluationSchema(allow_null=True)
     parts = serializers.DictField(
         child=serializers.ChoiceField(choices=AnalysisStatus.choices),
