@@ -17,8 +17,9 @@ calls.run_upkeep). The claim's lease (CALL_ANALYSIS_LEASE_SECONDS) keeps two wor
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -30,7 +31,7 @@ from realtime.analysis.tasks import analyze_call
 
 logger = logging.getLogger(__name__)
 
-_pool: ThreadPoolExecutor | None = None
+_pool: _Pool | None = None
 _pool_lock = threading.Lock()
 
 
@@ -58,12 +59,43 @@ def analysis_resume() -> int:
     return len(pending)
 
 
-def _pool_of_this_process() -> ThreadPoolExecutor:
+def _pool_of_this_process() -> _Pool:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=settings.CALL_ANALYSIS_WORKERS, thread_name_prefix="analysis")
+            _pool = _Pool(settings.CALL_ANALYSIS_WORKERS)
         return _pool
+
+
+class _Pool:
+    """Daemon threads taking work from one queue. Daemon threads, unlike a ThreadPoolExecutor's, do not hold
+    up the process's exit until every queued analysis ran: a queued analysis is pending in the database, and
+    the next start-up sweep resumes it (one that was running is taken again once its lease is over)."""
+
+    def __init__(self, workers: int) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[[str], None], str]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._waiting: set[tuple[Callable[[str], None], str]] = set()
+        for index in range(workers):
+            threading.Thread(target=self._work, name=f"analysis-{index}", daemon=True).start()
+
+    def submit(self, function: Callable[[str], None], call_id: str) -> None:
+        with self._lock:  # a call already waiting here is not queued twice (the sweep finds it pending too)
+            if (function, call_id) in self._waiting:
+                return
+            self._waiting.add((function, call_id))
+        self._queue.put((function, call_id))
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            with self._lock:
+                self._waiting.discard(item)
+            function, call_id = item
+            try:
+                function(call_id)
+            except Exception:
+                logger.exception("background analysis work for call %s failed", call_id)
 
 
 def _publish(call_id: str) -> None:
