@@ -1,5 +1,6 @@
 """The analysis parts with LLM_PROVIDER=openai: one Chat Completions request per part (the same server,
-model and key as the openai brain: LLM_BASE_URL, LLM_API_KEY, LLM_MODEL, LLM_TIMEOUT_SECONDS), asking for
+model and key as the openai brain: LLM_BASE_URL, LLM_API_KEY, LLM_MODEL; each request may take
+CALL_ANALYSIS_TIMEOUT_SECONDS, default 60, as the whole transcript is read), asking for
 a JSON object (`response_format` json_object, which every OpenAI-compatible server knows) and checking the
 answer with jsonschema: against the plan's schema for structuredData, against a fixed shape for the
 summary and the success evaluation. An answer that is not JSON or not valid gets one repair request (the
@@ -73,7 +74,7 @@ class OpenAIAnalyst:
         self._client = openai.OpenAI(
             base_url=base_url,
             api_key=self._api_key or PLACEHOLDER_API_KEY,
-            timeout=float(settings.LLM_TIMEOUT_SECONDS),
+            timeout=float(settings.CALL_ANALYSIS_TIMEOUT_SECONDS),
             max_retries=0,  # one request per part (and one repair): what the usage and the docs say
         )
         self._answered_model = ""
@@ -153,7 +154,8 @@ class OpenAIAnalyst:
         try:
             response = self._client.chat.completions.create(**request)
         except openai.APITimeoutError:
-            raise PartFailed(f"the language model did not answer within {settings.LLM_TIMEOUT_SECONDS:g} s") from None
+            seconds = settings.CALL_ANALYSIS_TIMEOUT_SECONDS
+            raise PartFailed(f"the language model did not answer within {seconds:g} s") from None
         except openai.APIConnectionError:
             raise PartFailed(f"cannot reach the language model server ({self._server})") from None
         except openai.APIStatusError as exc:

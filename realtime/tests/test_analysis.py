@@ -48,7 +48,7 @@ def openai_brain(settings: Any, chat: ChatServer) -> ChatServer:
     settings.LLM_BASE_URL = chat.base_url
     settings.LLM_MODEL = MODEL
     settings.LLM_API_KEY = KEY
-    settings.LLM_TIMEOUT_SECONDS = 10
+    settings.CALL_ANALYSIS_TIMEOUT_SECONDS = 10
     settings.CALL_ANALYSIS_INLINE = True
     return chat
 
