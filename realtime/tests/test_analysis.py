@@ -197,6 +197,17 @@ def test_a_failing_model_server_fails_the_part_without_showing_the_key(
     assert KEY not in json.dumps(analysis)
 
 
+def test_a_model_that_does_not_answer_in_time_fails_the_part(
+    owner, make_agent, openai_brain, settings, django_capture_on_commit_callbacks
+):
+    settings.CALL_ANALYSIS_TIMEOUT_SECONDS = 0.5
+    agent = make_agent(owner.organization)
+    openai_brain.analysis(Text(json.dumps({"summary": "Too late."}), delay=3.0))
+    analysis = analysis_of(owner, ended_call(agent, django_capture_on_commit_callbacks))
+    assert analysis["status"] == "failed"
+    assert analysis["error"] == "summary: the language model did not answer within 0.5 s"
+
+
 # --- embedded ----------------------------------------------------------------------------------------
 
 
