@@ -37,6 +37,9 @@ def pytest_configure() -> None:
     # Knowledge ingestion runs inside the upload request, in the test's transaction (the background
     # worker of the serving process is proven through real servers: realtime/tests/test_upkeep_e2e.py).
     settings.KNOWLEDGE_INGEST_INLINE = True
+    # Post-call analyses run in the thread that ended the call, once its transaction committed (the
+    # background worker of the serving process is proven through real servers: realtime/tests/test_analysis*.py).
+    settings.CALL_ANALYSIS_INLINE = True
     # Staff passwords: see QuickPasswordHasher.
     settings.PASSWORD_HASHERS = ["conftest.QuickPasswordHasher"]
 

@@ -12,6 +12,7 @@ registers the page with them (AgentPageAdmin), as calls/admin.py extends the org
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -60,6 +61,7 @@ SETTINGS = (
     "ambient_sound_ducking",
     "server_url",
     "handoff_phone_number",
+    "analysis_plan",
 )
 LABELS = {
     "agent_type": "Agent type",
@@ -75,6 +77,7 @@ LABELS = {
     "ambient_sound_ducking": "Duck the ambient sound while the agent speaks",
     "server_url": "Server URL",
     "handoff_phone_number": "Handoff phone number",
+    "analysis_plan": "Analysis plan",
 }
 HELP = {
     "status": "Active agents take calls and count against the plan's allowance of active agents.",
@@ -91,6 +94,9 @@ HELP = {
     "server_url": "Webhook agents only: receives tool calls and, for a dynamic prompt, the assistant request.",
     "handoff_phone_number": "E.164, for example +14155550123: where transfer_call sends the caller "
     "(a number's own handoff number, set when assigning it, wins).",
+    "analysis_plan": "JSON: summary {enabled, prompt}, structuredData {enabled, schema, prompt}, successEvaluation "
+    "{enabled, rubric, scale: pass-fail or 1-10}; run after every call (README: Post-call analysis). "
+    "Leave blank to keep the stored plan.",
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {
@@ -154,6 +160,7 @@ class AgentForm(ServiceModelForm):
             "handoff_phone_number": forms.TextInput(attrs={"size": 16}),
             "static_greeting": forms.Textarea(attrs={"rows": 2}),
             "identity": forms.Textarea(attrs={"rows": 2}),
+            "analysis_plan": forms.Textarea(attrs={"rows": 8, "cols": 80}),
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -170,6 +177,8 @@ class AgentForm(ServiceModelForm):
         """The form's values as an API request body."""
         data = self.cleaned_data
         body = {wire: data[source] for wire, source in wire_sources(AgentWriteSerializer).items() if source in data}
+        if body.get("analysisPlan") is None:
+            body.pop("analysisPlan", None)  # left blank: the stored plan stays
         if data.get("clear_server_headers"):
             body["serverHeaders"] = {}
         elif data.get("new_server_headers", "").strip():
@@ -209,8 +218,16 @@ class AgentForm(ServiceModelForm):
         values (and their updatedAt, so that the next save goes through), naming the fields that differ."""
         current = agent_get(organization=self.instance.organization, agent_id=str(self.instance.pk))
         shown = [name for name in SETTINGS if name in self.fields]
-        differing = [str(self.fields[name].label) for name in shown if submitted.get(name) != getattr(current, name)]
+        differing = [
+            str(self.fields[name].label)
+            for name in shown
+            # A blank analysis plan keeps the stored one: it differs from nothing.
+            if submitted.get(name) != getattr(current, name)
+            and not (name == "analysis_plan" and not submitted.get(name))
+        ]
         self.data = {name: getattr(current, name) for name in shown}
+        if "analysis_plan" in self.data:
+            self.data["analysis_plan"] = json.dumps(self.data["analysis_plan"])  # the form field reads JSON text
         self.data["expected_updated_at"] = iso(current.updated_at)
         changed = f" Your values differ in: {', '.join(differing)}." if differing else ""
         self.add_error(
@@ -307,6 +324,7 @@ class AgentAdmin(admin.ModelAdmin):
             ),
             ("Handoff", {"fields": ["handoff_phone_number"]}),
             ("Privacy", {"fields": ["redact_pii_categories"]}),
+            ("Post-call analysis", {"fields": ["analysis_plan"]}),
             (
                 "Record",
                 {

@@ -1,4 +1,6 @@
+import copy
 import uuid
+from typing import Any
 
 from django.db import models
 
@@ -55,6 +57,18 @@ def redact_pii_off() -> str:
     return "off"
 
 
+# An agent's analysisPlan when none is given (agents/analysis_plan.py validates and normalizes plans).
+DEFAULT_ANALYSIS_PLAN: dict[str, Any] = {
+    "summary": {"enabled": True, "prompt": None},
+    "structuredData": {"enabled": False, "schema": None, "prompt": None},
+    "successEvaluation": {"enabled": False, "rubric": None, "scale": "pass-fail"},
+}
+
+
+def default_analysis_plan() -> dict[str, Any]:
+    return copy.deepcopy(DEFAULT_ANALYSIS_PLAN)
+
+
 class Agent(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
@@ -85,6 +99,8 @@ class Agent(models.Model):
     # What is stored of its calls with personal data replaced by placeholders (kit/redaction.py):
     # "off", "all" or a list of categories.
     redact_pii = models.JSONField(default=redact_pii_off, blank=True)
+    # What is worked out of each call once it has ended (agents/analysis_plan.py; stored normalized).
+    analysis_plan = models.JSONField(default=default_analysis_plan, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]

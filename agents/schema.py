@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 
+from agents.analysis_plan import MAX_PROMPT_CHARS, MAX_PROPERTIES, SCALES
 from agents.serializers import LANGUAGE_PATTERN
-from kit.schema import VISIBLE, string_rule, trimmed, trimmed_body
+from agents.tools.schema import OBJECT_KEYWORDS, SUBSCHEMA
+from kit.schema import ANY, VISIBLE, string_rule, trimmed, trimmed_body
 
 MAX_ASSIGNMENTS = 1000
 
@@ -85,3 +87,73 @@ class AgentPatchSchema(OpenApiSerializerExtension):
         schema["required"] = ["expectedUpdatedAt"]
         schema["allOf"] = [ONE_ASSIGNMENT_FORM]
         return schema
+
+
+# --- analysisPlan (agents/analysis_plan.py) -------------------------------------------------------------
+PROMPT: dict[str, Any] = {"type": ["string", "null"], "maxLength": MAX_PROMPT_CHARS, "pattern": f"^{ANY}*$"}
+SAID: dict[str, Any] = {"type": "string", "pattern": f"^{ANY}*{VISIBLE}{ANY}*$"}  # not blank
+# A property of the fields to extract: a schema with a description (what to look for).
+FIELD: dict[str, Any] = {
+    "type": "object",
+    "properties": {**SUBSCHEMA["properties"], "description": SAID},
+    "required": ["description"],
+}
+EXTRACTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": 'A JSON Schema (draft 2020-12 unless `$schema` names another) of "type": "object" with 1 to '
+    f"{MAX_PROPERTIES} properties, each with a description.",
+    "properties": {
+        **OBJECT_KEYWORDS,
+        "type": {"const": "object"},
+        "properties": {
+            "type": "object",
+            "minProperties": 1,
+            "maxProperties": MAX_PROPERTIES,
+            "additionalProperties": FIELD,
+        },
+    },
+    "required": ["type", "properties"],
+}
+OFF: dict[str, Any] = {"properties": {"enabled": {"const": False}}, "required": ["enabled"]}
+
+
+def _part(properties: dict[str, Any], when_on: dict[str, Any] | None = None) -> dict[str, Any]:
+    part: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "enabled": {"type": "boolean", "description": "Default: true when the part is sent."},
+            **properties,
+        },
+    }
+    if when_on is not None:
+        part["if"] = OFF
+        part["else"] = when_on
+    return part
+
+
+ANALYSIS_PLAN: dict[str, Any] = {
+    "type": "object",
+    "description": "What is worked out of each call after it ends (README: Post-call analysis). The whole plan is "
+    "replaced; a part left out takes its default (summary on, the others off), a part sent without `enabled` is on.",
+    "additionalProperties": False,
+    "properties": {
+        "summary": _part({"prompt": PROMPT}),
+        "structuredData": _part(
+            {"schema": {"anyOf": [{"type": "null"}, EXTRACTION_SCHEMA]}, "prompt": PROMPT},
+            {"properties": {"schema": {"type": "object"}}, "required": ["schema"]},
+        ),
+        "successEvaluation": _part(
+            {"rubric": PROMPT, "scale": {"enum": list(SCALES)}},
+            {"properties": {"rubric": SAID}, "required": ["rubric"]},
+        ),
+    },
+}
+
+
+class AnalysisPlanFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "agents.serializers.AnalysisPlanField"
+    priority = 1
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return ANALYSIS_PLAN

@@ -7,6 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agents.analysis_plan import SCALES, PlanError, normalize_plan
 from agents.models import (
     BUILTIN_VOICES,
     AgentStatus,
@@ -54,6 +55,16 @@ class RedactPiiField(serializers.JSONField):
             raise serializers.ValidationError(str(error)) from None
 
 
+class AnalysisPlanField(serializers.JSONField):
+    """analysisPlan: validated and normalized by agents/analysis_plan.py (a bad plan is a 400 naming the key)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        try:
+            return normalize_plan(data)
+        except PlanError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
 class PhoneAssignmentSerializer(serializers.Serializer):
     phoneNumberId = StrictUUIDField(source="phone_number_id")
     handoffPhoneNumber = E164Field(source="handoff_phone_number", required=False, allow_null=True, default=None)
@@ -92,6 +103,13 @@ class AgentWriteSerializer(serializers.Serializer):
     )
     status = StrictChoiceField(AgentStatus.choices, required=False)
     redactPii = RedactPiiField(source="redact_pii", required=False)
+    analysisPlan = AnalysisPlanField(
+        source="analysis_plan",
+        required=False,
+        help_text="What is worked out of each call after it ends (README: Post-call analysis). The whole plan is "
+        "replaced; a part left out takes its default (summary on, the others off), a part sent without "
+        "`enabled` is on.",
+    )
 
     def validate_language(self, value: str) -> str:
         import re
@@ -128,6 +146,32 @@ class AgentUpdatedSerializer(serializers.Serializer):
     updatedAt = serializers.DateTimeField(help_text="The agent's new updatedAt: the next PATCH's expectedUpdatedAt.")
 
 
+class SummaryPartSchema(serializers.Serializer):
+    enabled = serializers.BooleanField()
+    prompt = serializers.CharField(allow_null=True, help_text="Extra instructions for the summary (openai brain).")
+
+
+class StructuredDataPartSchema(serializers.Serializer):
+    enabled = serializers.BooleanField()
+    schema = serializers.DictField(
+        allow_null=True,
+        help_text='A JSON Schema of "type": "object" whose every property has a description: the fields to extract.',
+    )
+    prompt = serializers.CharField(allow_null=True, help_text="Extra instructions for the extraction (openai brain).")
+
+
+class SuccessEvaluationPartSchema(serializers.Serializer):
+    enabled = serializers.BooleanField()
+    rubric = serializers.CharField(allow_null=True, help_text="What a successful call is (required when enabled).")
+    scale = serializers.ChoiceField([(s, s) for s in SCALES])
+
+
+class AnalysisPlanSchema(serializers.Serializer):
+    summary = SummaryPartSchema()
+    structuredData = StructuredDataPartSchema()
+    successEvaluation = SuccessEvaluationPartSchema()
+
+
 class AgentListItemSerializer(serializers.Serializer):
     """Documentation of the list item (the list itself is rendered by telephony.agent_selectors for speed)."""
 
@@ -159,3 +203,4 @@ class AgentListItemSerializer(serializers.Serializer):
     staticGreeting = serializers.CharField(allow_null=True)
     createdAt = serializers.DateTimeField()
     redactPii = RedactPiiField()
+    analysisPlan = AnalysisPlanSchema()

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
-from agents.models import Agent, AgentStatus, AgentType, AmbientSound, GreetingType, PromptType
+from agents.models import DEFAULT_ANALYSIS_PLAN, Agent, AgentStatus, AgentType, AmbientSound, GreetingType, PromptType
 from agents.selectors import agent_get
 from agents.tools.selectors import enabled_tools_problem
 from kit import outbound
@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "greeting_type": GreetingType.NONE,
     "static_greeting": None,
     "redact_pii": "off",
+    "analysis_plan": DEFAULT_ANALYSIS_PLAN,
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}
@@ -61,6 +62,7 @@ WIRE_NAMES = {
     "ambient_sound": "ambientSound",
     "phone_number_assignments": "phoneNumberAssignments",
     "redact_pii": "redactPii",
+    "analysis_plan": "analysisPlan",
 }
 
 

@@ -23,6 +23,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from calls.models import Call
 from calls.selectors import call_session_log
+from calls.serializers import analysis_item
 from calls.timeline import Turn, build_timeline, clock, latency_label, timeline_svg
 
 MAX_SHOWN_CHARS = 20_000  # a tool response can be a whole web page; the page stays readable
@@ -164,6 +165,29 @@ def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
         "usage": usage_totals(call),
         "latency_turns": (call.latency or {}).get("turns", 0),
         "latency_rows": latency_rows(call),
+        "analysis": analysis_view(call),
+    }
+
+
+def analysis_view(call: Call) -> dict[str, Any] | None:
+    """The call's post-call analysis as the call page shows it (None: the call is still active)."""
+    analysis = analysis_item(call)
+    if analysis is None:
+        return None
+    data = analysis["structuredData"]
+    evaluation = analysis["successEvaluation"]
+    result = None
+    if evaluation is not None:
+        value = evaluation.get("result")
+        result = ("pass" if value else "fail") if isinstance(value, bool) else f"{value} / 10"
+    return {
+        **analysis,
+        "fields": [
+            {"name": name, "value": value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}
+            for name, value in (data or {}).items()
+        ],
+        "evaluation_result": result,
+        "part_statuses": list(analysis["parts"].items()),
     }
 
 

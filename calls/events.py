@@ -87,9 +87,6 @@ def event_record(*, call: Call, event_type: str) -> CallEvent | None:
     now = timezone.now()
     event_id = uuid.uuid4()
     detail = call_detail(call_get(organization=Organization(pk=call.organization_id), call_id=str(call.pk)))
-    if event_type == EventType.CALL_ANALYZED:
-        # Until the call detail carries `analysis` (post-call analysis), call.analyzed says it was skipped.
-        detail.setdefault("analysis", {"status": "skipped"})
     envelope = {"message": {"type": event_type, "id": str(event_id), "createdAt": iso(now), "call": detail}}
     event = CallEvent.objects.create(
         id=event_id,

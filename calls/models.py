@@ -45,6 +45,13 @@ class ToolInvocationStatus(models.TextChoices):
     TIMEOUT = "timeout"
 
 
+class AnalysisStatus(models.TextChoices):
+    PENDING = "pending"
+    COMPLETED = "completed"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
 class Severity(models.TextChoices):
     DEBUG = "debug"
     INFO = "info"
@@ -79,6 +86,13 @@ class Call(models.Model):
     latency = models.JSONField(null=True, blank=True)
     # Written by the process holding the live call (kit/liveness.py); stale = that process died.
     heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Post-call analysis (realtime/analysis/): pending from the end of the call until stored by
+    # call_analysis_save; "" for an active call (and calls that ended before analyses existed).
+    analysis_status = models.CharField(max_length=10, choices=AnalysisStatus.choices, blank=True, default="")
+    # summary, structuredData, successEvaluation, parts, model, usage, error (the API's `analysis`).
+    analysis = models.JSONField(null=True, blank=True)
+    # When a worker took the pending analysis (a lease: ANALYSIS_LEASE_SECONDS later another may take it).
+    analysis_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -90,6 +104,8 @@ class Call(models.Model):
             models.Index(fields=["organization", "billing_period_start"], name="call_org_period"),
             # The stale-call sweep.
             models.Index(fields=["status", "started_at"], name="call_status_started"),
+            # Pending analyses to resume (the upkeep sweep).
+            models.Index(fields=["analysis_status"], name="call_analysis_status"),
         ]
 
     def __str__(self) -> str:

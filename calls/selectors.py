@@ -7,6 +7,7 @@ import operator
 import re
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,7 +32,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import Agent
 from calls.billing import period_bounds
-from calls.models import AgentLog, Call, CallMessage, CallStatus
+from calls.models import AgentLog, AnalysisStatus, Call, CallMessage, CallStatus
 from kit.errors import ApiError
 from kit.validation import parse_uuid
 
@@ -349,3 +350,48 @@ def call_search(*, calls: QuerySet[Call], text: str, transcripts: bool) -> Query
         if len(digits) == 32:
             found |= Q(organization_id=uuid.UUID(digits))
     return calls.filter(found)
+
+
+# --- post-call analysis (realtime/analysis/ runs it; calls only stores it) -----------------------
+
+
+@dataclass(frozen=True)
+class AnalysisInput:
+    """What a call's analysis reads: its agent's plan and language, and its transcript in order."""
+
+    call_id: uuid.UUID
+    plan: dict[str, Any] | None  # None: the agent was deleted
+    language: str
+    messages: list[tuple[str, str]]  # (role, content)
+    started_at: datetime
+
+
+def call_analysis_input(*, call_id: Any) -> AnalysisInput | None:
+    """The input of a pending analysis (None when the call is gone or its analysis is not pending)."""
+    call = (
+        Call.objects.filter(pk=call_id, analysis_status=AnalysisStatus.PENDING)
+        .select_related("agent")
+        .only("id", "started_at", "agent__analysis_plan", "agent__language")
+        .first()
+    )
+    if call is None:
+        return None
+    messages = list(
+        CallMessage.objects.filter(call_id=call.pk).order_by("occurred_at", "sequence").values_list("role", "content")
+    )
+    agent = call.agent
+    return AnalysisInput(
+        call_id=call.pk,
+        plan=agent.analysis_plan if agent is not None else None,
+        language=agent.language if agent is not None else "en-US",
+        messages=messages,
+        started_at=call.started_at,
+    )
+
+
+def calls_analysis_pending(*, lease: timedelta, limit: int = 200) -> list[uuid.UUID]:
+    """Ids of the pending analyses no worker holds (never taken, or taken longer than `lease` ago: that
+    worker died), oldest first: what the upkeep sweep resumes."""
+    free = Q(analysis_claimed_at__isnull=True) | Q(analysis_claimed_at__lt=timezone.now() - lease)
+    pending = Call.objects.filter(free, analysis_status=AnalysisStatus.PENDING).order_by("ended_at", "id")
+    return list(pending.values_list("pk", flat=True)[:limit])

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from calls.models import (
     AgentLog,
+    AnalysisStatus,
     Call,
     CallChannel,
     CallStatus,
@@ -106,6 +107,25 @@ def call_detail(call: Call) -> dict[str, Any]:
         ],
         # The engine's per-turn latency, p50/p95 per stage (calls/latency.py); null without an answered turn.
         "latency": call.latency,
+        # Post-call analysis (realtime/analysis/); null while the call is active.
+        "analysis": analysis_item(call),
+    }
+
+
+def analysis_item(call: Call) -> dict[str, Any] | None:
+    """The call's `analysis`: its status and, once stored, the results (every key always present)."""
+    if not call.analysis_status:
+        return None
+    stored = call.analysis or {}
+    return {
+        "status": call.analysis_status,
+        "summary": stored.get("summary"),
+        "structuredData": stored.get("structuredData"),
+        "successEvaluation": stored.get("successEvaluation"),
+        "parts": stored.get("parts") or {},
+        "model": stored.get("model"),
+        "usage": stored.get("usage") or {"inputTokens": 0, "outputTokens": 0},
+        "error": stored.get("error"),
     }
 
 
@@ -193,6 +213,37 @@ class CallLatencySchema(serializers.Serializer):
     )
 
 
+class SuccessEvaluationSchema(serializers.Serializer):
+    result = serializers.JSONField(help_text="true or false (scale pass-fail), or 1 to 10 (scale 1-10).")
+    reasoning = serializers.CharField(help_text="Why, in the model's words.")
+    scale = serializers.ChoiceField([("pass-fail", "pass-fail"), ("1-10", "1-10")])
+
+
+class AnalysisUsageSchema(serializers.Serializer):
+    inputTokens = serializers.IntegerField()
+    outputTokens = serializers.IntegerField()
+
+
+class CallAnalysisSchema(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=AnalysisStatus.choices,
+        help_text="pending until the analysis ran; completed (every enabled part ran), skipped (no part could "
+        "run: all disabled, or no caller words), failed (a part failed: see error).",
+    )
+    summary = serializers.CharField(allow_null=True)
+    structuredData = serializers.DictField(allow_null=True, help_text="Valid against the plan's schema.")
+    successEvaluation = SuccessEvaluationSchema(allow_null=True)
+    parts = serializers.DictField(
+        child=serializers.ChoiceField(choices=AnalysisStatus.choices),
+        help_text="The status of each enabled part: summary, structuredData, successEvaluation.",
+    )
+    model = serializers.CharField(
+        allow_null=True, help_text="The model that ran it (`embedded` for the embedded brain)."
+    )
+    usage = AnalysisUsageSchema(help_text="Tokens of every analysis request, summed.")
+    error = serializers.CharField(allow_null=True, help_text="Why a part failed or was skipped.")
+
+
 class CallDetailSchema(CallSummarySchema):
     summary = serializers.CharField()
     messages = CallMessageSchema(many=True)
@@ -202,6 +253,11 @@ class CallDetailSchema(CallSummarySchema):
         allow_null=True,
         help_text="Per-turn latency of the voice engine, stored when the call ends: null while it is active and "
         "for calls without an answered caller turn.",
+    )
+    analysis = CallAnalysisSchema(
+        allow_null=True,
+        help_text="Post-call analysis by the agent's analysisPlan: null while the call is active, pending from its "
+        "end until it ran (it never delays the end of the call).",
     )
 
 

@@ -23,10 +23,12 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import Agent
 from calls import billing
+from calls.analysis import queue_analysis
 from calls.events import event_record
 from calls.maintenance import ensure_inprocess_maintenance
 from calls.models import (
     AgentLog,
+    AnalysisStatus,
     Call,
     CallChannel,
     CallMessage,
@@ -254,17 +256,56 @@ def _finish(*, call_id: UUID, status: str, ended_at: datetime, latency: dict[str
             row.overage_seconds = allocation.overage_seconds
             row.usage_classification = allocation.classification
             row.billing_period_start = period[0]
+        # Post-call analysis (calls/analysis.py): pending with the end of the call, run after the commit.
+        row.analysis_status = AnalysisStatus.PENDING
+        transaction.on_commit(lambda: queue_analysis(call_id))
         row.save()
-        # Call events (calls/events.py): call.ended, then (until post-call analysis records it) call.analyzed.
-        event_record(call=row, event_type=EventType.CALL_ENDED)
-        call_analyzed_stand_in(call=row)
+        event_record(call=row, event_type=EventType.CALL_ENDED)  # call events (calls/events.py)
     return row
 
 
-def call_analyzed_stand_in(*, call: Call) -> None:
-    """Stand-in until post-call analysis stores its result (call_analysis_save records call.analyzed
-    then): call.analyzed right after call.ended, in the same transaction, its `analysis` `skipped`."""
-    event_record(call=call, event_type=EventType.CALL_ANALYZED)
+ANALYSIS_RESULT_KEYS = ("summary", "structuredData", "successEvaluation", "parts", "model", "usage", "error")
+# The parts of a result that may hold what the caller said (redactPii applies to them).
+ANALYSIS_CALLER_KEYS = ("summary", "structuredData", "successEvaluation", "error")
+ANALYSIS_FINAL = (AnalysisStatus.COMPLETED, AnalysisStatus.SKIPPED, AnalysisStatus.FAILED)
+
+
+def call_analysis_claim(*, call_id: UUID, lease: timedelta) -> bool:
+    """Take a pending analysis for this worker: True when it was pending and nobody had taken it in the
+    last `lease` (a worker that died with it loses it after the lease). One conditional UPDATE, so two
+    workers never both take it."""
+    now = timezone.now()
+    free = Q(analysis_claimed_at__isnull=True) | Q(analysis_claimed_at__lt=now - lease)
+    taken = Call.objects.filter(free, pk=call_id, analysis_status=AnalysisStatus.PENDING).update(
+        analysis_claimed_at=now
+    )
+    return taken == 1
+
+
+def call_analysis_save(*, call_id: UUID, analysis: dict[str, Any]) -> bool:
+    """Store a call's analysis (`status` completed, skipped or failed, and the result keys of
+    ANALYSIS_RESULT_KEYS) and its `call.analyzed` event in one transaction. Only a pending analysis is
+    stored: a second worker that finished the same analysis changes nothing (and False is returned), so
+    the event is recorded once. With the agent's redactPii, what it read of the call is stored redacted."""
+    status = analysis.get("status")
+    if status not in ANALYSIS_FINAL:
+        raise ValueError(f"analysis status must be one of {', '.join(ANALYSIS_FINAL)}, not {status!r}")
+    result = {key: analysis.get(key) for key in ANALYSIS_RESULT_KEYS}
+    result = json.loads(json.dumps(result, default=str))
+    with transaction.atomic():
+        row = Call.objects.select_for_update().filter(pk=call_id).first()
+        if row is None or row.analysis_status != AnalysisStatus.PENDING:
+            return False
+        redaction = _redaction(row)
+        row.analysis_status = status
+        row.analysis = {
+            key: redact_for_agent(redaction, value) if key in ANALYSIS_CALLER_KEYS else value
+            for key, value in result.items()
+        }
+        row.analysis_claimed_at = None
+        row.save(update_fields=["analysis_status", "analysis", "analysis_claimed_at"])
+        event_record(call=row, event_type=EventType.CALL_ANALYZED)
+    return True
 
 
 def call_close_stale(*, idle_for: timedelta | None = None) -> int:

@@ -364,7 +364,9 @@ def _client(timeout_s: float) -> httpx.AsyncClient:
     # connection must never be reused for a different host name that resolves to the same address.
     # trust_env=False: proxy variables would otherwise route around the transport's checks.
     return httpx.AsyncClient(
-        transport=GuardedAsyncTransport(httpx.AsyncHTTPTransport(verify=_ssl_context(settings.OUTBOUND_CA_FILE), trust_env=False)),
+        transport=GuardedAsyncTransport(
+            httpx.AsyncHTTPTransport(verify=_ssl_context(settings.OUTBOUND_CA_FILE), trust_env=False)
+        ),
         timeout=httpx.Timeout(timeout_s),
         trust_env=False,
     )

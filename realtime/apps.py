@@ -23,6 +23,11 @@ class RealtimeConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(check_voice_engine)
+        # Post-call analysis: calls queues it through this once a call's end has committed (calls/analysis.py).
+        from calls.analysis import register_queue
+        from realtime.analysis.worker import analysis_queue
+
+        register_queue(analysis_queue)
 
 
 def check_voice_engine(app_configs: object = None, **kwargs: object) -> list[checks.CheckMessage]:

@@ -91,6 +91,7 @@ LIST_COLUMNS = (
     "static_greeting",
     "created_at_iso",
     "redact_pii",
+    "analysis_plan",
 )
 
 
@@ -126,4 +127,5 @@ def agent_item(row: dict[str, Any]) -> dict[str, Any]:
         "staticGreeting": row["static_greeting"],
         "createdAt": row["created_at_iso"],
         "redactPii": json_value(row["redact_pii"]),
+        "analysisPlan": json_value(row["analysis_plan"]),
     }

@@ -13,6 +13,10 @@ then `data: [DONE]`). A script item may also be a function of the request body r
 (for conversations whose order a test does not fix); `fallback` answers once the script is used up
 (without one, an exhausted script is a 500 so that a test sees the surplus request).
 
+Requests that ask for JSON output (`response_format`: the post-call analysis, realtime/analysis/) have a
+script of their own, `analysis(...)`, recorded in `analysis_requests` (answered from `analysis_fallback`
+once it is used up, else a 500): a call's analysis after it ends never takes a conversation's reply.
+
 Every request is recorded (`server.requests`: path, headers including Authorization, JSON body), and
 a client that leaves before the end of an answer is counted (`disconnects`, `client_left`).
 `Gate` lets a test hold a reply mid-stream until it opens the gate, from any thread, so that a test
@@ -162,6 +166,9 @@ class ChatServer(ScriptedServer):
         self.client_left = Gate()  # opened at the first such disconnect
         self._script: deque[ScriptItem] = deque(script)
         self._ids = itertools.count(1)
+        self.analysis_requests: list[RecordedRequest] = []
+        self.analysis_fallback: ScriptItem | None = None
+        self._analysis_script: deque[ScriptItem] = deque()
 
     # --- script and inspection -------------------------------------------------------------------
     @property
@@ -171,6 +178,11 @@ class ChatServer(ScriptedServer):
 
     def script(self, *items: ScriptItem) -> ChatServer:
         self._script.extend(items)
+        return self
+
+    def analysis(self, *items: ScriptItem) -> ChatServer:
+        """Replies to the JSON-output requests (response_format), in order."""
+        self._analysis_script.extend(items)
         return self
 
     @property
@@ -194,8 +206,14 @@ class ChatServer(ScriptedServer):
             body = await request.json()
         except ValueError:
             return _error_response(Error(400, "The body is not JSON", type="invalid_request_error"))
-        self.requests.append(RecordedRequest(path=request.path, headers=dict(request.headers), body=body))
-        reply = self._next_reply(body)
+        recorded = RecordedRequest(path=request.path, headers=dict(request.headers), body=body)
+        if isinstance(body, dict) and body.get("response_format"):
+            self.analysis_requests.append(recorded)
+            item = self._analysis_script.popleft() if self._analysis_script else self.analysis_fallback
+            reply = item if item is None or isinstance(item, Text | Tools | Error) else item(body)
+        else:
+            self.requests.append(recorded)
+            reply = self._next_reply(body)
         if reply is None:
             return _error_response(Error(500, "The test script has no reply left for this request"))
         if reply.delay and await self.interrupted(reply.delay):

@@ -13,7 +13,8 @@ What the fuzzer is told beyond the schema:
   sent to an existing agent, meet rules on its stored state (a tool's toolUrl depends on its agent's type,
   a selection must name a tool the server advertises, ...); an uploaded file must hold extractable text;
   a phone number may appear only once in phoneNumberAssignments (uniqueness of one field of the items); a
-  tool's parameterSchema and responseSchema must pass the JSON Schema meta-schema; a serverUrl or toolUrl
+  tool's parameterSchema and responseSchema (and an analysisPlan's structuredData.schema) must pass the JSON
+  Schema meta-schema; a serverUrl or toolUrl
   may not resolve to an address the outbound guard refuses (see _unstated_rule).
 """
 
@@ -253,8 +254,10 @@ def _unstated_rule(issues: Any) -> bool:
             and all(message.startswith(prefix) for messages in issues.values() for message in messages)
         )
 
-    return only({"parameterSchema", "responseSchema"}, "Not a valid JSON Schema") or only(
-        {"serverUrl", "toolUrl", "url"}, "Refused outbound request"
+    return (
+        only({"parameterSchema", "responseSchema"}, "Not a valid JSON Schema")
+        or only({"analysisPlan"}, "structuredData.schema: Not a valid JSON Schema")
+        or only({"serverUrl", "toolUrl", "url"}, "Refused outbound request")
     )
 
 

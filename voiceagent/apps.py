@@ -17,6 +17,7 @@ class VoiceagentConfig(AppConfig):
         from calls import services as calls_services
         from knowledge import services as knowledge_services
         from realtime import services as realtime_services
+        from realtime.analysis import worker as realtime_analysis
         from voiceagent.checks import check_secrets, check_shared_secret_key
 
         # Not tagged `deploy`: every management command (migrate, check) refuses weak secrets in production.
@@ -31,6 +32,7 @@ class VoiceagentConfig(AppConfig):
         maintenance.register_job("purgedSessionTokens", lambda: realtime_services.used_session_tokens_purge())
         maintenance.register_job("disabledWebhooks", lambda: calls_events.webhook_endpoints_disable_failing())
         maintenance.register_job("purgedEvents", lambda: calls_events.call_events_purge())
+        maintenance.register_job("resumedAnalyses", lambda: realtime_analysis.analysis_resume())
 
 
 class DashboardAdminConfig(AdminConfig):

@@ -518,6 +518,23 @@ if KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS < 1:
 KNOWLEDGE_INGEST_WORKERS = max(1, env.int("KNOWLEDGE_INGEST_WORKERS", default=1))
 KNOWLEDGE_INGEST_INLINE = env.bool("KNOWLEDGE_INGEST_INLINE", default=False)
 
+# --- post-call analysis (README: Post-call analysis) --------------------------------------------
+# Analyses one server process runs at once in its background threads (without REDIS_URL).
+CALL_ANALYSIS_WORKERS = env.int("CALL_ANALYSIS_WORKERS", default=1)
+if CALL_ANALYSIS_WORKERS < 1:
+    raise ImproperlyConfigured("CALL_ANALYSIS_WORKERS must be at least 1")
+# LLM_PROVIDER=openai: one analysis request, at most (LLM_TIMEOUT_SECONDS is for the spoken answers).
+CALL_ANALYSIS_TIMEOUT_SECONDS = env.float("CALL_ANALYSIS_TIMEOUT_SECONDS", default=60.0)
+if not CALL_ANALYSIS_TIMEOUT_SECONDS > 0:
+    raise ImproperlyConfigured("CALL_ANALYSIS_TIMEOUT_SECONDS must be more than 0")
+# How long a worker holds an analysis it took: after this another worker (the upkeep sweep) may take it
+# again, for a worker that died with it. Longer than the analysis can take: three parts of two requests.
+CALL_ANALYSIS_LEASE_SECONDS = env.int(
+    "CALL_ANALYSIS_LEASE_SECONDS", default=int(6 * CALL_ANALYSIS_TIMEOUT_SECONDS) + 30
+)
+# Tests: the analysis runs in the thread that ended the call, once its transaction committed.
+CALL_ANALYSIS_INLINE = env.bool("CALL_ANALYSIS_INLINE", default=False)
+
 # --- i18n, static -----------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

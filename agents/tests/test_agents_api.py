@@ -68,6 +68,11 @@ def test_create_applies_the_documented_defaults_and_lists_every_field(owner):
         "staticGreeting": None,
         "createdAt": item["createdAt"],
         "redactPii": "off",
+        "analysisPlan": {
+            "summary": {"enabled": True, "prompt": None},
+            "structuredData": {"enabled": False, "schema": None, "prompt": None},
+            "successEvaluation": {"enabled": False, "rubric": None, "scale": "pass-fail"},
+        },
     }
     assert isinstance(item["successRate"], (int, float))
 

@@ -1,0 +1,55 @@
+"""A call's analysis through a real Celery worker on the broker the settings name (Redis when REDIS_URL
+is set, Celery's in-memory transport otherwise): the call ends with its analysis pending on the broker,
+and the worker runs and stores it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+from celery.signals import task_postrun
+from django.conf import settings
+
+from calls.services import call_finish, call_message_add, call_start
+from voiceagent.celery import app
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def broker_mode(settings):
+    settings.CALL_ANALYSIS_INLINE = False  # queued on commit, as in production
+    app.conf.task_always_eager = False
+    yield
+    app.conf.task_always_eager = True
+
+
+def test_a_worker_runs_the_analysis_of_an_ended_call(owner, make_agent, broker_mode):
+    with app.connection_for_write() as connection:
+        assert connection.transport.driver_type == ("redis" if settings.REDIS_URL else "memory")
+    done = threading.Event()
+
+    def finished(sender=None, task_id=None, task=None, args=None, **kwargs):
+        if task is not None and task.name == "realtime.analyze_call":
+            done.set()
+
+    call = call_start(agent=make_agent(owner.organization), channel="web")
+    call_message_add(call=call, role="user", content="I would like to book a table for four people.")
+    started = time.monotonic()
+    call_finish(call=call, status="completed")
+    assert time.monotonic() - started < 1.0
+    url = f"/public/v1/calls/{call.pk}"
+    assert owner.client.get(url).json()["analysis"]["status"] == "pending"  # on the broker: no worker yet
+
+    task_postrun.connect(finished, weak=False)
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+            assert done.wait(timeout=120), "the worker did not run the analysis task"
+    finally:
+        task_postrun.disconnect(finished)
+
+    analysis = owner.client.get(url).json()["analysis"]
+    assert analysis["status"] == "completed"
+    assert analysis["summary"] == "Caller: I would like to book a table for four people."
