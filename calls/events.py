@@ -54,7 +54,9 @@ from calls.models import (
 from calls.selectors import call_get
 from calls.serializers import call_detail
 from kit import outbound
+from kit.errors import ApiError
 from kit.fields import iso
+from kit.redaction import redact_for_agent
 from kit.signing import SIGNATURE_HEADER, json_body, merged_headers, signature
 
 logger = logging.getLogger(__name__)
@@ -284,6 +286,10 @@ def _attempt(delivery: WebhookDelivery) -> None:
         else:
             status_code = response.status_code
             snippet = response.content[:SNIPPET_CHARS].decode("utf-8", "replace")[:SNIPPET_CHARS]
+            # What the receiver answered may repeat the caller's data: stored under the agent's redactPii.
+            snippet = redact_for_agent(
+                Agent.objects.filter(calls=delivery.call_id).values("redact_pii", "language").first() or {}, snippet
+            )
             if not 200 <= status_code < 300:
                 error = f"HTTP {status_code}"
                 retry = status_code in RETRIED_STATUSES or status_code >= 500
@@ -342,7 +348,6 @@ def _record(
 def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
     """Send the delivery again now, with a fresh budget of EVENTS_MAX_ATTEMPTS attempts (same event id and
     body; attempts go on counting). A 409 when its webhook is disabled."""
-    from kit.errors import ApiError
 
     if (
         delivery.endpoint_id is not None

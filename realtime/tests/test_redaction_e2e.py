@@ -86,6 +86,8 @@ def server(
         "ASR_API_KEY": "sk-asr-test-key",
         "ASR_MODEL": "whisper-test",
         "AGENT_LOG_FLUSH_SECONDS": "0.2",
+        "EVENTS_WORKER": "inprocess",  # the call events go to the agent's serverUrl too
+        "EVENTS_POLL_SECONDS": "0.2",
     }
     with shared_test_server(django_db_blocker, tmp_path_factory, "redaction", env) as started:
         yield started
@@ -139,6 +141,20 @@ async def a_call(server: DaphneServer, chat: ChatServer, recognizer: AudioServer
     return exchange
 
 
+def of_type(hook: LoopbackReceiver, kind: str) -> list[Any]:
+    return [request for request in hook.requests if request.json()["message"]["type"] == kind]
+
+
+async def events_of(hook: LoopbackReceiver) -> list[bytes]:
+    """The call events the agent's serverUrl received, once the last one (call.analyzed) is in."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not of_type(hook, "call.analyzed"):
+        assert loop.time() < deadline, "call.analyzed never arrived"
+        await asyncio.sleep(0.1)
+    return [request.body for request in hook.requests if request.json()["message"]["type"].startswith("call.")]
+
+
 def database_dump() -> str:
     """Every row of every table, as `manage.py dumpdata` writes it."""
     out = io.StringIO()
@@ -163,12 +179,17 @@ async def test_with_redaction_on_nothing_stored_holds_the_callers_email_phone_or
     # The live call, the model and the tool had the real values.
     assert exchange.heard == HEARD
     assert exchange.said == ANSWER
-    (request,) = hook.requests
+    (request,) = of_type(hook, "agent:tool-call")
     assert request.json()["message"]["toolCall"]["arguments"] == ARGUMENTS
     assert chat.requests[-2].messages[-1] == {"role": "user", "content": HEARD}
 
     dump = await sync_to_async(database_dump)()
     assert [secret for secret in SECRETS if secret in dump] == []
+    # Nor any call event sent to the customer (started, ended with the transcript, analyzed).
+    bodies = await events_of(hook)
+    assert len(bodies) == 3
+    assert [secret for secret in SECRETS if any(secret.encode() in body for body in bodies)] == []
+    assert all(b"[EMAIL]" in body for body in bodies[1:])
     detail = await call_detail(owner, agent)
     transcript = [(m["role"], m["content"]) for m in detail["messages"]][1:]
     assert transcript == [
@@ -193,6 +214,8 @@ async def test_with_redaction_off_the_values_are_stored_as_said(
 
     dump = await sync_to_async(database_dump)()
     assert [secret for secret in SECRETS if secret in dump] == list(SECRETS)
+    bodies = await events_of(hook)
+    assert all(b"john.smith@example.com" in body for body in bodies[1:])
     assert "[EMAIL]" not in dump and "[CREDIT_CARD]" not in dump
     detail = await call_detail(owner, agent)
     (invocation,) = detail["toolInvocationsLog"]
