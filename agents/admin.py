@@ -59,6 +59,8 @@ SETTINGS = (
     "ambient_sound_ducking",
     "server_url",
     "handoff_phone_number",
+    "end_call_enabled",
+    "max_duration_seconds",
 )
 LABELS = {
     "agent_type": "Agent type",
@@ -74,6 +76,8 @@ LABELS = {
     "ambient_sound_ducking": "Duck the ambient sound while the agent speaks",
     "server_url": "Server URL",
     "handoff_phone_number": "Handoff phone number",
+    "end_call_enabled": "The agent may end the call (end_call)",
+    "max_duration_seconds": "Maximum call duration (seconds)",
 }
 HELP = {
     "status": "Active agents take calls and count against the plan's allowance of active agents.",
@@ -90,6 +94,8 @@ HELP = {
     "server_url": "Webhook agents only: receives tool calls and, for a dynamic prompt, the assistant request.",
     "handoff_phone_number": "E.164, for example +14155550123: where transfer_call sends the caller "
     "(a number's own handoff number, set when assigning it, wins).",
+    "end_call_enabled": "Offers the end_call tool: the agent says goodbye and ends the call when the caller is done.",
+    "max_duration_seconds": "From 30 to 14400: the agent then says a short closing line and ends the call.",
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {
@@ -293,6 +299,7 @@ class AgentAdmin(admin.ModelAdmin):
                 },
             ),
             ("Handoff", {"fields": ["handoff_phone_number"]}),
+            ("Call endings", {"fields": ["end_call_enabled", "max_duration_seconds"]}),
             (
                 "Record",
                 {

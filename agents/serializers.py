@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from agents.models import (
     BUILTIN_VOICES,
+    MAX_DURATION_RANGE,
     AgentStatus,
     AgentType,
     BackgroundSound,
@@ -23,6 +24,7 @@ from kit.fields import (
     StrictCharField,
     StrictChoiceField,
     StrictFloatField,
+    StrictIntegerField,
     StrictUUIDField,
 )
 
@@ -67,6 +69,19 @@ class AgentWriteSerializer(serializers.Serializer):
         source="static_greeting", required=False, allow_null=True, allow_blank=True, max_length=2000
     )
     status = StrictChoiceField(AgentStatus.choices, required=False)
+    endCallEnabled = StrictBooleanField(
+        source="end_call_enabled",
+        required=False,
+        help_text="Offer the end_call system tool: the agent may end the call after saying goodbye (default true).",
+    )
+    maxDurationSeconds = StrictIntegerField(
+        source="max_duration_seconds",
+        required=False,
+        min_value=MAX_DURATION_RANGE[0],
+        max_value=MAX_DURATION_RANGE[1],
+        help_text="Longest call in seconds (30 to 14400, default 1800): the agent then says a short closing "
+        "line and ends the call (endedReason max-duration-reached).",
+    )
 
     def validate_language(self, value: str) -> str:
         import re
@@ -133,3 +148,5 @@ class AgentListItemSerializer(serializers.Serializer):
     greetingType = serializers.CharField()
     staticGreeting = serializers.CharField(allow_null=True)
     createdAt = serializers.DateTimeField()
+    endCallEnabled = serializers.BooleanField()
+    maxDurationSeconds = serializers.IntegerField()

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
-from agents.models import Agent, AgentStatus, AgentType, AmbientSound, GreetingType, PromptType
+from agents.models import MAX_DURATION_DEFAULT, Agent, AgentStatus, AgentType, AmbientSound, GreetingType, PromptType
 from agents.selectors import agent_get
 from agents.tools.selectors import enabled_tools_problem
 from kit import outbound
@@ -44,6 +44,8 @@ DEFAULTS: dict[str, Any] = {
     "instructions": "",
     "greeting_type": GreetingType.NONE,
     "static_greeting": None,
+    "end_call_enabled": True,
+    "max_duration_seconds": MAX_DURATION_DEFAULT,
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}

@@ -90,6 +90,8 @@ LIST_COLUMNS = (
     "greeting_type",
     "static_greeting",
     "created_at_iso",
+    "end_call_enabled",
+    "max_duration_seconds",
 )
 
 
@@ -124,4 +126,6 @@ def agent_item(row: dict[str, Any]) -> dict[str, Any]:
         "greetingType": row["greeting_type"],
         "staticGreeting": row["static_greeting"],
         "createdAt": row["created_at_iso"],
+        "endCallEnabled": bool(row["end_call_enabled"]),
+        "maxDurationSeconds": row["max_duration_seconds"],
     }
