@@ -67,6 +67,8 @@ def test_create_applies_the_documented_defaults_and_lists_every_field(owner):
         "greetingType": "none",
         "staticGreeting": None,
         "createdAt": item["createdAt"],
+        "endCallEnabled": True,
+        "maxDurationSeconds": 1800,
     }
     assert isinstance(item["successRate"], (int, float))
 
