@@ -591,7 +591,7 @@ async def test_the_openai_brain_calls_a_webhook_tool_and_speaks_its_final_answer
     assert chat.remaining == 0
     assert asked.body["model"] == LLM_MODEL and asked.headers["Authorization"] == "Bearer sk-e2e-test-key"
     assert asked.messages[0]["role"] == "system" and "status of their orders" in asked.messages[0]["content"]
-    assert [tool["function"]["name"] for tool in asked.tools] == ["check_order_status"]
+    assert [tool["function"]["name"] for tool in asked.tools] == ["check_order_status", "end_call"]
     assert asked.messages[-1] == {"role": "user", "content": exchange.heard}
     (request,) = hook.requests
     assert request.json()["message"]["toolCall"] == {
