@@ -497,7 +497,10 @@ class Session:
                 self.recorder.log("info", "the agent ends the call")
                 response.end_after(Ending.COMPLETED, reason=EndedReason.AGENT_ENDED_CALL)
                 self.spawn(self._close_by(EndedReason.AGENT_ENDED_CALL), "closing")
-        response.said_in_history()
+        if response.end_reason != EndedReason.AGENT_ENDED_CALL:
+            response.said_in_history()
+        # else: the goodbye said with end_call is the call's last words: once played it joins the
+        # transcript and reaches the client like any answer.
 
     def usage(self, usage: Usage) -> None:
         self.recorder.llm_usage(
