@@ -36,8 +36,13 @@ from testing.clients import VoiceClient, is_type
 from testing.conversations import Caller, agent_for, issue, silence, socket_url
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.twilio_stream import TwilioStream, is_event
-from testing.twilio_webhooks import PUBLIC_BASE_URL, make_account, sign, status_params
-from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
+from testing.twilio_webhooks import (
+    PUBLIC_BASE_URL,
+    make_account,
+    sign,
+    status_params,
+    twilio_api_fixture,  # noqa: F401 - the fixture
+)
 from testing.voice import record_voice
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
