@@ -225,7 +225,7 @@ class TwilioMediaStream(JsonSocketConsumer):
         """Twilio's status callback says the call is over (the caller hung up, or it failed)."""
         carrier_status = event.get("status")
         status = CallStatus.FAILED if carrier_status in _FAILED_STATUSES else CallStatus.COMPLETED
-        reason = CALL_ENDED_REASONS.get(carrier_status, EndedReason.CALLER_HUNG_UP)
+        reason = CALL_ENDED_REASONS.get(str(carrier_status), EndedReason.CALLER_HUNG_UP)
         logger.info("call %s ended (%s)", _short(self.call_sid), carrier_status)
         await self._end(status, reason)
 
