@@ -136,7 +136,7 @@ class Brain(Protocol):
 
 
 class Ending(StrEnum):
-    COMPLETED = "completed"  # the conversation ended normally (the caller or client stopped it)
+    COMPLETED = "completed"  # ended normally (the caller stopped it, or the agent ended it: end_call, max duration)
     IDLE = "idle"  # no caller audio for REALTIME_INPUT_IDLE_SECONDS
     TRANSFERRED = "transferred"  # handed to a human (after `transfer`)
     FAILED = "failed"  # the engine (or the agent's configuration) failed; `message` says why
