@@ -50,6 +50,7 @@ CSV_COLUMNS = (
     ("includedMinutes", "included_minutes"),
     ("overageMinutes", "overage_minutes"),
     ("usageClassification", "usage_classification"),
+    ("endedReason", "ended_reason"),
 )
 _PHONE = re.compile(r"^\+\d{2,15}$")
 
@@ -159,6 +160,7 @@ class CallAdmin(admin.ModelAdmin):
     list_filter = (
         AgentFilter,
         "status",
+        "ended_reason",
         "channel",
         "usage_classification",
         ("organization", admin.RelatedOnlyFieldListFilter),
@@ -184,6 +186,7 @@ class CallAdmin(admin.ModelAdmin):
         "from_number",
         "to_number",
         "status",
+        "ended_reason",
         "started_at",
         "ended_at",
         "duration_seconds",
