@@ -261,4 +261,5 @@ async def test_a_provider_disconnect_ends_the_call_as_failed(
         assert await client.wait_closed() == 4500
     response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")
     assert response.json()["status"] == "failed"
+    assert response.json()["endedReason"] == "provider-error"
     await logged(agent, "engine error: ProviderError: The speech-to-speech provider closed the connection", "error")
