@@ -3,7 +3,8 @@ leaves its reason on the call as GET /public/v1/calls/{id} returns it.
 
 - a browser that closes its socket, and a phone stream that Twilio stops: caller-hung-up;
 - a caller who asks for a person: transferred; a caller who says nothing: silence-timeout;
-- an agent's maxDurationSeconds (a few seconds here): the agent says its closing line, max-duration-reached;
+- an agent's maxDurationSeconds (a few seconds here), on a browser and a phone call: the agent says its
+  closing line, max-duration-reached;
 - a caller who says "no, that's all, thank you, goodbye" to the embedded brain: the agent says goodbye and
   ends the call with end_call, agent-ended-call; with the OpenAI brain (the scripted Chat Completions
   server) end_call is offered to the model, and its call without words gets the default goodbye; an agent
@@ -275,6 +276,27 @@ async def test_an_agent_that_turns_end_call_off_does_not_offer_it(
     assert "end_call" not in [tool["function"]["name"] for tool in asked.tools]
     detail = await ended(caller.call_id, owner)
     assert (detail["status"], detail["endedReason"]) == ("completed", "caller-hung-up")
+
+
+async def test_a_phone_call_that_reaches_the_max_duration_is_closed_by_the_service(
+    server, owner, make_agent, realtime_settings
+):
+    agent = await sync_to_async(phone_agent)(owner, make_agent)
+    await sync_to_async(type(agent).objects.filter(pk=agent.pk).update)(max_duration_seconds=4)
+    call_sid = "CA" + "4" * 32
+    async with await phone_stream(server, agent, call_sid) as twilio:
+        await twilio.start()
+        await twilio.wait_for(is_event("media"), timeout=60)
+        line = asyncio.create_task(twilio.stream(bytes([audio.SILENCE_BYTE]) * 8000 * 30))
+        try:
+            assert await twilio.wait_closed(timeout=30) == 1000  # the service ends the stream (and so the call)
+        finally:
+            line.cancel()
+            await asyncio.gather(line, return_exceptions=True)
+    call = await sync_to_async(Call.objects.get)(provider_call_id=call_sid)
+    detail = await ended(str(call.pk), owner)
+    assert (detail["status"], detail["endedReason"]) == ("completed", "max-duration-reached")
+    assert detail["messages"][-1]["content"] == phrase("max_duration", "en-US")
 
 
 # --- the carrier ends it -------------------------------------------------------------------------
