@@ -62,6 +62,8 @@ SETTINGS = (
     "server_url",
     "handoff_phone_number",
     "analysis_plan",
+    "end_call_enabled",
+    "max_duration_seconds",
 )
 LABELS = {
     "agent_type": "Agent type",
@@ -78,6 +80,8 @@ LABELS = {
     "server_url": "Server URL",
     "handoff_phone_number": "Handoff phone number",
     "analysis_plan": "Analysis plan",
+    "end_call_enabled": "The agent may end the call (end_call)",
+    "max_duration_seconds": "Maximum call duration (seconds)",
 }
 HELP = {
     "status": "Active agents take calls and count against the plan's allowance of active agents.",
@@ -97,6 +101,8 @@ HELP = {
     "analysis_plan": "JSON: summary {enabled, prompt}, structuredData {enabled, schema, prompt}, successEvaluation "
     "{enabled, rubric, scale: pass-fail or 1-10}; run after every call (README: Post-call analysis). "
     "Leave blank to keep the stored plan.",
+    "end_call_enabled": "Offers the end_call tool: the agent says goodbye and ends the call when the caller is done.",
+    "max_duration_seconds": "From 30 to 14400: the agent then says a short closing line and ends the call.",
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {
@@ -325,6 +331,7 @@ class AgentAdmin(admin.ModelAdmin):
             ("Handoff", {"fields": ["handoff_phone_number"]}),
             ("Privacy", {"fields": ["redact_pii_categories"]}),
             ("Post-call analysis", {"fields": ["analysis_plan"]}),
+            ("Call endings", {"fields": ["end_call_enabled", "max_duration_seconds"]}),
             (
                 "Record",
                 {

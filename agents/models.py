@@ -69,6 +69,11 @@ def default_analysis_plan() -> dict[str, Any]:
     return copy.deepcopy(DEFAULT_ANALYSIS_PLAN)
 
 
+# The range of an agent's maxDurationSeconds (30 s to 4 h; default 30 minutes).
+MAX_DURATION_RANGE = (30, 14400)
+MAX_DURATION_DEFAULT = 1800
+
+
 class Agent(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
@@ -93,6 +98,9 @@ class Agent(models.Model):
     instructions = models.TextField(blank=True, default="")
     greeting_type = models.CharField(max_length=10, choices=GreetingType.choices, default=GreetingType.NONE)
     static_greeting = models.TextField(null=True, blank=True)
+    # Endings: the end_call system tool is offered unless turned off; calls end politely at maxDurationSeconds.
+    end_call_enabled = models.BooleanField(default=True)
+    max_duration_seconds = models.PositiveIntegerField(default=MAX_DURATION_DEFAULT)
     created_at = models.DateTimeField(auto_now_add=True)
     # Set by the services on every change (optimistic concurrency); never auto_now.
     updated_at = models.DateTimeField()

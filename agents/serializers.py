@@ -10,6 +10,7 @@ from rest_framework import serializers
 from agents.analysis_plan import SCALES, PlanError, normalize_plan
 from agents.models import (
     BUILTIN_VOICES,
+    MAX_DURATION_RANGE,
     AgentStatus,
     AgentType,
     BackgroundSound,
@@ -26,6 +27,7 @@ from kit.fields import (
     StrictCharField,
     StrictChoiceField,
     StrictFloatField,
+    StrictIntegerField,
     StrictUUIDField,
 )
 
@@ -109,6 +111,19 @@ class AgentWriteSerializer(serializers.Serializer):
         help_text="What is worked out of each call after it ends (README: Post-call analysis). The whole plan is "
         "replaced; a part left out takes its default (summary on, the others off), a part sent without "
         "`enabled` is on.",
+    )
+    endCallEnabled = StrictBooleanField(
+        source="end_call_enabled",
+        required=False,
+        help_text="Offer the end_call system tool: the agent may end the call after saying goodbye (default true).",
+    )
+    maxDurationSeconds = StrictIntegerField(
+        source="max_duration_seconds",
+        required=False,
+        min_value=MAX_DURATION_RANGE[0],
+        max_value=MAX_DURATION_RANGE[1],
+        help_text="Longest call in seconds (30 to 14400, default 1800): the agent then says a short closing "
+        "line and ends the call (endedReason max-duration-reached).",
     )
 
     def validate_language(self, value: str) -> str:
@@ -204,3 +219,5 @@ class AgentListItemSerializer(serializers.Serializer):
     createdAt = serializers.DateTimeField()
     redactPii = RedactPiiField()
     analysisPlan = AnalysisPlanSchema()
+    endCallEnabled = serializers.BooleanField()
+    maxDurationSeconds = serializers.IntegerField()

@@ -18,7 +18,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
-from agents.models import DEFAULT_ANALYSIS_PLAN, Agent, AgentStatus, AgentType, AmbientSound, GreetingType, PromptType
+from agents.models import (
+    DEFAULT_ANALYSIS_PLAN,
+    MAX_DURATION_DEFAULT,
+    Agent,
+    AgentStatus,
+    AgentType,
+    AmbientSound,
+    GreetingType,
+    PromptType,
+)
 from agents.selectors import agent_get
 from agents.tools.selectors import enabled_tools_problem
 from kit import outbound
@@ -46,6 +55,8 @@ DEFAULTS: dict[str, Any] = {
     "static_greeting": None,
     "redact_pii": "off",
     "analysis_plan": DEFAULT_ANALYSIS_PLAN,
+    "end_call_enabled": True,
+    "max_duration_seconds": MAX_DURATION_DEFAULT,
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}

@@ -51,6 +51,7 @@ CSV_COLUMNS = (
     ("includedMinutes", "included_minutes"),
     ("overageMinutes", "overage_minutes"),
     ("usageClassification", "usage_classification"),
+    ("endedReason", "ended_reason"),
 )
 _PHONE = re.compile(r"^\+\d{2,15}$")
 
@@ -160,6 +161,7 @@ class CallAdmin(admin.ModelAdmin):
     list_filter = (
         AgentFilter,
         "status",
+        "ended_reason",
         "channel",
         "usage_classification",
         ("organization", admin.RelatedOnlyFieldListFilter),
@@ -186,6 +188,7 @@ class CallAdmin(admin.ModelAdmin):
         "from_number",
         "to_number",
         "status",
+        "ended_reason",
         "started_at",
         "ended_at",
         "duration_seconds",

@@ -24,6 +24,25 @@ class CallStatus(models.TextChoices):
     FAILED = "failed"
 
 
+class EndedReason(models.TextChoices):
+    """Why a call ended: one closed list, every exit of a call maps to exactly one (README, "Why a call
+    ended"). Null while the call is active."""
+
+    CALLER_HUNG_UP = "caller-hung-up"  # the caller (or the client) ended it: browser stop/close, phone hang-up
+    AGENT_ENDED_CALL = "agent-ended-call"  # the agent said goodbye and ended it (the end_call tool)
+    TRANSFERRED = "transferred"  # handed to a person (transfer_call)
+    SILENCE_TIMEOUT = "silence-timeout"  # no caller audio for REALTIME_INPUT_IDLE_SECONDS
+    MAX_DURATION_REACHED = "max-duration-reached"  # the agent's maxDurationSeconds was reached
+    ASSISTANT_REQUEST_FAILED = "assistant-request-failed"  # the dynamic prompt could not be fetched
+    PROVIDER_ERROR = "provider-error"  # a speech/model/telephony provider failed
+    CONNECTION_LOST = "connection-lost"  # the socket dropped without a close (a network failure)
+    NO_ANSWER = "no-answer"  # the carrier reports no answer
+    BUSY = "busy"  # the carrier reports busy
+    SERVER_SHUTDOWN = "server-shutdown"  # the server was stopped during the call
+    STALE = "stale"  # the process holding the call died; closed by the stale-call sweep
+    ERROR = "error"  # an internal error of the service
+
+
 class UsageClassification(models.TextChoices):
     INCLUDED = "included"
     OVERAGE = "overage"
@@ -84,6 +103,8 @@ class Call(models.Model):
     billing_period_start = models.DateTimeField(null=True, blank=True)
     # The engine's per-turn latency, p50/p95 of each stage in ms (calls.latency; null: no answered turn).
     latency = models.JSONField(null=True, blank=True)
+    # Why it ended (EndedReason); null while active.
+    ended_reason = models.CharField(max_length=32, choices=EndedReason.choices, null=True, blank=True)
     # Written by the process holding the live call (kit/liveness.py); stale = that process died.
     heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
     # Post-call analysis (realtime/analysis/): pending from the end of the call until stored by

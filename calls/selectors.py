@@ -98,6 +98,7 @@ CALL_SUMMARY_COLUMNS = (
     "included_seconds",
     "overage_seconds",
     "usage_classification",
+    "ended_reason",
 )
 
 

@@ -12,6 +12,7 @@ from calls.models import (
     Call,
     CallChannel,
     CallStatus,
+    EndedReason,
     MessageRole,
     Severity,
     ToolInvocationStatus,
@@ -67,6 +68,7 @@ def call_summary_item(row: dict[str, Any]) -> dict[str, Any]:
         "overageMinutes": _minutes(row["overage_seconds"]),
         # An active call is not billed yet.
         "usageClassification": row["usage_classification"] or None,
+        "endedReason": row["ended_reason"],
     }
 
 
@@ -158,6 +160,12 @@ class CallSummarySchema(serializers.Serializer):
     includedMinutes = serializers.FloatField()
     overageMinutes = serializers.FloatField()
     usageClassification = serializers.ChoiceField(choices=UsageClassification.choices, allow_null=True)
+    endedReason = serializers.ChoiceField(
+        choices=EndedReason.choices,
+        allow_null=True,
+        help_text='Why the call ended (one closed list, see the README\'s "Why a call ended"); null while it is '
+        "active.",
+    )
 
 
 class CallMessageSchema(serializers.Serializer):

@@ -33,6 +33,7 @@ from calls.models import (
     CallChannel,
     CallMessage,
     CallStatus,
+    EndedReason,
     EventType,
     LlmUsage,
     MessageRole,
@@ -193,19 +194,37 @@ def call_llm_usage_add(
     )
 
 
-def call_finish(*, call: Call, status: str, latency: dict[str, Any] | None = None) -> Call:
-    """Close the call: duration, summary, billing, and the per-turn latency summary of the engine
-    (calls.latency.latency_summary). Idempotent: a call that is no longer active is returned as it is
-    (a socket that closes twice does not bill twice)."""
+def default_ended_reason(status: str) -> str:
+    """The ended reason of a call finished without one: the caller hung up (completed) or an error (failed)."""
+    return EndedReason.CALLER_HUNG_UP if status == CallStatus.COMPLETED else EndedReason.ERROR
+
+
+def call_finish(
+    *, call: Call, status: str, latency: dict[str, Any] | None = None, ended_reason: str | None = None
+) -> Call:
+    """Close the call: duration, summary, billing, why it ended (`ended_reason`, an EndedReason; by
+    default caller-hung-up when completed, error when failed), and the per-turn latency summary of the
+    engine (calls.latency.latency_summary). Idempotent: a call that is no longer active is returned as
+    it is (a socket that closes twice does not bill twice, and the first reason stays)."""
     if status not in (CallStatus.COMPLETED, CallStatus.FAILED):
         raise ValueError(f"status must be completed or failed, not {status!r}")
-    finished = _finish(call_id=call.pk, status=status, ended_at=timezone.now(), latency=latency)
+    ended_reason = _choice(ended_reason or default_ended_reason(status), EndedReason, "ended_reason")
+    finished = _finish(
+        call_id=call.pk, status=status, ended_at=timezone.now(), latency=latency, ended_reason=ended_reason
+    )
     for field in (f.attname for f in Call._meta.concrete_fields):
         setattr(call, field, getattr(finished, field))
     return call
 
 
-def _finish(*, call_id: UUID, status: str, ended_at: datetime, latency: dict[str, Any] | None = None) -> Call:
+def _finish(
+    *,
+    call_id: UUID,
+    status: str,
+    ended_at: datetime,
+    latency: dict[str, Any] | None = None,
+    ended_reason: str | None = None,
+) -> Call:
     liveness.release(Call, call_id)
     current = (
         Call.objects.filter(pk=call_id)
@@ -234,6 +253,7 @@ def _finish(*, call_id: UUID, status: str, ended_at: datetime, latency: dict[str
         row.summary = summary
         if latency is not None:
             row.latency = latency  # with the final state, in the same transaction
+        row.ended_reason = ended_reason or default_ended_reason(status)  # endings: why it ended
         row.billable_seconds = billing.billable_seconds(row.duration_seconds)
         period = billing.period_bounds(organization.billing_period_start, ended_at)
         if period is None:
@@ -309,7 +329,7 @@ def call_analysis_save(*, call_id: UUID, analysis: dict[str, Any]) -> bool:
 
 
 def call_close_stale(*, idle_for: timedelta | None = None) -> int:
-    """Close as `failed` the active calls left behind by a crashed process: those whose process's
+    """Close as `failed` (ended reason `stale`) the active calls left behind by a crashed process: those whose process's
     heartbeat stopped more than LIVENESS_EXPIRY_SECONDS ago (kit/liveness.py), and those without a
     heartbeat (it was off) started more than `idle_for` ago (CALLS_STALE_AFTER_SECONDS) with no message,
     tool call or model turn since. They end (and are billed) at their last sign of life: the last
@@ -339,7 +359,9 @@ def call_close_stale(*, idle_for: timedelta | None = None) -> int:
         ]
         ended_at = max([started_at, *(t for t in last if t is not None)])
         try:
-            finished = _finish(call_id=call_id, status=CallStatus.FAILED, ended_at=ended_at)
+            finished = _finish(
+                call_id=call_id, status=CallStatus.FAILED, ended_at=ended_at, ended_reason=EndedReason.STALE
+            )
         except Exception:
             logger.exception("could not close stale call %s", call_id)
             continue

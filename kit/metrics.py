@@ -80,7 +80,7 @@ TURN_LATENCY = Histogram(
 )
 TOOL_CALLS = Histogram(
     "voiceagent_tool_call_duration_seconds",
-    "Tool calls by kind (webhook, http, mcp, search_knowledge, transfer_call, unknown) and outcome "
+    "Tool calls by kind (webhook, http, mcp, search_knowledge, transfer_call, end_call, unknown) and outcome "
     "(success, error, timeout).",
     ["kind", "outcome"],
     buckets=TOOL_BUCKETS,

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 
-from calls.models import CallChannel, CallStatus
+from calls.models import CallChannel, CallStatus, EndedReason
 from realtime import tokens
 from realtime.engine.audio import IN_BYTES_PER_SECOND, OUT_RATE
 from realtime.engine.contracts import Ending
@@ -79,7 +79,7 @@ class BrowserSession(JsonSocketConsumer):
         if kind == "input_audio":
             await self._input_audio(message.get("audio"))
         elif kind == "stop":
-            await self.conversation.stop(CallStatus.COMPLETED)
+            await self.conversation.stop(CallStatus.COMPLETED, EndedReason.CALLER_HUNG_UP)
             await self.close_once(1000, "conversation ended")
         else:
             await self._error("bad_message", "Unknown message type; expected input_audio or stop")
@@ -103,9 +103,9 @@ class BrowserSession(JsonSocketConsumer):
         if not self.conversation.push_audio(pcm):
             await self._error("input_too_fast", "input_audio arrives faster than real time; chunk dropped")
 
-    async def socket_gone(self, status: str) -> None:
+    async def socket_gone(self, status: str, reason: str) -> None:
         if self.conversation is not None:
-            await self.conversation.stop(status)
+            await self.conversation.stop(status, reason)
         if self._run is not None:
             await asyncio.gather(self._run, return_exceptions=True)
 

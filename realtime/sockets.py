@@ -1,9 +1,10 @@
 """What every voice WebSocket consumer shares (the browser session, the phone media stream).
 
-Every exit of a socket ends its conversation exactly once (`socket_gone`):
-- the client closed the socket (a close frame, any code): `completed`;
-- the socket dropped without a close frame (1006), or the consumer itself failed (an exception in a
-  handler, a cancel by the server, anything that leaves the dispatch loop): `failed`.
+Every exit of a socket ends its conversation exactly once (`socket_gone`), with an ended reason:
+- the client closed the socket (a close frame, any code): `completed`, caller-hung-up;
+- the socket dropped without a close frame (1006): `failed`, connection-lost;
+- the consumer itself failed (an exception in a handler, a cancel by the server, anything that
+  leaves the dispatch loop): `failed`, error; server-shutdown when the server is stopping (kit.shutdown).
 The ending runs at once (not at the session's idle watchdog), so the call is billed for the time
 the socket lived. It runs in a task of its own, shielded: a server that cancels the consumer while
 it ends (Daphne does after `application_close_timeout`) cannot leave the call record open.
@@ -28,7 +29,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 
-from calls.models import CallStatus
+from calls.models import CallStatus, EndedReason
+from kit import shutdown
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ def parse_json(text: str) -> Any:
 
 class JsonSocketConsumer(AsyncWebsocketConsumer):
     """Sends JSON text messages and closes once. Sending on a socket that went away, or that this side
-    closed, does nothing. Subclasses end their conversation in `socket_gone(status)`, which runs once
+    closed, does nothing. Subclasses end their conversation in `socket_gone(status, reason)`, which runs once
     whatever way the socket ends."""
 
     _closed = False
@@ -92,7 +94,8 @@ class JsonSocketConsumer(AsyncWebsocketConsumer):
             if not clean:
                 # Whatever left the loop (an exception in a handler, a cancel), the call ends now, as
                 # failed; the exception itself goes on to the server, which closes the socket 1011.
-                await self._end_once(CallStatus.FAILED)
+                reason = EndedReason.SERVER_SHUTDOWN if shutdown.under_way() else EndedReason.ERROR
+                await self._end_once(CallStatus.FAILED, reason)
             await self._leave_layer()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -107,15 +110,20 @@ class JsonSocketConsumer(AsyncWebsocketConsumer):
         await super().dispatch(message)
 
     async def disconnect(self, code: int) -> None:
-        await self._end_once(CallStatus.FAILED if code == ABNORMAL_CLOSURE else CallStatus.COMPLETED)
+        if shutdown.under_way():
+            await self._end_once(CallStatus.FAILED, EndedReason.SERVER_SHUTDOWN)
+        elif code == ABNORMAL_CLOSURE:
+            await self._end_once(CallStatus.FAILED, EndedReason.CONNECTION_LOST)
+        else:
+            await self._end_once(CallStatus.COMPLETED, EndedReason.CALLER_HUNG_UP)
 
-    async def socket_gone(self, status: str) -> None:
-        """End the conversation (once): the socket is gone, or about to be."""
+    async def socket_gone(self, status: str, reason: str) -> None:
+        """End the conversation (once): the socket is gone, or about to be (`reason`: an EndedReason)."""
 
-    async def _end_once(self, status: str) -> None:
+    async def _end_once(self, status: str, reason: str) -> None:
         self._closed = True
         if self._ending is None:
-            self._ending = asyncio.ensure_future(self.socket_gone(status))
+            self._ending = asyncio.ensure_future(self.socket_gone(status, reason))
             _endings.add(self._ending)
             self._ending.add_done_callback(_endings.discard)
             self._ending.add_done_callback(_log_ending_failure)

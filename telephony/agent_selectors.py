@@ -92,6 +92,8 @@ LIST_COLUMNS = (
     "created_at_iso",
     "redact_pii",
     "analysis_plan",
+    "end_call_enabled",
+    "max_duration_seconds",
 )
 
 
@@ -128,4 +130,6 @@ def agent_item(row: dict[str, Any]) -> dict[str, Any]:
         "createdAt": row["created_at_iso"],
         "redactPii": json_value(row["redact_pii"]),
         "analysisPlan": json_value(row["analysis_plan"]),
+        "endCallEnabled": bool(row["end_call_enabled"]),
+        "maxDurationSeconds": row["max_duration_seconds"],
     }

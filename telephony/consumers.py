@@ -36,7 +36,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from calls.models import CallChannel, CallStatus
+from calls.models import CallChannel, CallStatus, EndedReason
 from kit.providers import ProviderError
 from realtime.engine.audio import FRAME_SECONDS
 from realtime.engine.clock import Clock, LoopClock
@@ -46,6 +46,7 @@ from realtime.sockets import JsonSocketConsumer
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError
 from telephony import audio
 from telephony.providers import PhoneProvider
+from telephony.services.calls import CALL_ENDED_REASONS
 from telephony.stream_messages import (
     Malformed,
     clear_message,
@@ -216,33 +217,36 @@ class TwilioMediaStream(JsonSocketConsumer):
 
     async def _stop(self, message: dict[str, Any]) -> None:
         self._stopped.set()
-        await self._end(CallStatus.COMPLETED)
+        await self._end(CallStatus.COMPLETED, EndedReason.CALLER_HUNG_UP)
 
     # --- the channel layer (possibly from another process) -----------------------------------
 
     async def call_ended(self, event: dict[str, Any]) -> None:
         """Twilio's status callback says the call is over (the caller hung up, or it failed)."""
-        status = CallStatus.FAILED if event.get("status") in _FAILED_STATUSES else CallStatus.COMPLETED
-        logger.info("call %s ended (%s)", _short(self.call_sid), event.get("status"))
-        await self._end(status)
+        carrier_status = event.get("status")
+        status = CallStatus.FAILED if carrier_status in _FAILED_STATUSES else CallStatus.COMPLETED
+        reason = CALL_ENDED_REASONS.get(str(carrier_status), EndedReason.CALLER_HUNG_UP)
+        logger.info("call %s ended (%s)", _short(self.call_sid), carrier_status)
+        await self._end(status, reason)
 
     async def call_hangup(self, event: dict[str, Any]) -> None:
-        """A hang-up asked for elsewhere (an operator, another part of the service)."""
+        """A hang-up asked for elsewhere (an operator, another part of the service): the service ends
+        the call, so agent-ended-call."""
         logger.info("call %s: hang-up requested", _short(self.call_sid))
-        await self._end(CallStatus.COMPLETED)
+        await self._end(CallStatus.COMPLETED, EndedReason.AGENT_ENDED_CALL)
 
     # --- endings ----------------------------------------------------------------------------
 
-    async def _end(self, status: str) -> None:
+    async def _end(self, status: str, reason: str) -> None:
         if self.conversation is not None:
-            await self.conversation.stop(status)
+            await self.conversation.stop(status, reason)
         await self.close_once(1000, "call ended")
 
-    async def socket_gone(self, status: str) -> None:
+    async def socket_gone(self, status: str, reason: str) -> None:
         if hasattr(self, "_stopped"):
             self._stopped.set()  # nothing more will come: a transfer's hang-up need not wait for `stop`
         if self.conversation is not None:
-            await self.conversation.stop(status)
+            await self.conversation.stop(status, reason)
         if self._run is not None:
             await asyncio.gather(self._run, return_exceptions=True)
         tasks = [task for task in getattr(self, "_tasks", ()) if task is not asyncio.current_task()]

@@ -35,6 +35,8 @@ NEW_AGENT = {
     "new_server_headers": "",
     "new_server_secret": "",
     "handoff_phone_number": "",
+    "end_call_enabled": "on",
+    "max_duration_seconds": "1800",
     "expected_updated_at": "",
 }
 SETTINGS = [name for name in NEW_AGENT if name in {f.name for f in Agent._meta.fields}]
@@ -59,8 +61,9 @@ def edit_form(agent: Agent, **changes: Any) -> dict[str, Any]:
         status=agent.status, new_server_headers="", new_server_secret="", expected_updated_at=iso(agent.updated_at)
     )
     data.update(changes)
-    if data.pop("ambient_sound_ducking") is True:
-        data["ambient_sound_ducking"] = "on"
+    for checkbox in ("ambient_sound_ducking", "end_call_enabled"):
+        if data.pop(checkbox) is True:
+            data[checkbox] = "on"
     return {name: value for name, value in data.items() if value is not False}
 
 

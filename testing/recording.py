@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from calls.models import CallStatus
+from calls.services import default_ended_reason
 from realtime.engine.session.records import TranscriptOrder
 
 
@@ -24,6 +25,7 @@ class RecordedCall:
     channel: str = "web"
     pk: uuid.UUID = field(default_factory=uuid.uuid4)
     status: str | None = None  # None while the call is active
+    ended_reason: str | None = None  # why it ended (calls.models.EndedReason); None while active
     written: list[tuple[datetime, int, str, str]] = field(default_factory=list)  # (occurred_at, sequence, role, text)
     tool_invocations: list[dict[str, Any]] = field(default_factory=list)
     llm_usage: list[dict[str, Any]] = field(default_factory=list)
@@ -97,16 +99,18 @@ class MemoryRecorder(TranscriptOrder):
         if self.call is not None and not self._finished:
             self.call.latencies.append(dict(stages_ms))
 
-    async def finish(self, status: str) -> RecordedCall | None:
+    async def finish(self, status: str, *, ended_reason: str | None = None) -> RecordedCall | None:
         if self.call is None or self._finished:
             return self.call
         self.release_caller_message()
         self._finished = True
         self.call.status = str(status)
+        self.call.ended_reason = default_ended_reason(status) if ended_reason is None else str(ended_reason)
         self.log(
             "info" if status == CallStatus.COMPLETED else "error",
             "session ended",
             status=status,
+            endedReason=self.call.ended_reason,
             callId=str(self.call.pk),
         )
         return self.call

@@ -21,6 +21,8 @@ from typing import Any
 from daphne.cli import CommandLineInterface  # type: ignore[import-untyped]  # Daphne ships no types
 from daphne.server import Server  # type: ignore[import-untyped]  # Daphne ships no types
 
+from kit import shutdown
+
 CLOSE_TIMEOUT_ENV = "WEBSOCKET_CLOSE_TIMEOUT_SECONDS"
 CLOSE_TIMEOUT_DEFAULT = 5.0
 CLOSE_TIMEOUT_RANGE = (1.0, 60.0)
@@ -56,6 +58,12 @@ class VoiceServer(Server):
                 ready()
 
         super().__init__(*args, ready_callable=configure_then_ready, **kwargs)
+
+    def kill_all_applications(self) -> Any:
+        # Daphne cancels every live connection before the reactor exits (SIGTERM, SIGINT): the calls
+        # they carry end with the ended reason server-shutdown (realtime.sockets).
+        shutdown.begin()
+        return super().kill_all_applications()
 
 
 class VoiceServerCommand(CommandLineInterface):

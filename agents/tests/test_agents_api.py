@@ -73,6 +73,8 @@ def test_create_applies_the_documented_defaults_and_lists_every_field(owner):
             "structuredData": {"enabled": False, "schema": None, "prompt": None},
             "successEvaluation": {"enabled": False, "rubric": None, "scale": "pass-fail"},
         },
+        "endCallEnabled": True,
+        "maxDurationSeconds": 1800,
     }
     assert isinstance(item["successRate"], (int, float))
 

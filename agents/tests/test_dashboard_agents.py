@@ -97,6 +97,7 @@ def test_the_new_agent_form_picks_the_organization_by_name(staff_client: Client,
         ({"new_server_headers": "no colon here"}, "new_server_headers", "Write each header as 'Name: value'"),
         ({"new_server_headers": "Host: evil.example"}, "new_server_headers", "set by the service"),
         ({"ambient_sound_volume": "1.5"}, "ambient_sound_volume", "less than or equal to 1"),
+        ({"max_duration_seconds": "20"}, "max_duration_seconds", "greater than or equal to 30"),
     ],
 )
 def test_a_refused_value_is_shown_on_the_form_and_nothing_is_saved(
@@ -361,3 +362,14 @@ def test_deleting_an_agent_goes_through_the_service(staff_client: Client, owner:
         None,
         owner.organization,
     )
+
+
+def test_the_call_endings_are_edited_on_the_form(staff_client: Client, owner: Any, make_agent: Any) -> None:
+    agent = make_agent(owner.organization)
+    page = staff_client.get(change_url(agent)).content.decode()
+    assert "Call endings" in page and "Maximum call duration (seconds)" in page
+    form = edit_form(agent, end_call_enabled=False, max_duration_seconds="600")
+    response = staff_client.post(change_url(agent), form)
+    assert response.status_code == 302, errors(response.content.decode())
+    agent.refresh_from_db()
+    assert (agent.end_call_enabled, agent.max_duration_seconds) == (False, 600)

@@ -39,7 +39,7 @@ RULES = (
     "a private, loopback, link-local or metadata address unless the operator allows it (OUTBOUND_ALLOWED_NETWORKS; "
     "a host that does not resolve yet is accepted). parameterSchema and "
     "responseSchema must be valid JSON Schema; names are 1-64 letters, digits, `_` or `-`, unique per agent, "
-    "and not search_knowledge or transfer_call."
+    "and not search_knowledge, transfer_call or end_call."
 )
 
 
@@ -49,7 +49,7 @@ class AgentToolListCreateApi(PublicApiView):
         tags=TOOLS,
         summary="List an agent's custom tools",
         description="The agent's custom tools, in creation order. Native tools (search_knowledge, "
-        "transfer_call) are not listed.",
+        "transfer_call, end_call) are not listed.",
         responses={200: ToolSerializer(many=True)},
     )
     def get(self, request: Request, agent_id: str) -> Response:

@@ -88,6 +88,7 @@ def test_csv_export_of_selected_calls_has_usage_but_no_transcript(client, finish
     assert exported["durationSeconds"] == "61"
     assert float(exported["billableMinutes"]) == pytest.approx(70 / 60)
     assert exported["usageClassification"] == "included"
+    assert exported["endedReason"] == "caller-hung-up"
     assert next(r for r in rows if r["id"] == str(finished_call.pk))["fromNumber"] == "+14155550100"
     assert (
         "4111"

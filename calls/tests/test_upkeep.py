@@ -69,5 +69,6 @@ def test_a_call_whose_process_stopped_its_heartbeat_is_failed_and_a_beating_one_
     # Well within CALLS_STALE_AFTER_SECONDS (an hour), yet the dead process's call is closed, at its last
     # sign of life: the heartbeat, later than its last message.
     assert (dead.status, dead.ended_at) == ("failed", dead.heartbeat_at)
+    assert (dead.ended_reason, alive.ended_reason) == ("stale", None)
     assert dead.duration_seconds == 10 * 60 - 90
     assert alive.status == "active"

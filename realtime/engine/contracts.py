@@ -120,6 +120,7 @@ class ToolOutcome:
     result: str  # the JSON string the brain gets (a JSON object serialized)
     status: str  # "success" | "error" | "timeout"  (calls.models.ToolInvocationStatus values)
     transfer_to: str | None = None  # set by transfer_call: the E.164 destination the shell must transfer to
+    end_call: bool = False  # set by end_call: the shell ends the call once the agent's goodbye has played
     reason: str | None = None  # a failure in plain words, as in the agent log (no URL, secret or argument)
 
 
@@ -135,7 +136,7 @@ class Brain(Protocol):
 
 
 class Ending(StrEnum):
-    COMPLETED = "completed"  # the conversation ended normally (the caller or client stopped it)
+    COMPLETED = "completed"  # ended normally (the caller stopped it, or the agent ended it: end_call, max duration)
     IDLE = "idle"  # no caller audio for REALTIME_INPUT_IDLE_SECONDS
     TRANSFERRED = "transferred"  # handed to a human (after `transfer`)
     FAILED = "failed"  # the engine (or the agent's configuration) failed; `message` says why
@@ -216,6 +217,7 @@ class Response:
     in_history: int = 0  # leading sentences already in the history (said before a tool call)
     transfer_to: str | None = None  # hand the caller to this number once the response has played
     then_end: tuple[Ending, str] | None = None  # or end the session once it has played
+    end_reason: str | None = None  # why, then (a calls.models.EndedReason value)
     timing: TurnTiming | None = None  # the caller turn it answers (None: the shell's own, the greeting)
     shown: dict[int, int] = field(default_factory=dict)  # sentence number -> its words sent as agent_speech
     speaking: bool = False  # an agent_speech was sent and its agent_speech.ended not yet
@@ -247,9 +249,10 @@ class Response:
         """Hand the caller to `destination` once the response has played."""
         self.transfer_to = destination
 
-    def end_after(self, ending: Ending, message: str = "") -> None:
-        """End the session once the response has played."""
+    def end_after(self, ending: Ending, message: str = "", *, reason: str | None = None) -> None:
+        """End the session once the response has played (`reason`: the call's ended reason)."""
         self.then_end = (ending, message)
+        self.end_reason = reason
 
     def said_in_history(self) -> None:
         """The sentences said so far are in the history (said before a tool call)."""
@@ -341,7 +344,7 @@ class Conversation(Protocol):
     run_blocking: Callable[..., Awaitable[Any]]  # runs a blocking call off the event loop
 
     @property
-    def transferring(self) -> bool: ...
+    def transferring(self) -> bool: ...  # handed off or closing (end_call, max duration): no more turns
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]: ...
     def begin_response(self, *, turn_ended_at: float | None = None, locked: int = 0) -> Response: ...
@@ -359,6 +362,7 @@ class Conversation(Protocol):
     def usage(self, usage: Usage) -> None: ...
     def brain_failed(self, exc: ProviderError) -> str: ...
     def handoff_sentence(self) -> str: ...
+    def goodbye_sentence(self) -> str: ...
 
 
 class VoicePipeline(Protocol):
@@ -466,4 +470,4 @@ class Recorder(Protocol):
     ) -> None: ...
     def llm_usage(self, *, provider: str, model: str, **figures: Any) -> None: ...
     def turn_latency(self, stages_ms: dict[str, float | None]) -> None: ...
-    async def finish(self, status: str) -> CallRecord | None: ...
+    async def finish(self, status: str, *, ended_reason: str | None = None) -> CallRecord | None: ...

@@ -7,21 +7,29 @@ _PHRASES: dict[str, dict[str, str]] = {
         "apology": "Sorry, I am having trouble answering right now. Could you say that again?",
         "handoff": "One moment please, I am transferring you to a person.",
         "unavailable": "Sorry, this agent is not available right now. Please try again later. Goodbye.",
+        "goodbye": "Thank you for calling. Goodbye!",
+        "max_duration": "I'm sorry, we have reached the time limit for this call. Thank you for calling. Goodbye!",
     },
     "es-ES": {
         "apology": "Lo siento, ahora mismo tengo problemas para responder. ¿Puede repetirlo?",
         "handoff": "Un momento, por favor, le paso con una persona.",
         "unavailable": "Lo siento, este agente no está disponible ahora. Inténtelo más tarde. Adiós.",
+        "goodbye": "Gracias por llamar. ¡Adiós!",
+        "max_duration": "Lo siento, hemos llegado al tiempo máximo de esta llamada. Gracias por llamar. ¡Adiós!",
     },
     "es": {
         "apology": "Disculpe, ahora mismo tengo problemas para responder. ¿Puede repetirlo?",
         "handoff": "Un momento, por favor, lo comunico con una persona.",
         "unavailable": "Disculpe, este agente no está disponible ahora. Intente más tarde. Adiós.",
+        "goodbye": "Gracias por llamar. ¡Adiós!",
+        "max_duration": "Disculpe, llegamos al tiempo máximo de esta llamada. Gracias por llamar. ¡Adiós!",
     },
     "it": {
         "apology": "Mi scusi, al momento ho difficoltà a rispondere. Può ripetere?",
         "handoff": "Un momento, la passo a una persona.",
         "unavailable": "Mi scusi, questo agente non è disponibile al momento. Riprovi più tardi. Arrivederci.",
+        "goodbye": "Grazie per aver chiamato. Arrivederci!",
+        "max_duration": "Mi scusi, abbiamo raggiunto il tempo massimo per questa chiamata. Grazie e arrivederci!",
     },
 }
 

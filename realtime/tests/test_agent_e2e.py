@@ -479,6 +479,7 @@ async def test_asking_for_a_person_transfers_a_browser_session(server, voice, ow
 
     call = await sync_to_async(Call.objects.get)(pk=caller.call_id)
     assert call.status == "completed"
+    assert call.ended_reason == "transferred"
     rows = await sync_to_async(lambda: list(call.messages.order_by("sequence").values_list("role", "content")))()
     assert rows[-1] == ("system", f"Call transferred to {HANDOFF}")
     assert [role for role, _ in rows] == ["assistant", "user", "assistant", "system"]
@@ -555,7 +556,9 @@ async def test_a_failed_assistant_request_ends_a_call_without_a_saved_prompt_and
     assert goodbye == f"Hi, I'm Nora, an AI agent. {phrase('unavailable', 'en-US')}"
     assert error == {"type": "error", "code": "engine_error", "message": "The agent's prompt could not be fetched"}
     assert code == 4500
-    assert (await sync_to_async(Call.objects.get)(pk=nora_call)).status == "failed"
+    nora_record = await sync_to_async(Call.objects.get)(pk=nora_call)
+    assert nora_record.status == "failed"
+    assert nora_record.ended_reason == "assistant-request-failed"
     content = await logged(nora, "dynamic prompt request failed; the call is ended")
     assert content["reason"] == "Assistant request failed: serverUrl answered HTTP 500"
 
@@ -591,7 +594,7 @@ async def test_the_openai_brain_calls_a_webhook_tool_and_speaks_its_final_answer
     assert chat.remaining == 0
     assert asked.body["model"] == LLM_MODEL and asked.headers["Authorization"] == "Bearer sk-e2e-test-key"
     assert asked.messages[0]["role"] == "system" and "status of their orders" in asked.messages[0]["content"]
-    assert [tool["function"]["name"] for tool in asked.tools] == ["check_order_status"]
+    assert [tool["function"]["name"] for tool in asked.tools] == ["check_order_status", "end_call"]
     assert asked.messages[-1] == {"role": "user", "content": exchange.heard}
     (request,) = hook.requests
     assert request.json()["message"]["toolCall"] == {

@@ -750,3 +750,50 @@ async def test_a_turn_takes_well_under_ten_milliseconds_with_twenty_tools() -> N
     assert outputs[0].name == "tool_1_refund"
     assert outputs[0].arguments == {"item_number": "4567", "date": "2026-03-09", "quantity": 2}
     assert per_turn_ms < 10
+
+
+# Ending the call ----------------------------------------------------------------------------------
+
+END_CALL = ToolSpec("end_call", "End the call.", {"type": "object", "properties": {}})
+ENDING_RESTAURANT = BrainContext(
+    agent_name="Bella", language="en-US", tools=(BOOK_TABLE, CANCEL_RESERVATION, TRANSFER_CALL, END_CALL)
+)
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["no that's all thank you goodbye", "that's all goodbye", "bye", "thanks bye", "that will be all", "i'm all set"],
+)
+async def test_a_clear_farewell_is_a_goodbye_then_end_call(said: str) -> None:
+    restaurant = Caller(ENDING_RESTAURANT, {"end_call": {"status": "ending"}})
+    assert await restaurant.say(said) == "Thank you for calling. Goodbye!"
+    assert [call.name for call in restaurant.calls] == ["end_call"]
+    assert restaurant.last_call.arguments == {}
+
+
+@pytest.mark.parametrize(
+    "said", ["no", "no thanks", "nothing", "book a table for two tomorrow at six and then bye", "hello", "thanks"]
+)
+async def test_a_bye_inside_a_request_or_a_bare_no_does_not_end_the_call(said: str) -> None:
+    restaurant = Caller(ENDING_RESTAURANT)
+    await restaurant.say(said)
+    assert "end_call" not in [call.name for call in restaurant.calls]
+
+
+async def test_a_farewell_while_a_question_is_pending_ends_the_call() -> None:
+    restaurant = Caller(ENDING_RESTAURANT, {"end_call": {"status": "ending"}})
+    assert await restaurant.say("i would like to make a reservation") == "What is the number of guests?"
+    assert await restaurant.say("goodbye") == "Thank you for calling. Goodbye!"
+    assert [call.name for call in restaurant.calls] == ["end_call"]
+
+
+async def test_without_end_call_a_farewell_is_only_a_goodbye() -> None:
+    restaurant = Caller(RESTAURANT)
+    assert await restaurant.say("that's all goodbye") == "Thank you for calling. Goodbye!"
+    assert restaurant.calls == []
+
+
+async def test_the_goodbye_is_in_the_agents_language() -> None:
+    spanish = Caller(BrainContext(agent_name="Bella", language="es-ES", tools=(END_CALL,)))
+    assert await spanish.say("bye") == "Gracias por llamar. ¡Adiós!"
+    assert spanish.last_call.name == "end_call"

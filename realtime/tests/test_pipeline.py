@@ -365,6 +365,7 @@ async def test_an_engine_error_fails_the_call_and_closes_with_4500(agent):
     assert h.transport.ended == (Ending.FAILED, "The conversation engine failed")
     call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
     assert call.status == "failed"
+    assert call.ended_reason == "error"  # not a provider's failure: the service's own
     assert ("user", "hello") in [(m.role, m.content) for m in await sync_to_async(list)(call.messages.all())]
 
 

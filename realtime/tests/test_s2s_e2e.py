@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 
 from calls.models import AgentLog
 from realtime import tokens
+from realtime.engine.tools import end_call
 from testing.agents import DISCLOSURE, GREETING, ORDER_NUMBER, olive
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server
@@ -112,7 +113,13 @@ async def test_a_conversation_through_the_speech_to_speech_provider(
                     "name": "check_order_status",
                     "description": "Look up the delivery status of an order by its order number",
                     "parameters": ORDER_NUMBER,
-                }
+                },
+                {
+                    "type": "function",
+                    "name": "end_call",
+                    "description": end_call.DESCRIPTION,
+                    "parameters": end_call.PARAMETERS,
+                },
             ]
             greeting = await client.wait_for(is_type("transcript", role="assistant"), timeout=30)
             assert client.messages[greeting].message["text"] == f"{DISCLOSURE} {GREETING}"
@@ -254,4 +261,5 @@ async def test_a_provider_disconnect_ends_the_call_as_failed(
         assert await client.wait_closed() == 4500
     response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")
     assert response.json()["status"] == "failed"
+    assert response.json()["endedReason"] == "provider-error"
     await logged(agent, "engine error: ProviderError: The speech-to-speech provider closed the connection", "error")

@@ -336,6 +336,7 @@ async def test_a_provider_error_ends_the_call_as_failed_with_an_error_log(agent,
     assert h.transport.ended == (Ending.FAILED, "The conversation engine failed")
     call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
     assert call.status == "failed"
+    assert call.ended_reason == "provider-error"
     await sync_to_async(flush_agent_logs)()
     errors = await sync_to_async(list)(
         AgentLog.objects.filter(session_id=h.recorder.session_id, severity="error").values_list("content", flat=True)
@@ -352,6 +353,7 @@ async def test_a_provider_disconnect_ends_the_call_as_failed(agent, provider):
     assert h.transport.ended == (Ending.FAILED, "The conversation engine failed")
     call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
     assert call.status == "failed"
+    assert call.ended_reason == "provider-error"
     assert any("closed the connection" in entry["message"] for entry in await logs(h))
     assert await messages(call) == [("assistant", f"{DISCLOSURE} {GREETING}")]
 

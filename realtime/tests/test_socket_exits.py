@@ -213,6 +213,7 @@ async def test_a_slow_client_still_reads_the_close_code_the_service_sent(server,
     assert code == 1000
     call = await ended_call(agent=talker)
     assert call.status == "completed"
+    assert call.ended_reason == "caller-hung-up"
 
 
 # --- a nested frame, then the socket drops -------------------------------------------------------
@@ -234,6 +235,7 @@ async def test_a_nested_frame_on_the_browser_socket_is_a_bad_message_and_a_drop_
 
     call = await ended_call(agent=ava)
     assert call.status == "failed"
+    assert call.ended_reason == "connection-lost"
     assert call.duration_seconds <= lived + 2  # the seconds the socket lived, not the idle watchdog's 60
     assert await endings_logged(call) == 1
     assert "Traceback" not in server.log_path.read_text(errors="replace")
@@ -266,6 +268,7 @@ async def test_a_nested_frame_on_the_phone_stream_is_ignored_and_a_drop_ends_the
 
     call = await ended_call(provider_call_id=call_sid)
     assert call.status == "failed"
+    assert call.ended_reason == "connection-lost"
     assert call.duration_seconds <= lived + 2
     assert await endings_logged(call) == 1
     log = server.log_path.read_text(errors="replace")
@@ -327,10 +330,10 @@ async def test_a_redis_outage_leaves_browser_sessions_alone_and_phone_calls_live
             browser_lived = time.monotonic() - browser_opened
 
         calls = await sync_to_async(lambda: list(Call.objects.filter(agent=ava).order_by("started_at")))()
-        assert [(c.channel, c.status) for c in calls] == [
-            ("web", "completed"),
-            ("phone", "completed"),
-            ("web", "completed"),
+        assert [(c.channel, c.status, c.ended_reason) for c in calls] == [
+            ("web", "completed", "caller-hung-up"),
+            ("phone", "completed", "caller-hung-up"),  # Twilio's status callback: completed
+            ("web", "completed", "caller-hung-up"),
         ]
         browser_call, phone_call, _ = calls
         assert browser_lived - 2 <= browser_call.duration_seconds <= browser_lived + 1

@@ -130,7 +130,7 @@ async def test_a_webhook_tool_call_is_one_signed_event_with_the_agent_headers(we
     tool = await sync_to_async(add_tool)(webhook_agent)
     receiver.reply(Reply(json={"status": "shipped", "eta": "Friday"}))
     session = await Session(webhook_agent).start()
-    assert session.names == ["order_status"]
+    assert session.names == ["order_status", "end_call"]
     spec = session.dispatcher.specs()[0]
     assert spec.description == "Look up the status of an order." and spec.parameters == ORDER_SCHEMA
 
@@ -388,7 +388,7 @@ async def test_a_webhook_agent_without_server_url_offers_no_custom_tools(owner, 
     agent = await sync_to_async(make_agent)(owner.organization, agent_type="webhook", server_url=None)
     await sync_to_async(add_tool)(agent)
     session = await Session(agent).start()
-    assert session.names == []
+    assert session.names == ["end_call"]
     _, logs = await session.finish()
     skipped = [line["content"] for line in logs if line["content"]["message"] == "tool not offered"]
     assert skipped == [{"message": "tool not offered", "tool": "order_status", "reason": "the agent has no serverUrl"}]
@@ -401,7 +401,7 @@ async def test_static_agents_and_disabled_tools_offer_nothing(owner, make_agent,
     await sync_to_async(add_tool)(webhook, enabled=False)
     for agent in (static, webhook):
         session = await Session(agent).start()
-        assert session.names == []
+        assert session.names == ["end_call"]
         await session.finish()
 
 
@@ -500,7 +500,7 @@ async def test_mcp_tools_share_one_session_per_conversation_closed_at_the_end(
         credentials={"token": MCP_BEARER_TOKEN},
     )
     session = await Session(http_agent).start()
-    assert sorted(session.names) == ["cancel_order", "lookup_order", "order_notes"]
+    assert sorted(session.names) == ["cancel_order", "end_call", "lookup_order", "order_notes"]
     lookup = next(spec for spec in session.dispatcher.specs() if spec.name == "lookup_order")
     assert lookup.description == "Look up an order by its id." and lookup.parameters["required"] == ["order_id"]
     opened_before, closed_before = len(mcp_server.sessions_opened), len(mcp_server.sessions_closed)
@@ -575,7 +575,7 @@ async def test_an_mcp_tool_with_a_custom_tool_name_is_not_offered(
     await connect_mcp(http_agent, mcp_server.url, "lookup_order", "order_notes")
     session = await Session(http_agent).start()
 
-    assert session.names == ["lookup_order", "order_notes"]
+    assert session.names == ["lookup_order", "order_notes", "end_call"]
     outcome = await session.run("lookup_order", {"order_id": "A-1"})
     assert outcome.status == "success" and len(receiver.requests) == 1  # the custom tool answered
 
@@ -592,7 +592,7 @@ async def test_an_mcp_tool_name_is_offered_in_the_characters_models_accept(
     await connect_mcp(http_agent, mcp_server.url, "orders.track")
     session = await Session(http_agent).start()
 
-    assert session.names == ["orders_track"]
+    assert session.names == ["orders_track", "end_call"]
     outcome = await session.run("orders_track", {"order_id": "A-1"})
 
     assert (outcome.status, result(outcome)) == ("success", {"orderId": "A-1", "carrier": "UPS"})
@@ -605,7 +605,7 @@ async def test_mcp_selections_of_inactive_servers_are_not_offered(http_agent, mc
     server.status = "inactive"
     await sync_to_async(server.save)()
     session = await Session(http_agent).start()
-    assert session.names == []
+    assert session.names == ["end_call"]
     await session.finish()
 
 
@@ -633,7 +633,7 @@ async def test_search_knowledge_is_offered_with_a_ready_document_and_returns_pas
         organization=owner.organization, agent_id=str(agent.pk), content=ROUTER
     )
     session = await Session(agent).start()
-    assert session.names == ["search_knowledge"]
+    assert session.names == ["search_knowledge", "end_call"]
     spec = session.dispatcher.specs()[0]
     assert spec.parameters["required"] == ["query"]
     assert spec.parameters["properties"]["query"]["type"] == "string"
@@ -671,7 +671,7 @@ async def test_transfer_call_uses_the_agent_handoff_number(owner, make_agent):
         owner.organization, agent_type="static", handoff_phone_number="+14155550100"
     )
     session = await Session(agent).start()
-    assert session.names == ["transfer_call"]
+    assert session.names == ["transfer_call", "end_call"]
     spec = session.dispatcher.specs()[0]
     assert "required" not in spec.parameters and spec.parameters["properties"]["reason"]["type"] == "string"
 
@@ -707,3 +707,20 @@ async def test_the_handoff_of_the_number_called_wins_over_the_agent_handoff(owne
         other = await Session(agent, to_number=to_number).start()
         assert (await other.run("transfer_call")).transfer_to == "+14155550100"
         await other.finish()
+
+
+async def test_end_call_is_offered_unless_the_agent_turns_it_off(owner, make_agent):
+    on = await sync_to_async(make_agent)(owner.organization, agent_type="static")
+    off = await sync_to_async(make_agent)(owner.organization, agent_type="static", end_call_enabled=False)
+
+    session = await Session(on).start()
+    assert session.names == ["end_call"]
+    outcome = await session.run("end_call")
+    assert (outcome.status, outcome.end_call, result(outcome)) == ("success", True, {"status": "ending"})
+    await session.finish()
+
+    session = await Session(off).start()
+    assert session.names == []
+    outcome = await session.run("end_call")  # a brain that calls it anyway: an unknown tool, the call goes on
+    assert (outcome.status, outcome.end_call) == ("error", False)
+    await session.finish()

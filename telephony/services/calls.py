@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from agents.models import AgentStatus
 from calls.logging import LogSession, agent_log, new_session_id
-from calls.models import Call, CallStatus
+from calls.models import Call, CallStatus, EndedReason
 from calls.services import call_finish
 from realtime.services import call_slot_reserve
 from telephony.models import PhoneNumber, PhoneNumberStatus, TelephonyAccount
@@ -115,6 +115,15 @@ CALL_ENDED_STATUSES = {
     "no-answer": CallStatus.FAILED,
     "canceled": CallStatus.FAILED,
 }
+# ... and why the call ended: a completed or canceled call was hung up by the caller (canceled: before
+# it was answered), busy and no-answer as the carrier says, failed is the carrier's failure.
+CALL_ENDED_REASONS = {
+    "completed": EndedReason.CALLER_HUNG_UP,
+    "busy": EndedReason.BUSY,
+    "failed": EndedReason.PROVIDER_ERROR,
+    "no-answer": EndedReason.NO_ANSWER,
+    "canceled": EndedReason.CALLER_HUNG_UP,
+}
 
 
 def _open_call(*, organization_id: uuid.UUID, call_sid: str) -> Call | None:
@@ -149,4 +158,6 @@ async def call_status_receive(*, organization_id: uuid.UUID, call_sid: str, call
             break
         await asyncio.sleep(0.1)
     logger.info("call %s ended (%s) without a live stream: finishing it", call_sid, call_status)
-    return await sync_to_async(call_finish)(call=call, status=CALL_ENDED_STATUSES[call_status])
+    return await sync_to_async(call_finish)(
+        call=call, status=CALL_ENDED_STATUSES[call_status], ended_reason=CALL_ENDED_REASONS[call_status]
+    )

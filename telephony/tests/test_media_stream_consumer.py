@@ -56,10 +56,14 @@ async def closed_after_media(communicator: WebsocketCommunicator) -> list[dict[s
 
 
 @pytest.mark.parametrize(
-    ("event", "status"),
-    [({"type": "call.hangup"}, "completed"), ({"type": "call.ended", "status": "failed"}, "failed")],
+    ("event", "status", "reason"),
+    [
+        ({"type": "call.hangup"}, "completed", "agent-ended-call"),
+        ({"type": "call.ended", "status": "failed"}, "failed", "provider-error"),
+        ({"type": "call.ended", "status": "no-answer"}, "completed", "no-answer"),
+    ],
 )
-async def test_call_control_through_the_calls_group_ends_the_session(ava, event, status):
+async def test_call_control_through_the_calls_group_ends_the_session(ava, event, status, reason):
     token = await sync_to_async(stream_token_issue)(
         organization_id=ava.organization_id,
         agent_id=ava.pk,
@@ -80,3 +84,4 @@ async def test_call_control_through_the_calls_group_ends_the_session(ava, event,
     await communicator.wait()
     call = await sync_to_async(Call.objects.get)(provider_call_id=CALL_SID)
     assert call.status == status and call.ended_at is not None and call.channel == "phone"
+    assert call.ended_reason == reason

@@ -55,6 +55,7 @@ def test_a_completed_call_whose_session_is_gone_is_finished_once(client: Client,
     assert response.status_code == 204
     open_call.refresh_from_db()
     assert open_call.status == CallStatus.COMPLETED
+    assert open_call.ended_reason == "caller-hung-up"
     finished = (open_call.ended_at, open_call.billable_seconds, open_call.duration_seconds)
     assert open_call.ended_at is not None
 
@@ -66,14 +67,18 @@ def test_a_completed_call_whose_session_is_gone_is_finished_once(client: Client,
     assert Call.objects.filter(organization=open_call.organization).exclude(status=CallStatus.ACTIVE).count() == 1
 
 
-@pytest.mark.parametrize("twilio_status", ["busy", "failed", "no-answer", "canceled"])
+@pytest.mark.parametrize(
+    ("twilio_status", "reason"),
+    [("busy", "busy"), ("failed", "provider-error"), ("no-answer", "no-answer"), ("canceled", "caller-hung-up")],
+)
 def test_other_final_statuses_finish_an_open_call_as_failed(
-    client: Client, open_call: Call, twilio_status: str
+    client: Client, open_call: Call, twilio_status: str, reason: str
 ) -> None:
     params = status_params(sid=open_call.provider_call_id, status=twilio_status)
     assert client.post(STATUS, params, headers=_headers(params)).status_code == 204
     open_call.refresh_from_db()
     assert open_call.status == CallStatus.FAILED
+    assert open_call.ended_reason == reason
 
 
 @pytest.mark.parametrize("twilio_status", ["ringing", "in-progress", "queued"])

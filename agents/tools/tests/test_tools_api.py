@@ -163,6 +163,7 @@ def test_put_on_a_static_agents_tool_is_refused(owner, make_agent):
         ({"name": 123}, "name"),
         ({"name": "search_knowledge"}, "name"),
         ({"name": "transfer_call"}, "name"),
+        ({"name": "end_call"}, "name"),
         ({"timeoutMs": 999}, "timeoutMs"),
         ({"timeoutMs": 30001}, "timeoutMs"),
         ({"timeoutMs": "5000"}, "timeoutMs"),

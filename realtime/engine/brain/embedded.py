@@ -13,7 +13,8 @@ configuration (replies.py). Each caller turn is handled by the first rule that a
    and so does a turn that asks for another tool, a question ("what are your opening hours?") or a
    second reply without the value;
 5. the answer to "would you like to A or B?";
-6. only greetings, thanks, goodbyes or "yes" -> a short polite answer;
+6. only greetings, thanks, goodbyes or "yes" -> a short polite answer; a clear farewell ("that's all,
+   goodbye"; understanding.is_farewell) with `end_call` offered -> the goodbye, then `end_call`;
 7. a custom tool whose words clearly match -> called with the arguments said, or the first missing
    required argument asked for (one at a time);
 8. new values for the last lookup ("what about tomorrow?" after a forecast) -> that tool again with
@@ -51,6 +52,7 @@ from realtime.engine.brain.understanding import (
     asks_repeat,
     content_stems,
     is_cancel,
+    is_farewell,
     is_question,
     is_unintelligible,
     reads,
@@ -138,6 +140,8 @@ class EmbeddedBrain:
         name = self._tool_name(turn)
         if name == "transfer_call":
             return [] if not _is_error(turn.text) else [TextPiece(phrase("transfer_failed", language))]
+        if name == "end_call":
+            return []  # the goodbye was said before the call; the session ends the call
         if name == "search_knowledge":
             return [TextPiece(self._speak_knowledge(context, history, language))]
         return [TextPiece(replies.speak_result(turn.text, language))]
@@ -184,6 +188,9 @@ class EmbeddedBrain:
             if outputs is not None:
                 return outputs
         social = social_kind(utterance)
+        if social == "goodbye" and context.tool("end_call") is not None and is_farewell(utterance):
+            # A clear farewell: the goodbye is said, then the call ends (end_call).
+            return [TextPiece(phrase("goodbye", language)), self._call("end_call", {})]
         if social:
             return [TextPiece(phrase(social, language))]
         match = catalog.index.match(utterance)

@@ -30,7 +30,7 @@ import snowballstemmer
 from realtime.engine.brain.spoken import NUMBER_WORDS, ORDINALS, Utterance
 from realtime.engine.contracts import ToolSpec
 
-NATIVE_TOOLS = ("search_knowledge", "transfer_call")
+NATIVE_TOOLS = ("search_knowledge", "transfer_call", "end_call")
 MIN_TOOL_SCORE = 1.5
 TOOL_MARGIN = 1.0
 NAME_WEIGHT = 2.0
@@ -235,6 +235,33 @@ def social_kind(utterance: Utterance) -> str:
     if utterance.words & YES_WORDS:
         return "yes"
     return ""
+
+
+# Words that close a conversation on their own. "no", "nothing" or "no thanks" are not among them:
+# they answer a question ("would you like a reminder?") as often as they take leave.
+FAREWELL_PHRASES: tuple[str, ...] = (
+    "bye",
+    "goodbye",
+    "bye bye",
+    "see you",
+    "see ya",
+    "that's all",
+    "that is all",
+    "that's it",
+    "that will be all",
+    "nothing else",
+    "i'm done",
+    "i'm all set",
+    "have a good day",
+    "have a nice day",
+    "take care",
+)
+
+
+def is_farewell(utterance: Utterance) -> bool:
+    """A clear farewell: the turn is only social words ("that's all, thanks, goodbye") and takes leave
+    in so many words. A "bye" inside a request ("book a table and then bye") is not one."""
+    return social_kind(utterance) == "goodbye" and _matches_phrase(utterance, FAREWELL_PHRASES)
 
 
 def is_cancel(utterance: Utterance) -> bool:

@@ -373,6 +373,11 @@ class CascadePipeline:
                     self.say(response, session.handoff_sentence())
                     response.lock_said()  # the handoff is not cut by a barge-in
                     break
+                if response.then_end is not None:  # end_call: the goodbye plays, then the call ends
+                    if not said.strip():
+                        self.say(response, session.goodbye_sentence())
+                    response.lock_said()
+                    break
         except ProviderError as exc:
             self.say(response, session.brain_failed(exc))
         self.end(response)

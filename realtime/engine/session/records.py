@@ -151,8 +151,8 @@ class CallRecorder(TranscriptOrder):
         if self.call is not None and not self._finished:
             self.turn_latencies.append(dict(stages_ms))
 
-    async def finish(self, status: str) -> Call | None:
-        """Write what is queued, then close the call (idempotent)."""
+    async def finish(self, status: str, *, ended_reason: str | None = None) -> Call | None:
+        """Write what is queued, then close the call with why it ended (idempotent)."""
         if self.call is None or self._finished:
             return self.call
         self.release_caller_message()
@@ -161,12 +161,13 @@ class CallRecorder(TranscriptOrder):
             self._writes.put_nowait(None)
             await asyncio.shield(self._writer)
         self.call = await database_sync_to_async(calls.call_finish)(
-            call=self.call, status=status, latency=latency_summary(self.turn_latencies)
+            call=self.call, status=status, latency=latency_summary(self.turn_latencies), ended_reason=ended_reason
         )
         self.log(
             "info" if status == CallStatus.COMPLETED else "error",
             "session ended",
             status=status,
+            endedReason=self.call.ended_reason,
             callId=str(self.call.pk),
             durationSeconds=self.call.duration_seconds,
         )

@@ -34,7 +34,7 @@ from django.utils import timezone
 from agents.disclosure import disclosure_for
 from agents.models import Agent, BackgroundSound, GreetingType, PromptType
 from agents.services import ambient_sound_playable
-from calls.models import CallStatus, ToolInvocationStatus
+from calls.models import CallStatus, EndedReason, ToolInvocationStatus
 from kit import metrics, tracing
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_BYTES_PER_SECOND
@@ -70,6 +70,9 @@ INPUT_BURST_SECONDS = 3.0  # how far a caller's audio may run ahead of real time
 # How long stop() waits for the cancelled stages before it finishes the call anyway: a stage that
 # does not end when cancelled (a bug) must not leave the call `active` and the socket open.
 STOP_GRACE_SECONDS = 5.0
+# How long a closing line (end_call's goodbye, the max-duration line) may take to play before the call
+# is ended anyway: a pipeline that never plays it must not leave the call open.
+CLOSING_GRACE_SECONDS = 20.0
 
 
 def _default_mixer(ambient: str | None, volume: float, ducking: bool) -> Mixer:
@@ -118,6 +121,8 @@ class Session:
         self._ended = asyncio.Event()
         self._stopping = False
         self._transferring = False
+        self._closing = False  # end_call or the max duration: the closing line plays, then the call ends
+        self.ended_reason: str | None = None  # why the call ended (calls.models.EndedReason), set by stop
         self._failure: asyncio.Task[None] | None = None
         self._ending: asyncio.Task[None] | None = None
         self._live: metrics.Live | None = None  # the live gauges, once the engine is known
@@ -155,7 +160,7 @@ class Session:
             await self._start()
         except asyncio.CancelledError:
             self._started.set()
-            await self.stop(CallStatus.FAILED)
+            await self.stop(CallStatus.FAILED, EndedReason.ERROR)
             raise
         except Exception as exc:  # noqa: BLE001 - any start failure ends the session as failed, logged in fail()
             self._started.set()
@@ -164,12 +169,17 @@ class Session:
         self._started.set()
         await self._ended.wait()
 
-    async def stop(self, status: str = CallStatus.COMPLETED) -> None:
-        """End the conversation: keep what was heard of a running answer, finish the call record."""
+    async def stop(self, status: str = CallStatus.COMPLETED, reason: str | None = None) -> None:
+        """End the conversation: keep what was heard of a running answer, finish the call record.
+        `reason` (an EndedReason) says why; by default caller-hung-up when completed, error when
+        failed. The first stop decides both."""
         if self._stopping:
             await self._ended.wait()
             return
         self._stopping = True
+        if reason is None:
+            reason = EndedReason.CALLER_HUNG_UP if status == CallStatus.COMPLETED else EndedReason.ERROR
+        self.ended_reason = str(reason)
         try:
             if self._start_task is not None and self._start_task is not asyncio.current_task():
                 # Still starting: let the start finish (or fail) so that the call record it opens is closed.
@@ -179,7 +189,7 @@ class Session:
                 await self._close_response(response, self.clock.now(), tell=False)
             await self._cancel_tasks()
             await self._close_parts()
-            await self.recorder.finish(status)
+            await self.recorder.finish(status, ended_reason=self.ended_reason)
         finally:
             if self._live is not None:
                 self._live.close()
@@ -193,7 +203,8 @@ class Session:
             return
         logger.error("session %s failed", self.recorder.session_id, exc_info=exc)
         self.recorder.log("error", f"engine error: {type(exc).__name__}: {str(exc)[:300]}")
-        await self.stop(CallStatus.FAILED)
+        reason = EndedReason.PROVIDER_ERROR if isinstance(exc, ProviderError) else EndedReason.ERROR
+        await self.stop(CallStatus.FAILED, reason)
         # A configuration problem is the operator's to fix and safe to name; anything else stays generic.
         permanent = isinstance(exc, ProviderError) and exc.permanent
         if isinstance(exc, ProviderError):
@@ -295,6 +306,7 @@ class Session:
         self.pipeline.begin()
         self.spawn(self.playout.run(), "playout")
         self.spawn(self._watchdog(), "watchdog")
+        self.spawn(self._time_limit(self.clock.now()), "time-limit")
 
     def _greet(self, disclosure: str, greeting: str) -> None:
         assert self.pipeline is not None
@@ -310,7 +322,9 @@ class Session:
         self._begin()
         sentences = [*self._sentences(disclosure), phrase("unavailable", self.agent.language)]
         response = self.begin_response(locked=len(sentences))
-        response.end_after(Ending.FAILED, "The agent's prompt could not be fetched")
+        response.end_after(
+            Ending.FAILED, "The agent's prompt could not be fetched", reason=EndedReason.ASSISTANT_REQUEST_FAILED
+        )
         for sentence in sentences:
             self.pipeline.say(response, sentence)
         self.pipeline.end(response)
@@ -372,7 +386,9 @@ class Session:
 
     @property
     def transferring(self) -> bool:
-        return self._transferring
+        """The call is being handed off or closed (end_call, the max duration): no more caller turns,
+        and what the agent says now is not cut by a barge-in."""
+        return self._transferring or self._closing
 
     async def user_said(self, text: str, *, interrupt: bool = True) -> bool:
         """A caller turn: interrupts a running answer, joins the history, the record and the client.
@@ -383,7 +399,7 @@ class Session:
         if not text:
             self.recorder.log("info", "caller speech not recognised")
             return False
-        if self._transferring or self._stopping:
+        if self.transferring or self._stopping:
             return False
         if interrupt and self.agent_speaking():
             await self.interrupt(self.clock.now())
@@ -402,7 +418,7 @@ class Session:
         taken (the call is being transferred or ends)."""
         if self._last_user is None:
             return await self.user_said(text)
-        if self._transferring or self._stopping:
+        if self.transferring or self._stopping:
             return False
         del self.history[self._last_user + 1 :]  # the dropped answer's tool rounds
         text = text.strip()
@@ -463,14 +479,28 @@ class Session:
         self, response: Response, said: str, calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]
     ) -> None:
         """The brain's tool calls of one round and their results join the history (so that a language
-        model sees the exact calls again); a transfer is performed once the response has played."""
+        model sees the exact calls again); a transfer is performed once the response has played, and
+        so is end_call (the call ends after the agent's goodbye: the pipeline says a default one when
+        the brain said nothing in that round). end_call on a response the caller interrupted is
+        dropped: the caller is still talking."""
         self.history.append(Turn(role="assistant", text=said, tool_calls=tuple(calls)))
         for call, outcome in zip(calls, outcomes, strict=True):
             self.history.append(Turn(role="tool", text=outcome.result, tool_call_id=call.id, name=call.name))
             if outcome.transfer_to and not self._transferring:
                 self._transferring = True
                 response.transfer_after(outcome.transfer_to)
-        response.said_in_history()
+            elif outcome.end_call and not self.transferring and not self._stopping:
+                if response.cancelled:
+                    self.recorder.log("info", "end_call dropped: the caller spoke over the goodbye")
+                    continue
+                self._closing = True
+                self.recorder.log("info", "the agent ends the call")
+                response.end_after(Ending.COMPLETED, reason=EndedReason.AGENT_ENDED_CALL)
+                self.spawn(self._close_by(EndedReason.AGENT_ENDED_CALL), "closing")
+        if response.end_reason != EndedReason.AGENT_ENDED_CALL:
+            response.said_in_history()
+        # else: the goodbye said with end_call is the call's last words: once played it joins the
+        # transcript and reaches the client like any answer.
 
     def usage(self, usage: Usage) -> None:
         self.recorder.llm_usage(
@@ -488,6 +518,10 @@ class Session:
 
     def handoff_sentence(self) -> str:
         return phrase("handoff", self.agent.language)
+
+    def goodbye_sentence(self) -> str:
+        """The default goodbye of end_call, when the brain said none."""
+        return phrase("goodbye", self.agent.language)
 
     # --- responses -----------------------------------------------------------------------------
 
@@ -531,7 +565,8 @@ class Session:
             await self._transfer(response.transfer_to)
         elif response.then_end is not None:
             ending, message = response.then_end
-            await self.stop(CallStatus.FAILED if ending == Ending.FAILED else CallStatus.COMPLETED)
+            status = CallStatus.FAILED if ending == Ending.FAILED else CallStatus.COMPLETED
+            await self.stop(status, response.end_reason)
             await self._hang_up(ending, message)
 
     async def _transfer(self, destination: str) -> None:
@@ -542,7 +577,7 @@ class Session:
         except Exception as exc:  # noqa: BLE001 - a failed transfer still ends the call cleanly
             logger.warning("transfer failed in session %s: %s", self.recorder.session_id, exc)
             self.recorder.log("error", "transfer failed", reason=str(exc)[:300])
-        await self.stop(CallStatus.COMPLETED)
+        await self.stop(CallStatus.COMPLETED, EndedReason.TRANSFERRED)
         await self._hang_up(Ending.TRANSFERRED)
 
     async def _close_response(self, response: Response, now: float, *, tell: bool) -> None:
@@ -575,8 +610,38 @@ class Session:
                 break
             await self.clock.sleep_until(deadline)
         self.recorder.log("warn", "no caller audio; session closed", idleSeconds=self.idle_seconds)
-        await self.stop(CallStatus.COMPLETED)
+        await self.stop(CallStatus.COMPLETED, EndedReason.SILENCE_TIMEOUT)
         await self._hang_up(Ending.IDLE)
+
+    async def _time_limit(self, began: float) -> None:
+        """The agent's maxDurationSeconds: once the call lasts that long, what the agent is saying is
+        cut, it says a short closing line (not cut by a barge-in) and the call ends once that has
+        played (max-duration-reached)."""
+        limit = float(self.agent.max_duration_seconds or 0)
+        if limit <= 0:
+            return
+        await self.clock.sleep_until(began + limit)
+        if self._stopping or self.transferring or self.pipeline is None:
+            return  # already ending (a transfer, end_call) on its own
+        self._closing = True
+        self.recorder.log("info", "maximum call duration reached; closing the call", maxDurationSeconds=limit)
+        response = self.response
+        if response is not None and not response.done:
+            await self.interrupt(self.clock.now())
+        closing = self.begin_response(locked=1)
+        closing.end_after(Ending.COMPLETED, reason=EndedReason.MAX_DURATION_REACHED)
+        self.pipeline.say(closing, phrase("max_duration", self.agent.language))
+        self.pipeline.end(closing)
+        await self._close_by(EndedReason.MAX_DURATION_REACHED)
+
+    async def _close_by(self, reason: str) -> None:
+        """The closing line has CLOSING_GRACE_SECONDS to play; the call then ends anyway."""
+        await self.clock.sleep_until(self.clock.now() + CLOSING_GRACE_SECONDS)
+        if self._stopping:
+            return
+        self.recorder.log("warn", "the closing line did not play in time; the call is ended", reason=reason)
+        await self.stop(CallStatus.COMPLETED, reason)
+        await self._hang_up(Ending.COMPLETED)
 
     # --- tasks and endings ---------------------------------------------------------------------
 

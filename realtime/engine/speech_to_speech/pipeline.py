@@ -714,8 +714,8 @@ class RealtimePipeline:
         session = self.session
         response = turn.response
         outcomes = [await session.run_tool(call) for call in turn.calls]
+        said = " ".join(text for text in response.sentences[turn.first_index :] if text)
         if not response.cancelled:
-            said = " ".join(text for text in response.sentences[turn.first_index :] if text)
             session.tool_round(response, said, turn.calls, outcomes)
         for call, outcome in zip(turn.calls, outcomes, strict=True):
             self._queue(
@@ -730,6 +730,13 @@ class RealtimePipeline:
             handoff = session.handoff_sentence()
             self._locked_words[response] = 10**6  # the handoff is not cut (the shell is transferring anyway)
             self._speak(response, handoff)
+            return
+        if response.then_end is not None:  # end_call: the goodbye plays (a default one if none was said)
+            self._locked_words[response] = 10**6
+            if said.strip():
+                session.finish_response(response)
+            else:
+                self._speak(response, session.goodbye_sentence())
             return
         rounds = self._rounds[response] = self._rounds.get(response, 0) + 1
         if rounds >= MAX_TOOL_ROUNDS:

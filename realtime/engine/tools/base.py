@@ -50,6 +50,11 @@ class ToolKind:
         """The destination a successful call asks the session to transfer to (transfer_call only)."""
         return None
 
+    @property
+    def ends_call(self) -> bool:
+        """A successful call asks the session to end the call after the agent's goodbye (end_call only)."""
+        return False
+
 
 def seconds_words(seconds: float) -> str:
     """5.0 -> '5 seconds', 1.0 -> '1 second', 2.5 -> '2.5 seconds'."""

@@ -12,7 +12,8 @@ Offered, in this order (names are unique; the first tool with a name wins):
    selection, ordered by server name then tool name), or whose inputSchema is not a valid JSON
    Schema, is skipped with a warn line.
 3. `search_knowledge` when the agent has a ready knowledge document; `transfer_call` when a handoff
-   destination exists (realtime.selectors.handoff_destination).
+   destination exists (realtime.selectors.handoff_destination); `end_call` unless the agent turns it
+   off (endCallEnabled).
 
 A call: an unknown name or arguments that do not match the tool's schema (checked with jsonschema,
 the draft its $schema names, else 2020-12; formats are not checked) give the brain an error result
@@ -49,7 +50,7 @@ from calls.models import ToolInvocationStatus
 from kit import metrics
 from kit.providers import ProviderError, Registry
 from realtime.engine.contracts import Recorder, ToolCall, ToolOutcome, ToolSpec
-from realtime.engine.tools import search_knowledge, transfer_call
+from realtime.engine.tools import end_call, search_knowledge, transfer_call
 from realtime.engine.tools.base import CallContext, ToolError, ToolKind, ToolTimeout, seconds_words
 from realtime.engine.tools.delivery import ServerEndpoint
 from realtime.selectors import SessionTools, session_tools_get
@@ -64,11 +65,12 @@ KINDS = Registry(
         "mcp": "realtime.engine.tools.mcp_tool:McpTool",
         "search_knowledge": "realtime.engine.tools.search_knowledge:SearchKnowledgeTool",
         "transfer_call": "realtime.engine.tools.transfer_call:TransferCallTool",
+        "end_call": "realtime.engine.tools.end_call:EndCallTool",
     },
 )
 
 WEBHOOK_KINDS = frozenset({"webhook", "http"})
-RESERVED_NAMES = frozenset({"search_knowledge", "transfer_call"})
+RESERVED_NAMES = frozenset({"search_knowledge", "transfer_call", "end_call"})
 # Time limit of tools without timeoutMs: MCP selections and the native tools.
 DEFAULT_TIMEOUT_SECONDS = 10.0
 # The kinds bound their own requests by the time limit; this backstop only catches a kind that overruns.
@@ -207,7 +209,13 @@ class ToolDispatcher:
             failure = ToolError("The tool failed because of an internal error.")
         else:
             return self._done(
-                call, offered, result, ToolInvocationStatus.SUCCESS, started, transfer_to=offered.adapter.transfer_to
+                call,
+                offered,
+                result,
+                ToolInvocationStatus.SUCCESS,
+                started,
+                transfer_to=offered.adapter.transfer_to,
+                end_call=offered.adapter.ends_call,
             )
         status = ToolInvocationStatus.TIMEOUT if isinstance(failure, ToolTimeout) else ToolInvocationStatus.ERROR
         result = {"error": failure.message} if offered.on_error == ToolOnError.RETURN_ERROR else {}
@@ -229,6 +237,7 @@ class ToolDispatcher:
         started: float,
         reason: str | None = None,
         transfer_to: str | None = None,
+        end_call: bool = False,
     ) -> ToolOutcome:
         text = json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
         elapsed_ms = (time.perf_counter() - started) * 1000
@@ -253,7 +262,9 @@ class ToolDispatcher:
         if reason:
             fields["reason"] = reason[:300]
         self.recorder.log("info" if status == ToolInvocationStatus.SUCCESS else "warn", "tool call", **fields)
-        return ToolOutcome(result=text, status=str(status), transfer_to=transfer_to, reason=fields.get("reason"))
+        return ToolOutcome(
+            result=text, status=str(status), transfer_to=transfer_to, end_call=end_call, reason=fields.get("reason")
+        )
 
     def _skip(self, name: str, reason: str) -> None:
         self.recorder.log("warn", "tool not offered", tool=name[:64], reason=reason)
@@ -346,6 +357,8 @@ class ToolDispatcher:
                 transfer_call.PARAMETERS,
                 KINDS.get("transfer_call")(destination=setup.handoff_phone_number),
             )
+        if agent.end_call_enabled:
+            self._offer_native("end_call", end_call.DESCRIPTION, end_call.PARAMETERS, KINDS.get("end_call")())
         self._specs = tuple(offered.spec for offered in self._offered.values())
 
     def _offer_native(self, name: str, description: str, parameters: dict[str, Any], adapter: ToolKind) -> None:
