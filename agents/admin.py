@@ -59,6 +59,7 @@ SETTINGS = (
     "ambient_sound_ducking",
     "server_url",
     "handoff_phone_number",
+    "recording_enabled",
 )
 LABELS = {
     "agent_type": "Agent type",
@@ -74,6 +75,7 @@ LABELS = {
     "ambient_sound_ducking": "Duck the ambient sound while the agent speaks",
     "server_url": "Server URL",
     "handoff_phone_number": "Handoff phone number",
+    "recording_enabled": "Record calls",
 }
 HELP = {
     "status": "Active agents take calls and count against the plan's allowance of active agents.",
@@ -90,6 +92,7 @@ HELP = {
     "server_url": "Webhook agents only: receives tool calls and, for a dynamic prompt, the assistant request.",
     "handoff_phone_number": "E.164, for example +14155550123: where transfer_call sends the caller "
     "(a number's own handoff number, set when assigning it, wins).",
+    "recording_enabled": "Record every call in stereo (caller left, agent right); played on the call's page.",
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {
@@ -293,6 +296,7 @@ class AgentAdmin(admin.ModelAdmin):
                 },
             ),
             ("Handoff", {"fields": ["handoff_phone_number"]}),
+            ("Recording", {"fields": ["recording_enabled"]}),
             (
                 "Record",
                 {

@@ -74,6 +74,8 @@ class Agent(models.Model):
     instructions = models.TextField(blank=True, default="")
     greeting_type = models.CharField(max_length=10, choices=GreetingType.choices, default=GreetingType.NONE)
     static_greeting = models.TextField(null=True, blank=True)
+    # Calls are recorded in stereo (caller left, agent right) and stored (calls/recordings.py).
+    recording_enabled = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     # Set by the services on every change (optimistic concurrency); never auto_now.
     updated_at = models.DateTimeField()

@@ -67,6 +67,7 @@ class AgentWriteSerializer(serializers.Serializer):
         source="static_greeting", required=False, allow_null=True, allow_blank=True, max_length=2000
     )
     status = StrictChoiceField(AgentStatus.choices, required=False)
+    recordingEnabled = StrictBooleanField(source="recording_enabled", required=False)
 
     def validate_language(self, value: str) -> str:
         import re
@@ -133,3 +134,4 @@ class AgentListItemSerializer(serializers.Serializer):
     greetingType = serializers.CharField()
     staticGreeting = serializers.CharField(allow_null=True)
     createdAt = serializers.DateTimeField()
+    recordingEnabled = serializers.BooleanField()

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "instructions": "",
     "greeting_type": GreetingType.NONE,
     "static_greeting": None,
+    "recording_enabled": False,
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}

@@ -78,6 +78,9 @@ class Call(models.Model):
     latency = models.JSONField(null=True, blank=True)
     # Written by the process holding the live call (kit/liveness.py); stale = that process died.
     heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The call's recording in the recordings storage (calls/recordings.py); empty: none.
+    recording_key = models.CharField(max_length=255, blank=True, default="", editable=False)
+    recording_saved_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -89,6 +92,8 @@ class Call(models.Model):
             models.Index(fields=["organization", "billing_period_start"], name="call_org_period"),
             # The stale-call sweep.
             models.Index(fields=["status", "started_at"], name="call_status_started"),
+            # The recordings retention purge.
+            models.Index(fields=["recording_saved_at"], name="call_recording_saved"),
         ]
 
     def __str__(self) -> str:

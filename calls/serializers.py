@@ -16,6 +16,7 @@ from calls.models import (
     ToolInvocationStatus,
     UsageClassification,
 )
+from calls.recordings import recording_url
 from calls.selectors import CALL_SUMMARY_COLUMNS
 from kit.fields import iso
 
@@ -106,6 +107,8 @@ def call_detail(call: Call) -> dict[str, Any]:
         ],
         # The engine's per-turn latency, p50/p95 per stage (calls/latency.py); null without an answered turn.
         "latency": call.latency,
+        # A signed URL of the call's recording, valid RECORDING_URL_TTL_SECONDS (calls/recordings.py).
+        "recordingUrl": recording_url(call),
     }
 
 
@@ -202,6 +205,12 @@ class CallDetailSchema(CallSummarySchema):
         allow_null=True,
         help_text="Per-turn latency of the voice engine, stored when the call ends: null while it is active and "
         "for calls without an answered caller turn.",
+    )
+    recordingUrl = serializers.CharField(
+        allow_null=True,
+        help_text="The call's recording (Ogg/Opus, stereo: caller left, agent right) at a signed URL of this "
+        "service that needs no API key and expires after RECORDING_URL_TTL_SECONDS (24 hours by default); "
+        "absolute when PUBLIC_BASE_URL is set. Null when the call has no recording.",
     )
 
 

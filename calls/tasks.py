@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from calls.maintenance import run_maintenance
-from calls.services import agent_log_purge, call_close_stale
+from calls.services import agent_log_purge, call_close_stale, recording_purge
 
 
 @shared_task(name="calls.run_upkeep")
@@ -23,3 +23,9 @@ def close_stale_calls() -> int:
 @shared_task(name="calls.purge_agent_logs")
 def purge_agent_logs() -> int:
     return agent_log_purge()
+
+
+@shared_task(name="calls.purge_recordings")
+def purge_recordings() -> int:
+    """Recordings past RECORDING_RETENTION_DAYS (also part of the upkeep sweep)."""
+    return recording_purge()

@@ -90,6 +90,7 @@ LIST_COLUMNS = (
     "greeting_type",
     "static_greeting",
     "created_at_iso",
+    "recording_enabled",
 )
 
 
@@ -124,4 +125,5 @@ def agent_item(row: dict[str, Any]) -> dict[str, Any]:
         "greetingType": row["greeting_type"],
         "staticGreeting": row["static_greeting"],
         "createdAt": row["created_at_iso"],
+        "recordingEnabled": bool(row["recording_enabled"]),
     }

@@ -28,6 +28,7 @@ class VoiceagentConfig(AppConfig):
         maintenance.register_job("purgedLogs", lambda: calls_services.agent_log_purge())
         maintenance.register_job("failedDocuments", lambda: knowledge_services.document_fail_stuck())
         maintenance.register_job("purgedSessionTokens", lambda: realtime_services.used_session_tokens_purge())
+        maintenance.register_job("purgedRecordings", lambda: calls_services.recording_purge())
 
 
 class DashboardAdminConfig(AdminConfig):

@@ -216,4 +216,5 @@ def test_the_maintenance_command_closes_stale_calls_and_purges_logs(agent, capsy
         "purgedLogs": 1,
         "failedDocuments": 0,
         "purgedSessionTokens": 0,
+        "purgedRecordings": 0,
     }
