@@ -8,6 +8,7 @@ the recording of a real call through a real server is proven in realtime/tests/t
 from __future__ import annotations
 
 import io
+import re
 import time
 from datetime import timedelta
 from typing import Any
@@ -201,3 +202,72 @@ def test_s3_compatible_storage_against_a_local_stand_in(owner, agent, settings, 
 
         assert owner.client.delete(f"/public/v1/calls/{call.pk}/recording").status_code == 204
         assert s3.keys() == []
+
+
+# --- the dashboard's call page -------------------------------------------------------------------
+
+
+@pytest.fixture
+def staff(client: Any, db: Any) -> Any:
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    return client
+
+
+def test_the_call_page_plays_the_recording_and_each_turn_seeks_to_its_start(staff, agent, storage_dir):
+    call = services.call_start(agent=agent, channel="web")
+    services.call_message_add(call=call, role="assistant", content="Hello, how can I help?")
+    services.call_message_add(call=call, role="user", content="Book a table please.")
+    services.call_finish(call=call, status="completed")
+    encoded = io.BytesIO()
+    encode_stereo_ogg(
+        left=io.BytesIO(tone(300, 1, 16000)), left_rate=16000, right=io.BytesIO(b""), right_rate=24000, out=encoded
+    )
+    services.call_recording_attach(call_id=str(call.pk), key=recording_store(call=call, data=encoded))
+
+    response = staff.get(f"/admin/calls/call/{call.pk}/change/")
+    page = response.content.decode()
+    assert "media-src 'self'" in response["Content-Security-Policy"]
+    source = re.search(r'<audio id="call-recording" controls preload="metadata" src="([^"]+)"', page)
+    assert source, page
+    audio = staff.get(source.group(1).replace("&amp;", "&"))
+    assert audio.status_code == 200 and b"".join(audio.streaming_content)[:4] == b"OggS"
+    # Both transcript bubbles and both timeline bars carry where their turn starts; the script seeks there.
+    assert len(re.findall(r'class="bubble (?:caller|agent)" data-seek="\d+\.\d\d"', page)) == 2
+    assert len(re.findall(r'<rect class="turn (?:caller|agent)" data-turn="\d" data-seek="\d+\.\d\d"', page)) == 2
+    assert 'player.currentTime = Math.max(0, parseFloat(target.getAttribute("data-seek"))' in page
+
+
+def test_the_call_page_says_when_there_is_no_recording_and_hides_it_without_the_transcript_permission(
+    staff, agent, storage_dir, client
+):
+    from django.contrib.auth.models import Permission, User
+
+    plain = services.call_finish(call=services.call_start(agent=agent, channel="web"), status="completed")
+    page = staff.get(f"/admin/calls/call/{plain.pk}/change/").content.decode()
+    assert "<audio" not in page and "No recording" in page and "data-seek=\"" not in page.split("conversation")[-1]
+    recorded = recorded_call(agent)
+    viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_call"))
+    client.force_login(viewer)
+    page = client.get(f"/admin/calls/call/{recorded.pk}/change/").content.decode()
+    assert "<audio" not in page and "/public/v1/recordings/" not in page
+
+
+def test_a_recordings_storage_url_must_be_a_folder_or_an_s3_bucket():
+    from django.core.exceptions import ImproperlyConfigured
+
+    assert storage_from_url("", default_location="/x")["OPTIONS"] == {"location": "/x"}
+    assert storage_from_url("file:///srv/rec", default_location="/x")["OPTIONS"] == {"location": "/srv/rec"}
+    s3 = storage_from_url("s3://bucket/a/b?region_name=eu-west-1", default_location="/x", access_key="k", secret_key="s")
+    assert s3["BACKEND"] == "storages.backends.s3.S3Storage"
+    assert {k: s3["OPTIONS"][k] for k in ("bucket_name", "location", "region_name", "access_key")} == {
+        "bucket_name": "bucket",
+        "location": "a/b",
+        "region_name": "eu-west-1",
+        "access_key": "k",
+    }
+    for bad in ("ftp://host/x", "s3:///nobucket", "s3://bucket?colour=blue"):
+        with pytest.raises(ImproperlyConfigured):
+            storage_from_url(bad, default_location="/x")
