@@ -67,6 +67,7 @@ def test_create_applies_the_documented_defaults_and_lists_every_field(owner):
         "greetingType": "none",
         "staticGreeting": None,
         "createdAt": item["createdAt"],
+        "recordingEnabled": False,
     }
     assert isinstance(item["successRate"], (int, float))
 
