@@ -65,3 +65,20 @@ def test_the_dashboard_form_turns_recording_on_and_off(staff_client, owner):
     assert response.status_code == 302, errors(response.content.decode())
     agent.refresh_from_db()
     assert agent.recording_enabled is False
+
+
+def test_bootstrapdemo_makes_an_active_demo_agent_that_records_its_calls(db, tmp_path, monkeypatch):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from accounts.management.commands import bootstrapdemo
+
+    monkeypatch.setattr(bootstrapdemo, "DEMO_FILE", tmp_path / "demo.json")
+    out = StringIO()
+    call_command("bootstrapdemo", stdout=out)
+    agent = Agent.objects.get()
+    assert (agent.name, agent.status, agent.recording_enabled) == ("Demo agent", "active", True)
+    assert f"demo agent:     {agent.pk}" in out.getvalue()
+    call_command("bootstrapdemo", stdout=StringIO())  # once only
+    assert Agent.objects.count() == 1
