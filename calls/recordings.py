@@ -14,7 +14,7 @@ over the call, its recording and an expiry (RECORDING_URL_TTL_SECONDS). Both ans
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlencode
@@ -201,7 +201,7 @@ def parse_range(header: str, size: int) -> ByteRange | None:
     return ByteRange(start, end)
 
 
-def _chunks(handle: Any, start: int, length: int) -> Iterator[bytes]:
+def _chunks(handle: Any, start: int, length: int) -> Generator[bytes]:
     try:
         handle.seek(start)
         left = length
@@ -217,8 +217,12 @@ def _chunks(handle: Any, start: int, length: int) -> Iterator[bytes]:
 
 async def _async_chunks(handle: Any, start: int, length: int) -> AsyncIterator[bytes]:
     chunks = _chunks(handle, start, length)
+
+    def following() -> bytes | None:
+        return next(chunks, None)
+
     try:
-        while (data := await sync_to_async(next)(chunks, None)) is not None:
+        while (data := await sync_to_async(following)()) is not None:
             yield data
     finally:
         await sync_to_async(chunks.close)()

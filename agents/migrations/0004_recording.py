@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0003_dashboard_names'),
+        ("agents", "0003_dashboard_names"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='agent',
-            name='recording_enabled',
+            model_name="agent",
+            name="recording_enabled",
             field=models.BooleanField(default=False),
         ),
     ]

@@ -4,26 +4,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0004_seed_plan_limits'),
-        ('agents', '0004_recording'),
-        ('calls', '0005_callmessage_search'),
+        ("accounts", "0004_seed_plan_limits"),
+        ("agents", "0004_recording"),
+        ("calls", "0005_callmessage_search"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='call',
-            name='recording_key',
-            field=models.CharField(blank=True, default='', editable=False, max_length=255),
+            model_name="call",
+            name="recording_key",
+            field=models.CharField(blank=True, default="", editable=False, max_length=255),
         ),
         migrations.AddField(
-            model_name='call',
-            name='recording_saved_at',
+            model_name="call",
+            name="recording_saved_at",
             field=models.DateTimeField(blank=True, editable=False, null=True),
         ),
         migrations.AddIndex(
-            model_name='call',
-            index=models.Index(fields=['recording_saved_at'], name='call_recording_saved'),
+            model_name="call",
+            index=models.Index(fields=["recording_saved_at"], name="call_recording_saved"),
         ),
     ]

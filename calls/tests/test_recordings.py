@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from calls import maintenance, services, tasks
 from calls.models import Call
-from calls.recordings import encode_stereo_ogg, recording_store, recording_storage
+from calls.recordings import encode_stereo_ogg, recording_storage, recording_store
 from kit.storage import storage_from_url
 from testing.stores import LocalS3
 
@@ -123,7 +123,10 @@ def test_the_signed_url_works_without_an_api_key_until_it_expires(owner, agent, 
     time.sleep(3)
     expired = anonymous.get(path)
     assert expired.status_code == 403
-    assert expired.json() == {"error": "This recording link has expired or is not valid", "code": "RECORDING_LINK_INVALID"}
+    assert expired.json() == {
+        "error": "This recording link has expired or is not valid",
+        "code": "RECORDING_LINK_INVALID",
+    }
 
 
 def test_range_requests_get_206_with_the_bytes_asked_for_and_416_when_not_satisfiable(owner, agent, storage_dir):
@@ -246,7 +249,7 @@ def test_the_call_page_says_when_there_is_no_recording_and_hides_it_without_the_
 
     plain = services.call_finish(call=services.call_start(agent=agent, channel="web"), status="completed")
     page = staff.get(f"/admin/calls/call/{plain.pk}/change/").content.decode()
-    assert "<audio" not in page and "No recording" in page and "data-seek=\"" not in page.split("conversation")[-1]
+    assert "<audio" not in page and "No recording" in page and 'data-seek="' not in page.split("conversation")[-1]
     recorded = recorded_call(agent)
     viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
     viewer.user_permissions.add(Permission.objects.get(codename="view_call"))
@@ -260,7 +263,9 @@ def test_a_recordings_storage_url_must_be_a_folder_or_an_s3_bucket():
 
     assert storage_from_url("", default_location="/x")["OPTIONS"] == {"location": "/x"}
     assert storage_from_url("file:///srv/rec", default_location="/x")["OPTIONS"] == {"location": "/srv/rec"}
-    s3 = storage_from_url("s3://bucket/a/b?region_name=eu-west-1", default_location="/x", access_key="k", secret_key="s")
+    s3 = storage_from_url(
+        "s3://bucket/a/b?region_name=eu-west-1", default_location="/x", access_key="k", secret_key="s"
+    )
     assert s3["BACKEND"] == "storages.backends.s3.S3Storage"
     assert {k: s3["OPTIONS"][k] for k in ("bucket_name", "location", "region_name", "access_key")} == {
         "bucket_name": "bucket",

@@ -40,12 +40,12 @@ _saving: set[asyncio.Task[Any]] = set()
 class Track:
     def __init__(self, rate: int, max_seconds: float) -> None:
         self.rate = rate
-        self.file: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - closed in close()
+        self.file: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # closed in close()
         self.size = 0  # bytes written so far (the track's end)
         self.limit = int(max_seconds * rate) * SAMPLE_BYTES
 
     def offset(self, seconds: float) -> int:
-        return max(0, int(round(seconds * self.rate))) * SAMPLE_BYTES
+        return max(0, round(seconds * self.rate)) * SAMPLE_BYTES
 
     def write_at(self, offset: int, pcm: bytes) -> None:
         if offset >= self.limit:
@@ -132,7 +132,7 @@ def save_recording(audio: CallAudio, *, call_id: str, log: Any) -> asyncio.Task[
             key = await asyncio.to_thread(_encode_and_store, audio, call_id)
             if key:
                 log("info", "recording saved", callId=call_id)
-        except Exception as exc:  # noqa: BLE001 - a failed recording never fails the call
+        except Exception as exc:  # a failed recording never fails the call
             logger.warning("recording of call %s failed", call_id, exc_info=True)
             log("error", "recording failed", callId=call_id, reason=f"{type(exc).__name__}: {str(exc)[:300]}")
 

@@ -57,8 +57,8 @@ from realtime.engine.phrases import phrase
 from realtime.engine.prompt import AssistantPrompt, fetch_assistant_prompt
 from realtime.engine.registry import pipeline_class
 from realtime.engine.session.playout import EndMarker, Playout
-from realtime.engine.session.records import CallRecorder
 from realtime.engine.session.recording import CallAudio, save_recording
+from realtime.engine.session.records import CallRecorder
 from realtime.engine.sound import mixer as sound_mixer
 from realtime.engine.timing import TurnTiming
 from realtime.engine.tools.dispatcher import ToolDispatcher
@@ -592,7 +592,7 @@ class Session:
         try:
             audio.cut(self.heard_by(self.clock.now()))
             save_recording(audio, call_id=self.call_id, log=self.recorder.log)
-        except Exception as exc:  # noqa: BLE001 - a failed recording never fails the call
+        except Exception as exc:  # a failed recording never fails the call
             audio.close()
             logger.warning("recording of session %s failed", self.recorder.session_id, exc_info=True)
             self.recorder.log("error", "recording failed", reason=f"{type(exc).__name__}: {str(exc)[:300]}")
