@@ -34,7 +34,10 @@ from kit.errors import ApiError
 
 CONTENT_TYPE = "audio/ogg"
 OUTPUT_RATE = 24000  # Opus at 24 kHz: super-wideband speech, both tracks resampled to it
-BIT_RATE = 32000  # stereo, about 240 kB per minute
+BIT_RATE = 32000  # stereo, at most about 240 kB per minute (less with pauses)
+# libopus's effort, 0-10 (its default 10): 5 costs a quarter of the CPU (bench/recording_cost.py); one side
+# leaks into the other at -44 dB (at 24 kbit/s it was -23 dB: audible, so not lower).
+COMPLEXITY = "5"
 READ_SECONDS = 10  # the encoder reads, resamples and encodes this much at a time (bounded memory)
 STREAM_CHUNK = 64 * 1024
 SIGNING_SALT = "voiceagent.calls.recordings"
@@ -75,6 +78,7 @@ def encode_stereo_ogg(*, left: IO[bytes], left_rate: int, right: IO[bytes], righ
     try:
         stream = container.add_stream("libopus", rate=OUTPUT_RATE, layout="stereo")
         stream.bit_rate = BIT_RATE
+        stream.options = {"compression_level": COMPLEXITY}
         sources: list[Iterator[np.ndarray] | None] = [
             _pcm_blocks(left, left_rate, OUTPUT_RATE),
             _pcm_blocks(right, right_rate, OUTPUT_RATE),
