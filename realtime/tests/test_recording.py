@@ -17,6 +17,9 @@ from calls.recordings import recording_storage
 from realtime.engine.contracts import TextPiece
 from realtime.engine.session.recording import CallAudio, recordings_saved
 from realtime.tests.test_pipeline import GREETING, Harness
+from realtime.tests.test_s2s_pipeline import Harness as SpeechToSpeechHarness
+from realtime.tests.test_s2s_pipeline import provider  # noqa: F401 - the fixture
+from testing.realtime_provider import Say, eventually
 from testing.fakes import ScriptedBrain, silence
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -98,6 +101,33 @@ async def test_both_sides_are_recorded_on_the_call_clock_and_the_agent_is_cut_at
     assert decoded.shape[0] == 2
     assert abs(decoded.shape[1] / rate - (h.clock.now() - origin)) < 0.3
     assert [path.name for path in storage_dir.rglob("*.ogg")] == [f"{call.pk}.ogg"]
+
+
+async def test_the_speech_to_speech_pipeline_is_recorded_through_the_same_shell(agent, provider, storage_dir):
+    h = SpeechToSpeechHarness(agent)
+    await h.start()
+    audio = h.conversation.audio
+    assert audio is not None
+    await h.greeted()
+    connection = provider.last
+    long = "One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen."
+    before = len(h.transport.events)
+    await provider.run(lambda: connection.caller_turn("tell me a story", Say(long)))
+    await h.received(1.6)
+    await h.clock.advance(0.8)
+    await provider.run(connection.speech_started)  # the caller barges in
+    await eventually(lambda: "clear" in h.transport.kinds())
+    cleared = next(at for at, kind, _ in h.transport.events[before:] if kind == "clear")
+    answer_start = next(at for at, kind, _ in h.transport.events[before:] if kind == "audio")
+    agent_track = samples(audio.agent)
+    origin = audio.origin
+    # The provider speaks tones (a few samples at their zero crossings are 0).
+    assert voiced(agent_track, OUT_RATE, 0.05, 1.95) > 0.95  # the disclosure and greeting
+    assert voiced(agent_track, OUT_RATE, answer_start - origin + 0.05, cleared - origin - 0.05) > 0.95
+    assert voiced(agent_track, OUT_RATE, cleared - origin + 0.01, cleared - origin + 0.15) == 0.0
+    call = await h.stop()
+    await recordings_saved()
+    assert (await sync_to_async(Call.objects.get)(pk=call.pk)).recording_key
 
 
 async def test_nothing_is_recorded_when_the_agent_has_recording_off(agent, storage_dir):
