@@ -18,9 +18,8 @@ from realtime.engine.contracts import TextPiece
 from realtime.engine.session.recording import CallAudio, recordings_saved
 from realtime.tests.test_pipeline import GREETING, Harness
 from realtime.tests.test_s2s_pipeline import Harness as SpeechToSpeechHarness
-from realtime.tests.test_s2s_pipeline import provider  # noqa: F401 - the fixture
-from testing.realtime_provider import Say, eventually
 from testing.fakes import ScriptedBrain, silence
+from testing.realtime_provider import ProviderServer, Say, eventually
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -37,6 +36,17 @@ def storage_dir(settings: Any, tmp_path: Any) -> Any:
         },
     }
     return tmp_path / "recordings"
+
+
+@pytest.fixture
+async def provider(settings):
+    """The scripted speech-to-speech provider on loopback, as in test_s2s_pipeline.py."""
+    async with ProviderServer() as server:
+        settings.VOICE_ENGINE = "realtime"
+        settings.REALTIME_PROVIDER_URL = server.url
+        settings.REALTIME_PROVIDER_MODEL = "gpt-realtime-test"
+        settings.REALTIME_PROVIDER_API_KEY = "sk-s2s-test-key-Zq8"
+        yield server
 
 
 @pytest.fixture

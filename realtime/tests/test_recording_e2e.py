@@ -23,6 +23,7 @@ from calls.models import AgentLog, Call
 from realtime import tokens
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server
+from testing.stores import LocalS3
 from testing.voice import record_voice
 
 pytestmark = [
@@ -61,6 +62,21 @@ def broken_storage_server(
 
 
 @pytest.fixture(scope="module")
+def s3() -> Iterator[LocalS3]:
+    with LocalS3(bucket="call-recordings", prefix="voice") as store:
+        yield store
+
+
+@pytest.fixture(scope="module")
+def s3_server(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, s3: LocalS3
+) -> Iterator[DaphneServer]:
+    """A server storing recordings in the S3-compatible stand-in (RECORDINGS_STORAGE_URL=s3://...)."""
+    with shared_test_server(django_db_blocker, tmp_path_factory, "s3-recording", s3.settings_env) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
 def speech_16k(tmp_path_factory: Any) -> dict[str, bytes]:
     return record_voice((SENTENCE,), tmp_path_factory.mktemp("voice"))
 
@@ -88,8 +104,10 @@ def socket_url(server: DaphneServer, agent: Any) -> str:
     return f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}"
 
 
-def http(url: str, *, api_key: str | None = None, headers: dict[str, str] | None = None) -> tuple[int, Any, bytes]:
-    request = urllib.request.Request(url, headers={**(headers or {})})
+def http(
+    url: str, *, api_key: str | None = None, headers: dict[str, str] | None = None, method: str = "GET"
+) -> tuple[int, Any, bytes]:
+    request = urllib.request.Request(url, headers={**(headers or {})}, method=method)
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
     try:
@@ -219,3 +237,33 @@ async def test_a_recording_that_cannot_be_stored_leaves_a_complete_call(broken_s
         http, f"{server.http_url}/public/v1/calls/{call_id}/recording", api_key=owner.api_key
     )
     assert status == 404
+
+
+async def test_recordings_go_to_an_s3_compatible_store_when_configured(s3_server, s3, ava, owner):
+    server = s3_server
+    async with VoiceClient(socket_url(server, ava)) as client:
+        first = await client.wait_for(is_type("session.started"), timeout=60)
+        call_id = client.messages[first].message["callId"]
+        await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
+
+    detail = await call_detail_when(server, owner.api_key, call_id, lambda d: d["recordingUrl"] is not None)
+    call = await sync_to_async(Call.objects.get)(pk=call_id)
+    key = f"voice/{call.recording_key}"
+    assert await asyncio.to_thread(s3.keys) == [key]
+    stored = await asyncio.to_thread(lambda: s3.client().get_object(Bucket=s3.bucket, Key=key)["Body"].read())
+    status, _, served = await asyncio.to_thread(http, detail["recordingUrl"])
+    assert status == 200 and served == stored and stored[:4] == b"OggS"
+    status, _, part = await asyncio.to_thread(
+        http,
+        f"{server.http_url}/public/v1/calls/{call_id}/recording",
+        api_key=owner.api_key,
+        headers={"Range": "bytes=-64"},
+    )
+    assert status == 206 and part == stored[-64:]
+    status, _, _ = await asyncio.to_thread(
+        http, f"{server.http_url}/public/v1/calls/{call_id}/recording", api_key=owner.api_key, method="DELETE"
+    )
+    assert status == 204
+    assert await asyncio.to_thread(s3.keys) == []
