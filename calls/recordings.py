@@ -13,6 +13,7 @@ over the call, its recording and an expiry (RECORDING_URL_TTL_SECONDS). Both ans
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import Storage, storages
+from django.db import transaction
 from django.http import HttpRequest, StreamingHttpResponse
 from django.utils.crypto import constant_time_compare, salted_hmac
 
@@ -41,6 +43,8 @@ COMPLEXITY = "5"
 READ_SECONDS = 10  # the encoder reads, resamples and encodes this much at a time (bounded memory)
 STREAM_CHUNK = 64 * 1024
 SIGNING_SALT = "voiceagent.calls.recordings"
+
+logger = logging.getLogger(__name__)
 
 
 def recording_storage() -> Storage:
@@ -127,6 +131,21 @@ def recording_remove(key: str) -> None:
         recording_storage().delete(key)
 
 
+def remove_with_call(sender: Any, instance: Call, **kwargs: Any) -> None:
+    """post_delete of a call (its organization deleted, say): its recording goes too, once committed."""
+    key = instance.recording_key
+    if not key:
+        return
+
+    def remove() -> None:
+        try:
+            recording_remove(key)
+        except Exception:
+            logger.warning("could not delete the recording %s of a deleted call", key, exc_info=True)
+
+    transaction.on_commit(remove)
+
+
 # --- signed URLs ---------------------------------------------------------------------------------
 
 
@@ -153,7 +172,7 @@ def recording_url(call: Call) -> str | None:
 
 def signature_valid(call: Call, *, expires: str, signature: str) -> bool:
     """Whether a signed URL's parameters are right for the call's current recording and unexpired."""
-    if not call.recording_key or not expires.isdigit() or len(expires) > 12:
+    if not call.recording_key or not _digits(expires) or len(expires) > 12:
         return False
     if int(expires) < time.time():
         return False
@@ -161,6 +180,11 @@ def signature_valid(call: Call, *, expires: str, signature: str) -> bool:
 
 
 # --- HTTP Range ----------------------------------------------------------------------------------
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only ("²".isdigit() is true, and int() refuses it)."""
+    return text.isascii() and text.isdigit()
 
 
 @dataclass(frozen=True)
@@ -181,8 +205,8 @@ def parse_range(header: str, size: int) -> ByteRange | None:
         unit.strip().lower() == "bytes"
         and dash == "-"
         and "," not in spec
-        and (start_text.isdigit() or start_text == "")
-        and (end_text.isdigit() or end_text == "")
+        and (_digits(start_text) or start_text == "")
+        and (_digits(end_text) or end_text == "")
         and (start_text or end_text)
         and len(start_text) < 19
         and len(end_text) < 19

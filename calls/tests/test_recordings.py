@@ -119,6 +119,8 @@ def test_the_signed_url_works_without_an_api_key_until_it_expires(owner, agent, 
     later = path.replace("expires=", "expires=9")  # the expiry is signed too
     assert anonymous.get(later).status_code == 403
     assert anonymous.get(path.split("?")[0]).status_code == 403
+    assert anonymous.get(path.split("?")[0] + "?expires=\u00b2&signature=00").status_code == 403
+    assert anonymous.get("/public/v1/recordings/not-a-uuid?expires=1&signature=00").status_code == 400
 
     time.sleep(3)
     expired = anonymous.get(path)
@@ -145,7 +147,7 @@ def test_range_requests_get_206_with_the_bytes_asked_for_and_416_when_not_satisf
         assert response["Content-Range"] == f"bytes {start}-{end}/{size}"
         body = b"".join(response.streaming_content)
         assert body == whole[start : end + 1] and int(response["Content-Length"]) == len(body)
-    for bad in (f"bytes={size}-", "bytes=5-2", "bytes=0-1,5-9", "items=0-5", "bytes=-0", "bytes=abc"):
+    for bad in (f"bytes={size}-", "bytes=5-2", "bytes=0-1,5-9", "items=0-5", "bytes=-0", "bytes=abc", "bytes=\u00b2-"):
         response = owner.client.get(url, HTTP_RANGE=bad)
         assert response.status_code == 416, bad
         assert response["Content-Range"] == f"bytes */{size}"
@@ -162,6 +164,15 @@ def test_delete_removes_the_file_and_the_url(owner, agent, storage_dir, outsider
     assert detail["recordingUrl"] is None and detail["status"] == "completed"
     assert owner.client.get(f"/public/v1/calls/{call.pk}/recording").status_code == 404
     assert owner.client.delete(f"/public/v1/calls/{call.pk}/recording").status_code == 404
+
+
+def test_a_deleted_call_takes_its_recording_with_it(owner, agent, storage_dir, django_capture_on_commit_callbacks):
+    call = recorded_call(agent)
+    assert list(storage_dir.rglob("*.ogg"))
+    with django_capture_on_commit_callbacks(execute=True):
+        owner.organization.delete()  # its calls go with it
+    assert not list(storage_dir.rglob("*.ogg"))
+    assert not Call.objects.filter(pk=call.pk).exists()
 
 
 def test_the_retention_purge_deletes_old_recordings_in_the_upkeep_sweep_and_the_celery_task(

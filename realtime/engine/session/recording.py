@@ -30,7 +30,7 @@ from realtime.engine.audio import IN_RATE, OUT_RATE, SAMPLE_BYTES
 
 logger = logging.getLogger(__name__)
 
-SPOOL_BYTES = 4 * 1024 * 1024  # per track kept in memory before it spills to a temporary file
+SPOOL_BYTES = 1024 * 1024  # per track kept in memory (30 s of the caller) before it spills to a temporary file
 CALLER_GAP_SECONDS = 0.25  # caller audio arriving later than this after the last ends a gap of silence
 
 # Recordings being encoded and stored after their call ended (referenced until done).
