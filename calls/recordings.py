@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlencode
 
-import av
 import numpy as np
-import soxr
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.files import File
@@ -60,6 +58,8 @@ def recording_key_for(call: Call) -> str:
 
 def _pcm_blocks(track: IO[bytes], rate: int, out_rate: int) -> Iterator[np.ndarray]:
     """A PCM16 mono track (read from the start) as float32 blocks at out_rate, READ_SECONDS at a time."""
+    import soxr  # imported on first use: only the processes that encode recordings pay for it
+
     track.seek(0)
     stream = None if rate == out_rate else soxr.ResampleStream(rate, out_rate, 1, dtype="float32")
     size = rate * READ_SECONDS * 2
@@ -78,6 +78,8 @@ def encode_stereo_ogg(*, left: IO[bytes], left_rate: int, right: IO[bytes], righ
     """Encode two PCM16 mono tracks into one Ogg/Opus stereo file written to `out`: `left` on the left
     channel, `right` on the right, both from time 0 (the shorter padded with silence). Returns the
     recording's length in seconds. Runs in a worker thread: seconds of CPU for a long call."""
+    import av  # imported on first use (PyAV loads FFmpeg's libraries)
+
     container = av.open(out, mode="w", format="ogg")
     try:
         stream = container.add_stream("libopus", rate=OUTPUT_RATE, layout="stereo")
