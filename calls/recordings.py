@@ -231,9 +231,25 @@ def parse_range(header: str, size: int) -> ByteRange | None:
     return ByteRange(start, end)
 
 
-def _chunks(handle: Any, start: int, length: int) -> Generator[bytes]:
+def _open_range(storage: Storage, key: str, start: int, end: int) -> Any:
+    """A readable of bytes start..end (inclusive) of a stored recording. An S3-compatible store is asked
+    for that range only (a ranged GET: django-storages' own file object fetches the whole object first);
+    any other storage is opened and sought."""
+    bucket, normalize = getattr(storage, "bucket", None), getattr(storage, "_normalize_name", None)
+    if bucket is not None and normalize is not None:
+        from storages.utils import clean_name  # type: ignore[import-untyped]  # django-storages ships no types
+
+        return bucket.Object(normalize(clean_name(key))).get(Range=f"bytes={start}-{end}")["Body"]
+    handle = storage.open(key, "rb")
+    handle.seek(start)
+    return handle
+
+
+def _chunks(storage: Storage, key: str, start: int, length: int) -> Generator[bytes]:
+    if length <= 0:
+        return
+    handle = _open_range(storage, key, start, start + length - 1)
     try:
-        handle.seek(start)
         left = length
         while left > 0:
             data = handle.read(min(STREAM_CHUNK, left))
@@ -245,9 +261,7 @@ def _chunks(handle: Any, start: int, length: int) -> Generator[bytes]:
         handle.close()
 
 
-async def _async_chunks(handle: Any, start: int, length: int) -> AsyncIterator[bytes]:
-    chunks = _chunks(handle, start, length)
-
+async def _async_chunks(chunks: Generator[bytes]) -> AsyncIterator[bytes]:
     def following() -> bytes | None:
         return next(chunks, None)
 
@@ -258,28 +272,29 @@ async def _async_chunks(handle: Any, start: int, length: int) -> AsyncIterator[b
         await sync_to_async(chunks.close)()
 
 
+def _size(storage: Storage, key: str) -> int:
+    """The stored recording's size; ApiError 404 when the file is gone from the storage."""
+    try:
+        return storage.size(key)
+    except Exception as exc:
+        if isinstance(exc, FileNotFoundError) or not storage.exists(key):
+            raise ApiError.not_found("This call has no recording", code="RECORDING_NOT_FOUND") from exc
+        raise
+
+
 def recording_response(request: HttpRequest, call: Call) -> StreamingHttpResponse:
     """The call's recording, streamed: 200 whole, or 206 for one Range (416 when not satisfiable)."""
     if not call.recording_key:
         raise ApiError.not_found("This call has no recording", code="RECORDING_NOT_FOUND")
     storage = recording_storage()
-    try:
-        size = storage.size(call.recording_key)
-        handle = storage.open(call.recording_key, "rb")
-    except (FileNotFoundError, OSError) as exc:
-        raise ApiError.not_found("This call has no recording", code="RECORDING_NOT_FOUND") from exc
-    try:
-        wanted = parse_range(request.headers.get("Range", ""), size)
-    except ApiError:
-        handle.close()
-        raise
+    size = _size(storage, call.recording_key)
+    wanted = parse_range(request.headers.get("Range", ""), size)
     start, end = (0, size - 1) if wanted is None else (wanted.start, wanted.end)
     length = max(0, end - start + 1)
     from django.core.handlers.asgi import ASGIRequest
 
-    body: Any = (
-        _async_chunks(handle, start, length) if isinstance(request, ASGIRequest) else _chunks(handle, start, length)
-    )
+    chunks = _chunks(storage, call.recording_key, start, length)  # opened when the body is read
+    body: Any = _async_chunks(chunks) if isinstance(request, ASGIRequest) else chunks
     response = StreamingHttpResponse(body, content_type=CONTENT_TYPE, status=200 if wanted is None else 206)
     response["Content-Length"] = str(length)
     response["Accept-Ranges"] = "bytes"

@@ -166,6 +166,13 @@ def test_delete_removes_the_file_and_the_url(owner, agent, storage_dir, outsider
     assert owner.client.delete(f"/public/v1/calls/{call.pk}/recording").status_code == 404
 
 
+def test_a_recording_gone_from_the_storage_is_a_404_not_a_500(owner, agent, storage_dir):
+    call = recorded_call(agent)
+    (storage_dir / call.recording_key).unlink()  # removed behind the service's back
+    response = owner.client.get(f"/public/v1/calls/{call.pk}/recording")
+    assert response.status_code == 404 and response.json()["code"] == "RECORDING_NOT_FOUND"
+
+
 def test_a_deleted_call_takes_its_recording_with_it(owner, agent, storage_dir, django_capture_on_commit_callbacks):
     call = recorded_call(agent)
     assert list(storage_dir.rglob("*.ogg"))
