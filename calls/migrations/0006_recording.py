@@ -4,9 +4,8 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+    # Only the calls app's own history: the recording fields need nothing of another app.
     dependencies = [
-        ("accounts", "0004_seed_plan_limits"),
-        ("agents", "0004_recording"),
         ("calls", "0005_callmessage_search"),
     ]
 
