@@ -20,7 +20,7 @@ RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
 
 COPY . .
 RUN useradd --create-home --uid 10001 app \
- && mkdir -p var staticfiles \
+ && mkdir -p var/media staticfiles \
  && SECRET_KEY=build-only-collectstatic python manage.py collectstatic --noinput \
  && SECRET_KEY=build-only python -c "import django; django.setup(); from knowledge.embeddings import session; session()" \
  && chown -R app:app var staticfiles

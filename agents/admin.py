@@ -64,6 +64,7 @@ SETTINGS = (
     "analysis_plan",
     "end_call_enabled",
     "max_duration_seconds",
+    "recording_enabled",
 )
 LABELS = {
     "agent_type": "Agent type",
@@ -82,6 +83,7 @@ LABELS = {
     "analysis_plan": "Analysis plan",
     "end_call_enabled": "The agent may end the call (end_call)",
     "max_duration_seconds": "Maximum call duration (seconds)",
+    "recording_enabled": "Record calls",
 }
 HELP = {
     "status": "Active agents take calls and count against the plan's allowance of active agents.",
@@ -103,6 +105,7 @@ HELP = {
     "Leave blank to keep the stored plan.",
     "end_call_enabled": "Offers the end_call tool: the agent says goodbye and ends the call when the caller is done.",
     "max_duration_seconds": "From 30 to 14400: the agent then says a short closing line and ends the call.",
+    "recording_enabled": "Record every call in stereo (caller left, agent right); played on the call's page.",
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {
@@ -332,6 +335,7 @@ class AgentAdmin(admin.ModelAdmin):
             ("Privacy", {"fields": ["redact_pii_categories"]}),
             ("Post-call analysis", {"fields": ["analysis_plan"]}),
             ("Call endings", {"fields": ["end_call_enabled", "max_duration_seconds"]}),
+            ("Recording", {"fields": ["recording_enabled"]}),
             (
                 "Record",
                 {

@@ -101,6 +101,8 @@ class Agent(models.Model):
     # Endings: the end_call system tool is offered unless turned off; calls end politely at maxDurationSeconds.
     end_call_enabled = models.BooleanField(default=True)
     max_duration_seconds = models.PositiveIntegerField(default=MAX_DURATION_DEFAULT)
+    # Calls are recorded in stereo (caller left, agent right) and stored (calls/recordings.py).
+    recording_enabled = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     # Set by the services on every change (optimistic concurrency); never auto_now.
     updated_at = models.DateTimeField()

@@ -125,6 +125,7 @@ class AgentWriteSerializer(serializers.Serializer):
         help_text="Longest call in seconds (30 to 14400, default 1800): the agent then says a short closing "
         "line and ends the call (endedReason max-duration-reached).",
     )
+    recordingEnabled = StrictBooleanField(source="recording_enabled", required=False)
 
     def validate_language(self, value: str) -> str:
         import re
@@ -221,3 +222,4 @@ class AgentListItemSerializer(serializers.Serializer):
     analysisPlan = AnalysisPlanSchema()
     endCallEnabled = serializers.BooleanField()
     maxDurationSeconds = serializers.IntegerField()
+    recordingEnabled = serializers.BooleanField()

@@ -57,6 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "analysis_plan": DEFAULT_ANALYSIS_PLAN,
     "end_call_enabled": True,
     "max_duration_seconds": MAX_DURATION_DEFAULT,
+    "recording_enabled": False,
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}

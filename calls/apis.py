@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from django.http import HttpResponseBase
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from agents.selectors import agent_get
-from calls import selectors
+from calls import selectors, services
+from calls.recordings import recording_response, signature_valid
 from calls.serializers import (
     AgentLogPageSchema,
     AgentLogQuery,
@@ -19,6 +23,7 @@ from calls.serializers import (
     call_summary_item,
 )
 from kit.api import PublicApiView
+from kit.errors import ApiError
 from kit.fields import parse
 
 BAD_QUERY = OpenApiResponse(description="Invalid query parameter or ID; `issues` lists the problems")
@@ -51,7 +56,83 @@ class CallDetailApi(PublicApiView):
     )
     def get(self, request: Request, call_id: str) -> Response:
         call = selectors.call_get(organization=self.organization, call_id=call_id)
-        return Response(call_detail(call))
+        detail = call_detail(call)
+        if detail["recordingUrl"] and detail["recordingUrl"].startswith("/"):  # no PUBLIC_BASE_URL: this host
+            detail["recordingUrl"] = request.build_absolute_uri(detail["recordingUrl"])
+        return Response(detail)
+
+
+# Range is described in words, not declared as a header parameter: Schemathesis (ignored_auth) mistakes the
+# configured API key for generated data on operations with header parameters.
+RANGE_NOTE = (
+    " Supports one HTTP byte range (`Range: bytes=0-1023`, `bytes=1024-` or `bytes=-500`): 206 with "
+    "Content-Range; a range that is malformed, several ranges or beyond the end: 416."
+)
+AUDIO = {
+    (200, "audio/ogg"): OpenApiResponse(OpenApiTypes.BINARY, description="The whole recording (Ogg/Opus, stereo)"),
+    (206, "audio/ogg"): OpenApiResponse(OpenApiTypes.BINARY, description="The requested byte range"),
+}
+NO_RECORDING = OpenApiResponse(description="Call not found, or it has no recording")
+BAD_RANGE = OpenApiResponse(description="Range not satisfiable")
+
+
+class CallRecordingApi(PublicApiView):
+    @extend_schema(
+        operation_id="getCallRecording",
+        tags=["Calls"],
+        summary="Download a call's recording",
+        responses={**AUDIO, 404: NO_RECORDING, 416: BAD_RANGE},
+        description="The call's recording as Ogg/Opus, stereo: the caller on the left channel, the agent on the "
+        "right as the caller heard it (cut at barge-in). Recorded for agents with `recordingEnabled`, stored once "
+        "the call has ended (a few seconds later)." + RANGE_NOTE,
+    )
+    def get(self, request: Request, call_id: str) -> HttpResponseBase:
+        call = selectors.call_get(organization=self.organization, call_id=call_id)
+        return recording_response(request._request, call)
+
+    @extend_schema(
+        operation_id="deleteCallRecording",
+        tags=["Calls"],
+        summary="Delete a call's recording",
+        request=None,
+        responses={204: OpenApiResponse(description="Deleted"), 404: NO_RECORDING},
+        description="Removes the recording from the storage; the call keeps its transcript, `recordingUrl` is null.",
+    )
+    def delete(self, request: Request, call_id: str) -> Response:
+        call = selectors.call_get(organization=self.organization, call_id=call_id)
+        services.call_recording_delete(call=call)
+        return Response(status=204)
+
+
+class SignedRecordingApi(APIView):
+    """recordingUrl: no API key, the URL's signature and expiry are the credential."""
+
+    authentication_classes: list[type] = []
+    permission_classes: list[type] = []
+
+    @extend_schema(
+        operation_id="getSignedRecording",
+        tags=["Calls"],
+        summary="A call's recording at its signed URL",
+        parameters=[
+            OpenApiParameter("expires", OpenApiTypes.STR, required=True, description="Unix time the URL expires."),
+            OpenApiParameter("signature", OpenApiTypes.STR, required=True, description="The URL's signature."),
+        ],
+        responses={
+            **AUDIO,
+            403: OpenApiResponse(description="The URL expired or its signature is wrong"),
+            404: NO_RECORDING,
+            416: BAD_RANGE,
+        },
+        description="The `recordingUrl` of a call detail: the recording (as GET /calls/{callId}/recording) without "
+        "an API key, until the URL expires (RECORDING_URL_TTL_SECONDS after the call detail was read)." + RANGE_NOTE,
+    )
+    def get(self, request: Request, call_id: str) -> HttpResponseBase:
+        call = selectors.call_with_recording(call_id=call_id)
+        expires, signature = request.query_params.get("expires", ""), request.query_params.get("signature", "")
+        if not signature_valid(call, expires=expires, signature=signature):
+            raise ApiError.forbidden("This recording link has expired or is not valid", code="RECORDING_LINK_INVALID")
+        return recording_response(request._request, call)
 
 
 class AgentLogListApi(PublicApiView):

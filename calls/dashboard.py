@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from calls.models import Call
+from calls.recordings import recording_path
 from calls.selectors import call_session_log
 from calls.serializers import analysis_item
 from calls.timeline import Turn, build_timeline, clock, latency_label, timeline_svg
@@ -36,6 +37,7 @@ class Bubble:
     at: str  # "+0:07.4" from the call's start
     content: str
     remark: str = ""  # what the timeline knows of an agent turn: its latency, a barge-in
+    seek: str = ""  # where the turn starts in the recording, seconds ("12.34"): the page's player seeks there
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def conversation(call: Call, messages: Iterable[Any], turns: tuple[Turn, ...] = 
                 _relative(call, message.occurred_at),
                 message.content,
                 _remark(turn),
+                f"{turn.start:.2f}" if turn is not None else "",
             )
         )
     return bubbles
@@ -165,6 +168,8 @@ def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
         "usage": usage_totals(call),
         "latency_turns": (call.latency or {}).get("turns", 0),
         "latency_rows": latency_rows(call),
+        # The player's source: the signed URL, on this host (the page's media-src is 'self').
+        "recording_path": recording_path(call) if with_transcript else None,
         "analysis": analysis_view(call),
     }
 

@@ -114,6 +114,9 @@ class Call(models.Model):
     analysis = models.JSONField(null=True, blank=True)
     # When a worker took the pending analysis (a lease: ANALYSIS_LEASE_SECONDS later another may take it).
     analysis_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The call's recording in the recordings storage (calls/recordings.py); empty: none.
+    recording_key = models.CharField(max_length=255, blank=True, default="", editable=False)
+    recording_saved_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -127,6 +130,8 @@ class Call(models.Model):
             models.Index(fields=["status", "started_at"], name="call_status_started"),
             # Pending analyses to resume (the upkeep sweep).
             models.Index(fields=["analysis_status"], name="call_analysis_status"),
+            # The recordings retention purge.
+            models.Index(fields=["recording_saved_at"], name="call_recording_saved"),
         ]
 
     def __str__(self) -> str:

@@ -123,6 +123,15 @@ def call_get(*, organization: Organization, call_id: str) -> Call:
     return call
 
 
+def call_with_recording(*, call_id: str) -> Call:
+    """A call that has a recording, whatever its organization (a signed recording URL names only the call)."""
+    pk = parse_uuid(call_id, "call")
+    call = Call.objects.filter(pk=pk).exclude(recording_key="").first()
+    if call is None:
+        raise ApiError.not_found("Recording not found", code="RECORDING_NOT_FOUND")
+    return call
+
+
 def agent_log_page(
     *, agent: Agent, limit: int, offset: int, severity: str | None = None, session_id: str | None = None
 ) -> tuple[list[AgentLog], bool]:

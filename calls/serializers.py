@@ -18,6 +18,7 @@ from calls.models import (
     ToolInvocationStatus,
     UsageClassification,
 )
+from calls.recordings import recording_url
 from calls.selectors import CALL_SUMMARY_COLUMNS
 from kit.fields import iso
 
@@ -109,6 +110,8 @@ def call_detail(call: Call) -> dict[str, Any]:
         ],
         # The engine's per-turn latency, p50/p95 per stage (calls/latency.py); null without an answered turn.
         "latency": call.latency,
+        # A signed URL of the call's recording, valid RECORDING_URL_TTL_SECONDS (calls/recordings.py).
+        "recordingUrl": recording_url(call),
         # Post-call analysis (realtime/analysis/); null while the call is active.
         "analysis": analysis_item(call),
     }
@@ -266,6 +269,12 @@ class CallDetailSchema(CallSummarySchema):
         allow_null=True,
         help_text="Post-call analysis by the agent's analysisPlan: null while the call is active, pending from its "
         "end until it ran (it never delays the end of the call).",
+    )
+    recordingUrl = serializers.CharField(
+        allow_null=True,
+        help_text="The call's recording (Ogg/Opus, stereo: caller left, agent right) at a signed URL of this "
+        "service that needs no API key and expires after RECORDING_URL_TTL_SECONDS (24 hours by default); "
+        "absolute when PUBLIC_BASE_URL is set. Null when the call has no recording.",
     )
 
 

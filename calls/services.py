@@ -40,9 +40,11 @@ from calls.models import (
     ToolInvocation,
     ToolInvocationStatus,
 )
+from calls.recordings import recording_remove
 from calls.sequence import next_sequence
 from calls.summary import summarize
 from kit import liveness
+from kit.errors import ApiError
 from kit.redaction import categories_of, redact_for_agent
 
 logger = logging.getLogger(__name__)
@@ -378,3 +380,67 @@ def agent_log_purge(*, older_than: timedelta | None = None) -> int:
     if deleted:
         logger.info("purged %d agent log line(s)", deleted)
     return deleted
+
+
+# --- recordings (calls/recordings.py) ---------------------------------------------------------------
+
+
+def call_for_recording(*, call_id: str) -> Call | None:
+    """The ended call a recording is being stored for (None: it was deleted meanwhile)."""
+    return Call.objects.filter(pk=call_id).first()
+
+
+def call_recording_attach(*, call_id: str, key: str) -> None:
+    """The call's recording is stored under `key` (a replaced one is removed from the storage)."""
+    with transaction.atomic():
+        call = Call.objects.select_for_update().filter(pk=call_id).first()
+        if call is None:
+            transaction.on_commit(lambda: recording_remove(key))
+            return
+        previous = call.recording_key
+        call.recording_key, call.recording_saved_at = key, timezone.now()
+        call.save(update_fields=["recording_key", "recording_saved_at"])
+    if previous and previous != key:
+        recording_remove(previous)
+
+
+def call_recording_delete(*, call: Call) -> None:
+    """DELETE /calls/{id}/recording: the file is removed from the storage, then the call forgets it.
+    ApiError 404 when the call has no recording."""
+    with transaction.atomic():
+        locked = Call.objects.select_for_update().filter(pk=call.pk).first()
+        key = locked.recording_key if locked is not None else ""
+        if not key:
+            raise ApiError.not_found("This call has no recording", code="RECORDING_NOT_FOUND")
+        recording_remove(key)
+        Call.objects.filter(pk=call.pk).update(recording_key="", recording_saved_at=None)
+    call.recording_key, call.recording_saved_at = "", None
+
+
+def recording_purge(*, older_than: timedelta | None = None, batch: int = 500) -> int:
+    """Delete recordings stored more than RECORDING_RETENTION_DAYS ago (0: none). Returns the count."""
+    if older_than is None:
+        if not settings.RECORDING_RETENTION_DAYS:
+            return 0
+        older_than = timedelta(days=settings.RECORDING_RETENTION_DAYS)
+    cutoff = timezone.now() - older_than
+    purged = 0
+    while True:
+        before = purged
+        rows = list(
+            Call.objects.filter(recording_saved_at__lt=cutoff)
+            .exclude(recording_key="")
+            .values_list("pk", "recording_key")[:batch]
+        )
+        for pk, key in rows:
+            try:
+                recording_remove(key)
+            except Exception:
+                logger.warning("could not delete the recording of call %s", pk, exc_info=True)
+                continue
+            purged += Call.objects.filter(pk=pk, recording_key=key).update(recording_key="", recording_saved_at=None)
+        if len(rows) < batch or purged == before:
+            break
+    if purged:
+        logger.info("purged %d recording(s)", purged)
+    return purged

@@ -6,7 +6,7 @@ from celery import shared_task
 
 from calls import events
 from calls.maintenance import run_maintenance
-from calls.services import agent_log_purge, call_close_stale
+from calls.services import agent_log_purge, call_close_stale, recording_purge
 
 
 @shared_task(name="calls.run_upkeep")
@@ -36,3 +36,9 @@ def deliver_event(delivery_id: str) -> bool:
 def deliver_due_events() -> int:
     """Every due attempt (the retries, and what could not be queued): Celery beat runs it every 10 s."""
     return events.deliver_due()
+
+
+@shared_task(name="calls.purge_recordings")
+def purge_recordings() -> int:
+    """Recordings past RECORDING_RETENTION_DAYS (also part of the upkeep sweep)."""
+    return recording_purge()

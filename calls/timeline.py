@@ -234,6 +234,7 @@ def timeline_svg(timeline: Timeline) -> SafeString:
                 "row_title": ROW_TITLES[turn.role],
                 "start": clock(turn.start, tenths=True),
                 "end": clock(turn.end, tenths=True),
+                "seek": f"{turn.start:.2f}",
                 "cut_note": _CUT_NOTES[turn.cut] if turn.cut else "",
                 "latency": latency_label(turn),
                 "latency_y": y - 3,

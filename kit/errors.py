@@ -82,6 +82,8 @@ def response_headers(error: ApiError) -> dict[str, str]:
         headers["WWW-Authenticate"] = 'Bearer realm="api"'
     if "retryAfter" in error.extra:
         headers["Retry-After"] = str(error.extra["retryAfter"])
+    if error.status_code == 416 and "size" in error.extra:
+        headers["Content-Range"] = f"bytes */{error.extra['size']}"  # RFC 9110: the representation's length
     return headers
 
 

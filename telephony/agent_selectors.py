@@ -94,6 +94,7 @@ LIST_COLUMNS = (
     "analysis_plan",
     "end_call_enabled",
     "max_duration_seconds",
+    "recording_enabled",
 )
 
 
@@ -132,4 +133,5 @@ def agent_item(row: dict[str, Any]) -> dict[str, Any]:
         "analysisPlan": json_value(row["analysis_plan"]),
         "endCallEnabled": bool(row["end_call_enabled"]),
         "maxDurationSeconds": row["max_duration_seconds"],
+        "recordingEnabled": bool(row["recording_enabled"]),
     }

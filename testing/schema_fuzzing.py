@@ -15,11 +15,13 @@ What the fuzzer is told beyond the schema:
   a phone number may appear only once in phoneNumberAssignments (uniqueness of one field of the items); a
   tool's parameterSchema and responseSchema (and an analysisPlan's structuredData.schema) must pass the JSON
   Schema meta-schema; a serverUrl or toolUrl
-  may not resolve to an address the outbound guard refuses (see _unstated_rule).
+  may not resolve to an address the outbound guard refuses (see _unstated_rule); a byte range of a
+  recording must lie within the stored file (416: its size is known only from the storage).
 """
 
 from __future__ import annotations
 
+import io
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -34,6 +36,7 @@ from accounts.services import API_KEY_VISIBLE_CHARS, hash_api_key, organization_
 from agents.models import Agent, AgentTool, McpServer, McpToolSelection
 from calls import services as calls
 from calls.models import AgentLog, Call, WebhookDelivery, WebhookEndpoint
+from calls.recordings import encode_stereo_ogg, recording_store
 from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
 from telephony.models import PhoneNumber
 from telephony.services.numbers import phone_number_assign
@@ -174,6 +177,12 @@ def seed_world() -> Organization:
     delivery = WebhookDelivery.objects.filter(call=call).order_by("rank").first()
     assert delivery is not None
     WebhookDelivery.objects.filter(pk=delivery.pk).update(id=IDS["delivery_id"][0])
+    # A second of recording (GET /calls/{id}/recording answers 200, 206 and 416, DELETE 204).
+    encoded = io.BytesIO()
+    encode_stereo_ogg(
+        left=io.BytesIO(bytes(32000)), left_rate=16000, right=io.BytesIO(b""), right_rate=24000, out=encoded
+    )
+    calls.call_recording_attach(call_id=str(call.pk), key=recording_store(call=call, data=encoded))
     for sequence, severity in enumerate(("info", "warn", "error")):
         AgentLog.objects.create(
             organization=organization,
@@ -265,6 +274,8 @@ def is_exempt(case: Any, response: Any) -> bool:
     """Whether a 400 to this schema-valid request may come from a rule no JSON Schema can state."""
     if (case.media_type or "").startswith("multipart/"):
         return True  # the uploaded file must hold extractable text
+    if response.status_code == 416:
+        return True  # a Range beyond the stored recording's size
     if case.operation.label in STATE_RULES and _agent_exists(case):
         return True
     try:

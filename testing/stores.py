@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from typing import Any
 
 from testing.servers import free_port
 
@@ -56,3 +57,61 @@ def recreate_postgres_database(url: str) -> None:
     with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
+
+
+class LocalS3:
+    """An S3-compatible store on loopback for a test (moto's server mode, in a thread of the test
+    process): `bucket` exists; `storage_url` is the RECORDINGS_STORAGE_URL naming it (with `prefix`)."""
+
+    ACCESS_KEY = "test-access-key"
+    SECRET_KEY = "test-secret-key"
+    REGION = "us-east-1"
+
+    def __init__(self, bucket: str = "recordings-test", prefix: str = "calls") -> None:
+        self.port = free_port()
+        self.bucket = bucket
+        self.prefix = prefix
+        self.server: Any = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def storage_url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}?endpoint_url={self.endpoint_url}&region_name={self.REGION}"
+
+    @property
+    def settings_env(self) -> dict[str, str]:
+        return {
+            "RECORDINGS_STORAGE_URL": self.storage_url,
+            "RECORDINGS_STORAGE_ACCESS_KEY_ID": self.ACCESS_KEY,
+            "RECORDINGS_STORAGE_SECRET_ACCESS_KEY": self.SECRET_KEY,
+        }
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name=self.REGION,
+            aws_access_key_id=self.ACCESS_KEY,
+            aws_secret_access_key=self.SECRET_KEY,
+        )
+
+    def keys(self) -> list[str]:
+        listed = self.client().list_objects_v2(Bucket=self.bucket)
+        return sorted(item["Key"] for item in listed.get("Contents", []))
+
+    def __enter__(self) -> LocalS3:
+        from moto.server import ThreadedMotoServer
+
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+        self.client().create_bucket(Bucket=self.bucket)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.server is not None:
+            self.server.stop()

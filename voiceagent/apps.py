@@ -33,6 +33,7 @@ class VoiceagentConfig(AppConfig):
         maintenance.register_job("disabledWebhooks", lambda: calls_events.webhook_endpoints_disable_failing())
         maintenance.register_job("purgedEvents", lambda: calls_events.call_events_purge())
         maintenance.register_job("resumedAnalyses", lambda: realtime_analysis.analysis_resume())
+        maintenance.register_job("purgedRecordings", lambda: calls_services.recording_purge())
 
 
 class DashboardAdminConfig(AdminConfig):

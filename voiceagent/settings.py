@@ -12,6 +12,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from kit.storage import storage_from_url
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 VAR_DIR.mkdir(exist_ok=True)
@@ -481,6 +483,37 @@ EVENTS_RETENTION_DAYS = env.int("EVENTS_RETENTION_DAYS", default=30)
 if EVENTS_RETENTION_DAYS < 1:
     raise ImproperlyConfigured("EVENTS_RETENTION_DAYS must be >= 1")
 CELERY_BEAT_SCHEDULE["calls-deliver-events"] = {"task": "calls.deliver_due_events", "schedule": 10.0}
+
+# --- call recordings (calls/recordings.py, README "Recordings") -------------------------------------
+# Where recordings are stored: empty, or file:///a/folder, the local filesystem (default var/media/recordings);
+# s3://bucket/optional/prefix?endpoint_url=https://...&region_name=... any S3-compatible store
+# (django-storages), with RECORDINGS_STORAGE_ACCESS_KEY_ID / _SECRET_ACCESS_KEY (empty: boto3's usual chain).
+RECORDINGS_STORAGE_URL = env.str("RECORDINGS_STORAGE_URL", default="")
+RECORDINGS_STORAGE_ACCESS_KEY_ID = env.str("RECORDINGS_STORAGE_ACCESS_KEY_ID", default="")
+RECORDINGS_STORAGE_SECRET_ACCESS_KEY = env.str("RECORDINGS_STORAGE_SECRET_ACCESS_KEY", default="")
+MEDIA_ROOT = VAR_DIR / "media"
+
+
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(MEDIA_ROOT)}},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "recordings": storage_from_url(
+        RECORDINGS_STORAGE_URL,
+        default_location=str(MEDIA_ROOT / "recordings"),
+        access_key=RECORDINGS_STORAGE_ACCESS_KEY_ID,
+        secret_key=RECORDINGS_STORAGE_SECRET_ACCESS_KEY,
+        name="RECORDINGS_STORAGE_URL",
+    ),
+}
+# A recording's signed URL (recordingUrl) works for this long.
+RECORDING_URL_TTL_SECONDS = env.int("RECORDING_URL_TTL_SECONDS", default=86400)
+# Recordings older than this many days are deleted by the upkeep sweep; 0 keeps them until deleted.
+RECORDING_RETENTION_DAYS = env.int("RECORDING_RETENTION_DAYS", default=90)
+if RECORDING_URL_TTL_SECONDS < 1 or RECORDING_RETENTION_DAYS < 0:
+    raise ImproperlyConfigured("RECORDING_URL_TTL_SECONDS must be >= 1 and RECORDING_RETENTION_DAYS >= 0")
+# Longest recording kept in memory per call (longer calls keep their first RECORDING_MAX_SECONDS).
+RECORDING_MAX_SECONDS = env.int("RECORDING_MAX_SECONDS", default=7200)
+CELERY_BEAT_SCHEDULE["calls-purge-recordings"] = {"task": "calls.purge_recordings", "schedule": 3600.0}
 
 # --- knowledge base ---------------------------------------------------------------------------
 # Largest knowledge upload (file, or JSON content as UTF-8); beyond it the API answers 413.

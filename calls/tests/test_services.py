@@ -220,4 +220,5 @@ def test_the_maintenance_command_closes_stale_calls_and_purges_logs(agent, capsy
         "purgedEvents": 0,
         # The closed call's analysis, pending since it was closed, is run by the sweep's next job.
         "resumedAnalyses": 1,
+        "purgedRecordings": 0,
     }

@@ -33,8 +33,11 @@ schema = schemathesis.openapi.from_wsgi(
 
 
 @pytest.fixture
-def world(db: Any, settings: Any) -> Iterator[None]:
-    """The seeded organization (its key is in the schemathesis configuration); realtime sessions configured."""
+def world(db: Any, settings: Any, tmp_path: Any) -> Iterator[None]:
+    """The seeded organization (its key is in the schemathesis configuration); realtime sessions configured;
+    the seeded call's recording in a folder of the test's own."""
+    recordings = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}
+    settings.STORAGES = {**settings.STORAGES, "recordings": recordings}
     settings.REALTIME_WS_URL = schema_fuzzing.WS_URL
     settings.REALTIME_TOKEN_SECRET = schema_fuzzing.TOKEN_SECRET
     schema_fuzzing.seed_world()

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand
 
 from accounts.models import Organization
 from accounts.services import organization_create
+from accounts.signals import demo_organization_created
 
 DEMO_FILE = settings.VAR_DIR / "demo.json"
 
@@ -25,9 +26,16 @@ class Command(BaseCommand):
         demo = {"organizationId": str(organization.id), "apiKey": issued.raw_key}
         DEMO_FILE.write_text(json.dumps(demo))
         DEMO_FILE.chmod(0o600)
+        # The apps above accounts add their part (the agents app: the demo agent, recording its calls).
+        lines = [
+            str(line)
+            for _, line in demo_organization_created.send(sender=self.__class__, organization=organization)
+            if line
+        ]
         self.stdout.write(
             "Created the demo organization (Studio plan).\n"
             f"  organizationId: {demo['organizationId']}\n"
             f"  apiKey:         {demo['apiKey']}\n"
-            "Try: curl -H 'Authorization: Bearer <apiKey>' http://127.0.0.1:8000/public/v1/agents"
+            + "".join(f"{line}\n" for line in lines)
+            + "Try: curl -H 'Authorization: Bearer <apiKey>' http://127.0.0.1:8000/public/v1/agents"
         )

@@ -8,7 +8,7 @@ class Command(JsonCommand):
     help = (
         "One upkeep sweep: close stale active calls as failed, purge agent logs past the retention window, "
         "fail knowledge documents stuck in processing, purge spent session tokens; prints "
-        '{"closedCalls": N, "purgedLogs": M, "failedDocuments": D, "purgedSessionTokens": T}.'
+        '{"closedCalls": N, "purgedLogs": M, "failedDocuments": D, "purgedSessionTokens": T, "purgedRecordings": R}.'
     )
 
     def run(self, **options: Any) -> dict[str, Any]:

@@ -39,6 +39,7 @@ class Playout:
         user_speaking: Callable[[], bool],
         keyboard: Callable[[], bool],
         on_start: Callable[[Segment], Awaitable[None]] | None = None,
+        on_sent: Callable[[float, bytes], None] | None = None,
         lead_ms: int = 200,
         chunk_ms: int = 60,
     ) -> None:
@@ -48,6 +49,7 @@ class Playout:
         self.user_speaking = user_speaking
         self.keyboard = keyboard
         self.on_start = on_start
+        self.on_sent = on_sent  # (clock time its first frame plays, audio): what the listener is sent
         self.lead = lead_ms / 1000
         # Audio goes out in chunks of about chunk_ms, topping the lead back up to lead_ms.
         self.chunk = min(chunk_ms, lead_ms) / 1000
@@ -164,7 +166,10 @@ class Playout:
             if self._cuts != cuts:
                 continue
             if frames:
-                await self.transport.send_audio(b"".join(frames))
+                audio = b"".join(frames)
+                if self.on_sent is not None:
+                    self.on_sent(self._stream_end() - len(frames) * FRAME_SECONDS, audio)
+                await self.transport.send_audio(audio)
             deadline = self._deadline(self._stream_end() - self.lead + self.chunk)
             await self.clock.sleep_until(deadline, self.wake)
             self.wake.clear()

@@ -57,6 +57,7 @@ from realtime.engine.phrases import phrase
 from realtime.engine.prompt import AssistantPrompt, fetch_assistant_prompt
 from realtime.engine.registry import pipeline_class
 from realtime.engine.session.playout import EndMarker, Playout
+from realtime.engine.session.recording import CallAudio, save_recording
 from realtime.engine.session.records import CallRecorder
 from realtime.engine.sound import mixer as sound_mixer
 from realtime.engine.timing import TurnTiming
@@ -127,6 +128,7 @@ class Session:
         self._ending: asyncio.Task[None] | None = None
         self._live: metrics.Live | None = None  # the live gauges, once the engine is known
         self._trace = tracing.CallTrace.start(channel=recorder.channel)
+        self.audio: CallAudio | None = None  # the call's recording (agents with recording_enabled)
 
     # --- transport side ------------------------------------------------------------------------
 
@@ -143,6 +145,8 @@ class Session:
             return False
         self._input_seconds += seconds
         self._last_input = now
+        if self.audio is not None:
+            self.audio.caller_audio(now, pcm16_16k)
         if self.pipeline is not None:
             self.pipeline.push_audio(pcm16_16k)
         return True
@@ -190,6 +194,7 @@ class Session:
             await self._cancel_tasks()
             await self._close_parts()
             await self.recorder.finish(status, ended_reason=self.ended_reason)
+            self._store_recording()
         finally:
             if self._live is not None:
                 self._live.close()
@@ -234,9 +239,13 @@ class Session:
             user_speaking=lambda: self.user_speaking,
             keyboard=lambda: self._tools_running > 0 and agent.background_sound == BackgroundSound.KEYBOARD,
             on_start=self._segment_playing,
+            on_sent=self._sent,
             lead_ms=self.lead_ms,
         )
+        origin = self.clock.now()
         call = await self.recorder.start()
+        if agent.recording_enabled:
+            self.audio = CallAudio(origin)
         self.call_id = str(call.pk)
         live.call_opened()
         specs = await self.tools.load()
@@ -445,6 +454,8 @@ class Session:
         if response is not None:
             response.cancel()
         heard_by = self.heard_by(now)
+        if self.audio is not None:
+            self.audio.cut(heard_by)
         if self.pipeline is not None:
             self.pipeline.interrupt()
         if self.playout is not None:
@@ -597,6 +608,29 @@ class Session:
         self.history.append(Turn(role="assistant", text=text))
         self.recorder.message("assistant", text, timezone.now())
         await self.transport.send_transcript("assistant", text)
+
+    # --- the recording -------------------------------------------------------------------------
+
+    def _sent(self, at: float, audio: bytes) -> None:
+        if self.audio is not None:
+            self.audio.agent_audio(at, audio)
+
+    def _store_recording(self) -> None:
+        """The call has ended: what the listener had not heard yet is cut, and the recording is encoded
+        and stored in the background (the end of the call does not wait for it)."""
+        audio, self.audio = self.audio, None
+        if audio is None:
+            return
+        if audio.empty or self.call_id is None:
+            audio.close()
+            return
+        try:
+            audio.cut(self.heard_by(self.clock.now()))
+            save_recording(audio, call_id=self.call_id, log=self.recorder.log)
+        except Exception as exc:  # a failed recording never fails the call
+            audio.close()
+            logger.warning("recording of session %s failed", self.recorder.session_id, exc_info=True)
+            self.recorder.log("error", "recording failed", reason=f"{type(exc).__name__}: {str(exc)[:300]}")
 
     # --- the shell's own stage -----------------------------------------------------------------
 

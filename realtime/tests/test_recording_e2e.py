@@ -1,0 +1,269 @@
+"""End to end over real Daphne processes: a browser call with recording on is stored as stereo Ogg/Opus (the
+caller on the left while they speak, the agent on the right while it speaks, on the call's clock), its
+recordingUrl works, answers Range requests and stops working once expired; a recording that cannot be
+stored leaves a complete call with an `error` agent log line and no recordingUrl."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import av
+import numpy as np
+import pytest
+from asgiref.sync import sync_to_async
+
+from calls.models import AgentLog, Call
+from realtime import tokens
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, shared_test_server
+from testing.stores import LocalS3
+from testing.voice import record_voice
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.usefixtures("close_db_threads"),
+]
+
+GREETING = "Hello, this is Ava from Acme. How can I help you today?"
+INSTRUCTIONS = (
+    "You take table reservations for the Acme restaurant. Callers book a table for a number of people, "
+    "for a date and a time, for lunch or dinner."
+)
+SENTENCE = "I would like to book a table for four people tomorrow evening."
+TTL = 8  # seconds a recordingUrl works on this test's server
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
+    media = tmp_path_factory.mktemp("media")
+    env = {"RECORDINGS_STORAGE_URL": f"file://{media}", "RECORDING_URL_TTL_SECONDS": str(TTL)}
+    with shared_test_server(django_db_blocker, tmp_path_factory, "recording", env) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def broken_storage_server(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any
+) -> Iterator[DaphneServer]:
+    """A server whose recordings storage cannot be written: its folder is below a regular file."""
+    blocker = tmp_path_factory.mktemp("broken") / "a-file"
+    blocker.write_text("not a folder")
+    env = {"RECORDINGS_STORAGE_URL": f"file://{blocker}/recordings"}
+    with shared_test_server(django_db_blocker, tmp_path_factory, "broken-recording", env) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[LocalS3]:
+    with LocalS3(bucket="call-recordings", prefix="voice") as store:
+        yield store
+
+
+@pytest.fixture(scope="module")
+def s3_server(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, s3: LocalS3
+) -> Iterator[DaphneServer]:
+    """A server storing recordings in the S3-compatible stand-in (RECORDINGS_STORAGE_URL=s3://...)."""
+    with shared_test_server(django_db_blocker, tmp_path_factory, "s3-recording", s3.settings_env) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def speech_16k(tmp_path_factory: Any) -> dict[str, bytes]:
+    return record_voice((SENTENCE,), tmp_path_factory.mktemp("voice"))
+
+
+@pytest.fixture
+def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
+    return make_agent(
+        owner.organization,
+        name="Ava",
+        status="active",
+        identity="Ava, the reservation assistant of Acme",
+        instructions=INSTRUCTIONS,
+        greeting_type="static",
+        static_greeting=GREETING,
+        recording_enabled=True,
+    )
+
+
+def silence(ms: int) -> bytes:
+    return b"\x00\x00" * (16 * ms)
+
+
+def socket_url(server: DaphneServer, agent: Any) -> str:
+    token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
+    return f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}"
+
+
+def http(
+    url: str, *, api_key: str | None = None, headers: dict[str, str] | None = None, method: str = "GET"
+) -> tuple[int, Any, bytes]:
+    request = urllib.request.Request(url, headers={**(headers or {})}, method=method)
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()
+
+
+async def call_detail_when(server: DaphneServer, api_key: str, call_id: str, ready: Any, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        status, _, body = await asyncio.to_thread(http, f"{server.http_url}/public/v1/calls/{call_id}", api_key=api_key)
+        assert status == 200, body
+        detail = json.loads(body)
+        if ready(detail):
+            return detail
+        assert time.monotonic() < deadline, detail
+        await asyncio.sleep(0.3)
+
+
+def energy(audio: np.ndarray, rate: int, start: float, end: float) -> tuple[float, float]:
+    part = audio[:, max(0, int(start * rate)) : int(end * rate)]
+    left, right = np.sqrt(np.mean(part**2, axis=1))
+    return float(left), float(right)
+
+
+async def test_a_recorded_browser_call_is_stereo_with_each_side_on_its_channel(server, ava, owner, speech_16k):
+    loop = asyncio.get_running_loop()
+    async with VoiceClient(socket_url(server, ava)) as client:
+        first = await client.wait_for(is_type("session.started"), timeout=60)
+        call_id = client.messages[first].message["callId"]
+        origin = client.messages[first].at  # about the call's time 0 (the call record opened just before)
+        greeted = asyncio.Event()
+        mic = asyncio.create_task(client.stream(silence(30_000), stop_when=greeted.is_set))
+        greeting = await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
+        greeting_audio = [m.at for m in client.messages[:greeting] if m.message["type"] == "output_audio"]
+        await asyncio.sleep(max(0.0, greeting_audio[-1] + 0.5 - loop.time()))
+        greeted.set()
+        await mic
+
+        speech = speech_16k[SENTENCE]
+        spoke_at = loop.time()
+        await client.stream(speech + silence(1500))
+        user = await client.wait_for(is_type("transcript", role="user"), after=greeting + 1, timeout=60)
+        answer = await client.wait_for(is_type("transcript", role="assistant"), after=user + 1, timeout=60)
+        answer_audio = [m.at for m in client.messages[user:answer] if m.message["type"] == "output_audio"]
+        await asyncio.sleep(max(0.0, answer_audio[-1] + 0.5 - loop.time()))
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
+
+    # The call ends at once; the recording follows a moment later.
+    detail = await call_detail_when(server, owner.api_key, call_id, lambda d: d["status"] == "completed")
+    detail = await call_detail_when(server, owner.api_key, call_id, lambda d: d["recordingUrl"] is not None)
+    url = detail["recordingUrl"]
+    assert url.startswith(f"{server.http_url}/public/v1/recordings/{call_id}?expires=")
+    status, headers, data = await asyncio.to_thread(http, url)  # no API key: the URL is the credential
+    assert status == 200 and headers["Content-Type"] == "audio/ogg" and data[:4] == b"OggS"
+
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.audio[0]
+        assert stream.codec_context.name == "opus"
+        rate = stream.rate
+        audio = np.concatenate([frame.to_ndarray() for frame in container.decode(audio=0)], axis=1)
+    assert audio.shape[0] == 2  # stereo
+
+    def window(start_at: float, end_at: float) -> tuple[float, float]:
+        return energy(audio, rate, start_at - origin, end_at - origin)
+
+    # The greeting: the agent on the right, the caller's channel silent. (Audio arrives up to 200 ms before
+    # it plays; the window keeps away from both ends.)
+    left, right = window(greeting_audio[0] + 0.6, greeting_audio[-1] - 0.2)
+    assert right > 0.02 and left < right / 20, (left, right)
+    # The caller's sentence: on the left, the agent's channel silent meanwhile.
+    spoken = len(speech) / 32000
+    left, right = window(spoke_at + 0.25 * spoken, spoke_at + 0.75 * spoken)
+    assert left > 0.02 and right < left / 20, (left, right)
+    # The answer: on the right again, on the call's clock (after the caller's turn).
+    left, right = window(answer_audio[0] + 0.6, answer_audio[-1] - 0.2)
+    assert right > 0.02 and left < right / 20, (left, right)
+    length = audio.shape[1] / rate
+    assert abs(length - (answer_audio[-1] - origin)) < 1.5, length
+
+    # Range requests through the real server (streamed by the ASGI handler).
+    key = {"api_key": owner.api_key}
+    recording = f"{server.http_url}/public/v1/calls/{call_id}/recording"
+    status, headers, body = await asyncio.to_thread(http, recording, headers={"Range": "bytes=100-1099"}, **key)
+    assert status == 206 and body == data[100:1100]
+    assert headers["Content-Range"] == f"bytes 100-1099/{len(data)}"
+    status, headers, body = await asyncio.to_thread(http, url, headers={"Range": f"bytes={len(data)}-"})
+    assert status == 416 and json.loads(body)["code"] == "RANGE_NOT_SATISFIABLE"
+
+    # The URL stops working once expired (RECORDING_URL_TTL_SECONDS on this server).
+    expires = int(url.rsplit("expires=", 1)[1].split("&")[0])
+    await asyncio.sleep(max(0.0, expires + 1 - time.time()))
+    status, _, body = await asyncio.to_thread(http, url)
+    assert status == 403 and json.loads(body)["code"] == "RECORDING_LINK_INVALID"
+    fresh = (await call_detail_when(server, owner.api_key, call_id, lambda d: True))["recordingUrl"]
+    assert fresh != url and (await asyncio.to_thread(http, fresh))[0] == 200
+
+
+async def test_a_recording_that_cannot_be_stored_leaves_a_complete_call(broken_storage_server, ava, owner):
+    server = broken_storage_server
+    async with VoiceClient(socket_url(server, ava)) as client:
+        first = await client.wait_for(is_type("session.started"), timeout=60)
+        call_id = client.messages[first].message["callId"]
+        await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
+
+    detail = await call_detail_when(server, owner.api_key, call_id, lambda d: d["status"] == "completed")
+    assert detail["messages"] and detail["endedAt"]
+
+    def failure() -> AgentLog | None:
+        return AgentLog.objects.filter(agent=ava, content__message="recording failed").first()
+
+    deadline = time.monotonic() + 30
+    while (line := await sync_to_async(failure)()) is None:
+        assert time.monotonic() < deadline, "no recording failure was logged"
+        await asyncio.sleep(0.3)
+    assert line.severity == "error" and line.content["callId"] == call_id
+    call = await sync_to_async(Call.objects.get)(pk=call_id)
+    assert call.status == "completed" and call.recording_key == ""
+    detail = await call_detail_when(server, owner.api_key, call_id, lambda d: True)
+    assert detail["recordingUrl"] is None
+    status, _, _ = await asyncio.to_thread(
+        http, f"{server.http_url}/public/v1/calls/{call_id}/recording", api_key=owner.api_key
+    )
+    assert status == 404
+
+
+async def test_recordings_go_to_an_s3_compatible_store_when_configured(s3_server, s3, ava, owner):
+    server = s3_server
+    async with VoiceClient(socket_url(server, ava)) as client:
+        first = await client.wait_for(is_type("session.started"), timeout=60)
+        call_id = client.messages[first].message["callId"]
+        await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
+        await client.send({"type": "stop"})
+        assert await client.wait_closed() == 1000
+
+    detail = await call_detail_when(server, owner.api_key, call_id, lambda d: d["recordingUrl"] is not None)
+    call = await sync_to_async(Call.objects.get)(pk=call_id)
+    key = f"voice/{call.recording_key}"
+    assert await asyncio.to_thread(s3.keys) == [key]
+    stored = await asyncio.to_thread(lambda: s3.client().get_object(Bucket=s3.bucket, Key=key)["Body"].read())
+    status, _, served = await asyncio.to_thread(http, detail["recordingUrl"])
+    assert status == 200 and served == stored and stored[:4] == b"OggS"
+    status, _, part = await asyncio.to_thread(
+        http,
+        f"{server.http_url}/public/v1/calls/{call_id}/recording",
+        api_key=owner.api_key,
+        headers={"Range": "bytes=-64"},
+    )
+    assert status == 206 and part == stored[-64:]
+    status, _, _ = await asyncio.to_thread(
+        http, f"{server.http_url}/public/v1/calls/{call_id}/recording", api_key=owner.api_key, method="DELETE"
+    )
+    assert status == 204
+    assert await asyncio.to_thread(s3.keys) == []
