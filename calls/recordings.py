@@ -41,6 +41,7 @@ COMPLEXITY = "5"
 READ_SECONDS = 10  # the encoder reads, resamples and encodes this much at a time (bounded memory)
 STREAM_CHUNK = 64 * 1024
 SIGNING_SALT = "voiceagent.calls.recordings"
+RETRY_NOT_READY_SECONDS = 2  # Retry-After of a recording still being stored
 
 logger = logging.getLogger(__name__)
 
@@ -164,12 +165,25 @@ def recording_path(call: Call, *, now: float | None = None) -> str | None:
     return f"/public/v1/recordings/{call.pk}?{query}"
 
 
+def public_base_url() -> str:
+    """This service's public address for links it hands out: PUBLIC_BASE_URL, else the http(s) twin of
+    REALTIME_WS_URL (`make run` sets it: ws://host:port -> http://host:port), else "" (unknown)."""
+    if settings.PUBLIC_BASE_URL:
+        return str(settings.PUBLIC_BASE_URL)
+    socket_base = settings.REALTIME_WS_URL.strip().rstrip("/")
+    for socket_scheme, web_scheme in (("wss://", "https://"), ("ws://", "http://")):
+        if socket_base.startswith(socket_scheme):
+            return web_scheme + socket_base.removeprefix(socket_scheme)
+    return ""
+
+
 def recording_url(call: Call) -> str | None:
-    """recordingUrl: absolute with PUBLIC_BASE_URL, else a path on this service."""
+    """recordingUrl: absolute on public_base_url(), else a path on this service (the API view makes it
+    absolute on the request's host)."""
     path = recording_path(call)
     if path is None:
         return None
-    return f"{settings.PUBLIC_BASE_URL}{path}" if settings.PUBLIC_BASE_URL else path
+    return f"{public_base_url()}{path}"
 
 
 def signature_valid(call: Call, *, expires: str, signature: str) -> bool:
@@ -286,6 +300,13 @@ def recording_response(request: HttpRequest, call: Call) -> StreamingHttpRespons
     """The call's recording, streamed: 200 whole, or 206 for one Range (416 when not satisfiable)."""
     if not call.recording_key:
         raise ApiError.not_found("This call has no recording", code="RECORDING_NOT_FOUND")
+    if call.recording_saved_at is None:  # the call has ended and its recording is being stored
+        raise ApiError(
+            "The recording is being stored: try again in a few seconds",
+            status_code=404,
+            code="RECORDING_NOT_READY",
+            extra={"retryAfter": RETRY_NOT_READY_SECONDS},
+        )
     storage = recording_storage()
     size = _size(storage, call.recording_key)
     wanted = parse_range(request.headers.get("Range", ""), size)

@@ -40,7 +40,7 @@ from calls.models import (
     ToolInvocation,
     ToolInvocationStatus,
 )
-from calls.recordings import recording_remove
+from calls.recordings import recording_key_for, recording_remove
 from calls.sequence import next_sequence
 from calls.summary import summarize
 from kit import liveness
@@ -202,17 +202,30 @@ def default_ended_reason(status: str) -> str:
 
 
 def call_finish(
-    *, call: Call, status: str, latency: dict[str, Any] | None = None, ended_reason: str | None = None
+    *,
+    call: Call,
+    status: str,
+    latency: dict[str, Any] | None = None,
+    ended_reason: str | None = None,
+    recording: bool = False,
 ) -> Call:
     """Close the call: duration, summary, billing, why it ended (`ended_reason`, an EndedReason; by
     default caller-hung-up when completed, error when failed), and the per-turn latency summary of the
-    engine (calls.latency.latency_summary). Idempotent: a call that is no longer active is returned as
-    it is (a socket that closes twice does not bill twice, and the first reason stays)."""
+    engine (calls.latency.latency_summary). `recording`: the engine is storing the call's recording, whose
+    place the call keeps from now on (its recordingUrl, also in call.ended, works once it is stored:
+    call_recording_attach; call_recording_abandon when it could not be). Idempotent: a call that is no
+    longer active is returned as it is (a socket that closes twice does not bill twice, and the first
+    reason stays)."""
     if status not in (CallStatus.COMPLETED, CallStatus.FAILED):
         raise ValueError(f"status must be completed or failed, not {status!r}")
     ended_reason = _choice(ended_reason or default_ended_reason(status), EndedReason, "ended_reason")
     finished = _finish(
-        call_id=call.pk, status=status, ended_at=timezone.now(), latency=latency, ended_reason=ended_reason
+        call_id=call.pk,
+        status=status,
+        ended_at=timezone.now(),
+        latency=latency,
+        ended_reason=ended_reason,
+        recording=recording,
     )
     for field in (f.attname for f in Call._meta.concrete_fields):
         setattr(call, field, getattr(finished, field))
@@ -226,6 +239,7 @@ def _finish(
     ended_at: datetime,
     latency: dict[str, Any] | None = None,
     ended_reason: str | None = None,
+    recording: bool = False,
 ) -> Call:
     liveness.release(Call, call_id)
     current = (
@@ -256,6 +270,9 @@ def _finish(
         if latency is not None:
             row.latency = latency  # with the final state, in the same transaction
         row.ended_reason = ended_reason or default_ended_reason(status)  # endings: why it ended
+        if recording and not row.recording_key:
+            # The recording's place, kept before it is stored (recording_saved_at stays null until then).
+            row.recording_key = recording_key_for(row)
         row.billable_seconds = billing.billable_seconds(row.duration_seconds)
         period = billing.period_bounds(organization.billing_period_start, ended_at)
         if period is None:
@@ -402,6 +419,11 @@ def call_recording_attach(*, call_id: str, key: str) -> None:
         call.save(update_fields=["recording_key", "recording_saved_at"])
     if previous and previous != key:
         recording_remove(previous)
+
+
+def call_recording_abandon(*, call_id: str) -> None:
+    """The recording the call's place was kept for could not be stored: the call has none."""
+    Call.objects.filter(pk=call_id, recording_saved_at__isnull=True).update(recording_key="")
 
 
 def call_recording_delete(*, call: Call) -> None:

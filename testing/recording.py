@@ -99,7 +99,9 @@ class MemoryRecorder(TranscriptOrder):
         if self.call is not None and not self._finished:
             self.call.latencies.append(dict(stages_ms))
 
-    async def finish(self, status: str, *, ended_reason: str | None = None) -> RecordedCall | None:
+    async def finish(
+        self, status: str, *, ended_reason: str | None = None, recording: bool = False
+    ) -> RecordedCall | None:
         if self.call is None or self._finished:
             return self.call
         self.release_caller_message()

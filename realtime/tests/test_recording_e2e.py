@@ -25,6 +25,7 @@ from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server
 from testing.stores import LocalS3
 from testing.voice import record_voice
+from testing.webhooks import LoopbackReceiver
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -44,7 +45,14 @@ TTL = 8  # seconds a recordingUrl works on this test's server
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
     media = tmp_path_factory.mktemp("media")
-    env = {"RECORDINGS_STORAGE_URL": f"file://{media}", "RECORDING_URL_TTL_SECONDS": str(TTL)}
+    env = {
+        "RECORDINGS_STORAGE_URL": f"file://{media}",
+        "RECORDING_URL_TTL_SECONDS": str(TTL),
+        # call.ended goes to an organization webhook on loopback, at once.
+        "EVENTS_WORKER": "inprocess",
+        "EVENTS_POLL_SECONDS": "0.2",
+        "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
+    }
     with shared_test_server(django_db_blocker, tmp_path_factory, "recording", env) as started:
         yield started
 
@@ -117,6 +125,20 @@ def http(
         return error.code, error.headers, error.read()
 
 
+def http_json(url: str, body: Any, api_key: str) -> tuple[int, Any, bytes]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()
+
+
 async def call_detail_when(server: DaphneServer, api_key: str, call_id: str, ready: Any, timeout: float = 60) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -135,7 +157,22 @@ def energy(audio: np.ndarray, rate: int, start: float, end: float) -> tuple[floa
     return float(left), float(right)
 
 
-async def test_a_recorded_browser_call_is_stereo_with_each_side_on_its_channel(server, ava, owner, speech_16k):
+async def recording_when_stored(url: str, timeout: float = 60) -> tuple[int, Any, bytes]:
+    """GET a recordingUrl handed out at the end of the call: 404 RECORDING_NOT_READY (with Retry-After)
+    while the recording is being stored, then the recording."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, headers, body = await asyncio.to_thread(http, url)  # no API key: the URL is the credential
+        if status != 404:
+            return status, headers, body
+        assert json.loads(body)["code"] == "RECORDING_NOT_READY" and int(headers["Retry-After"]) > 0, body
+        assert time.monotonic() < deadline, "the recording was never stored"
+        await asyncio.sleep(0.2)
+
+
+async def recorded_call(server: DaphneServer, ava: Any, speech_16k: dict[str, bytes]) -> tuple[Any, ...]:
+    """A browser call: the greeting, the caller's sentence, the answer, then the caller hangs up. Returns the
+    call id, the client's time of the call's start, and the client times of the agent's and caller's audio."""
     loop = asyncio.get_running_loop()
     async with VoiceClient(socket_url(server, ava)) as client:
         first = await client.wait_for(is_type("session.started"), timeout=60)
@@ -158,14 +195,31 @@ async def test_a_recorded_browser_call_is_stereo_with_each_side_on_its_channel(s
         await asyncio.sleep(max(0.0, answer_audio[-1] + 0.5 - loop.time()))
         await client.send({"type": "stop"})
         assert await client.wait_closed() == 1000
+    return call_id, origin, greeting_audio, spoke_at, speech, answer_audio
 
-    # The call ends at once; the recording follows a moment later.
-    detail = await call_detail_when(server, owner.api_key, call_id, lambda d: d["status"] == "completed")
-    detail = await call_detail_when(server, owner.api_key, call_id, lambda d: d["recordingUrl"] is not None)
-    url = detail["recordingUrl"]
+
+async def test_a_recorded_browser_call_is_stereo_with_each_side_on_its_channel(server, ava, owner, speech_16k):
+    with LoopbackReceiver() as receiver:
+        hook = {"url": receiver.url("/events"), "events": ["call.ended"]}
+        status, _, body = await asyncio.to_thread(
+            http_json, f"{server.http_url}/public/v1/webhooks", hook, owner.api_key
+        )
+        assert status == 201, body
+        call_id, origin, greeting_audio, spoke_at, speech, answer_audio = await recorded_call(server, ava, speech_16k)
+        # The call ends at once, and call.ended links to its recording, which is stored a moment later.
+        deadline = time.monotonic() + 30
+        while not receiver.requests:
+            assert time.monotonic() < deadline, "call.ended never arrived"
+            await asyncio.sleep(0.1)
+    ended = receiver.requests[0].json()["message"]
+    assert ended["type"] == "call.ended" and ended["call"]["id"] == call_id
+    assert ended["call"]["status"] == "completed" and ended["call"]["endedReason"] == "caller-hung-up"
+    url = ended["call"]["recordingUrl"]
     assert url.startswith(f"{server.http_url}/public/v1/recordings/{call_id}?expires=")
-    status, headers, data = await asyncio.to_thread(http, url)  # no API key: the URL is the credential
+    status, headers, data = await recording_when_stored(url)
     assert status == 200 and headers["Content-Type"] == "audio/ogg" and data[:4] == b"OggS"
+    detail = await call_detail_when(server, owner.api_key, call_id, lambda d: True)
+    assert detail["recordingUrl"].split("?")[0] == url.split("?")[0]
 
     with av.open(io.BytesIO(data)) as container:
         stream = container.streams.audio[0]
@@ -249,11 +303,11 @@ async def test_recordings_go_to_an_s3_compatible_store_when_configured(s3_server
         assert await client.wait_closed() == 1000
 
     detail = await call_detail_when(server, owner.api_key, call_id, lambda d: d["recordingUrl"] is not None)
+    status, _, served = await recording_when_stored(detail["recordingUrl"])
     call = await sync_to_async(Call.objects.get)(pk=call_id)
     key = f"voice/{call.recording_key}"
     assert await asyncio.to_thread(s3.keys) == [key]
     stored = await asyncio.to_thread(lambda: s3.client().get_object(Bucket=s3.bucket, Key=key)["Body"].read())
-    status, _, served = await asyncio.to_thread(http, detail["recordingUrl"])
     assert status == 200 and served == stored and stored[:4] == b"OggS"
     status, _, part = await asyncio.to_thread(
         http,

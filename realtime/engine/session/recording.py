@@ -123,6 +123,13 @@ def _encode_and_store(audio: CallAudio, call_id: str) -> str | None:
         connections.close_all()  # this worker thread's
 
 
+def _abandon(call_id: str) -> None:
+    try:
+        calls.call_recording_abandon(call_id=call_id)
+    finally:
+        connections.close_all()  # this worker thread's
+
+
 def save_recording(audio: CallAudio, *, call_id: str, log: Any) -> asyncio.Task[Any]:
     """Encode and store the recording in the background once the call has ended: the call's end never
     waits for it. A failure leaves the call as it is (no recording) with an `error` agent log line."""
@@ -134,6 +141,7 @@ def save_recording(audio: CallAudio, *, call_id: str, log: Any) -> asyncio.Task[
                 log("info", "recording saved", callId=call_id)
         except Exception as exc:  # a failed recording never fails the call
             logger.warning("recording of call %s failed", call_id, exc_info=True)
+            await asyncio.to_thread(_abandon, call_id)  # before the log line that says so
             log("error", "recording failed", callId=call_id, reason=f"{type(exc).__name__}: {str(exc)[:300]}")
 
     task = asyncio.get_running_loop().create_task(run(), name=f"recording-{call_id}")

@@ -151,8 +151,9 @@ class CallRecorder(TranscriptOrder):
         if self.call is not None and not self._finished:
             self.turn_latencies.append(dict(stages_ms))
 
-    async def finish(self, status: str, *, ended_reason: str | None = None) -> Call | None:
-        """Write what is queued, then close the call with why it ended (idempotent)."""
+    async def finish(self, status: str, *, ended_reason: str | None = None, recording: bool = False) -> Call | None:
+        """Write what is queued, then close the call with why it ended (idempotent); `recording`: its
+        recording is being stored (the call keeps the recording's place, so call.ended links to it)."""
         if self.call is None or self._finished:
             return self.call
         self.release_caller_message()
@@ -161,7 +162,11 @@ class CallRecorder(TranscriptOrder):
             self._writes.put_nowait(None)
             await asyncio.shield(self._writer)
         self.call = await database_sync_to_async(calls.call_finish)(
-            call=self.call, status=status, latency=latency_summary(self.turn_latencies), ended_reason=ended_reason
+            call=self.call,
+            status=status,
+            latency=latency_summary(self.turn_latencies),
+            ended_reason=ended_reason,
+            recording=recording,
         )
         self.log(
             "info" if status == CallStatus.COMPLETED else "error",

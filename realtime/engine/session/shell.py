@@ -193,7 +193,8 @@ class Session:
                 await self._close_response(response, self.clock.now(), tell=False)
             await self._cancel_tasks()
             await self._close_parts()
-            await self.recorder.finish(status, ended_reason=self.ended_reason)
+            recording = self.audio is not None and not self.audio.empty and self.call_id is not None
+            await self.recorder.finish(status, ended_reason=self.ended_reason, recording=recording)
             self._store_recording()
         finally:
             if self._live is not None:
