@@ -162,7 +162,13 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    @admin.action(description="Redeliver the selected deliveries", permissions=["change"])
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a delivery is a record: it is sent again (the action), never edited
+
+    def has_redeliver_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("calls.change_webhookdelivery"))
+
+    @admin.action(description="Redeliver the selected deliveries", permissions=["redeliver"])
     def redeliver(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
         done, refused = 0, 0
         for delivery in queryset:

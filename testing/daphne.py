@@ -139,6 +139,8 @@ def start_test_server(logs: Any, name: str, env: dict[str, str] | None = None, *
     if public:
         base["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"
     folder = logs if isinstance(logs, Path) else logs.mktemp("daphne")
+    # Recordings of agents that record go to the test's temporary folder, not the repository's var/media.
+    base["RECORDINGS_STORAGE_URL"] = f"file://{folder / 'recordings'}"
     log = folder / f"{name}.log"
     return DaphneServer(env={**base, **(env or {})}, port=port, log_path=log).start()
 

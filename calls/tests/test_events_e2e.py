@@ -126,6 +126,7 @@ async def test_a_browser_call_sends_started_ended_analyzed_in_order_signed_over_
         server_url=hook.url("/agent"),
         server_secret=AGENT_SECRET,
         server_headers={"X-Tenant": "acme"},
+        recording_enabled=True,
     )
     org = await sync_to_async(webhook)(owner, hook.url("/org"), ["call.started", "call.ended", "call.analyzed"])
     token = await sync_to_async(issue)(agent)
@@ -156,10 +157,15 @@ async def test_a_browser_call_sends_started_ended_analyzed_in_order_signed_over_
         # The call as GET /public/v1/calls/{id} returns it, with the transcript: at its end with the
         # analysis to come, then analysed.
         assert ended["status"] == "completed" and ended["analysis"]["status"] == "pending"
-        assert {**ended, "analysis": None} == {**detail, "analysis": None}
+        # Why it ended, and where its recording is (signed links: each has an expiry of its own).
+        assert ended["endedReason"] == "caller-hung-up"
+        assert ended["recordingUrl"].startswith(f"{server.http_url}/public/v1/recordings/{call_id}?expires=")
+        unsigned = {"analysis": None, "recordingUrl": None}
+        assert {**ended, **unsigned} == {**detail, **unsigned}
         assert [m["role"] for m in ended["messages"]][:1] == ["assistant"]
         analyzed = requests[2].json()["message"]["call"]
-        assert analyzed == detail and analyzed["analysis"]["status"] in ("completed", "skipped")
+        assert {**analyzed, "recordingUrl": None} == {**detail, "recordingUrl": None}
+        assert analyzed["analysis"]["status"] in ("completed", "skipped")
     assert arrived("/agent")[0].headers["x-tenant"] == "acme"  # the agent's serverHeaders, as tool calls
     assert "x-tenant" not in arrived("/org")[0].headers
 

@@ -10,12 +10,10 @@ from typing import Any
 
 import pytest
 
-from realtime.engine.cascade.pipeline import CascadePipeline
-from realtime.engine.clock import ManualClock, settle
 from realtime.engine.contracts import Ending, TextPiece, ToolCall, ToolOutcome
 from realtime.engine.phrases import phrase
-from realtime.engine.session.shell import open_session
-from testing.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
+from testing import pipeline
+from testing.fakes import ScriptedBrain, ScriptedTools, silence
 from testing.recording import MemoryRecorder
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -24,44 +22,17 @@ END_CALL = ToolCall(id="call_end", name="end_call", arguments={})
 ENDING = ToolOutcome(result='{"status":"ending"}', status="success", end_call=True)
 
 
-async def inline(function: Any, *args: Any) -> Any:
-    return function(*args)
+class Harness(pipeline.Harness):
+    """The shared harness with a call record in memory and end_call answered as the dispatcher does."""
 
-
-class Harness:
-    def __init__(self, agent: Any, *, texts=(), brain=None, tools=None) -> None:
-        self.clock = ManualClock()
-        self.transport = RecordingTransport(self.clock)
-        self.kit, self.parts = make_kit(texts=texts)
-        self.recorder = MemoryRecorder()
-        self.conversation = open_session(
-            agent=agent,
-            transport=self.transport,
-            channel="web",
-            pipeline=CascadePipeline(kit=self.kit, brain=brain or ScriptedBrain()),
+    def __init__(self, agent: Any, *, texts: Any = (), brain: Any = None, tools: Any = None) -> None:
+        super().__init__(
+            agent,
+            texts=texts,
+            brain=brain or ScriptedBrain(),
             tools=tools or ScriptedTools({"end_call": ENDING}),
-            mixer=lambda ambient, volume, ducking: self.parts["mixer"],
-            clock=self.clock,
-            run_blocking=inline,
-            recorder=self.recorder,
+            recorder=MemoryRecorder(),
         )
-        self.task: asyncio.Task | None = None
-
-    async def start(self) -> None:
-        self.task = asyncio.create_task(self.conversation.run())
-        for _ in range(500):
-            if "started" in self.transport.kinds() or self.task.done():
-                break
-            await asyncio.sleep(0.01)
-        await settle()
-
-    async def feed(self, pcm: bytes) -> None:
-        for start in range(0, len(pcm), 640):
-            self.conversation.push_audio(pcm[start : start + 640])
-            await self.clock.advance(0.02)
-
-    async def talk(self, ms: int, then_silence_ms: int = 300) -> None:
-        await self.feed(speech(ms) + silence(then_silence_ms))
 
     async def ended(self) -> Any:
         assert self.task is not None

@@ -20,8 +20,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from calls.models import AgentLog, Call
-from realtime import tokens
 from testing.clients import VoiceClient, is_type
+from testing.conversations import issue, silence, socket_url
 from testing.daphne import DaphneServer, shared_test_server
 from testing.stores import LocalS3
 from testing.voice import record_voice
@@ -103,15 +103,6 @@ def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
     )
 
 
-def silence(ms: int) -> bytes:
-    return b"\x00\x00" * (16 * ms)
-
-
-def socket_url(server: DaphneServer, agent: Any) -> str:
-    token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
-    return f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}"
-
-
 def http(
     url: str, *, api_key: str | None = None, headers: dict[str, str] | None = None, method: str = "GET"
 ) -> tuple[int, Any, bytes]:
@@ -174,7 +165,7 @@ async def recorded_call(server: DaphneServer, ava: Any, speech_16k: dict[str, by
     """A browser call: the greeting, the caller's sentence, the answer, then the caller hangs up. Returns the
     call id, the client's time of the call's start, and the client times of the agent's and caller's audio."""
     loop = asyncio.get_running_loop()
-    async with VoiceClient(socket_url(server, ava)) as client:
+    async with VoiceClient(socket_url(server, ava, issue(ava))) as client:
         first = await client.wait_for(is_type("session.started"), timeout=60)
         call_id = client.messages[first].message["callId"]
         origin = client.messages[first].at  # about the call's time 0 (the call record opened just before)
@@ -265,7 +256,7 @@ async def test_a_recorded_browser_call_is_stereo_with_each_side_on_its_channel(s
 
 async def test_a_recording_that_cannot_be_stored_leaves_a_complete_call(broken_storage_server, ava, owner):
     server = broken_storage_server
-    async with VoiceClient(socket_url(server, ava)) as client:
+    async with VoiceClient(socket_url(server, ava, issue(ava))) as client:
         first = await client.wait_for(is_type("session.started"), timeout=60)
         call_id = client.messages[first].message["callId"]
         await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
@@ -295,7 +286,7 @@ async def test_a_recording_that_cannot_be_stored_leaves_a_complete_call(broken_s
 
 async def test_recordings_go_to_an_s3_compatible_store_when_configured(s3_server, s3, ava, owner):
     server = s3_server
-    async with VoiceClient(socket_url(server, ava)) as client:
+    async with VoiceClient(socket_url(server, ava, issue(ava))) as client:
         first = await client.wait_for(is_type("session.started"), timeout=60)
         call_id = client.messages[first].message["callId"]
         await client.wait_for(is_type("transcript", role="assistant"), timeout=60)

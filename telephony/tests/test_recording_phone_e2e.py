@@ -9,6 +9,7 @@ import asyncio
 import io
 import json
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -77,8 +78,11 @@ def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
 
 def get(url: str, api_key: str) -> tuple[int, bytes]:
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return response.status, response.read()
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
 
 
 async def test_a_recorded_phone_call_has_each_side_on_its_channel_and_the_agent_cut_at_barge_in(
@@ -107,16 +111,18 @@ async def test_a_recorded_phone_call_has_each_side_on_its_channel_and_the_agent_
 
     call = await wait_call(call_sid, status="completed")
     origin = call.started_at.timestamp()
+    detail = json.loads(
+        (await asyncio.to_thread(get, f"{server.http_url}/public/v1/calls/{call.pk}", owner.api_key))[1]
+    )
+    assert detail["recordingUrl"], detail  # from the end of the call on
     deadline = time.monotonic() + 60
-    while True:
-        detail = json.loads(
-            (await asyncio.to_thread(get, f"{server.http_url}/public/v1/calls/{call.pk}", owner.api_key))[1]
-        )
-        if detail["recordingUrl"] or time.monotonic() > deadline:
+    while True:  # 404 RECORDING_NOT_READY until it is stored, a moment later
+        url = f"{server.http_url}/public/v1/calls/{call.pk}/recording"
+        status, data = await asyncio.to_thread(get, url, owner.api_key)
+        if status != 404 or time.monotonic() > deadline:
             break
+        assert json.loads(data)["code"] == "RECORDING_NOT_READY"
         await asyncio.sleep(0.3)
-    assert detail["recordingUrl"], detail
-    status, data = await asyncio.to_thread(get, f"{server.http_url}/public/v1/calls/{call.pk}/recording", owner.api_key)
     assert status == 200
     with av.open(io.BytesIO(data)) as container:
         rate = container.streams.audio[0].rate

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group
+from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
 from agents.models import Agent
 from calls import services as calls_services
+from calls.events import event_record
 from calls.logging import LogSession, agent_log, flush_agent_logs
 from calls.models import AgentLog, Call, LlmUsage, ToolInvocation
 from knowledge import services as knowledge_services
@@ -125,6 +127,13 @@ def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) 
         used_at=now,
         expires_at=now + timedelta(minutes=1),
     )
+    # A call-event webhook, and a delivery to it (a call.started, recorded as the call's start would).
+    response = dentist.client.post(
+        "/public/v1/webhooks", {"url": "https://crm.example.com/events", "events": ["call.started"]}, format="json"
+    )
+    assert response.status_code == 201, response.content
+    with transaction.atomic():
+        event_record(call=calls[1], event_type="call.started")
     Group.objects.create(name="Support staff")
     django_user_model.objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD)
     # The login form, which django-axes records: a wrong password of an unknown user, then staff logs in.

@@ -13,7 +13,6 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import McpServer, McpServerStatus, McpToolSelection
-from calls import services as calls_services
 from testing.dashboard import DashboardWorld
 
 pytestmark = pytest.mark.django_db
@@ -45,12 +44,6 @@ def one_of_everything(dashboard_world: DashboardWorld, make_agent: Any) -> None:
         last_synced_at=timezone.now(),
     )
     McpToolSelection.objects.create(agent=agent, server=server, tool_name="cancel_order")
-    # A call-event webhook, and a delivery to it (of the call.started of a new call).
-    response = dashboard_world.api.post(
-        "/public/v1/webhooks", {"url": "https://crm.example.com/events", "events": ["call.started"]}, format="json"
-    )
-    assert response.status_code == 201, response.content
-    calls_services.call_start(agent=agent, channel="web")
 
 
 def _superuser_request(admin_user: Any) -> Any:

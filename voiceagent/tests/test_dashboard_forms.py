@@ -152,6 +152,8 @@ FORM_RULES: dict[str, FormRules] = {
         ],
         row=lambda w: PhoneNumber.objects.get(phone_number="+14155550123"),
     ),
+    # Added through the API only (its secret is shown once); the page turns it on or off.
+    "calls.webhookendpoint": FormRules(add=None),
 }
 
 
