@@ -552,7 +552,14 @@ KNOWLEDGE_INGEST_WORKERS = max(1, env.int("KNOWLEDGE_INGEST_WORKERS", default=1)
 KNOWLEDGE_INGEST_INLINE = env.bool("KNOWLEDGE_INGEST_INLINE", default=False)
 
 # --- post-call analysis (README: Post-call analysis) --------------------------------------------
-# Analyses one server process runs at once in its background threads (without REDIS_URL).
+# Where analyses run: "inprocess" (background threads of the serving process; the embedded default) or
+# "celery" (with REDIS_URL: the task realtime.analyze_call on a Celery worker).
+CALL_ANALYSIS_WORKER = env.str(
+    "CALL_ANALYSIS_WORKER", default="celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess"
+)
+if CALL_ANALYSIS_WORKER not in ("inprocess", "celery"):
+    raise ImproperlyConfigured("CALL_ANALYSIS_WORKER must be inprocess or celery")
+# Analyses one server process runs at once in its background threads (CALL_ANALYSIS_WORKER=inprocess).
 CALL_ANALYSIS_WORKERS = env.int("CALL_ANALYSIS_WORKERS", default=1)
 if CALL_ANALYSIS_WORKERS < 1:
     raise ImproperlyConfigured("CALL_ANALYSIS_WORKERS must be at least 1")

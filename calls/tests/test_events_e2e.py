@@ -40,6 +40,7 @@ AGENT_SECRET = "whsec-agent-e2e-51xQ"
 FAST = {
     "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
     "EVENTS_WORKER": "inprocess",
+    "CALL_ANALYSIS_WORKER": "inprocess",  # call.analyzed follows from the server itself, also with REDIS_URL
     "EVENTS_RETRY_BASE_SECONDS": "0.3",
     "EVENTS_POLL_SECONDS": "0.2",
 }

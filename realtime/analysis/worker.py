@@ -41,7 +41,7 @@ def analysis_queue(call_id: Any) -> None:
     if settings.CALL_ANALYSIS_INLINE:
         analysis_run(call_id=call_id)
         return
-    if analyze_call.app.conf.task_always_eager:
+    if settings.CALL_ANALYSIS_WORKER == "inprocess" or analyze_call.app.conf.task_always_eager:
         _pool_of_this_process().submit(_run, call_id)
         return
     # Published from the pool too: a broker slow to answer never holds the thread that ended the call.

@@ -87,6 +87,7 @@ def server(
         "ASR_MODEL": "whisper-test",
         "AGENT_LOG_FLUSH_SECONDS": "0.2",
         "EVENTS_WORKER": "inprocess",  # the call events go to the agent's serverUrl too
+        "CALL_ANALYSIS_WORKER": "inprocess",  # and call.analyzed, also with REDIS_URL
         "EVENTS_POLL_SECONDS": "0.2",
     }
     with shared_test_server(django_db_blocker, tmp_path_factory, "redaction", env) as started:
