@@ -34,6 +34,15 @@ class Plan(models.Model):
         default=5,
         help_text="Live calls (browser and phone) an organization may hold at once. Empty means unlimited.",
     )
+    # Outbound calls (POST /calls, call batches) placed and not yet ended at once; more wait `queued`.
+    # 0: the plan places no outbound calls. Empty: unlimited (still under max_concurrent_calls once live).
+    max_outbound_calls = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=2,
+        help_text="Outbound calls an organization may have ringing or live at once (more wait queued). "
+        "0 means no outbound calls; empty means unlimited.",
+    )
 
     class Meta:
         ordering = ["id"]

@@ -69,6 +69,20 @@ def default_analysis_plan() -> dict[str, Any]:
     return copy.deepcopy(DEFAULT_ANALYSIS_PLAN)
 
 
+# An agent's voicemail handling on outbound calls (answering-machine detection) when none is given.
+DEFAULT_VOICEMAIL: dict[str, Any] = {"detection": "off", "action": "hang-up", "message": ""}
+# Caller keypad input: consecutive key presses within timeoutMs (or up to the terminator) form one turn.
+DEFAULT_KEYPAD: dict[str, Any] = {"enabled": True, "timeoutMs": 2000, "terminator": "#"}
+
+
+def default_voicemail() -> dict[str, Any]:
+    return copy.deepcopy(DEFAULT_VOICEMAIL)
+
+
+def default_keypad() -> dict[str, Any]:
+    return copy.deepcopy(DEFAULT_KEYPAD)
+
+
 # The range of an agent's maxDurationSeconds (30 s to 4 h; default 30 minutes).
 MAX_DURATION_RANGE = (30, 14400)
 MAX_DURATION_DEFAULT = 1800
@@ -111,6 +125,12 @@ class Agent(models.Model):
     redact_pii = models.JSONField(default=redact_pii_off, blank=True)
     # What is worked out of each call once it has ended (agents/analysis_plan.py; stored normalized).
     analysis_plan = models.JSONField(default=default_analysis_plan, blank=True)
+    # The IANA time zone of {{now}} in prompts (and the default of a call batch's window).
+    time_zone = models.CharField(max_length=64, default="UTC")
+    # Outbound calls: answering-machine detection and what to do on a machine (stored normalized).
+    voicemail = models.JSONField(default=default_voicemail, blank=True)
+    # Caller keypad (DTMF) gathering (stored normalized).
+    keypad = models.JSONField(default=default_keypad, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -18,10 +18,24 @@ class CallChannel(models.TextChoices):
     PHONE = "phone"
 
 
+class CallDirection(models.TextChoices):
+    INBOUND = "inbound"  # phone calls to a number, and browser sessions
+    OUTBOUND = "outbound"  # placed by the service (POST /calls, call batches)
+
+
 class CallStatus(models.TextChoices):
+    QUEUED = "queued"  # an outbound call waiting to be placed (outbound concurrency, batch window)
+    RINGING = "ringing"  # an outbound call placed at the carrier, not answered yet
     ACTIVE = "active"
     COMPLETED = "completed"
     FAILED = "failed"
+    NO_ANSWER = "no-answer"  # outbound: nobody answered
+    BUSY = "busy"  # outbound: the line was busy
+    CANCELED = "canceled"  # outbound: canceled before it was answered
+
+
+# Statuses of a call that has not ended yet.
+OPEN_STATUSES = (CallStatus.QUEUED, CallStatus.RINGING, CallStatus.ACTIVE)
 
 
 class EndedReason(models.TextChoices):
@@ -38,6 +52,8 @@ class EndedReason(models.TextChoices):
     CONNECTION_LOST = "connection-lost"  # the socket dropped without a close (a network failure)
     NO_ANSWER = "no-answer"  # the carrier reports no answer
     BUSY = "busy"  # the carrier reports busy
+    CANCELED = "canceled"  # an outbound call canceled before it was answered (API hang-up, batch canceled)
+    VOICEMAIL = "voicemail"  # an answering machine answered (the agent left its message or hung up)
     SERVER_SHUTDOWN = "server-shutdown"  # the server was stopped during the call
     STALE = "stale"  # the process holding the call died; closed by the stale-call sweep
     ERROR = "error"  # an internal error of the service
@@ -117,6 +133,15 @@ class Call(models.Model):
     # The call's recording in the recordings storage (calls/recordings.py); empty: none.
     recording_key = models.CharField(max_length=255, blank=True, default="", editable=False)
     recording_saved_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # inbound (phone calls to a number, browser sessions) or outbound (placed by the service).
+    direction = models.CharField(max_length=8, choices=CallDirection.choices, default=CallDirection.INBOUND)
+    # Per-call variables ({{name}} placeholders in the prompt and greeting): string values only.
+    variables = models.JSONField(default=dict, blank=True)
+    # Free JSON of the API client's (at most 16 KB): stored and echoed, never shown to the model.
+    metadata = models.JSONField(null=True, blank=True)
+    # Outbound: when it was queued (POST /calls or its batch), and the answering-machine verdict.
+    queued_at = models.DateTimeField(null=True, blank=True)
+    answered_by = models.CharField(max_length=24, blank=True, default="")
 
     class Meta:
         ordering = ["-started_at", "-id"]

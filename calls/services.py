@@ -42,6 +42,7 @@ from calls.models import (
 )
 from calls.recordings import recording_key_for, recording_remove
 from calls.sequence import next_sequence
+from calls.signals import call_ended
 from calls.summary import summarize
 from kit import liveness
 from kit.errors import ApiError
@@ -300,7 +301,16 @@ def _finish(
         transaction.on_commit(lambda: queue_analysis(call_id))
         row.save()
         event_record(call=row, event_type=EventType.CALL_ENDED)  # call events (calls/events.py)
+        transaction.on_commit(lambda: call_ended_send(call_id))
     return row
+
+
+def call_ended_send(call_id: UUID) -> None:
+    """Tell the apps above (outbound placing, call batches) that a call ended: once per ending, after
+    its commit. A receiver's failure is logged, never raised into the ending."""
+    for receiver, result in call_ended.send_robust(sender=Call, call_id=call_id):
+        if isinstance(result, Exception):
+            logger.error("call %s: the call_ended receiver %s failed: %r", call_id, receiver, result)
 
 
 ANALYSIS_RESULT_KEYS = ("summary", "structuredData", "successEvaluation", "parts", "model", "usage", "error")

@@ -4,6 +4,7 @@ from django.db import models
 
 from accounts.models import Organization
 from agents.models import Agent
+from calls.models import Call
 from kit.crypto import EncryptedTextField
 
 MAX_NUMBERS_PER_AGENT = 25
@@ -77,3 +78,100 @@ class TelephonyAccount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider} {self.account_sid}"
+
+
+# --- Outbound calls and call batches (campaigns) ---------------------------------------------------
+
+
+class CallBatchStatus(models.TextChoices):
+    SCHEDULED = "scheduled"  # created; its startAt or window has not opened yet
+    RUNNING = "running"  # placing calls
+    PAUSED = "paused"  # paused by the client: nothing new is placed, live calls go on
+    COMPLETED = "completed"  # every recipient has a final outcome
+    CANCELED = "canceled"  # canceled: recipients not reached are `canceled`
+
+
+class RecipientState(models.TextChoices):
+    PENDING = "pending"  # waiting for its (first or next) attempt: see next_attempt_at
+    CALLING = "calling"  # an attempt's call is queued, ringing or live
+    DONE = "done"  # a final outcome
+
+
+class RecipientOutcome(models.TextChoices):
+    COMPLETED = "completed"  # answered by a person, the conversation ended
+    VOICEMAIL = "voicemail"  # an answering machine answered
+    NO_ANSWER = "no-answer"
+    BUSY = "busy"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+class CallBatch(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="call_batches")
+    name = models.CharField(max_length=200)
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="call_batches")
+    phone_number = models.ForeignKey(PhoneNumber, on_delete=models.PROTECT, related_name="call_batches")
+    status = models.CharField(max_length=10, choices=CallBatchStatus.choices, default=CallBatchStatus.SCHEDULED)
+    # No call before start_at (null: at once).
+    start_at = models.DateTimeField(null=True, blank=True)
+    # {"days": ["mon", ...], "start": "HH:MM", "end": "HH:MM", "timeZone": IANA}; null: any time.
+    window = models.JSONField(null=True, blank=True)
+    # At most this many of the batch's calls queued, ringing or live at once.
+    concurrency = models.PositiveIntegerField(default=1)
+    # {"maxAttempts": 1-5, "backoffMinutes": n, "retryOn": [outcomes]}.
+    retry = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["organization", "-created_at"]), models.Index(fields=["status"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CallBatchRecipient(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    batch = models.ForeignKey(CallBatch, on_delete=models.CASCADE, related_name="recipients")
+    position = models.PositiveIntegerField()
+    to_number = models.CharField(max_length=16, help_text="E.164")
+    variables = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(null=True, blank=True)
+    state = models.CharField(max_length=8, choices=RecipientState.choices, default=RecipientState.PENDING)
+    outcome = models.CharField(max_length=10, choices=RecipientOutcome.choices, blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+    # Not before this time (the retry backoff); null: as soon as the batch may call.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["batch", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "to_number"], name="batch_recipient_number_unique"),
+        ]
+        indexes = [models.Index(fields=["batch", "state", "next_attempt_at"], name="batch_recipient_due")]
+
+    def __str__(self) -> str:
+        return self.to_number
+
+
+class OutboundCall(models.Model):
+    """The outbound side of a call record (calls.Call with direction outbound): the number it is placed
+    from, its batch recipient and attempt, and when it was handed to the carrier."""
+
+    call = models.OneToOneField(Call, on_delete=models.CASCADE, primary_key=True, related_name="outbound")
+    phone_number = models.ForeignKey(PhoneNumber, on_delete=models.SET_NULL, null=True, related_name="outbound_calls")
+    recipient = models.ForeignKey(
+        CallBatchRecipient, on_delete=models.CASCADE, null=True, blank=True, related_name="calls"
+    )
+    attempt = models.PositiveIntegerField(default=1)
+    # Set (under a conditional update) just before the carrier is asked to place the call: a call is
+    # placed at most once, whatever restarts. Null: still waiting in the queue.
+    placed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["placed_at"], name="outbound_placed")]
+
+    def __str__(self) -> str:
+        return f"outbound {self.call_id}"
