@@ -74,6 +74,8 @@ def test_the_list_is_the_documented_one():
         "connection-lost",
         "no-answer",
         "busy",
+        "canceled",
+        "voicemail",
         "server-shutdown",
         "stale",
         "error",
