@@ -22,7 +22,7 @@ MAX_NAME_LENGTH = 64
 MAX_VALUE_LENGTH = 1000
 MAX_METADATA_BYTES = 16 * 1024
 # A variable's name: letters, digits, underscores and dots (built-ins are dotted), starting with a letter.
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 # A placeholder: {{ name }} (spaces inside the braces allowed).
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\}\}")
 
@@ -37,7 +37,7 @@ def variables_clean(value: Any, *, field: str = "variables") -> dict[str, str]:
         raise ApiError.field(field, f"At most {MAX_VARIABLES} variables are allowed, not {len(value)}.")
     cleaned: dict[str, str] = {}
     for name, text in value.items():
-        if not isinstance(name, str) or not NAME.match(name) or len(name) > MAX_NAME_LENGTH:
+        if not isinstance(name, str) or not NAME.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
             raise ApiError.field(
                 field,
                 f"{str(name)[:80]!r} is not a valid variable name (a letter or underscore, then letters, digits, "
