@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.analysis_plan import SCALES, PlanError, normalize_plan
+from agents.time_zones import time_zone_known
 from agents.models import (
     BUILTIN_VOICES,
     MAX_DURATION_RANGE,
@@ -126,12 +127,24 @@ class AgentWriteSerializer(serializers.Serializer):
         "line and ends the call (endedReason max-duration-reached).",
     )
     recordingEnabled = StrictBooleanField(source="recording_enabled", required=False)
+    timeZone = StrictCharField(
+        source="time_zone",
+        required=False,
+        max_length=64,
+        help_text='The IANA time zone of {{now}} in the prompt and greeting, for example "Europe/Madrid" '
+        '(default "UTC").',
+    )
 
     def validate_language(self, value: str) -> str:
         import re
 
         if not re.match(LANGUAGE_PATTERN, value):
             raise serializers.ValidationError("Must be a language tag such as en-US, es-ES, es-US or it-IT.")
+        return value
+
+    def validate_timeZone(self, value: str) -> str:
+        if not time_zone_known(value):
+            raise serializers.ValidationError(f'Unknown time zone {value[:64]!r}: use an IANA name such as "Europe/Madrid".')
         return value
 
     def validate_serverSecret(self, value: str | None) -> str | None:
@@ -223,3 +236,4 @@ class AgentListItemSerializer(serializers.Serializer):
     endCallEnabled = serializers.BooleanField()
     maxDurationSeconds = serializers.IntegerField()
     recordingEnabled = serializers.BooleanField()
+    timeZone = serializers.CharField()
