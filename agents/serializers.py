@@ -8,7 +8,6 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.analysis_plan import SCALES, PlanError, normalize_plan
-from agents.time_zones import time_zone_known
 from agents.models import (
     BUILTIN_VOICES,
     MAX_DURATION_RANGE,
@@ -19,6 +18,7 @@ from agents.models import (
     GreetingType,
     PromptType,
 )
+from agents.time_zones import time_zone_known
 from kit import redaction
 from kit.fields import (
     E164Field,
@@ -144,7 +144,9 @@ class AgentWriteSerializer(serializers.Serializer):
 
     def validate_timeZone(self, value: str) -> str:
         if not time_zone_known(value):
-            raise serializers.ValidationError(f'Unknown time zone {value[:64]!r}: use an IANA name such as "Europe/Madrid".')
+            raise serializers.ValidationError(
+                f'Unknown time zone {value[:64]!r}: use an IANA name such as "Europe/Madrid".'
+            )
         return value
 
     def validate_serverSecret(self, value: str | None) -> str | None:
