@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission, User
 
 from accounts.models import CallReservation
 from calls import services as calls
@@ -106,3 +107,19 @@ def test_the_call_list_detail_and_events_carry_direction_variables_and_metadata(
     plain = calls.call_start(agent=agent, channel="web")
     detail = owner.client.get(f"/public/v1/calls/{plain.pk}").json()
     assert (detail["direction"], detail["variables"], detail["metadata"]) == ("inbound", {}, None)
+
+
+def test_the_dashboard_call_page_shows_them_to_staff_who_may_read_transcripts(client, owner, make_agent):
+    agent = make_agent(owner.organization, name="Ava", status="active")
+    call = calls.call_start(agent=agent, channel="web", variables=VARIABLES, metadata=METADATA)
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    page = client.get(f"/admin/calls/call/{call.pk}/change/").content.decode()
+    assert "Per-call variables" in page and "A-17" in page and "crmId" in page
+
+    viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_call"))  # not the transcripts
+    client.force_login(viewer)
+    response = client.get(f"/admin/calls/call/{call.pk}/change/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "A-17" not in page and "crmId" not in page
