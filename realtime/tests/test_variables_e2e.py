@@ -17,11 +17,21 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from calls.models import CallEvent
+from calls.models import Call, CallEvent
 from realtime.models import SessionVariables
+from telephony.services.numbers import phone_number_assign, phone_number_claim
+from telephony.streams import stream_token_issue
 from testing.clients import VoiceClient
 from testing.conversations import Caller, agent_for
 from testing.daphne import DaphneServer, shared_test_server
+from testing.twilio_stream import TwilioStream, is_event
+from testing.twilio_webhooks import (
+    CALLER,
+    PUBLIC_BASE_URL,
+    call_sid,
+    make_account,
+    twilio_api_fixture,  # noqa: F401 - the fixture
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -31,8 +41,11 @@ METADATA = {"crmId": 4242, "campaign": "november-reminders", "tags": ["vip"]}
 
 
 @pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    with shared_test_server(django_db_blocker, tmp_path_factory, "variables") as started:
+def server(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any
+) -> Iterator[DaphneServer]:
+    env = {"PUBLIC_BASE_URL": PUBLIC_BASE_URL, "TWILIO_API_BASE_URL": twilio_api.base}
+    with shared_test_server(django_db_blocker, tmp_path_factory, "variables", env) as started:
         yield started
 
 
@@ -142,3 +155,51 @@ async def test_bad_variables_are_refused_by_the_server(server, owner, make_agent
     assert status == 400, error
     assert words in " ".join(error["issues"][field]), error
     assert not await sync_to_async(SessionVariables.objects.exists)()
+
+
+NUMBER = "+14155550100"
+
+
+async def test_a_phone_call_fills_the_built_ins_from_its_own_record(server, owner, make_agent, realtime_settings):
+    """An inbound phone call has no variables, but {{call.from}}, {{call.to}} and {{agent.name}} come from its
+    call record, in the same place as a browser call's."""
+
+    def phone_agent() -> Any:
+        agent = agent_for(
+            owner,
+            make_agent,
+            name="Pia",
+            instructions="You help callers.",
+            greeting_type="static",
+            static_greeting="This is {{agent.name}} at {{call.to}}; I see you call from {{call.from}}.",
+        )
+        make_account(owner.organization)
+        number = phone_number_claim(organization=owner.organization, number=NUMBER)
+        phone_number_assign(organization=owner.organization, agent=agent, phone_number_id=number.pk)
+        return agent, number
+
+    agent, number = await sync_to_async(phone_agent)()
+    sid = call_sid()
+    token = await sync_to_async(stream_token_issue)(
+        organization_id=agent.organization_id,
+        agent_id=agent.pk,
+        phone_number_id=number.pk,
+        call_sid=sid,
+        from_number=CALLER,
+        to_number=NUMBER,
+    )
+    async with TwilioStream(f"{server.ws_url}/telephony/twilio/stream", token, call_sid=sid) as twilio:
+        await twilio.start()
+        await twilio.wait_for(is_event("media"), timeout=60)
+        call = await sync_to_async(Call.objects.get)(provider_call_id=sid)
+
+        async def greeted() -> Any:
+            status, detail = await api(server, owner, f"/public/v1/calls/{call.pk}")
+            assert status == 200, detail
+            return detail if detail["messages"] else None
+
+        detail = await eventually(greeted)
+        await twilio.stop()
+        await twilio.wait_closed()
+    assert detail["messages"][0]["content"].endswith(f"This is Pia at {NUMBER}; I see you call from {CALLER}.")
+    assert (detail["direction"], detail["variables"], detail["metadata"]) == ("inbound", {}, None)
