@@ -176,11 +176,11 @@ class OpenedSession:
 def realtime_session_open(*, token: str | None, agent_id: str, now: float | None = None) -> OpenedSession:
     """session_token_redeem, with the token's variables and metadata (taken: the row is deleted)."""
     agent, claims = _redeem(token=token, agent_id=agent_id, now=now)
-    with transaction.atomic():
-        kept = SessionVariables.objects.select_for_update().filter(token_id=claims.token_id).first()
-        if kept is None:
-            return OpenedSession(agent=agent, variables={}, metadata=None)
-        kept.delete()
+    # The token is spent once (its UsedSessionToken row), so only this socket reaches its variables.
+    kept = SessionVariables.objects.filter(token_id=claims.token_id).first()
+    if kept is None:
+        return OpenedSession(agent=agent, variables={}, metadata=None)
+    kept.delete()
     return OpenedSession(agent=agent, variables=dict(kept.variables or {}), metadata=kept.metadata)
 
 
