@@ -131,6 +131,8 @@ class AgentWriteSerializer(serializers.Serializer):
         source="time_zone",
         required=False,
         max_length=64,
+        allow_blank=True,  # refused by validate_timeZone, as any name zoneinfo does not know
+        trim_whitespace=False,
         help_text='The IANA time zone of {{now}} in the prompt and greeting, for example "Europe/Madrid" '
         '(default "UTC").',
     )

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from calls.variables import MAX_METADATA_BYTES, MAX_VALUE_LENGTH, MAX_VARIABLES
+from calls.variables import MAX_METADATA_BYTES, MAX_NAME_LENGTH, MAX_VALUE_LENGTH, MAX_VARIABLES, NAME
 from kit.api import PublicApiView
 from kit.errors import ApiError
 from kit.fields import iso
@@ -42,6 +42,7 @@ class RealtimeSessionSerializer(serializers.Serializer):
 @extend_schema_field(
     {
         "type": "object",
+        "propertyNames": {"type": "string", "pattern": NAME.pattern, "maxLength": MAX_NAME_LENGTH},
         "additionalProperties": {"type": "string", "maxLength": MAX_VALUE_LENGTH},
         "maxProperties": MAX_VARIABLES,
     }
