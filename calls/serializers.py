@@ -182,8 +182,9 @@ class CallSummarySchema(serializers.Serializer):
         child=serializers.CharField(),
         help_text="The call's per-call variables, filling {{name}} placeholders (README: Per-call variables).",
     )
+    # Any JSON value, null included (a nullable JSONField would be a oneOf that null matches twice).
     metadata = serializers.JSONField(
-        allow_null=True, help_text="Your free JSON given with the call, echoed as given; never shown to the model."
+        help_text="Your free JSON given with the call, echoed as given (null when none); never shown to the model."
     )
 
 

@@ -60,7 +60,6 @@ class RealtimeSessionRequestSerializer(serializers.Serializer):
     )
     metadata = serializers.JSONField(
         required=False,
-        allow_null=True,
         help_text=f"Free JSON of yours (at most {MAX_METADATA_BYTES // 1024} KB): stored on the call and echoed in "
         "its detail and events, never shown to the model.",
     )
