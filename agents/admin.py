@@ -65,6 +65,7 @@ SETTINGS = (
     "end_call_enabled",
     "max_duration_seconds",
     "recording_enabled",
+    "time_zone",
 )
 LABELS = {
     "agent_type": "Agent type",
@@ -84,6 +85,7 @@ LABELS = {
     "end_call_enabled": "The agent may end the call (end_call)",
     "max_duration_seconds": "Maximum call duration (seconds)",
     "recording_enabled": "Record calls",
+    "time_zone": "Time zone",
 }
 HELP = {
     "status": "Active agents take calls and count against the plan's allowance of active agents.",
@@ -106,6 +108,7 @@ HELP = {
     "end_call_enabled": "Offers the end_call tool: the agent says goodbye and ends the call when the caller is done.",
     "max_duration_seconds": "From 30 to 14400: the agent then says a short closing line and ends the call.",
     "recording_enabled": "Record every call in stereo (caller left, agent right); played on the call's page.",
+    "time_zone": "An IANA name such as Europe/Madrid: the time {{now}} gives in the prompt and greeting.",
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {
@@ -336,6 +339,7 @@ class AgentAdmin(admin.ModelAdmin):
             ("Post-call analysis", {"fields": ["analysis_plan"]}),
             ("Call endings", {"fields": ["end_call_enabled", "max_duration_seconds"]}),
             ("Recording", {"fields": ["recording_enabled"]}),
+            ("Per-call variables", {"fields": ["time_zone"]}),
             (
                 "Record",
                 {

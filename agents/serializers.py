@@ -18,6 +18,7 @@ from agents.models import (
     GreetingType,
     PromptType,
 )
+from agents.time_zones import time_zone_known
 from kit import redaction
 from kit.fields import (
     E164Field,
@@ -126,12 +127,28 @@ class AgentWriteSerializer(serializers.Serializer):
         "line and ends the call (endedReason max-duration-reached).",
     )
     recordingEnabled = StrictBooleanField(source="recording_enabled", required=False)
+    timeZone = StrictCharField(
+        source="time_zone",
+        required=False,
+        max_length=64,
+        allow_blank=True,  # refused by validate_timeZone, as any name zoneinfo does not know
+        trim_whitespace=False,
+        help_text='The IANA time zone of {{now}} in the prompt and greeting, for example "Europe/Madrid" '
+        '(default "UTC").',
+    )
 
     def validate_language(self, value: str) -> str:
         import re
 
         if not re.match(LANGUAGE_PATTERN, value):
             raise serializers.ValidationError("Must be a language tag such as en-US, es-ES, es-US or it-IT.")
+        return value
+
+    def validate_timeZone(self, value: str) -> str:
+        if not time_zone_known(value):
+            raise serializers.ValidationError(
+                f'Unknown time zone {value[:64]!r}: use an IANA name such as "Europe/Madrid".'
+            )
         return value
 
     def validate_serverSecret(self, value: str | None) -> str | None:
@@ -223,3 +240,4 @@ class AgentListItemSerializer(serializers.Serializer):
     endCallEnabled = serializers.BooleanField()
     maxDurationSeconds = serializers.IntegerField()
     recordingEnabled = serializers.BooleanField()
+    timeZone = serializers.CharField()

@@ -58,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "end_call_enabled": True,
     "max_duration_seconds": MAX_DURATION_DEFAULT,
     "recording_enabled": False,
+    "time_zone": "UTC",
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}
@@ -75,6 +76,7 @@ WIRE_NAMES = {
     "phone_number_assignments": "phoneNumberAssignments",
     "redact_pii": "redactPii",
     "analysis_plan": "analysisPlan",
+    "time_zone": "timeZone",
 }
 
 

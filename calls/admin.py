@@ -218,10 +218,12 @@ class CallAdmin(admin.ModelAdmin):
         if can_view_transcripts(request):
             # The summary is an extract of the transcript: same restriction as the transcript.
             fieldsets.append(("Summary", {"fields": ("summary",)}))
+            # What the API client gave with the call (README: Per-call variables): may name the caller.
+            fieldsets.append(("Per-call variables", {"fields": ("variables", "metadata")}))
         return fieldsets
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return (*self.base_fields, "summary")
+        return (*self.base_fields, "summary", "variables", "metadata")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).select_related("organization", "agent")

@@ -99,6 +99,9 @@ CALL_SUMMARY_COLUMNS = (
     "overage_seconds",
     "usage_classification",
     "ended_reason",
+    "direction",
+    "variables",
+    "metadata",
 )
 
 

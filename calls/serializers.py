@@ -11,6 +11,7 @@ from calls.models import (
     AnalysisStatus,
     Call,
     CallChannel,
+    CallDirection,
     CallStatus,
     EndedReason,
     MessageRole,
@@ -70,6 +71,10 @@ def call_summary_item(row: dict[str, Any]) -> dict[str, Any]:
         # An active call is not billed yet.
         "usageClassification": row["usage_classification"] or None,
         "endedReason": row["ended_reason"],
+        "direction": row["direction"],
+        # Per-call variables and the client's metadata (README, "Per-call variables").
+        "variables": row["variables"] or {},
+        "metadata": row["metadata"],
     }
 
 
@@ -168,6 +173,18 @@ class CallSummarySchema(serializers.Serializer):
         allow_null=True,
         help_text='Why the call ended (one closed list, see the README\'s "Why a call ended"); null while it is '
         "active.",
+    )
+    direction = serializers.ChoiceField(
+        choices=CallDirection.choices,
+        help_text="inbound (a call to one of your numbers, or a browser session) or outbound (placed by the service).",
+    )
+    variables = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="The call's per-call variables, filling {{name}} placeholders (README: Per-call variables).",
+    )
+    # Any JSON value, null included (a nullable JSONField would be a oneOf that null matches twice).
+    metadata = serializers.JSONField(
+        help_text="Your free JSON given with the call, echoed as given (null when none); never shown to the model."
     )
 
 

@@ -44,6 +44,7 @@ from calls.recordings import recording_key_for, recording_remove
 from calls.sequence import next_sequence
 from calls.signals import call_ended
 from calls.summary import summarize
+from calls.variables import metadata_clean, variables_clean
 from kit import liveness
 from kit.errors import ApiError
 from kit.redaction import categories_of, redact_for_agent
@@ -70,15 +71,20 @@ def call_start(
     from_number: str | None = None,
     to_number: str | None = None,
     provider_call_id: str | None = None,
+    variables: dict[str, str] | None = None,
+    metadata: Any = None,
 ) -> Call:
     """Open a call (`active`) for the agent, keeping the agent's current name with it (and, for a phone
-    call, the carrier's id of the call: Twilio's CallSid)."""
+    call, the carrier's id of the call: Twilio's CallSid), and the call's variables and metadata (README,
+    "Per-call variables"; checked again here, the one rule wherever they come from)."""
+    variables = variables_clean(variables)
+    metadata = metadata_clean(metadata)
     _choice(channel, CallChannel, "channel")
     if channel == CallChannel.WEB:
         from_number = from_number or WEB_FROM_PLACEHOLDER
         to_number = to_number or WEB_TO_PLACEHOLDER
     with transaction.atomic():
-        call = _call_create(agent, channel, from_number, to_number, provider_call_id)
+        call = _call_create(agent, channel, from_number, to_number, provider_call_id, variables, metadata)
         event_record(call=call, event_type=EventType.CALL_STARTED)  # call events (calls/events.py)
     liveness.hold(Call, call.pk)
     ensure_inprocess_maintenance()
@@ -86,7 +92,13 @@ def call_start(
 
 
 def _call_create(
-    agent: Agent, channel: str, from_number: str | None, to_number: str | None, provider_call_id: str | None
+    agent: Agent,
+    channel: str,
+    from_number: str | None,
+    to_number: str | None,
+    provider_call_id: str | None,
+    variables: dict[str, str],
+    metadata: Any,
 ) -> Call:
     return Call.objects.create(
         organization_id=agent.organization_id,
@@ -99,6 +111,8 @@ def _call_create(
         started_at=timezone.now(),
         provider_call_id=provider_call_id or None,
         heartbeat_at=liveness.first_beat(),
+        variables=variables,
+        metadata=metadata,
     )
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from calls.variables import MAX_METADATA_BYTES, MAX_NAME_LENGTH, MAX_VALUE_LENGTH, MAX_VARIABLES, NAME
 from kit.api import PublicApiView
+from kit.errors import ApiError
 from kit.fields import iso
 from realtime.engine.audio import IN_RATE, OUT_RATE
 from realtime.services import PROTOCOL, realtime_session_create
@@ -37,6 +39,32 @@ class RealtimeSessionSerializer(serializers.Serializer):
     protocol = RealtimeProtocolSerializer()
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "propertyNames": {"type": "string", "pattern": NAME.pattern, "maxLength": MAX_NAME_LENGTH},
+        "additionalProperties": {"type": "string", "maxLength": MAX_VALUE_LENGTH},
+        "maxProperties": MAX_VARIABLES,
+    }
+)
+class VariablesField(serializers.JSONField):
+    """Documentation of `variables` (checked by calls.variables.variables_clean)."""
+
+
+class RealtimeSessionRequestSerializer(serializers.Serializer):
+    variables = VariablesField(
+        required=False,
+        help_text=f"Per-call variables: at most {MAX_VARIABLES} string values of at most {MAX_VALUE_LENGTH} "
+        "characters, filling `{{name}}` placeholders in the agent's identity, instructions, static greeting and "
+        "dynamic-prompt reply (README: Per-call variables). Kept by the server with the token, never in it.",
+    )
+    metadata = serializers.JSONField(
+        required=False,
+        help_text=f"Free JSON of yours (at most {MAX_METADATA_BYTES // 1024} KB): stored on the call and echoed in "
+        "its detail and events, never shown to the model.",
+    )
+
+
 class RealtimeSessionCreateApi(PublicApiView):
     @extend_schema(
         operation_id="createRealtimeSession",
@@ -44,10 +72,12 @@ class RealtimeSessionCreateApi(PublicApiView):
         summary="Start a realtime voice session",
         description="Issues a short-lived token for one browser or app voice session with an active agent. "
         "Call it from your backend with the API key, hand `websocketUrl` to the client, and let the client "
-        "connect within 60 seconds; the client never sees the API key. No request body.",
-        request=None,
+        "connect within 60 seconds; the client never sees the API key. The body is optional: `variables` and "
+        "`metadata` for the call.",
+        request=RealtimeSessionRequestSerializer,
         responses={
             200: RealtimeSessionSerializer,
+            400: OpenApiResponse(description="Invalid variables or metadata (the message names what is wrong)"),
             404: OpenApiResponse(description="Agent not found"),
             409: OpenApiResponse(description="The agent is not active"),
             429: OpenApiResponse(
@@ -62,7 +92,15 @@ class RealtimeSessionCreateApi(PublicApiView):
         },
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        session = realtime_session_create(organization=self.organization, agent_id=agent_id)
+        body = request.data if request.data is not None else {}
+        if not isinstance(body, dict):
+            raise ApiError.invalid("The request body must be a JSON object.")
+        session = realtime_session_create(
+            organization=self.organization,
+            agent_id=agent_id,
+            variables=body.get("variables"),
+            metadata=body.get("metadata"),
+        )
         return Response(
             {
                 "token": session.token,

@@ -20,7 +20,7 @@ from realtime import tokens
 from realtime.engine.audio import IN_BYTES_PER_SECOND, OUT_RATE
 from realtime.engine.contracts import Ending
 from realtime.engine.session.shell import Session, open_session
-from realtime.services import session_token_redeem
+from realtime.services import realtime_session_open
 from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class BrowserSession(JsonSocketConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         token = (query.get("token") or [None])[0]
         try:
-            agent = await database_sync_to_async(session_token_redeem)(token=token, agent_id=agent_id)
+            opened = await database_sync_to_async(realtime_session_open)(token=token, agent_id=agent_id)
         except tokens.TokenError as exc:
             await self.send_message(
                 {"type": "error", "code": _TOKEN_ERROR_CODES[exc.close_code], "message": exc.message}
@@ -57,7 +57,13 @@ class BrowserSession(JsonSocketConsumer):
             await self._error("server_error", "The session could not be opened")
             await self.close_once(tokens.CLOSE_ENGINE_ERROR, "server error")
             return
-        self.conversation = open_session(agent=agent, transport=_BrowserTransport(self), channel=CallChannel.WEB)
+        self.conversation = open_session(
+            agent=opened.agent,
+            transport=_BrowserTransport(self),
+            channel=CallChannel.WEB,
+            variables=opened.variables,
+            metadata=opened.metadata,
+        )
         self._run = asyncio.create_task(
             self.conversation.run(), name=f"conversation-{self.conversation.recorder.session_id}"
         )

@@ -19,3 +19,18 @@ class UsedSessionToken(models.Model):
 
     def __str__(self) -> str:
         return self.token_id
+
+
+class SessionVariables(models.Model):
+    """The per-call `variables` and `metadata` given when a session token was issued (README, "Per-call
+    variables"), kept here under the token's id, never in the token or its URL: the socket that spends
+    the token takes them (and deletes the row) for its call record. A row of a token never spent is
+    purged once the token has expired."""
+
+    token_id = models.CharField(primary_key=True, max_length=32)
+    variables = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(null=True, blank=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.token_id

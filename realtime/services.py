@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import quote, urlsplit
 from uuid import UUID
 
@@ -17,11 +18,12 @@ from accounts.models import CallReservation, Organization
 from agents.models import Agent, AgentStatus
 from agents.selectors import agent_get
 from calls.models import Call, CallChannel, CallStatus
+from calls.variables import metadata_clean, variables_clean
 from kit import metrics
 from kit.errors import ApiError
 from realtime import tokens
 from realtime.engine.audio import IN_RATE, OUT_RATE
-from realtime.models import UsedSessionToken
+from realtime.models import SessionVariables, UsedSessionToken
 from realtime.selectors import session_agent_get
 
 logger = logging.getLogger(__name__)
@@ -124,7 +126,14 @@ def used_session_tokens_purge(*, now: datetime | None = None) -> int:
     return deleted
 
 
-def realtime_session_create(*, organization: Organization, agent_id: str) -> RealtimeSession:
+def realtime_session_create(
+    *, organization: Organization, agent_id: str, variables: Any = None, metadata: Any = None
+) -> RealtimeSession:
+    """A session token for the agent. `variables` and `metadata` (README, "Per-call variables": checked by
+    calls.variables, a 400 naming what is wrong) are kept server-side under the token's id, never in the
+    token or its URL; the socket that spends the token gives them to its call."""
+    variables = variables_clean(variables)
+    metadata = metadata_clean(metadata)
     agent = agent_get(organization=organization, agent_id=agent_id)
     base = _websocket_base()
     if agent.status != AgentStatus.ACTIVE:
@@ -142,6 +151,12 @@ def realtime_session_create(*, organization: Organization, agent_id: str) -> Rea
             "realtime session refused: organization %s is at its %s concurrent calls", organization.pk, exc.limit
         )
         raise
+    if variables or metadata is not None:
+        expires_at = datetime.fromtimestamp(claims.expires_at, tz=UTC)
+        SessionVariables.objects.filter(expires_at__lt=timezone.now() - SPENT_TOKEN_MARGIN).delete()
+        SessionVariables.objects.create(
+            token_id=claims.token_id, variables=variables, metadata=metadata, expires_at=expires_at
+        )
     return RealtimeSession(
         token=token,
         expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),
@@ -149,9 +164,33 @@ def realtime_session_create(*, organization: Organization, agent_id: str) -> Rea
     )
 
 
+@dataclass(frozen=True)
+class OpenedSession:
+    """A spent session token: the active agent it names, and the variables and metadata given with it."""
+
+    agent: Agent
+    variables: dict[str, str]
+    metadata: Any
+
+
+def realtime_session_open(*, token: str | None, agent_id: str, now: float | None = None) -> OpenedSession:
+    """session_token_redeem, with the token's variables and metadata (taken: the row is deleted)."""
+    agent, claims = _redeem(token=token, agent_id=agent_id, now=now)
+    # The token is spent once (its UsedSessionToken row), so only this socket reaches its variables.
+    kept = SessionVariables.objects.filter(token_id=claims.token_id).first()
+    if kept is None:
+        return OpenedSession(agent=agent, variables={}, metadata=None)
+    kept.delete()
+    return OpenedSession(agent=agent, variables=dict(kept.variables or {}), metadata=kept.metadata)
+
+
 def session_token_redeem(*, token: str | None, agent_id: str, now: float | None = None) -> Agent:
     """Open a socket with a session token: verify it, spend it (once, across every process sharing the
     database) and return the active agent it names. TokenError (with the close code) otherwise."""
+    return _redeem(token=token, agent_id=agent_id, now=now)[0]
+
+
+def _redeem(*, token: str | None, agent_id: str, now: float | None) -> tuple[Agent, tokens.SessionClaims]:
     claims = tokens.verify_token(token, agent_id=agent_id, now=now)
     used_at = timezone.now()
     try:
@@ -171,4 +210,4 @@ def session_token_redeem(*, token: str | None, agent_id: str, now: float | None 
         raise tokens.TokenError("Agent not found", close_code=tokens.CLOSE_NOT_FOUND)
     if agent.status != AgentStatus.ACTIVE:
         raise tokens.TokenError(f"Agent is {agent.status}, not active", close_code=tokens.CLOSE_CONFLICT)
-    return agent
+    return agent, claims

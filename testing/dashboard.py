@@ -37,6 +37,7 @@ NEW_AGENT = {
     "handoff_phone_number": "",
     "end_call_enabled": "on",
     "max_duration_seconds": "1800",
+    "time_zone": "UTC",
     "expected_updated_at": "",
 }
 SETTINGS = [name for name in NEW_AGENT if name in {f.name for f in Agent._meta.fields}]

@@ -23,6 +23,8 @@ class RecordedCall:
     from_number: str | None = None
     to_number: str | None = None
     channel: str = "web"
+    variables: dict[str, str] = field(default_factory=dict)
+    metadata: Any = None
     pk: uuid.UUID = field(default_factory=uuid.uuid4)
     status: str | None = None  # None while the call is active
     ended_reason: str | None = None  # why it ended (calls.models.EndedReason); None while active
@@ -48,8 +50,12 @@ class MemoryRecorder(TranscriptOrder):
         from_number: str | None = None,
         to_number: str | None = None,
         session_id: str | None = None,
+        variables: dict[str, str] | None = None,
+        metadata: Any = None,
     ) -> None:
         self.channel = channel
+        self.variables = dict(variables or {})
+        self.metadata = metadata
         self.from_number = from_number
         self.to_number = to_number
         self.session_id = session_id or uuid.uuid4().hex
@@ -66,7 +72,13 @@ class MemoryRecorder(TranscriptOrder):
         return [message for level, message, _ in self.logs if severity is None or level == severity]
 
     async def start(self) -> RecordedCall:
-        self.call = RecordedCall(from_number=self.from_number, to_number=self.to_number, channel=self.channel)
+        self.call = RecordedCall(
+            from_number=self.from_number,
+            to_number=self.to_number,
+            channel=self.channel,
+            variables=self.variables,
+            metadata=self.metadata,
+        )
         return self.call
 
     def tool_invocation(

@@ -15,7 +15,8 @@ What the fuzzer is told beyond the schema:
   a phone number may appear only once in phoneNumberAssignments (uniqueness of one field of the items); a
   tool's parameterSchema and responseSchema (and an analysisPlan's structuredData.schema) must pass the JSON
   Schema meta-schema; a serverUrl or toolUrl
-  may not resolve to an address the outbound guard refuses (see _unstated_rule); a byte range of a
+  may not resolve to an address the outbound guard refuses (see _unstated_rule); an agent's timeZone must be
+  an IANA name the server knows and a call's metadata at most 16 KB as JSON; a byte range of a
   recording must lie within the stored file (416: its size is known only from the storage).
 """
 
@@ -251,22 +252,28 @@ def _unstated_rule(issues: Any) -> bool:
     number twice in phoneNumberAssignments (uniqueness of one field of the items), a tool schema that the
     JSON Schema meta-schema refuses (the document pins the common keywords two levels deep; the recursive
     meta-schema itself is too slow for generators, see agents/tools/schema.py), or a serverUrl or toolUrl
-    whose host is (or resolves to) an address the outbound guard refuses (known only after DNS)."""
+    whose host is (or resolves to) an address the outbound guard refuses (known only after DNS), an agent's
+    timeZone that zoneinfo does not know, or metadata over 16 KB as JSON."""
     if issues == {"phoneNumberAssignments": ["Duplicate phoneNumberId."]}:
         return True
 
-    def only(fields: set[str], prefix: str) -> bool:
-        return (
-            isinstance(issues, dict)
-            and bool(issues)
-            and set(issues) <= fields
-            and all(message.startswith(prefix) for messages in issues.values() for message in messages)
-        )
-
+    # Each unstated rule: the fields it concerns and how its messages start. A 400 is exempt when every
+    # issue it names is one of them (a body may break several at once).
+    rules = (
+        ({"parameterSchema", "responseSchema"}, "Not a valid JSON Schema"),
+        ({"analysisPlan"}, "structuredData.schema: Not a valid JSON Schema"),
+        ({"serverUrl", "toolUrl", "url"}, "Refused outbound request"),
+        # An agent's timeZone must be an IANA name the server's zoneinfo knows; metadata at most 16 KB as JSON.
+        ({"timeZone"}, "Unknown time zone"),
+        ({"metadata"}, "Must be at most"),
+    )
     return (
-        only({"parameterSchema", "responseSchema"}, "Not a valid JSON Schema")
-        or only({"analysisPlan"}, "structuredData.schema: Not a valid JSON Schema")
-        or only({"serverUrl", "toolUrl", "url"}, "Refused outbound request")
+        isinstance(issues, dict)
+        and bool(issues)
+        and all(
+            any(field in fields and all(m.startswith(prefix) for m in messages) for fields, prefix in rules)
+            for field, messages in issues.items()
+        )
     )
 
 

@@ -433,6 +433,8 @@ class CallRecord(Protocol):
     def from_number(self) -> str | None: ...
     @property
     def to_number(self) -> str | None: ...
+    @property
+    def variables(self) -> dict[str, str]: ...  # the call's per-call variables (README, "Per-call variables")
 
 
 class Recorder(Protocol):

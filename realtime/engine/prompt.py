@@ -6,7 +6,11 @@ function, realtime.engine.tools.delivery.post_event):
 
     {"message": {"type": "agent:assistant-request",
                  "call": {"id": <call uuid>, "agentId": <agent uuid>, "channel": "web" | "phone",
-                          "from": <caller number or null>, "to": <called number or null>}}}
+                          "from": <caller number or null>, "to": <called number or null>,
+                          "variables": {<the call's per-call variables: name -> string>}}}}
+
+The reply's identity, instructions and greeting may hold {{name}} placeholders: the session shell fills
+them like the saved prompt's (README, "Per-call variables").
 
 Expected reply: a JSON object {"identity"?: string | null, "instructions": string, "greeting"?:
 string | null}; other keys are ignored, blank identity and greeting count as absent. Instructions
@@ -65,6 +69,7 @@ async def fetch_assistant_prompt(
     channel: str,
     from_number: str | None,
     to_number: str | None,
+    variables: dict[str, str] | None = None,
     timeout_s: float = ASSISTANT_REQUEST_TIMEOUT_SECONDS,
 ) -> AssistantPrompt:
     endpoint = ServerEndpoint.of(agent)
@@ -79,6 +84,7 @@ async def fetch_assistant_prompt(
                 "channel": channel,
                 "from": from_number,
                 "to": to_number,
+                "variables": dict(variables or {}),
             },
         }
     }

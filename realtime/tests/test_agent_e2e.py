@@ -516,6 +516,7 @@ async def test_a_dynamic_prompt_and_greeting_come_from_the_signed_assistant_requ
                 "channel": "web",
                 "from": "web-client",
                 "to": "web-agent",
+                "variables": {},
             },
         }
     }

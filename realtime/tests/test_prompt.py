@@ -46,6 +46,7 @@ async def fetch(agent: Any, **overrides: Any) -> AssistantPrompt:
         "channel": "phone",
         "from_number": "+14155550111",
         "to_number": "+14155550142",
+        "variables": {"firstName": "Ada"},
     }
     arguments.update(overrides)
     return await fetch_assistant_prompt(**arguments)
@@ -83,6 +84,7 @@ async def test_the_assistant_request_is_a_signed_event_and_a_good_reply_is_the_p
                 "channel": "phone",
                 "from": "+14155550111",
                 "to": "+14155550142",
+                "variables": {"firstName": "Ada"},
             },
         }
     }

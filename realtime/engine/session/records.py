@@ -69,8 +69,12 @@ class CallRecorder(TranscriptOrder):
         from_number: str | None = None,
         to_number: str | None = None,
         provider_call_id: str | None = None,
+        variables: dict[str, str] | None = None,
+        metadata: Any = None,
     ) -> None:
         self.agent = agent
+        self.variables = dict(variables or {})
+        self.metadata = metadata
         self.channel = channel
         self.from_number = from_number
         self.to_number = to_number
@@ -96,6 +100,8 @@ class CallRecorder(TranscriptOrder):
             from_number=self.from_number,
             to_number=self.to_number,
             provider_call_id=self.provider_call_id,
+            variables=self.variables,
+            metadata=self.metadata,
         )
         self._writer = asyncio.create_task(self._write_loop(), name=f"call-writer-{self.session_id}")
         return self.call

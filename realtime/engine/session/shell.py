@@ -25,7 +25,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -35,12 +37,14 @@ from agents.disclosure import disclosure_for
 from agents.models import Agent, BackgroundSound, GreetingType, PromptType
 from agents.services import ambient_sound_playable
 from calls.models import CallStatus, EndedReason, ToolInvocationStatus
+from calls.variables import placeholders_fill
 from kit import metrics, tracing
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_BYTES_PER_SECOND
 from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.contracts import (
     BrainContext,
+    CallRecord,
     Ending,
     Mixer,
     Recorder,
@@ -129,6 +133,8 @@ class Session:
         self._live: metrics.Live | None = None  # the live gauges, once the engine is known
         self._trace = tracing.CallTrace.start(channel=recorder.channel)
         self.audio: CallAudio | None = None  # the call's recording (agents with recording_enabled)
+        # The values of {{name}} placeholders, once the call is open (the call's variables and the built-ins).
+        self.placeholder_values: dict[str, str] = {}
 
     # --- transport side ------------------------------------------------------------------------
 
@@ -278,6 +284,7 @@ class Session:
                 instructions = prompt.instructions
                 if agent.greeting_type == GreetingType.DYNAMIC and prompt.greeting:
                     greeting = prompt.greeting
+        identity, instructions, greeting = self._placeholders_fill(identity, instructions, greeting)
         self.context = BrainContext(
             agent_name=agent.name,
             language=agent.language,
@@ -290,6 +297,20 @@ class Session:
         self._begin()
         self._greet(disclosure.text, greeting)
 
+    def _placeholders_fill(self, *texts: str) -> list[str]:
+        """The texts with their {{name}} placeholders filled (README, "Per-call variables"): from the call's
+        variables and the built-ins, an unknown name by nothing, logged once for the call as one `warn`."""
+        self.placeholder_values = values = placeholder_values(self.agent, self.recorder.call)
+        filled: list[str] = []
+        unknown: list[str] = []
+        for text in texts:
+            text, missing = placeholders_fill(text, values)
+            filled.append(text)
+            unknown.extend(name for name in missing if name not in unknown)
+        if unknown:
+            self.recorder.log("warn", f"unknown placeholders left empty: {', '.join(unknown)}", placeholders=unknown)
+        return filled
+
     async def _dynamic_prompt(self) -> AssistantPrompt | None:
         try:
             return await fetch_assistant_prompt(
@@ -298,6 +319,7 @@ class Session:
                 channel=self.recorder.channel,
                 from_number=self.recorder.call.from_number if self.recorder.call else None,
                 to_number=self.recorder.call.to_number if self.recorder.call else None,
+                variables=dict(self.recorder.call.variables or {}) if self.recorder.call else {},
             )
         except ProviderError as exc:
             metrics.record_provider_error("prompt", permanent=exc.permanent)
@@ -723,6 +745,27 @@ class Session:
                 logger.warning("closing the %s of session %s failed", name, self.recorder.session_id, exc_info=True)
 
 
+def placeholder_values(agent: Agent, call: CallRecord | None, now: datetime | None = None) -> dict[str, str]:
+    """What {{name}} placeholders are filled with: the call's variables, then the built-ins (which win):
+    `call.from`, `call.to`, `now` (in the agent's time zone, "Friday 27 November 2026, 14:05") and
+    `agent.name`."""
+    try:
+        zone = ZoneInfo(agent.time_zone or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        zone = ZoneInfo("UTC")
+    local = (now or timezone.now()).astimezone(zone)
+    values = {str(name): str(value) for name, value in dict(getattr(call, "variables", None) or {}).items()}
+    values.update(
+        {
+            "call.from": (call.from_number if call is not None else None) or "",
+            "call.to": (call.to_number if call is not None else None) or "",
+            "now": f"{local:%A} {local.day} {local:%B %Y, %H:%M}",
+            "agent.name": agent.name,
+        }
+    )
+    return values
+
+
 def open_session(
     *,
     agent: Agent,
@@ -732,16 +775,25 @@ def open_session(
     to_number: str | None = None,
     provider_call_id: str | None = None,
     recorder: Recorder | None = None,
+    variables: dict[str, str] | None = None,
+    metadata: Any = None,
     **parts: Any,
 ) -> Session:
     """The one way every consumer starts a conversation: `asyncio.create_task(session.run())` next.
-    `provider_call_id` is the carrier's id of a phone call (Twilio's CallSid), kept on the call record.
+    `provider_call_id` is the carrier's id of a phone call (Twilio's CallSid), kept on the call record;
+    `variables` and `metadata` (already checked by calls.variables) too.
     `recorder` (the call record in the database by default) and `parts` (pipeline, tools, mixer, clock,
     run_blocking) replace the configured ones in tests."""
     recorder = recorder or CallRecorder(
-        agent=agent, channel=channel, from_number=from_number, to_number=to_number, provider_call_id=provider_call_id
+        agent=agent,
+        channel=channel,
+        from_number=from_number,
+        to_number=to_number,
+        provider_call_id=provider_call_id,
+        variables=variables,
+        metadata=metadata,
     )
     return Session(agent=agent, transport=transport, recorder=recorder, **parts)
 
 
-__all__: Sequence[str] = ("Session", "open_session")
+__all__: Sequence[str] = ("Session", "open_session", "placeholder_values")

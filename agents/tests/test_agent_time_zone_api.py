@@ -1,0 +1,66 @@
+"""The agent's timeZone through the public API (README, "Per-call variables": {{now}} is in it): "UTC" by
+default, any IANA name zoneinfo knows, a 400 "Unknown time zone" otherwise; and on the dashboard form."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.models import Agent
+from testing.dashboard import NEW_AGENT, edit_form, errors
+
+BASE = {"name": "Support", "instructions": "Help callers with their orders."}
+
+
+def create(persona, **fields):
+    return persona.client.post("/public/v1/agents", {**BASE, **fields}, format="json")
+
+
+def listed(persona, agent_id):
+    return {item["id"]: item for item in persona.client.get("/public/v1/agents").json()}[agent_id]
+
+
+def test_utc_by_default_stored_on_create_changed_by_patch_and_reset_by_put(owner):
+    agent_id = create(owner).json()["id"]
+    assert listed(owner, agent_id)["timeZone"] == "UTC"
+    assert owner.client.get(f"/public/v1/agents/{agent_id}").json()["timeZone"] == "UTC"
+
+    agent_id = create(owner, timeZone="Europe/Madrid").json()["id"]
+    item = listed(owner, agent_id)
+    assert item["timeZone"] == "Europe/Madrid"
+    patched = owner.client.patch(
+        f"/public/v1/agents/{agent_id}",
+        {"expectedUpdatedAt": item["updatedAt"], "timeZone": "America/New_York"},
+        format="json",
+    )
+    assert patched.status_code == 200, patched.json()
+    assert owner.client.get(f"/public/v1/agents/{agent_id}").json()["timeZone"] == "America/New_York"
+    put = owner.client.put(f"/public/v1/agents/{agent_id}", BASE, format="json")
+    assert put.status_code == 200, put.json()
+    assert listed(owner, agent_id)["timeZone"] == "UTC"
+
+
+@pytest.mark.parametrize("value", ["Mars/Olympus_Mons", "", "../../etc/passwd", "/etc/localtime", "x" * 65, 5, None])
+def test_an_unknown_time_zone_is_a_400_naming_the_field(owner, value):
+    response = create(owner, timeZone=value)
+    assert response.status_code == 400
+    issues = response.json()["issues"]
+    assert "timeZone" in issues, response.json()
+    if isinstance(value, str) and 0 < len(value) <= 64:
+        assert "Unknown time zone" in " ".join(issues["timeZone"])
+    assert not Agent.objects.exists()
+
+
+def test_the_dashboard_form_sets_it_through_the_service(staff_client, owner):
+    new = {**NEW_AGENT, "organization": str(owner.organization.pk), "time_zone": "Asia/Tokyo"}
+    response = staff_client.post("/admin/agents/agent/add/", new)
+    assert response.status_code == 302, errors(response.content.decode())
+    agent = Agent.objects.get()
+    assert agent.time_zone == "Asia/Tokyo"
+
+    response = staff_client.post(
+        f"/admin/agents/agent/{agent.pk}/change/", edit_form(agent, time_zone="Nowhere/Atlantis")
+    )
+    assert response.status_code == 200
+    assert any("Unknown time zone" in message for message in errors(response.content.decode()))
+    agent.refresh_from_db()
+    assert agent.time_zone == "Asia/Tokyo"
