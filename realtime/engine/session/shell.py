@@ -153,7 +153,7 @@ class Session:
 
     async def caller_text(self, text: str) -> None:
         """A caller turn that arrives as text rather than speech (for example DTMF keys on a phone
-        call, "pressed 1"): it is taken like a spoken turn."""
+        call, "the caller entered 4 5 6 7"): it is taken like a spoken turn."""
         if self.pipeline is not None and self._started.is_set() and not self._stopping:
             await self.pipeline.text_turn(text)
 
