@@ -5,8 +5,9 @@ listener (`on_start`, at that moment: the live caption of what the agent says) a
 has played out (its end marker's `on_played`).
 
 Keypad tones (`Tones`, the send_digits tool's) play in the queue's order but are never cut: a barge-in
-keeps the tones still queued, and while tones are on their way to the listener (`sending_tones`) the
-stream is not restarted, so that the session need not clear the transport and a phone menu hears every key."""
+keeps the tones still queued, and while tones are on their way to the listener (`tones_unheard`) the
+stream is not restarted, so that the session need not clear the transport and a phone menu hears every
+key."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ class Playout:
         dropped = [marker for _, marker in self._ending]
         dropped += [item for item in self._queue if isinstance(item, EndMarker)]
         tones = [item for item in self._queue if isinstance(item, Tones)]
-        sending = self.sending_tones
+        sending = self.tones_unheard(self.clock.now())
         self._queue.clear()
         self._queue.extend(tones)
         self._ending.clear()
@@ -96,11 +97,10 @@ class Playout:
         self.wake.set()
         return dropped
 
-    @property
-    def sending_tones(self) -> bool:
-        """Keypad tones have been sent that the listener has not heard yet: a barge-in must not clear
-        the transport now (the session asks before it cuts)."""
-        return self._tones_until is not None and self._tones_until > self.clock.now()
+    def tones_unheard(self, heard_by: float) -> bool:
+        """Keypad tones have been sent that the listener has not heard by `heard_by` (clock time): a
+        barge-in must not clear the transport now (the session asks before it cuts)."""
+        return self._tones_until is not None and self._tones_until > heard_by
 
     def _stream_end(self) -> float:
         assert self._anchor is not None

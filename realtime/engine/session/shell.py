@@ -457,7 +457,7 @@ class Session:
             response.cancel()
         heard_by = self.heard_by(now)
         # Keypad tones on their way to the listener are never cut (send_digits): nothing is cleared.
-        tones = self.playout is not None and self.playout.sending_tones
+        tones = self.playout is not None and self.playout.tones_unheard(heard_by)
         if self.audio is not None and not tones:
             self.audio.cut(heard_by)
         if self.pipeline is not None:
