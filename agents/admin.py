@@ -28,6 +28,7 @@ from django.urls import path, reverse
 import agents.tools.admin  # noqa: F401 - registers the MCP server, custom tool and tool selection pages
 from agents.dashboard import ServiceModelForm, header_lines, through_service, warn_destination, wire_sources
 from agents.disclosure import disclosure_for
+from agents.keypad import TERMINATORS, TIMEOUT_MS_RANGE, keypad_of
 from agents.models import BUILTIN_VOICES, Agent, AgentStatus, AmbientSound, McpServer, McpServerStatus
 from agents.selectors import agent_get
 from agents.serializers import AgentPatchSerializer, AgentWriteSerializer
@@ -118,6 +119,7 @@ FORM_FIELD_OF = {
     "serverSecret": "new_server_secret",
     "expectedUpdatedAt": "",
     "redactPii": "redact_pii_categories",
+    "keypad": "keypad_timeout_ms",
 }
 # Refusals without issues, on the field they concern.
 CODE_FIELDS = {"FEATURE_NOT_AVAILABLE": "ambient_sound", "AGENT_LIMIT_EXCEEDED": "status"}
@@ -156,6 +158,27 @@ class AgentForm(ServiceModelForm):
         "logs of this agent's calls (none checked: off). The live call and the tools get the real values; "
         "recordings are not redacted.",
     )
+    # The agent's keypad (agents/keypad.py), as three fields composing the API's `keypad`.
+    keypad_enabled = forms.BooleanField(
+        label="Gather the caller's keys into one turn",
+        required=False,
+        initial=True,
+        help_text='Phone calls: keys pressed one after another reach the agent as one turn ("the caller entered '
+        '4 5 6 7"); unchecked, each key is a turn of its own.',
+    )
+    keypad_timeout_ms = forms.IntegerField(
+        label="Keypad timeout (ms)",
+        required=False,
+        initial=2000,
+        help_text=f"From {TIMEOUT_MS_RANGE[0]} to {TIMEOUT_MS_RANGE[1]}: how long without a key ends the turn.",
+    )
+    keypad_terminator = forms.ChoiceField(
+        label="Keypad terminator",
+        required=False,
+        initial="#",
+        choices=[(key, key or "none") for key in TERMINATORS],
+        help_text="The key that ends the turn at once (not part of the digits).",
+    )
     expected_updated_at = forms.CharField(required=False, widget=forms.HiddenInput)
     issue_fields = FORM_FIELD_OF
     issue_codes = CODE_FIELDS
@@ -184,6 +207,10 @@ class AgentForm(ServiceModelForm):
         if not self.instance._state.adding:
             self.fields["expected_updated_at"].initial = iso(self.instance.updated_at)
             self.fields["redact_pii_categories"].initial = sorted(redaction.categories_of(self.instance.redact_pii))
+            keypad = keypad_of(self.instance.keypad)
+            self.fields["keypad_enabled"].initial = keypad["enabled"]
+            self.fields["keypad_timeout_ms"].initial = keypad["timeoutMs"]
+            self.fields["keypad_terminator"].initial = keypad["terminator"]
 
     def _wire(self) -> dict[str, Any]:
         """The form's values as an API request body."""
@@ -200,6 +227,14 @@ class AgentForm(ServiceModelForm):
         elif data.get("new_server_secret"):
             body["serverSecret"] = data["new_server_secret"]
         body["redactPii"] = list(data.get("redact_pii_categories") or []) or redaction.OFF
+        body.pop("keypad", None)
+        if "keypad_timeout_ms" in self.data:  # the keypad fields were on the page (a form without them keeps it)
+            timeout = data.get("keypad_timeout_ms")
+            body["keypad"] = {
+                "enabled": bool(data.get("keypad_enabled")),
+                "timeoutMs": 2000 if timeout is None else timeout,
+                "terminator": data.get("keypad_terminator") or "",
+            }
         return body
 
     def save_through_service(self) -> Agent:
@@ -240,6 +275,10 @@ class AgentForm(ServiceModelForm):
         self.data = {name: getattr(current, name) for name in shown}
         if "analysis_plan" in self.data:
             self.data["analysis_plan"] = json.dumps(self.data["analysis_plan"])  # the form field reads JSON text
+        keypad = keypad_of(current.keypad)
+        self.data.update(keypad_timeout_ms=keypad["timeoutMs"], keypad_terminator=keypad["terminator"])
+        if keypad["enabled"]:
+            self.data["keypad_enabled"] = "on"
         self.data["expected_updated_at"] = iso(current.updated_at)
         changed = f" Your values differ in: {', '.join(differing)}." if differing else ""
         self.add_error(
@@ -338,6 +377,7 @@ class AgentAdmin(admin.ModelAdmin):
             ("Privacy", {"fields": ["redact_pii_categories"]}),
             ("Post-call analysis", {"fields": ["analysis_plan"]}),
             ("Call endings", {"fields": ["end_call_enabled", "max_duration_seconds"]}),
+            ("Phone keypad", {"fields": ["keypad_enabled", "keypad_timeout_ms", "keypad_terminator"]}),
             ("Recording", {"fields": ["recording_enabled"]}),
             ("Per-call variables", {"fields": ["time_zone"]}),
             (

@@ -13,6 +13,8 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 
 from agents.analysis_plan import MAX_PROMPT_CHARS, MAX_PROPERTIES, SCALES
+from agents.keypad import TERMINATORS as KEYPAD_TERMINATORS
+from agents.keypad import TIMEOUT_MS_RANGE as KEYPAD_TIMEOUT_MS_RANGE
 from agents.serializers import LANGUAGE_PATTERN
 from agents.tools.schema import OBJECT_KEYWORDS, SUBSCHEMA
 from kit.schema import ANY, VISIBLE, string_rule, trimmed, trimmed_body
@@ -157,3 +159,38 @@ class AnalysisPlanFieldSchema(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         return ANALYSIS_PLAN
+
+
+# --- keypad (agents/keypad.py) --------------------------------------------------------------------------
+KEYPAD: dict[str, Any] = {
+    "type": "object",
+    "description": "Caller keypad input on phone calls (README: Keypad and phone menus). A key left out takes its "
+    "default.",
+    "additionalProperties": False,
+    "properties": {
+        "enabled": {
+            "type": "boolean",
+            "description": 'Gather consecutive keys into one turn ("the caller entered 4 5 6 7"); false: one turn '
+            'per key ("the caller pressed 4"). Default true.',
+        },
+        "timeoutMs": {
+            "type": "integer",
+            "minimum": KEYPAD_TIMEOUT_MS_RANGE[0],
+            "maximum": KEYPAD_TIMEOUT_MS_RANGE[1],
+            "description": "How long without a key ends the gathering. Default 2000.",
+        },
+        "terminator": {
+            "enum": list(KEYPAD_TERMINATORS),
+            "description": 'The key that ends the gathering at once (not part of the digits); "" for none. '
+            'Default "#".',
+        },
+    },
+}
+
+
+class KeypadFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "agents.serializers.KeypadField"
+    priority = 1
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return KEYPAD

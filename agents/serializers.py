@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.analysis_plan import SCALES, PlanError, normalize_plan
+from agents.keypad import KeypadError, normalize_keypad
 from agents.models import (
     BUILTIN_VOICES,
     MAX_DURATION_RANGE,
@@ -65,6 +66,16 @@ class AnalysisPlanField(serializers.JSONField):
         try:
             return normalize_plan(data)
         except PlanError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class KeypadField(serializers.JSONField):
+    """keypad: validated and normalized by agents/keypad.py (a bad value is a 400 naming the key)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        try:
+            return normalize_keypad(data)
+        except KeypadError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
 
@@ -135,6 +146,12 @@ class AgentWriteSerializer(serializers.Serializer):
         trim_whitespace=False,
         help_text='The IANA time zone of {{now}} in the prompt and greeting, for example "Europe/Madrid" '
         '(default "UTC").',
+    )
+    keypad = KeypadField(
+        required=False,
+        help_text="Caller keypad input on phone calls (README: Keypad and phone menus): enabled gathers keys into "
+        'one turn until timeoutMs without a key or the terminator ("#", "*" or "" for none); disabled makes each '
+        'key a turn of its own. Default {"enabled": true, "timeoutMs": 2000, "terminator": "#"}.',
     )
 
     def validate_language(self, value: str) -> str:
@@ -241,3 +258,4 @@ class AgentListItemSerializer(serializers.Serializer):
     maxDurationSeconds = serializers.IntegerField()
     recordingEnabled = serializers.BooleanField()
     timeZone = serializers.CharField()
+    keypad = KeypadField()

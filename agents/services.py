@@ -20,6 +20,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import (
     DEFAULT_ANALYSIS_PLAN,
+    DEFAULT_KEYPAD,
     MAX_DURATION_DEFAULT,
     Agent,
     AgentStatus,
@@ -59,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     "max_duration_seconds": MAX_DURATION_DEFAULT,
     "recording_enabled": False,
     "time_zone": "UTC",
+    "keypad": DEFAULT_KEYPAD,
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}
@@ -77,6 +79,7 @@ WIRE_NAMES = {
     "redact_pii": "redactPii",
     "analysis_plan": "analysisPlan",
     "time_zone": "timeZone",
+    "keypad": "keypad",
 }
 
 

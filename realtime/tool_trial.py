@@ -48,6 +48,7 @@ class _TrialRecorder:
     (webhooks get call.id null), no tool invocation stored; the agent log lines are kept for the page."""
 
     call = None
+    channel = "web"  # no phone line: the phone-only tools (send_digits) are not offered
 
     def __init__(self) -> None:
         self.lines: list[str] = []

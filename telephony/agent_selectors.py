@@ -96,6 +96,7 @@ LIST_COLUMNS = (
     "max_duration_seconds",
     "recording_enabled",
     "time_zone",
+    "keypad",
 )
 
 
@@ -136,4 +137,5 @@ def agent_item(row: dict[str, Any]) -> dict[str, Any]:
         "maxDurationSeconds": row["max_duration_seconds"],
         "recordingEnabled": bool(row["recording_enabled"]),
         "timeZone": row["time_zone"],
+        "keypad": json_value(row["keypad"]),
     }

@@ -8,8 +8,9 @@ functions of telephony/stream_messages.py):
   socket is read before a valid `start`, and a socket without one is closed after
   START_TIMEOUT_SECONDS.
 - `media` (base64 mu-law 8 kHz, inbound track) -> PCM16 16 kHz -> `session.push_audio`.
-- `dtmf`: each key goes to the agent log; keys pressed within DTMF_GAP_SECONDS of each other reach
-  the brain as one caller turn, "pressed 1" or "pressed 1234" (`session.caller_text`).
+- `dtmf`: each key goes to the agent log and to the agent's keypad gathering (telephony/keypad.py):
+  consecutive keys up to `timeoutMs` without a key or the terminator reach the brain as one caller turn,
+  "the caller entered 4 5 6 7" (a disabled keypad: "the caller pressed 4" per key; `session.caller_text`).
 - `mark`: the echo of a mark sent after each audio chunk; it tells how far the caller has really
   heard the agent (`TwilioTransport.playback_lag`, which the session uses on barge-in).
 - `stop` ends the session (completed) and closes the socket.
@@ -45,6 +46,7 @@ from realtime.engine.session.shell import Session, open_session
 from realtime.sockets import JsonSocketConsumer
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError
 from telephony import audio
+from telephony.keypad import KeypadGatherer
 from telephony.providers import PhoneProvider
 from telephony.services.calls import CALL_ENDED_REASONS
 from telephony.stream_messages import (
@@ -63,7 +65,6 @@ from telephony.streams import call_group, phone_call_get, stream_token_redeem
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT_SECONDS = 10.0  # a socket that does not present a valid `start` by then is closed
-DTMF_GAP_SECONDS = 0.8  # keys closer together than this form one turn ("pressed 1234")
 MAX_BAD_MESSAGE_LOGS = 20  # per stream: a broken peer cannot flood the log
 TRANSFER_STOP_WAIT_SECONDS = 3.0  # after a transfer, how long to wait for Twilio's `stop` before closing
 # Close codes (Twilio ignores them; they are for logs and tests): a refused stream token keeps the
@@ -87,8 +88,9 @@ class TwilioMediaStream(JsonSocketConsumer):
     async def connect(self) -> None:
         await self.accept()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._digits: list[str] = []
-        self._dtmf_timer: asyncio.Task[None] | None = None
+        self._keypad = KeypadGatherer()
+        self._keypad_timer: asyncio.Task[None] | None = None
+        self._clock: Clock = LoopClock()
         self._upsampler = audio.Upsampler()
         self._stopped = asyncio.Event()  # Twilio's `stop` arrived
         self._spawn(self._start_deadline(), "stream-start-deadline")
@@ -151,7 +153,8 @@ class TwilioMediaStream(JsonSocketConsumer):
             await self.close_once(CLOSE_AGENT_UNAVAILABLE, "agent not available")
             return
         self.stream_sid, self.call_sid = stream_sid, grant.call_sid
-        clock = LoopClock()  # one clock for the session and the transport's mark timings
+        clock = self._clock  # one clock for the session, the transport's mark timings and the keypad
+        self._keypad = KeypadGatherer.for_agent(call.agent.keypad)
         self.transport = TwilioTransport(
             self,
             stream_sid=stream_sid,
@@ -196,16 +199,21 @@ class TwilioMediaStream(JsonSocketConsumer):
             return
         assert self.conversation is not None
         self.conversation.recorder.log("info", "caller pressed a key", digit=digit)
-        self._digits.append(digit)
-        if self._dtmf_timer is not None:
-            self._dtmf_timer.cancel()
-        self._dtmf_timer = self._spawn(self._keys_turn(), "dtmf")
+        if self._keypad_timer is not None:
+            self._keypad_timer.cancel()
+            self._keypad_timer = None
+        turn = self._keypad.press(digit, self._clock.now())
+        if turn is not None:
+            await self.conversation.caller_text(turn)
+        elif self._keypad.deadline is not None:
+            self._keypad_timer = self._spawn(self._keypad_turn(self._keypad.deadline), "keypad")
 
-    async def _keys_turn(self) -> None:
-        await asyncio.sleep(DTMF_GAP_SECONDS)
-        keys, self._digits = "".join(self._digits), []
-        if keys and self.conversation is not None:
-            await self.conversation.caller_text(f"pressed {keys}")
+    async def _keypad_turn(self, deadline: float) -> None:
+        """The keys gathered so far become a turn once no key has come for the agent's timeoutMs."""
+        await self._clock.sleep_until(deadline)
+        turn = self._keypad.expire(self._clock.now())
+        if turn is not None and self.conversation is not None:
+            await self.conversation.caller_text(turn)
 
     async def _mark(self, message: dict[str, Any]) -> None:
         name = read_mark(message)

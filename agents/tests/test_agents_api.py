@@ -77,6 +77,7 @@ def test_create_applies_the_documented_defaults_and_lists_every_field(owner):
         "maxDurationSeconds": 1800,
         "recordingEnabled": False,
         "timeZone": "UTC",
+        "keypad": {"enabled": True, "timeoutMs": 2000, "terminator": "#"},
     }
     assert isinstance(item["successRate"], (int, float))
 

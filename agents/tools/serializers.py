@@ -23,7 +23,7 @@ from kit.fields import (
 )
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-RESERVED_TOOL_NAMES = ("search_knowledge", "transfer_call", "end_call")
+RESERVED_TOOL_NAMES = ("search_knowledge", "transfer_call", "end_call", "send_digits")
 DEFAULT_PARAMETER_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 MAX_SCHEMA_BYTES = 65536
 MAX_SELECTIONS = 256

@@ -122,6 +122,7 @@ class ToolOutcome:
     transfer_to: str | None = None  # set by transfer_call: the E.164 destination the shell must transfer to
     end_call: bool = False  # set by end_call: the shell ends the call once the agent's goodbye has played
     reason: str | None = None  # a failure in plain words, as in the agent log (no URL, secret or argument)
+    digits: str | None = None  # set by send_digits: the keys the shell plays as keypad tones into the call
 
 
 class Brain(Protocol):

@@ -266,7 +266,7 @@ async def test_a_phone_call_end_to_end(server, ava, voice):
         assert twilio.messages[cleared].message == {"event": "clear", "streamSid": twilio.stream_sid}
         await barge_in
 
-        # A key pressed: the brain answers the turn "pressed 1".
+        # A key pressed: after the keypad's timeoutMs the brain answers the turn "the caller entered 1".
         before = len(twilio.messages)
         await twilio.dtmf("1")
         line = asyncio.create_task(twilio.silence(4))
@@ -279,11 +279,11 @@ async def test_a_phone_call_end_to_end(server, ava, voice):
     assert call.ended_at is not None and call.channel == "phone"
     rows = await transcript(call)
     assert rows[0][0] == "assistant" and rows[0][1].endswith(GREETING)
-    assert ("user", "pressed 1") in rows
+    assert ("user", "the caller entered 1") in rows
     users = [text for role, text in rows if role == "user"]
     # Phone-band speech reaches the recognizer (its words are rough: the offline acoustic model is
     # wideband, see bench/voice_latency.py --scenario phone for the word error rate).
-    assert len(users) == 3 and users[0] and users[1] and users[2] == "pressed 1"
+    assert len(users) == 3 and users[0] and users[1] and users[2] == "the caller entered 1"
     # The key is in the agent log (written by the server's log writer: poll).
     for _ in range(200):
         keys = await sync_to_async(

@@ -13,6 +13,8 @@ configuration (replies.py). Each caller turn is handled by the first rule that a
    and so does a turn that asks for another tool, a question ("what are your opening hours?") or a
    second reply without the value;
 5. the answer to "would you like to A or B?";
+5a. keys asked for ("press 1", "enter 1 2 3 4 pound"; brain/keys.py) with `send_digits` offered (phone
+   calls) -> `send_digits`, then "Done." once the keys are sent;
 6. only greetings, thanks, goodbyes or "yes" -> a short polite answer; a clear farewell ("that's all,
    goodbye"; understanding.is_farewell) with `end_call` offered -> the goodbye, then `end_call`;
 7. a custom tool whose words clearly match -> called with the arguments said, or the first missing
@@ -43,6 +45,7 @@ from typing import Any
 
 from realtime.engine.brain import replies
 from realtime.engine.brain.arguments import Parameter, extract, parameters_of
+from realtime.engine.brain.keys import keys_asked
 from realtime.engine.brain.replies import phrase
 from realtime.engine.brain.spoken import Utterance
 from realtime.engine.brain.understanding import (
@@ -142,6 +145,8 @@ class EmbeddedBrain:
             return [] if not _is_error(turn.text) else [TextPiece(phrase("transfer_failed", language))]
         if name == "end_call":
             return []  # the goodbye was said before the call; the session ends the call
+        if name == "send_digits":
+            return [TextPiece(phrase("tool_error" if _is_error(turn.text) else "done", language))]
         if name == "search_knowledge":
             return [TextPiece(self._speak_knowledge(context, history, language))]
         return [TextPiece(replies.speak_result(turn.text, language))]
@@ -187,6 +192,9 @@ class EmbeddedBrain:
             outputs = self._continue_choice(context, catalog, utterance, language)
             if outputs is not None:
                 return outputs
+        keys = keys_asked(utterance.text) if context.tool("send_digits") is not None else None
+        if keys:
+            return [self._call("send_digits", {"digits": keys})]
         social = social_kind(utterance)
         if social == "goodbye" and context.tool("end_call") is not None and is_farewell(utterance):
             # A clear farewell: the goodbye is said, then the call ends (end_call).

@@ -30,7 +30,7 @@ import snowballstemmer
 from realtime.engine.brain.spoken import NUMBER_WORDS, ORDINALS, Utterance
 from realtime.engine.contracts import ToolSpec
 
-NATIVE_TOOLS = ("search_knowledge", "transfer_call", "end_call")
+NATIVE_TOOLS = ("search_knowledge", "transfer_call", "end_call", "send_digits")
 MIN_TOOL_SCORE = 1.5
 TOOL_MARGIN = 1.0
 NAME_WEIGHT = 2.0

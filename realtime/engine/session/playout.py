@@ -2,7 +2,12 @@
 transport paced to real time, never more than `lead_ms` ahead of the listener's playback, so that a
 barge-in can cut the answer within that lead. It knows when each segment starts playing at the
 listener (`on_start`, at that moment: the live caption of what the agent says) and when a response
-has played out (its end marker's `on_played`)."""
+has played out (its end marker's `on_played`).
+
+Keypad tones (`Tones`, the send_digits tool's) play in the queue's order but are never cut: a barge-in
+keeps the tones still queued, and while tones are on their way to the listener (`tones_unheard`) the
+stream is not restarted, so that the session need not clear the transport and a phone menu hears every
+key."""
 
 from __future__ import annotations
 
@@ -19,6 +24,14 @@ from realtime.engine.contracts import Mixer, Segment, Transport
 
 # Frames streamed after the keyboard stops, so that the mixer can fade it out instead of cutting it.
 KEYBOARD_TAIL_FRAMES = 4
+
+
+@dataclass(eq=False)
+class Tones:
+    """Keypad tones (PCM16 at the output rate, whole frames) queued for playout; not cut by a barge-in."""
+
+    audio: bytes
+    position: int = 0
 
 
 @dataclass(eq=False)
@@ -54,7 +67,8 @@ class Playout:
         # Audio goes out in chunks of about chunk_ms, topping the lead back up to lead_ms.
         self.chunk = min(chunk_ms, lead_ms) / 1000
         self.wake = asyncio.Event()
-        self._queue: deque[Segment | EndMarker] = deque()
+        self._queue: deque[Segment | EndMarker | Tones] = deque()
+        self._tones_until: float | None = None  # clock time the last tone frame sent has played by
         self._ending: list[tuple[float, EndMarker]] = []
         self._starting: deque[tuple[float, Segment]] = deque()  # (play_start, segment) whose on_start is due
         self._cuts = 0
@@ -62,7 +76,7 @@ class Playout:
         self._frames = 0
         self._keyboard_tail = 0  # frames still to stream for the keyboard's fade-out
 
-    def enqueue(self, item: Segment | EndMarker) -> None:
+    def enqueue(self, item: Segment | EndMarker | Tones) -> None:
         self._queue.append(item)
         self.wake.set()
 
@@ -71,13 +85,22 @@ class Playout:
         Returns the end markers that were pending."""
         dropped = [marker for _, marker in self._ending]
         dropped += [item for item in self._queue if isinstance(item, EndMarker)]
+        tones = [item for item in self._queue if isinstance(item, Tones)]
+        sending = self.tones_unheard(self.clock.now())
         self._queue.clear()
+        self._queue.extend(tones)
         self._ending.clear()
         self._starting.clear()
         self._cuts += 1
-        self._anchor = None  # the listener's buffer is emptied: the stream restarts now
+        if not sending:
+            self._anchor = None  # the listener's buffer is emptied: the stream restarts now
         self.wake.set()
         return dropped
+
+    def tones_unheard(self, heard_by: float) -> bool:
+        """Keypad tones have been sent that the listener has not heard by `heard_by` (clock time): a
+        barge-in must not clear the transport now (the session asks before it cuts)."""
+        return self._tones_until is not None and self._tones_until > heard_by
 
     def _stream_end(self) -> float:
         assert self._anchor is not None
@@ -93,6 +116,13 @@ class Playout:
         if not self._queue:
             return None
         segment = self._queue[0]
+        if isinstance(segment, Tones):
+            piece = segment.audio[segment.position : segment.position + OUT_FRAME_BYTES]
+            segment.position += OUT_FRAME_BYTES
+            if segment.position >= len(segment.audio):
+                self._queue.popleft()
+            self._tones_until = self._stream_end() + FRAME_SECONDS
+            return piece
         assert isinstance(segment, Segment)
         if segment.position == 0:
             segment.play_start = self._stream_end()
@@ -137,7 +167,7 @@ class Playout:
             await self._start_due(now)
             await self._finish_due(now)
             bed = self._background()
-            if not bed and not any(isinstance(item, Segment) for item in self._queue):
+            if not bed and not any(isinstance(item, (Segment, Tones)) for item in self._queue):
                 while self._queue:  # end markers with nothing before them
                     self._mark_end(self._queue.popleft(), now)  # type: ignore[arg-type]  # the loop's condition: the queue's head is an EndMarker
                 deadline = self._deadline(math.inf)

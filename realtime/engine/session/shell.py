@@ -60,9 +60,10 @@ from realtime.engine.contracts import (
 from realtime.engine.phrases import phrase
 from realtime.engine.prompt import AssistantPrompt, fetch_assistant_prompt
 from realtime.engine.registry import pipeline_class
-from realtime.engine.session.playout import EndMarker, Playout
+from realtime.engine.session.playout import EndMarker, Playout, Tones
 from realtime.engine.session.recording import CallAudio, save_recording
 from realtime.engine.session.records import CallRecorder
+from realtime.engine.sound import dtmf
 from realtime.engine.sound import mixer as sound_mixer
 from realtime.engine.timing import TurnTiming
 from realtime.engine.tools.dispatcher import ToolDispatcher
@@ -159,7 +160,7 @@ class Session:
 
     async def caller_text(self, text: str) -> None:
         """A caller turn that arrives as text rather than speech (for example DTMF keys on a phone
-        call, "pressed 1"): it is taken like a spoken turn."""
+        call, "the caller entered 4 5 6 7"): it is taken like a spoken turn."""
         if self.pipeline is not None and self._started.is_set() and not self._stopping:
             await self.pipeline.text_turn(text)
 
@@ -477,13 +478,16 @@ class Session:
         if response is not None:
             response.cancel()
         heard_by = self.heard_by(now)
-        if self.audio is not None:
+        # Keypad tones on their way to the listener are never cut (send_digits): nothing is cleared.
+        tones = self.playout is not None and self.playout.tones_unheard(heard_by)
+        if self.audio is not None and not tones:
             self.audio.cut(heard_by)
         if self.pipeline is not None:
             self.pipeline.interrupt()
         if self.playout is not None:
             self.playout.cut()
-        await self.transport.clear()
+        if not tones:
+            await self.transport.clear()
         if response is not None and not response.done:
             await self._speech_ended(response, interrupted=True)
             if forget:
@@ -504,10 +508,20 @@ class Session:
             finished["status"] = outcome.status
             if outcome.status != ToolInvocationStatus.SUCCESS and outcome.reason:
                 finished["error"] = outcome.reason
-            return outcome
         finally:
             self._tools_running -= 1
             await self.transport.send_event(finished)
+        if outcome.digits:
+            self._press_keys(outcome.digits)
+        return outcome
+
+    def _press_keys(self, digits: str) -> None:
+        """send_digits: the keys' tones join the outgoing audio after what is already queued (so that
+        a phone menu hears them in-band; over a phone stream they go out as mu-law like speech)."""
+        if self.playout is None:
+            return
+        self.playout.enqueue(Tones(dtmf.tones(digits)))
+        self.recorder.log("info", "keys sent", digits=digits)
 
     def tool_round(
         self, response: Response, said: str, calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]

@@ -7,6 +7,7 @@ and run, whatever brain or voice engine asks for them.
     await dispatcher.aclose()                     # at session end (closes the MCP sessions)
 
 Tool kinds (registry in `KINDS`, each a small adapter): `webhook` and `http` custom tools, `mcp`
-selections, and the native `search_knowledge` and `transfer_call`. `transfer_call` does not move the
+selections, and the native `search_knowledge`, `transfer_call`, `send_digits` (phone calls: keypad
+tones played by the shell, `digits`) and `end_call`. `transfer_call` does not move the
 call itself: its outcome carries `transfer_to`, and the session shell has the transport perform it.
 """

@@ -55,6 +55,10 @@ class ToolKind:
         """A successful call asks the session to end the call after the agent's goodbye (end_call only)."""
         return False
 
+    def digits_to_send(self, result: dict[str, Any]) -> str | None:
+        """The keys a successful call asks the session to play as keypad tones (send_digits only)."""
+        return None
+
 
 def seconds_words(seconds: float) -> str:
     """5.0 -> '5 seconds', 1.0 -> '1 second', 2.5 -> '2.5 seconds'."""

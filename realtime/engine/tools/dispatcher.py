@@ -12,8 +12,8 @@ Offered, in this order (names are unique; the first tool with a name wins):
    selection, ordered by server name then tool name), or whose inputSchema is not a valid JSON
    Schema, is skipped with a warn line.
 3. `search_knowledge` when the agent has a ready knowledge document; `transfer_call` when a handoff
-   destination exists (realtime.selectors.handoff_destination); `end_call` unless the agent turns it
-   off (endCallEnabled).
+   destination exists (realtime.selectors.handoff_destination); `send_digits` on phone calls (the
+   recorder's channel); `end_call` unless the agent turns it off (endCallEnabled).
 
 A call: an unknown name or arguments that do not match the tool's schema (checked with jsonschema,
 the draft its $schema names, else 2020-12; formats are not checked) give the brain an error result
@@ -46,11 +46,11 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from agents.models import Agent, AgentType, ToolOnError
 from agents.tools.mcp import Connection, McpSession
-from calls.models import ToolInvocationStatus
+from calls.models import CallChannel, ToolInvocationStatus
 from kit import metrics
 from kit.providers import ProviderError, Registry
 from realtime.engine.contracts import Recorder, ToolCall, ToolOutcome, ToolSpec
-from realtime.engine.tools import end_call, search_knowledge, transfer_call
+from realtime.engine.tools import end_call, search_knowledge, send_digits, transfer_call
 from realtime.engine.tools.base import CallContext, ToolError, ToolKind, ToolTimeout, seconds_words
 from realtime.engine.tools.delivery import ServerEndpoint
 from realtime.selectors import SessionTools, session_tools_get
@@ -66,11 +66,12 @@ KINDS = Registry(
         "search_knowledge": "realtime.engine.tools.search_knowledge:SearchKnowledgeTool",
         "transfer_call": "realtime.engine.tools.transfer_call:TransferCallTool",
         "end_call": "realtime.engine.tools.end_call:EndCallTool",
+        "send_digits": "realtime.engine.tools.send_digits:SendDigitsTool",
     },
 )
 
 WEBHOOK_KINDS = frozenset({"webhook", "http"})
-RESERVED_NAMES = frozenset({"search_knowledge", "transfer_call", "end_call"})
+RESERVED_NAMES = frozenset({"search_knowledge", "transfer_call", "end_call", "send_digits"})
 # Time limit of tools without timeoutMs: MCP selections and the native tools.
 DEFAULT_TIMEOUT_SECONDS = 10.0
 # The kinds bound their own requests by the time limit; this backstop only catches a kind that overruns.
@@ -216,6 +217,7 @@ class ToolDispatcher:
                 started,
                 transfer_to=offered.adapter.transfer_to,
                 end_call=offered.adapter.ends_call,
+                digits=offered.adapter.digits_to_send(result),
             )
         status = ToolInvocationStatus.TIMEOUT if isinstance(failure, ToolTimeout) else ToolInvocationStatus.ERROR
         result = {"error": failure.message} if offered.on_error == ToolOnError.RETURN_ERROR else {}
@@ -238,6 +240,7 @@ class ToolDispatcher:
         reason: str | None = None,
         transfer_to: str | None = None,
         end_call: bool = False,
+        digits: str | None = None,
     ) -> ToolOutcome:
         text = json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
         elapsed_ms = (time.perf_counter() - started) * 1000
@@ -263,7 +266,12 @@ class ToolDispatcher:
             fields["reason"] = reason[:300]
         self.recorder.log("info" if status == ToolInvocationStatus.SUCCESS else "warn", "tool call", **fields)
         return ToolOutcome(
-            result=text, status=str(status), transfer_to=transfer_to, end_call=end_call, reason=fields.get("reason")
+            result=text,
+            status=str(status),
+            transfer_to=transfer_to,
+            end_call=end_call,
+            reason=fields.get("reason"),
+            digits=digits,
         )
 
     def _skip(self, name: str, reason: str) -> None:
@@ -356,6 +364,10 @@ class ToolDispatcher:
                 transfer_call.DESCRIPTION,
                 transfer_call.PARAMETERS,
                 KINDS.get("transfer_call")(destination=setup.handoff_phone_number),
+            )
+        if self.recorder.channel == CallChannel.PHONE:
+            self._offer_native(
+                "send_digits", send_digits.DESCRIPTION, send_digits.PARAMETERS, KINDS.get("send_digits")()
             )
         if agent.end_call_enabled:
             self._offer_native("end_call", end_call.DESCRIPTION, end_call.PARAMETERS, KINDS.get("end_call")())

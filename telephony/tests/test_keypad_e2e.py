@@ -1,0 +1,303 @@
+"""Keypad and phone menus end to end over a real Daphne process: Twilio's side of the Media Stream
+played by a script (testing/twilio_stream.py), the OpenAI-compatible brain answered by the scripted Chat
+Completions server (testing/chat_server.py), and the call as GET /public/v1/calls/{id} returns it.
+
+- send_digits: the agent's keys go out in-band as keypad tones in the stream's `media`, read back here
+  with a Goertzel decoder (testing/dtmf.py); bad digits are an error result and nothing is played; the tool
+  is offered on phone calls only.
+- caller keys: gathered per the agent's keypad into one caller turn ("the caller entered 4 5 6 7"), ended
+  early by the terminator, or one turn per key when the keypad is off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from calls.models import AgentLog
+from telephony import audio
+from telephony.services.numbers import phone_number_assign, phone_number_claim
+from telephony.streams import stream_token_issue
+from testing.calls import wait_call
+from testing.chat_server import Call as ScriptedCall
+from testing.chat_server import ChatServer, Text, Tools
+from testing.clients import VoiceClient, is_type
+from testing.conversations import agent_for, issue, socket_url
+from testing.daphne import DaphneServer, shared_test_server
+from testing.dtmf import dtmf_decode
+from testing.twilio_stream import TwilioStream, is_event
+from testing.twilio_webhooks import make_account
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
+
+NUMBER = "+14155550100"
+CALLER = "+14155550199"
+INSTRUCTIONS = "You call the pharmacy's phone menu for the caller. When the menu asks for keys, use send_digits."
+REPLY = "Thank you."
+
+
+@pytest.fixture(scope="module")
+def chat() -> Iterator[ChatServer]:
+    with ChatServer(fallback=Text(REPLY)) as scripted:
+        yield scripted
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, chat: ChatServer) -> Iterator[Any]:
+    env = {"LLM_PROVIDER": "openai", "LLM_BASE_URL": chat.base_url, "LLM_MODEL": "scripted-model", "LLM_API_KEY": "x"}
+    with shared_test_server(django_db_blocker, tmp_path_factory, "keypad", env) as started:
+        yield started
+
+
+def phone_agent(owner: Any, make_agent: Any, **fields: Any) -> Any:
+    agent = agent_for(owner, make_agent, name="Kim", instructions=INSTRUCTIONS, **fields)
+    make_account(owner.organization)
+    number = phone_number_claim(organization=owner.organization, number=NUMBER)
+    phone_number_assign(organization=owner.organization, agent=agent, phone_number_id=number.pk)
+    agent.number_id = number.pk
+    return agent
+
+
+async def phone_stream(server: DaphneServer, agent: Any, call_sid: str) -> TwilioStream:
+    token = await sync_to_async(stream_token_issue)(
+        organization_id=agent.organization_id,
+        agent_id=agent.pk,
+        phone_number_id=agent.number_id,
+        call_sid=call_sid,
+        from_number=CALLER,
+        to_number=NUMBER,
+    )
+    return TwilioStream(f"{server.ws_url}/telephony/twilio/stream", token, call_sid=call_sid)
+
+
+class Line:
+    """The phone line's caller audio: silence, 20 ms at a time, until the call ends."""
+
+    def __init__(self, twilio: TwilioStream) -> None:
+        self.twilio = twilio
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        silence = bytes([audio.SILENCE_BYTE]) * audio.FRAME_BYTES
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        sent = 0
+        while not self.twilio.closed:
+            await self.twilio.send_media(silence)
+            sent += 1
+            await asyncio.sleep(max(0.0, start + sent * 0.02 - loop.time()))
+
+    async def close(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def quiet(twilio: TwilioStream, *, after: int = 0, seconds: float = 1.0, timeout: float = 60) -> int:
+    """Wait until the agent has sent audio after message `after` and then none for `seconds`; the
+    index of the first message after that audio."""
+    await twilio.wait_for(is_event("media"), after=after, timeout=timeout)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        last = max(item.at for item in twilio.messages[after:] if item.message["event"] == "media")
+        if loop.time() - last > seconds:
+            return len(twilio.messages)
+        await asyncio.sleep(0.05)
+    raise AssertionError("the agent kept sending audio")
+
+
+async def requests_after(chat: ChatServer, first: int, count: int, timeout: float = 30) -> list[Any]:
+    deadline = time.monotonic() + timeout
+    while len(chat.requests) < first + count:
+        assert time.monotonic() < deadline, f"{len(chat.requests) - first} of {count} model requests"
+        await asyncio.sleep(0.05)
+    return chat.requests[first:]
+
+
+def decoded(twilio: TwilioStream, start: int = 0) -> str:
+    """The keys in the agent's audio of messages[start:], read back from the mu-law."""
+    return dtmf_decode(audio.ulaw_decode(twilio.audio(start)).tobytes())
+
+
+async def detail(owner: Any, call_sid: str) -> dict[str, Any]:
+    call = await wait_call(call_sid, status="completed")
+    response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call.pk}")
+    assert response.status_code == 200, response.content
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def tool_result(request: Any) -> dict[str, Any]:
+    """The tool result the model was sent back in `request`."""
+    (message,) = [m for m in request.messages if m["role"] == "tool"]
+    result: dict[str, Any] = json.loads(message["content"])
+    return result
+
+
+async def session_tools(agent: Any) -> list[str]:
+    for _ in range(200):
+        entries = await sync_to_async(
+            lambda: list(AgentLog.objects.filter(agent=agent, content__message="session started"))
+        )()
+        if entries:
+            tools: list[str] = entries[0].content["tools"]
+            return tools
+        await asyncio.sleep(0.05)
+    raise AssertionError("no session started line")
+
+
+# --- send_digits -----------------------------------------------------------------------------------
+
+
+async def test_send_digits_plays_the_keys_as_tones_a_phone_menu_can_read(
+    server, chat, owner, make_agent, realtime_settings
+):
+    agent = await sync_to_async(phone_agent)(owner, make_agent)
+    call_sid = "CA" + "d1" * 16
+    first = len(chat.requests)
+    chat.script(Tools(ScriptedCall("send_digits", {"digits": "12#"}, id="call_keys_1")), Text("I pressed them."))
+    async with await phone_stream(server, agent, call_sid) as twilio:
+        await twilio.start()
+        line = Line(twilio)
+        greeted = await quiet(twilio)
+        assert decoded(twilio) == ""  # the disclosure: speech, no key
+        # The menu's prompt reaches the agent as a caller turn (a key, gathered for 2 s).
+        await twilio.dtmf("9")
+        asked, answered = await requests_after(chat, first, 2)
+        await quiet(twilio, after=greeted)
+        await twilio.stop()
+        await line.close()
+        assert await twilio.wait_closed() == 1000
+
+    assert "send_digits" in [tool["function"]["name"] for tool in asked.tools]
+    assert asked.messages[-1] == {"role": "user", "content": "the caller entered 9"}
+    assert tool_result(answered) == {"status": "sent", "digits": "12#"}
+    # The tones went out in-band, as mu-law media, in order; the agent's words after them are no key.
+    assert decoded(twilio, greeted) == "12#"
+    call = await detail(owner, call_sid)
+    (invocation,) = call["toolInvocationsLog"]
+    assert (invocation["toolName"], invocation["status"]) == ("send_digits", "success")
+    assert json.loads(invocation["response"]) == {"status": "sent", "digits": "12#"}
+    assert ("assistant", "I pressed them.") in [(m["role"], m["content"]) for m in call["messages"]]
+
+
+async def test_bad_digits_are_an_error_result_and_nothing_is_played(server, chat, owner, make_agent, realtime_settings):
+    agent = await sync_to_async(phone_agent)(owner, make_agent)
+    call_sid = "CA" + "d2" * 16
+    first = len(chat.requests)
+    chat.script(Tools(ScriptedCall("send_digits", {"digits": "1a2x"}, id="call_keys_2")), Text("Sorry."))
+    async with await phone_stream(server, agent, call_sid) as twilio:
+        await twilio.start()
+        line = Line(twilio)
+        greeted = await quiet(twilio)
+        await twilio.dtmf("9")
+        _, answered = await requests_after(chat, first, 2)
+        await quiet(twilio, after=greeted)
+        await twilio.stop()
+        await line.close()
+        await twilio.wait_closed()
+
+    error = tool_result(answered)["error"]
+    assert "'a', 'x'" in error and "Nothing was sent" in error
+    assert decoded(twilio) == ""
+    call = await detail(owner, call_sid)
+    (invocation,) = call["toolInvocationsLog"]
+    assert (invocation["toolName"], invocation["status"]) == ("send_digits", "error")
+
+
+async def test_send_digits_is_offered_on_phone_calls_only(server, owner, make_agent, realtime_settings):
+    agent = await sync_to_async(agent_for)(owner, make_agent, name="Web", instructions=INSTRUCTIONS)
+    async with VoiceClient(socket_url(server, agent, issue(agent))) as client:
+        await client.wait_for(is_type("session.started"), timeout=60)
+        tools = await session_tools(agent)
+    assert "send_digits" not in tools and "end_call" in tools
+
+
+# --- caller keys -------------------------------------------------------------------------------------
+
+
+async def keys_call(server: DaphneServer, agent: Any, call_sid: str, presses: list[tuple[str, float]]) -> None:
+    """A phone call in which the caller presses keys (each after its pause in seconds), then waits for
+    the agent's answers and hangs up."""
+    async with await phone_stream(server, agent, call_sid) as twilio:
+        await twilio.start()
+        line = Line(twilio)
+        greeted = await quiet(twilio)
+        for key, pause in presses:
+            await asyncio.sleep(pause)
+            await twilio.dtmf(key)
+        await asyncio.sleep(2.5)  # past the keypad's timeout
+        await quiet(twilio, after=greeted)
+        await twilio.stop()
+        await line.close()
+        await twilio.wait_closed()
+
+
+async def caller_turns(owner: Any, call_sid: str) -> list[str]:
+    call = await detail(owner, call_sid)
+    return [m["content"] for m in call["messages"] if m["role"] == "user"]
+
+
+async def keys_logged(agent: Any, count: int) -> list[str]:
+    """The keys in the agent log (written by the server's log writer: polled)."""
+
+    def read() -> list[str]:
+        entries = AgentLog.objects.filter(agent=agent, content__message="caller pressed a key")
+        return [entry.content["digit"] for entry in entries.order_by("timestamp", "sequence")]
+
+    for _ in range(200):
+        keys = await sync_to_async(read)()
+        if len(keys) >= count:
+            break
+        await asyncio.sleep(0.05)
+    return keys
+
+
+async def test_consecutive_keys_are_one_caller_turn(server, owner, make_agent, realtime_settings):
+    agent = await sync_to_async(phone_agent)(owner, make_agent)
+    call_sid = "CA" + "e1" * 16
+    await keys_call(server, agent, call_sid, [("4", 0), ("5", 0.3), ("6", 0.3), ("7", 1.0)])
+    assert await caller_turns(owner, call_sid) == ["the caller entered 4 5 6 7"]
+    assert await keys_logged(agent, 4) == ["4", "5", "6", "7"]
+
+
+async def test_the_terminator_ends_the_turn_early(server, chat, owner, make_agent, realtime_settings):
+    agent = await sync_to_async(phone_agent)(
+        owner, make_agent, keypad={"enabled": True, "timeoutMs": 10000, "terminator": "#"}
+    )
+    call_sid = "CA" + "e2" * 16
+    first = len(chat.requests)
+    started = time.monotonic()
+    async with await phone_stream(server, agent, call_sid) as twilio:
+        await twilio.start()
+        line = Line(twilio)
+        greeted = await quiet(twilio)
+        for key in "123#":
+            await twilio.dtmf(key)
+            await asyncio.sleep(0.2)
+        pressed = time.monotonic()
+        (asked,) = await requests_after(chat, first, 1)
+        answered_in = time.monotonic() - pressed
+        await quiet(twilio, after=greeted)
+        await twilio.stop()
+        await line.close()
+        await twilio.wait_closed()
+    assert asked.messages[-1] == {"role": "user", "content": "the caller entered 1 2 3"}
+    assert answered_in < 5, f"the turn waited {answered_in:.1f}s (timeoutMs is 10 s)"
+    assert time.monotonic() - started < 60
+    assert await caller_turns(owner, call_sid) == ["the caller entered 1 2 3"]
+
+
+async def test_a_disabled_keypad_makes_each_key_a_turn(server, owner, make_agent, realtime_settings):
+    agent = await sync_to_async(phone_agent)(
+        owner, make_agent, keypad={"enabled": False, "timeoutMs": 2000, "terminator": "#"}
+    )
+    call_sid = "CA" + "e3" * 16
+    await keys_call(server, agent, call_sid, [("4", 0), ("5", 2.0)])
+    assert await caller_turns(owner, call_sid) == ["the caller pressed 4", "the caller pressed 5"]
