@@ -138,6 +138,7 @@ def _seeded_plans(request: Any) -> None:
 
     importlib.import_module("accounts.migrations.0002_seed_plans").seed(apps, None)
     importlib.import_module("accounts.migrations.0004_seed_plan_limits").seed(apps, None)
+    importlib.import_module("accounts.migrations.0005_outbound_limit").seed(apps, None)
 
 
 @dataclass

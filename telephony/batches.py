@@ -550,7 +550,8 @@ def _settle(
     )
     if retrying:
         recipient.state, recipient.outcome = RecipientState.PENDING, ""
-        recipient.next_attempt_at = now + timedelta(minutes=retry["backoffMinutes"])
+        # The backoff counts from the call's end (as the carrier reported it).
+        recipient.next_attempt_at = (call.ended_at or now) + timedelta(minutes=retry["backoffMinutes"])
     else:
         recipient.state, recipient.outcome, recipient.next_attempt_at = RecipientState.DONE, outcome, None
     recipient.save(update_fields=["state", "outcome", "next_attempt_at"])
