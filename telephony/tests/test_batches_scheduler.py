@@ -131,6 +131,26 @@ def run_together(jobs: list[Callable[[], int]]) -> list[Any]:
     return results
 
 
+def race_with_another_process(now: datetime) -> list[Any]:
+    """Another process ticks once (`manage.py batch_tick`) while this one ticks until it is done."""
+    other_done = threading.Event()
+
+    def keep_ticking() -> int:
+        placed = 0
+        while not other_done.is_set():
+            placed += batch_tick(now=now)
+            other_done.wait(0.01)
+        return placed
+
+    def other_process() -> int:
+        try:
+            return tick_in_another_process(now)
+        finally:
+            other_done.set()
+
+    return run_together([keep_ticking, other_process])
+
+
 # What the carrier does with each recipient (by position) on each attempt.
 def carrier_outcome(position: int, attempt: int) -> str:
     if position == 29:
@@ -198,28 +218,13 @@ def test_a_campaign_of_30_with_concurrency_3_in_a_window_opening_a_minute_later(
             # Two schedulers at once: another process, and this one ticking until the other is done.
             done.add("race")
             free = 3 - len(open_calls(batch_id))
-            other_done = threading.Event()
-
-            def keep_ticking() -> int:
-                placed = 0
-                while not other_done.is_set():
-                    placed += batch_tick(now=now)
-                    other_done.wait(0.01)
-                return placed
-
-            def other_process() -> int:
-                try:
-                    return tick_in_another_process(now)
-                finally:
-                    other_done.set()
-
-            results = run_together([keep_ticking, other_process])
+            results = race_with_another_process(now)
             assert not [r for r in results if isinstance(r, Exception)], results
             assert sum(results) == free
         elif step >= 14 and "threads" not in done and len(open_calls(batch_id)) < 3:
             done.add("threads")
             # Two threads at once.
-            results = run_together([lambda: batch_tick(now=now), lambda: batch_tick(now=now)])
+            results = run_together([lambda at=now: batch_tick(now=at)] * 2)
             assert not [r for r in results if isinstance(r, Exception)], results
         else:
             batch_tick(now=now)
