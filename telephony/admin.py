@@ -357,3 +357,6 @@ class AgentPageAdmin(AgentAdmin):
 
 
 admin.site.register(Agent, AgentPageAdmin)
+
+# Call batches (campaigns): their pages live in telephony/batch_admin.py.
+from telephony import batch_admin as _batch_admin  # noqa: E402, F401 - registers the call batch pages

@@ -510,19 +510,24 @@ def outcome_of(call: Call) -> str:
     """A recipient's outcome from its ended call."""
     if call.ended_reason == EndedReason.VOICEMAIL:
         return RecipientOutcome.VOICEMAIL
-    return {
+    outcomes: dict[str, str] = {
         CallStatus.COMPLETED: RecipientOutcome.COMPLETED,
         CallStatus.NO_ANSWER: RecipientOutcome.NO_ANSWER,
         CallStatus.BUSY: RecipientOutcome.BUSY,
         CallStatus.CANCELED: RecipientOutcome.CANCELED,
-    }.get(call.status, RecipientOutcome.FAILED)
+    }
+    return outcomes.get(call.status, RecipientOutcome.FAILED)
 
 
 def batch_call_ended(*, call_id: Any, now: datetime | None = None) -> None:
     """A call ended: when it is a batch recipient's current attempt, the recipient gets its outcome or a
     retry after the backoff, and the batch completes with its last recipient. Idempotent: an ending
     already settled (or an older attempt's) changes nothing."""
-    link = OutboundCall.objects.filter(call_id=call_id, recipient__isnull=False).values("recipient__batch_id").first()
+    link = (
+        OutboundCall.objects.filter(call_id=call_id, recipient__isnull=False)
+        .values("recipient_id", "recipient__batch_id")
+        .first()
+    )
     if link is None:
         return
     now = now or timezone.now()
@@ -530,7 +535,7 @@ def batch_call_ended(*, call_id: Any, now: datetime | None = None) -> None:
         # Lock order as the scheduler's: the batch, then the recipient.
         batch = CallBatch.objects.select_for_update().get(pk=link["recipient__batch_id"])
         outbound_call = OutboundCall.objects.select_related("call").get(call_id=call_id)
-        recipient = CallBatchRecipient.objects.select_for_update().get(pk=outbound_call.recipient_id)
+        recipient = CallBatchRecipient.objects.select_for_update().get(pk=link["recipient_id"])
         _settle(batch, recipient, outbound_call.call, now, attempt=outbound_call.attempt)
 
 
