@@ -389,6 +389,24 @@ def batch_cancel(*, batch: CallBatch) -> CallBatch:
     return row
 
 
+def agent_call_batches_release(*, agent: Agent) -> int:
+    """Before the agent is deleted: its finished batches go (their calls stay in the call history);
+    a batch still scheduled, running or paused refuses the deletion (409) until it is canceled."""
+    batches = CallBatch.objects.filter(agent=agent)
+    unfinished = list(
+        batches.filter(
+            status__in=(CallBatchStatus.SCHEDULED, CallBatchStatus.RUNNING, CallBatchStatus.PAUSED)
+        ).values_list("name", flat=True)[:ROWS_IN_MESSAGE]
+    )
+    if unfinished:
+        raise ApiError.conflict(
+            f"The agent has call batches that are not finished ({', '.join(unfinished)}): cancel them first.",
+            code="AGENT_HAS_CALL_BATCHES",
+        )
+    deleted, _ = batches.delete()
+    return deleted
+
+
 def _cancel_calls(call_ids: list[Any]) -> None:
     for call in Call.objects.filter(pk__in=call_ids, status__in=(CallStatus.QUEUED, CallStatus.RINGING)):
         try:

@@ -337,3 +337,15 @@ def test_the_batch_calls_are_listed_as_call_summaries(owner, agent, number):
     running = owner.client.get(f"{URL}/{batch_id}").json()
     assert running["status"] == "running"
     assert (running["counts"]["calling"], running["counts"]["pending"]) == (2, 1)
+
+
+def test_an_agent_with_an_unfinished_batch_is_not_deleted_and_a_finished_one_goes_with_it(owner, agent, number):
+    batch_id = create(owner, payload(agent, number)).json()["id"]
+    assert batch_tick() == 1
+    refused = owner.client.delete(f"/public/v1/agents/{agent.id}")
+    assert refused.status_code == 409
+    assert refused.json()["code"] == "AGENT_HAS_CALL_BATCHES" and "Reminders" in refused.json()["error"]
+    owner.client.post(f"{URL}/{batch_id}/cancel")
+    assert owner.client.delete(f"/public/v1/agents/{agent.id}").status_code == 200
+    assert not CallBatch.objects.exists()
+    assert Call.objects.get().agent_id is None  # the call stays in the history
