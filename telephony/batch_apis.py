@@ -21,7 +21,10 @@ from telephony.batch_serializers import (
     BatchCsvSerializer,
     BatchListQuery,
     BatchSchema,
+    RecipientItemSchema,
+    RecipientListQuery,
     batch_item,
+    recipient_item,
 )
 from telephony.models import CallBatch
 
@@ -133,6 +136,28 @@ class BatchCallsApi(PublicApiView):
         query = parse(BatchCallsQuery, request.query_params.dict())
         rows = batch_selectors.batch_calls(batch=batch, limit=query["limit"], offset=query["offset"])
         return Response([call_summary_item(row) for row in rows])
+
+
+class BatchRecipientsApi(PublicApiView):
+    @extend_schema(
+        operation_id="listCallBatchRecipients",
+        tags=TAGS,
+        summary="List a call batch's recipients",
+        parameters=[RecipientListQuery],
+        responses={200: RecipientItemSchema(many=True), 404: NOT_FOUND},
+        description="The batch's recipients in list order, each with its state, outcome, attempts and latest call.",
+    )
+    def get(self, request: Request, batch_id: str) -> Response:
+        batch = batch_selectors.batch_get(organization=self.organization, batch_id=batch_id)
+        query = parse(RecipientListQuery, request.query_params.dict())
+        rows = batch_selectors.batch_recipients(
+            batch=batch,
+            limit=query["limit"],
+            offset=query["offset"],
+            state=query.get("state"),
+            outcome=query.get("outcome"),
+        )
+        return Response([recipient_item(row) for row in rows])
 
 
 def _action(operation_id: str, summary: str, description: str) -> Any:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, OuterRef, Subquery, UUIDField
 
 from accounts.models import Organization
 from calls.models import Call
 from calls.selectors import CALL_SUMMARY_COLUMNS
 from kit.errors import ApiError
 from kit.validation import parse_uuid
-from telephony.models import CallBatch, CallBatchRecipient
+from telephony.models import CallBatch, CallBatchRecipient, OutboundCall
 
 COUNT_KEYS = ("pending", "calling", "completed", "voicemail", "noAnswer", "busy", "failed", "canceled")
 # Outcomes as stored, and their key in `counts` (camelCase like every field of the API).
@@ -76,3 +76,18 @@ def batch_calls(*, batch: CallBatch, limit: int, offset: int) -> list[dict[str, 
     """The batch's calls (every attempt), newest first, as calls.selectors' summary rows."""
     calls = Call.objects.filter(outbound__recipient__batch=batch).order_by("-started_at", "-id")
     return list(calls.values(*CALL_SUMMARY_COLUMNS)[offset : offset + limit])
+
+
+def batch_recipients(
+    *, batch: CallBatch, limit: int, offset: int, state: str | None = None, outcome: str | None = None
+) -> list[CallBatchRecipient]:
+    """In list order, each with `last_call_id` (its latest attempt's call, or None)."""
+    latest = OutboundCall.objects.filter(recipient=OuterRef("pk")).order_by("-attempt").values("call_id")[:1]
+    rows = CallBatchRecipient.objects.filter(batch=batch).annotate(
+        last_call_id=Subquery(latest, output_field=UUIDField())
+    )
+    if state:
+        rows = rows.filter(state=state)
+    if outcome:
+        rows = rows.filter(outcome=outcome)
+    return list(rows.order_by("position")[offset : offset + limit])

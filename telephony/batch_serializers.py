@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from kit.fields import JsonObjectField, StrictCharField, StrictIntegerField, StrictUUIDField, iso
 from telephony.batches import DAYS, MAX_ATTEMPTS, MAX_BACKOFF_MINUTES, MAX_CONCURRENCY, MAX_RECIPIENTS, RETRYABLE
-from telephony.models import CallBatch, CallBatchStatus
+from telephony.models import CallBatch, CallBatchRecipient, CallBatchStatus, RecipientOutcome, RecipientState
 
 
 class RecipientSchema(serializers.Serializer):
@@ -166,3 +166,42 @@ class BatchSchema(serializers.Serializer):
     counts = CountsSchema()
     createdAt = serializers.DateTimeField()
     completedAt = serializers.DateTimeField(allow_null=True, help_text="When the last recipient got its outcome.")
+
+
+class RecipientListQuery(BatchCallsQuery):
+    state = serializers.ChoiceField(required=False, choices=RecipientState.choices, help_text="Only this state.")
+    outcome = serializers.ChoiceField(
+        required=False, choices=RecipientOutcome.choices, help_text="Only this outcome (recipients done)."
+    )
+
+
+def recipient_item(recipient: CallBatchRecipient) -> dict[str, Any]:
+    last_call_id = getattr(recipient, "last_call_id", None)
+    return {
+        "id": str(recipient.id),
+        "position": recipient.position,
+        "to": recipient.to_number,
+        "variables": recipient.variables,
+        "metadata": recipient.metadata,
+        "state": recipient.state,
+        "outcome": recipient.outcome or None,
+        "attempts": recipient.attempts,
+        "nextAttemptAt": iso(recipient.next_attempt_at),
+        "lastCallId": str(last_call_id) if last_call_id else None,
+    }
+
+
+class RecipientItemSchema(serializers.Serializer):
+    id = serializers.UUIDField()
+    position = serializers.IntegerField(help_text="Its place in the list, from 0.")
+    to = serializers.CharField(help_text="E.164.")
+    variables = serializers.DictField(child=serializers.CharField())
+    metadata = serializers.JSONField(allow_null=True)
+    state = serializers.ChoiceField(
+        choices=RecipientState.choices,
+        help_text="pending (waiting for a call or a retry), calling (a call queued, ringing or live), done.",
+    )
+    outcome = serializers.ChoiceField(choices=RecipientOutcome.choices, allow_null=True, help_text="Once done.")
+    attempts = serializers.IntegerField(help_text="Calls placed so far.")
+    nextAttemptAt = serializers.DateTimeField(allow_null=True, help_text="A retry: not before this time.")
+    lastCallId = serializers.UUIDField(allow_null=True, help_text="The latest attempt's call.")

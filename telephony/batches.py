@@ -33,7 +33,8 @@ from accounts.models import Organization
 from agents.models import Agent, AgentStatus
 from agents.selectors import agent_get
 from calls.models import OPEN_STATUSES, Call, CallStatus, EndedReason
-from calls.variables import metadata_clean, variables_clean
+from calls.variables import MAX_NAME_LENGTH, MAX_VARIABLES, metadata_clean, variables_clean
+from calls.variables import NAME as VARIABLE_NAME
 from kit.errors import ApiError
 from kit.validation import parse_uuid
 from telephony import outbound
@@ -168,6 +169,16 @@ def recipients_from_csv(content: bytes) -> list[dict[str, Any]]:
         raise ApiError.field("file", f"The CSV header needs a `to` column (found: {', '.join(header)[:200]}).")
     if len(set(header)) != len(header) or "" in header:
         raise ApiError.field("file", "Every CSV column needs a name of its own.")
+    names = [name for name in header if name != "to"]
+    bad = [name for name in names if not VARIABLE_NAME.match(name) or len(name) > MAX_NAME_LENGTH]
+    if bad:
+        raise ApiError.field(
+            "file",
+            f"CSV columns other than `to` are variables; not valid variable names: {', '.join(bad)[:200]} (a letter "
+            "or underscore, then letters, digits, underscores or dots).",
+        )
+    if len(names) > MAX_VARIABLES:
+        raise ApiError.field("file", f"At most {MAX_VARIABLES} variable columns besides `to`, not {len(names)}.")
     if len(rows) == 1:
         raise ApiError.field("file", "The CSV file has a header but no recipients.")
     recipients: list[dict[str, Any]] = []
@@ -472,6 +483,10 @@ def _tick_batch(batch_id: Any, now: datetime) -> int:
             .first()
         )
         if batch is None or (batch.start_at and batch.start_at > now) or not window_open(batch.window, now):
+            return 0
+        if batch.agent.status != AgentStatus.ACTIVE or batch.phone_number.status != PhoneNumberStatus.CLAIMED:
+            # Deactivated or released since: nothing new is placed until it is active (claimed) again.
+            _settle_lost_endings(batch, now)
             return 0
         _settle_lost_endings(batch, now)
         if batch.status in (CallBatchStatus.COMPLETED, CallBatchStatus.CANCELED):

@@ -15,6 +15,9 @@ urlpatterns = [
     path("call-batches", batch_apis.BatchListCreateApi.as_view(), name="call-batches"),
     path("call-batches/<str:batch_id>", batch_apis.BatchDetailApi.as_view(), name="call-batch-detail"),
     path("call-batches/<str:batch_id>/calls", batch_apis.BatchCallsApi.as_view(), name="call-batch-calls"),
+    path(
+        "call-batches/<str:batch_id>/recipients", batch_apis.BatchRecipientsApi.as_view(), name="call-batch-recipients"
+    ),
     path("call-batches/<str:batch_id>/pause", batch_apis.BatchPauseApi.as_view(), name="call-batch-pause"),
     path("call-batches/<str:batch_id>/resume", batch_apis.BatchResumeApi.as_view(), name="call-batch-resume"),
     path("call-batches/<str:batch_id>/cancel", batch_apis.BatchCancelApi.as_view(), name="call-batch-cancel"),

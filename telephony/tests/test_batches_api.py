@@ -349,3 +349,42 @@ def test_an_agent_with_an_unfinished_batch_is_not_deleted_and_a_finished_one_goe
     assert owner.client.delete(f"/public/v1/agents/{agent.id}").status_code == 200
     assert not CallBatch.objects.exists()
     assert Call.objects.get().agent_id is None  # the call stays in the history
+
+
+def test_csv_columns_must_be_variable_names(owner, agent, number):
+    body = assert_refused(csv_upload(owner, agent, number, b"to,first name\n+14155551000,Ana\n"))
+    assert "not valid variable names: first name" in body["issues"]["file"][0]
+
+
+def test_nothing_is_placed_while_the_agent_is_not_active(owner, agent, number):
+    create(owner, payload(agent, number))
+    agent.status = "inactive"
+    agent.save(update_fields=["status"])
+    assert batch_tick() == 0
+    agent.status = "active"
+    agent.save(update_fields=["status"])
+    assert batch_tick() == 1
+
+
+def test_the_recipients_are_listed_with_their_state_and_latest_call(owner, agent, number):
+    batch_id = create(
+        owner, payload(agent, number, recipients=[{"to": "+14155551000", "variables": {"a": "1"}, "metadata": [1]}])
+    ).json()["id"]
+    [pending] = owner.client.get(f"{URL}/{batch_id}/recipients").json()
+    assert pending == {
+        "id": pending["id"],
+        "position": 0,
+        "to": "+14155551000",
+        "variables": {"a": "1"},
+        "metadata": [1],
+        "state": "pending",
+        "outcome": None,
+        "attempts": 0,
+        "nextAttemptAt": None,
+        "lastCallId": None,
+    }
+    batch_tick()
+    [calling] = owner.client.get(f"{URL}/{batch_id}/recipients", {"state": "calling"}).json()
+    assert calling["attempts"] == 1 and calling["lastCallId"] == str(Call.objects.get().pk)
+    assert owner.client.get(f"{URL}/{batch_id}/recipients", {"outcome": "busy"}).json() == []
+    assert owner.client.get(f"{URL}/{batch_id}/recipients", {"state": "nope"}).status_code == 400
