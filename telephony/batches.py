@@ -18,6 +18,7 @@ import csv
 import functools
 import io
 import logging
+import re
 import threading
 from datetime import datetime, time, timedelta
 from typing import Any
@@ -60,6 +61,8 @@ MAX_CSV_BYTES = 10 * 1024 * 1024
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 RETRYABLE = (RecipientOutcome.NO_ANSWER, RecipientOutcome.BUSY, RecipientOutcome.FAILED, RecipientOutcome.VOICEMAIL)
 DEFAULT_RETRY: dict[str, Any] = {"maxAttempts": 1, "backoffMinutes": 10, "retryOn": ["no-answer", "busy"]}
+# `+`, then digits with optional spaces, dots, dashes and brackets between them.
+FORMATTED_NUMBER = re.compile(r"^\+[0-9 ().-]{2,30}$")
 # Invalid rows listed by number in one 400 (all of them in `issues`, the first few in the message).
 ROWS_IN_MESSAGE = 10
 OUTBOUND_NOT_ALLOWED = "OUTBOUND_NOT_ALLOWED"
@@ -78,7 +81,7 @@ def e164_normalize(value: Any) -> tuple[str | None, str | None]:
     if not isinstance(value, str) or not value.strip():
         return None, "A phone number in E.164 format is required, for example +14155550123."
     text = value.strip()
-    if not text.startswith("+"):
+    if not FORMATTED_NUMBER.match(text):
         return None, f"{text[:40]!r} is not in E.164 format (+ and the country code, for example +14155550123)."
     try:
         parsed = phonenumbers.parse(text, None)
@@ -459,6 +462,7 @@ def batch_tick(now: datetime | None = None) -> int:
     """Place the calls that are due now in every scheduled or running batch; returns how many were
     placed (queued through telephony.outbound). Safe to run from several processes at once."""
     now = now or timezone.now()
+    _settle_lost(now)
     due = CallBatch.objects.filter(status__in=(CallBatchStatus.SCHEDULED, CallBatchStatus.RUNNING)).filter(
         Q(start_at__isnull=True) | Q(start_at__lte=now)
     )
@@ -485,12 +489,7 @@ def _tick_batch(batch_id: Any, now: datetime) -> int:
         if batch is None or (batch.start_at and batch.start_at > now) or not window_open(batch.window, now):
             return 0
         if batch.agent.status != AgentStatus.ACTIVE or batch.phone_number.status != PhoneNumberStatus.CLAIMED:
-            # Deactivated or released since: nothing new is placed until it is active (claimed) again.
-            _settle_lost_endings(batch, now)
-            return 0
-        _settle_lost_endings(batch, now)
-        if batch.status in (CallBatchStatus.COMPLETED, CallBatchStatus.CANCELED):
-            return 0
+            return 0  # deactivated or released since: nothing new is placed until it is active (claimed) again
         open_calls = OutboundCall.objects.filter(recipient__batch=batch, call__status__in=OPEN_STATUSES).count()
         free = batch.concurrency - open_calls
         if free <= 0:
@@ -522,6 +521,25 @@ def _tick_batch(batch_id: Any, now: datetime) -> int:
             batch.status = CallBatchStatus.RUNNING
             batch.save(update_fields=["status"])
         return placed
+
+
+def _settle_lost(now: datetime) -> None:
+    """Every unfinished batch (whatever its window) with a recipient still `calling` whose calls have all
+    ended: settled under the batch's lock (one busy elsewhere is left for the next tick)."""
+    stuck = (
+        CallBatchRecipient.objects.filter(batch__completed_at__isnull=True, state=RecipientState.CALLING)
+        .exclude(calls__call__status__in=OPEN_STATUSES)
+        .values_list("batch_id", flat=True)
+        .distinct()
+    )
+    for batch_id in list(stuck):
+        try:
+            with transaction.atomic():
+                batch = CallBatch.objects.select_for_update(skip_locked=True).filter(pk=batch_id).first()
+                if batch is not None:
+                    _settle_lost_endings(batch, now)
+        except Exception:
+            logger.exception("call batch %s: settling ended calls failed", batch_id)
 
 
 def _settle_lost_endings(batch: CallBatch, now: datetime) -> None:

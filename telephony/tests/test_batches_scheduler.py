@@ -387,3 +387,15 @@ def test_cancel_without_outbound_cancel_leaves_live_calls_to_their_end(owner, ag
     batch = owner.client.get(f"{URL}/{batch_id}").json()
     assert batch["status"] == "canceled" and batch["completedAt"] is not None
     assert (batch["counts"]["failed"], batch["counts"]["canceled"]) == (1, 2)
+
+
+def test_a_lost_ending_of_a_paused_batch_outside_its_window_is_settled_too(owner, agent, number):
+    batch_id = create_batch(owner, agent, number, window={"start": "09:00", "end": "10:00", "timeZone": "UTC"})
+    nine = timezone.now().replace(hour=9, minute=30)
+    assert batch_tick(now=nine) == 1
+    owner.client.post(f"{URL}/{batch_id}/pause")
+    (call,) = open_calls(batch_id)
+    Call.objects.filter(pk=call.pk).update(status="busy", ended_reason="busy", ended_at=nine)  # signal lost
+    assert batch_tick(now=nine.replace(hour=22)) == 0
+    first = CallBatchRecipient.objects.get(batch_id=batch_id, position=0)
+    assert (first.state, first.outcome) == ("done", "busy")
