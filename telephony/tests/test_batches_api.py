@@ -388,3 +388,10 @@ def test_the_recipients_are_listed_with_their_state_and_latest_call(owner, agent
     assert calling["attempts"] == 1 and calling["lastCallId"] == str(Call.objects.get().pk)
     assert owner.client.get(f"{URL}/{batch_id}/recipients", {"outcome": "busy"}).json() == []
     assert owner.client.get(f"{URL}/{batch_id}/recipients", {"state": "nope"}).status_code == 400
+
+
+def test_10000_recipients_are_accepted(owner, agent, number):
+    recipients = [{"to": to, "variables": {"n": str(i)}} for i, to in enumerate(numbers(10_000, start=0))]
+    response = create(owner, body_of(agent, number, recipients))
+    assert response.status_code == 201, response.json()
+    assert response.json()["counts"]["total"] == CallBatchRecipient.objects.count() == 10_000
