@@ -249,6 +249,7 @@ SPECTACULAR_SETTINGS = {
             "description": "Call events (call.started, call.ended, call.analyzed): endpoints, deliveries.",
         },
         {"name": "Realtime", "description": "Short-lived tokens for browser and app voice sessions."},
+        {"name": "Call batches", "description": "Campaigns: an agent calls a list of people within a window."},
     ],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
