@@ -399,3 +399,25 @@ def test_a_lost_ending_of_a_paused_batch_outside_its_window_is_settled_too(owner
     assert batch_tick(now=nine.replace(hour=22)) == 0
     first = CallBatchRecipient.objects.get(batch_id=batch_id, position=0)
     assert (first.state, first.outcome) == ("done", "busy")
+
+
+def test_a_scheduler_dying_in_the_middle_of_its_tick_leaves_nothing_half_done(owner, agent, number, monkeypatch):
+    batch_id = create_batch(owner, agent, number, concurrency=3)
+    real_create = batches.outbound.outbound_call_create
+    made: list[Any] = []
+
+    def dies_on_the_second(**kwargs: Any) -> Call:
+        if made:
+            raise SystemExit("killed")  # the process ends here: the tick's transaction never commits
+        made.append(real_create(**kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(batches.outbound, "outbound_call_create", dies_on_the_second)
+    with pytest.raises(SystemExit):
+        batch_tick()
+    assert made and not Call.objects.exists()  # the first call was rolled back with the tick
+    assert set(CallBatchRecipient.objects.values_list("state", "attempts")) == {("pending", 0)}
+    monkeypatch.setattr(batches.outbound, "outbound_call_create", real_create)
+    assert batch_tick() == 3  # the restarted scheduler
+    links = OutboundCall.objects.filter(recipient__batch_id=batch_id)
+    assert sorted((link.recipient.position, link.attempt) for link in links) == [(0, 1), (1, 1), (2, 1)]
