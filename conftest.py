@@ -32,6 +32,8 @@ def pytest_configure() -> None:
 
     settings.AGENT_LOG_FLUSH_SECONDS = 0
     settings.CALLS_MAINTENANCE_SECONDS = 0
+    # No call batch scheduler thread: tests run telephony.batches.batch_tick(now=...) themselves.
+    settings.BATCH_TICK_SECONDS = 0
     # No heartbeat thread either (kit/liveness.py): calls and documents keep heartbeat_at empty.
     settings.LIVENESS_HEARTBEAT_SECONDS = 0
     # Knowledge ingestion runs inside the upload request, in the test's transaction (the background
@@ -136,6 +138,7 @@ def _seeded_plans(request: Any) -> None:
 
     importlib.import_module("accounts.migrations.0002_seed_plans").seed(apps, None)
     importlib.import_module("accounts.migrations.0004_seed_plan_limits").seed(apps, None)
+    importlib.import_module("accounts.migrations.0005_outbound_limit").seed(apps, None)
 
 
 @dataclass

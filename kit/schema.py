@@ -25,7 +25,8 @@ ERROR_SCHEMA: dict[str, Any] = {
             "type": "string",
             "description": "A stable code for errors a program may handle, e.g. AGENT_LIMIT_EXCEEDED, "
             "FEATURE_NOT_AVAILABLE, PHONE_NUMBER_NOT_FOUND, PHONE_NUMBER_NOT_CLAIMED, PHONE_NUMBER_LIMIT_EXCEEDED, "
-            "RATE_LIMITED, CONCURRENT_CALL_LIMIT_EXCEEDED, UPLOADS_BUSY.",
+            "RATE_LIMITED, CONCURRENT_CALL_LIMIT_EXCEEDED, UPLOADS_BUSY, DUPLICATE_RECIPIENTS, AGENT_NOT_ACTIVE, "
+            "PHONE_NUMBER_NOT_AVAILABLE, OUTBOUND_NOT_ALLOWED, BATCH_STATUS_CONFLICT, AGENT_HAS_CALL_BATCHES.",
         },
         "issues": {
             "type": "object",
@@ -44,6 +45,12 @@ ERROR_SCHEMA: dict[str, Any] = {
             "type": "integer",
             "description": "With CONCURRENT_CALL_LIMIT_EXCEEDED: the plan's cap on live calls.",
         },
+        "duplicates": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "With DUPLICATE_RECIPIENTS: the numbers that appear more than once in the call batch.",
+        },
+        "status": {"type": "string", "description": "With BATCH_STATUS_CONFLICT: the call batch's current status."},
         "updatedAt": {
             "type": "string",
             "format": "date-time",

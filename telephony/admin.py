@@ -30,7 +30,7 @@ from telephony.models import PhoneNumber, PhoneNumberStatus, SetupStatus, Teleph
 from telephony.selectors import agent_phone_numbers
 from telephony.serializers import AssignRequestSerializer
 from telephony.services.accounts import phone_number_point, telephony_account_clean, telephony_account_set
-from telephony.services.agents import agent_numbers_replace
+from telephony.services.agents import agent_release
 from telephony.services.numbers import phone_number_assign, phone_number_claim, phone_number_unassign
 
 _FIELD_NAMES = {"accountSid": "account_sid", "authToken": "auth_token", "apiKeySid": "api_key_sid"}
@@ -295,7 +295,7 @@ class AgentPageAdmin(AgentAdmin):
     """The agent page: the agents app's page with the agent's phone numbers, knowledge documents and
     latest calls, and the pages that assign and unassign its numbers (telephony services)."""
 
-    numbers = staticmethod(agent_numbers_replace)
+    numbers = staticmethod(agent_release)  # the step of a deletion: numbers unassigned, finished batches gone
 
     def _related(self, agent: Agent) -> dict[str, Any]:
         return {
@@ -357,3 +357,6 @@ class AgentPageAdmin(AgentAdmin):
 
 
 admin.site.register(Agent, AgentPageAdmin)
+
+# Call batches (campaigns): their pages live in telephony/batch_admin.py.
+from telephony import batch_admin as _batch_admin  # noqa: E402, F401 - registers the call batch pages

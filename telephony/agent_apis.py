@@ -127,8 +127,12 @@ class AgentDetailApi(PublicApiView):
         summary="Delete an agent",
         description="Deletes the agent with its custom tools, MCP tool selections, knowledge documents and "
         "runtime logs. Its phone numbers are unassigned and stay claimed by the organization; its calls stay in "
-        "the call history with `agentId` null.",
-        responses={200: AgentIdSerializer},
+        "the call history with `agentId` null. Its finished call batches are deleted with it; one still "
+        "scheduled, running or paused refuses the deletion (409 AGENT_HAS_CALL_BATCHES) until it is canceled.",
+        responses={
+            200: AgentIdSerializer,
+            409: OpenApiResponse(description="The agent has an unfinished call batch (AGENT_HAS_CALL_BATCHES)"),
+        },
     )
     def delete(self, request: Request, agent_id: str) -> Response:
         deleted = services.agent_delete(organization=self.organization, agent_id=agent_id)

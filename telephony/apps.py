@@ -7,8 +7,12 @@ class TelephonyConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from calls.signals import call_ended
+        from telephony.batches import on_call_ended
         from telephony.checks import check_public_base_url
 
         # A database check: it reads the accounts table, so it runs with `manage.py check --database
         # default` (and before migrate), not in every management command or test run.
         checks.register(check_public_base_url, checks.Tags.database)
+        # Call batches: a recipient's call ended -> its outcome or a retry (telephony/batches.py).
+        call_ended.connect(on_call_ended, dispatch_uid="telephony.batches.on_call_ended")

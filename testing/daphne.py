@@ -135,6 +135,9 @@ def start_test_server(logs: Any, name: str, env: dict[str, str] | None = None, *
         # Call events are recorded but not sent (a test's receivers see only what it asked for); the call
         # events tests pass EVENTS_WORKER=inprocess.
         "EVENTS_WORKER": "off",
+        # No call batch scheduler either (a test's batches are placed by its own ticks); the batch e2e
+        # tests pass BATCH_SCHEDULER=inprocess.
+        "BATCH_SCHEDULER": "off",
     }
     if public:
         base["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"

@@ -32,3 +32,9 @@ start_upkeep()
 from calls.events import start_worker  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 start_worker()
+
+# Call batches (telephony/batches.py): with BATCH_SCHEDULER=inprocess (the embedded default) this process
+# places their due calls every BATCH_TICK_SECONDS.
+from telephony.batches import ensure_scheduler  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
+
+ensure_scheduler()

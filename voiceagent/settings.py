@@ -249,6 +249,7 @@ SPECTACULAR_SETTINGS = {
             "description": "Call events (call.started, call.ended, call.analyzed): endpoints, deliveries.",
         },
         {"name": "Realtime", "description": "Short-lived tokens for browser and app voice sessions."},
+        {"name": "Call batches", "description": "Campaigns: an agent calls a list of people within a window."},
     ],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -617,3 +618,17 @@ LOGGING = {
 # only loopback clients are answered. PROMETHEUS_MULTIPROC_DIR (read by prometheus-client itself) turns
 # on multi-process collection; OTEL_EXPORTER_OTLP_ENDPOINT (read by kit/tracing.py) turns on traces.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+
+# --- call batches (campaigns, telephony/batches.py, docs/campaigns.md) --------------------------------
+# Who runs the batch scheduler: "inprocess" (a thread of every serving process; the embedded default),
+# "celery" (with REDIS_URL: Celery beat runs `telephony.batch_tick`), or "off" (another process does).
+BATCH_SCHEDULER = env.str(
+    "BATCH_SCHEDULER", default="celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess"
+)
+if BATCH_SCHEDULER not in ("inprocess", "celery", "off"):
+    raise ImproperlyConfigured("BATCH_SCHEDULER must be inprocess, celery or off")
+# How often the scheduler looks for calls to place (seconds; in-process 0 = off).
+BATCH_TICK_SECONDS = env.float("BATCH_TICK_SECONDS", default=5.0)
+if BATCH_TICK_SECONDS < 0:
+    raise ImproperlyConfigured("BATCH_TICK_SECONDS must be >= 0")
+CELERY_BEAT_SCHEDULE["telephony-batch-tick"] = {"task": "telephony.batch_tick", "schedule": BATCH_TICK_SECONDS or 5.0}

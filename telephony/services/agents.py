@@ -11,6 +11,7 @@ from accounts.models import Organization
 from agents import services
 from agents.models import Agent
 from agents.services import NumberPair
+from telephony.batches import agent_call_batches_release
 from telephony.services.numbers import Assignment, phone_numbers_replace
 
 
@@ -33,5 +34,12 @@ def agent_patch(*, organization: Organization, agent_id: str, data: dict[str, An
     return services.agent_patch(organization=organization, agent_id=agent_id, data=data, numbers=agent_numbers_replace)
 
 
+def agent_release(organization: Organization, agent: Agent, pairs: list[NumberPair]) -> None:
+    """The telephony step of an agent's deletion: its numbers unassigned, its finished call batches deleted
+    (an unfinished one refuses the deletion: telephony.batches.agent_call_batches_release)."""
+    agent_call_batches_release(agent=agent)
+    agent_numbers_replace(organization, agent, pairs)
+
+
 def agent_delete(*, organization: Organization, agent_id: str) -> uuid.UUID:
-    return services.agent_delete(organization=organization, agent_id=agent_id, numbers=agent_numbers_replace)
+    return services.agent_delete(organization=organization, agent_id=agent_id, numbers=agent_release)

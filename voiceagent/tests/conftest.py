@@ -127,6 +127,18 @@ def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) 
         used_at=now,
         expires_at=now + timedelta(minutes=1),
     )
+    # A call batch (campaign) of two recipients, not started.
+    response = dentist.client.post(
+        "/public/v1/call-batches",
+        {
+            "name": "Recall reminders for patients due a check-up this spring",
+            "agentId": str(ava.pk),
+            "phoneNumberId": str(main_line.pk),
+            "recipients": [{"to": "+14155550188", "variables": {"firstName": "Ana"}}, {"to": "+14155550189"}],
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.content
     # A call-event webhook, and a delivery to it (a call.started, recorded as the call's start would).
     response = dentist.client.post(
         "/public/v1/webhooks", {"url": "https://crm.example.com/events", "events": ["call.started"]}, format="json"

@@ -131,12 +131,12 @@ def test_every_error_status_carries_the_error_shape(schema):
     assert {"409", "500"} <= set(realtime)
 
 
-def test_bodies_are_json_only_except_the_knowledge_upload(schema):
+def test_bodies_are_json_only_except_the_knowledge_and_call_batch_uploads(schema):
     for method, path, operation in operations(schema):
         if "requestBody" not in operation:
             continue
         types = set(operation["requestBody"]["content"])
-        if path.endswith("/knowledge"):
+        if path.endswith(("/knowledge", "/call-batches")):  # a document file; a CSV of recipients
             assert types == {"application/json", "multipart/form-data"}
         else:
             assert types == {"application/json"}, f"{method} {path}"
