@@ -18,6 +18,7 @@ from agents.models import (
     GreetingType,
     PromptType,
 )
+from agents.voicemail import ACTIONS, DETECTIONS, VoicemailError, normalize_voicemail
 from kit import redaction
 from kit.fields import (
     E164Field,
@@ -64,6 +65,16 @@ class AnalysisPlanField(serializers.JSONField):
         try:
             return normalize_plan(data)
         except PlanError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class VoicemailField(serializers.JSONField):
+    """voicemail: validated and normalized by agents/voicemail.py (a bad setting is a 400 naming the key)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        try:
+            return normalize_voicemail(data)
+        except VoicemailError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
 
@@ -126,6 +137,11 @@ class AgentWriteSerializer(serializers.Serializer):
         "line and ends the call (endedReason max-duration-reached).",
     )
     recordingEnabled = StrictBooleanField(source="recording_enabled", required=False)
+    voicemail = VoicemailField(
+        required=False,
+        help_text="Outbound calls: answering-machine detection and what to do on a machine (README: Voicemail). "
+        "A key left out takes its default (detection off, action hang-up, message empty).",
+    )
 
     def validate_language(self, value: str) -> str:
         import re
@@ -188,6 +204,12 @@ class AnalysisPlanSchema(serializers.Serializer):
     successEvaluation = SuccessEvaluationPartSchema()
 
 
+class VoicemailSchema(serializers.Serializer):
+    detection = serializers.ChoiceField([(d, d) for d in DETECTIONS])
+    action = serializers.ChoiceField([(a, a) for a in ACTIONS])
+    message = serializers.CharField(help_text="Spoken after the beep with leave-message ({{variables}} filled).")
+
+
 class AgentListItemSerializer(serializers.Serializer):
     """Documentation of the list item (the list itself is rendered by telephony.agent_selectors for speed)."""
 
@@ -223,3 +245,4 @@ class AgentListItemSerializer(serializers.Serializer):
     endCallEnabled = serializers.BooleanField()
     maxDurationSeconds = serializers.IntegerField()
     recordingEnabled = serializers.BooleanField()
+    voicemail = VoicemailSchema()

@@ -20,6 +20,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import (
     DEFAULT_ANALYSIS_PLAN,
+    DEFAULT_VOICEMAIL,
     MAX_DURATION_DEFAULT,
     Agent,
     AgentStatus,
@@ -58,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "end_call_enabled": True,
     "max_duration_seconds": MAX_DURATION_DEFAULT,
     "recording_enabled": False,
+    "voicemail": DEFAULT_VOICEMAIL,
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}
@@ -75,6 +77,7 @@ WIRE_NAMES = {
     "phone_number_assignments": "phoneNumberAssignments",
     "redact_pii": "redactPii",
     "analysis_plan": "analysisPlan",
+    "voicemail": "voicemail",
 }
 
 

@@ -95,6 +95,7 @@ LIST_COLUMNS = (
     "end_call_enabled",
     "max_duration_seconds",
     "recording_enabled",
+    "voicemail",
 )
 
 
@@ -134,4 +135,5 @@ def agent_item(row: dict[str, Any]) -> dict[str, Any]:
         "endCallEnabled": bool(row["end_call_enabled"]),
         "maxDurationSeconds": row["max_duration_seconds"],
         "recordingEnabled": bool(row["recording_enabled"]),
+        "voicemail": json_value(row["voicemail"]),
     }
