@@ -76,6 +76,7 @@ def test_create_applies_the_documented_defaults_and_lists_every_field(owner):
         "endCallEnabled": True,
         "maxDurationSeconds": 1800,
         "recordingEnabled": False,
+        "voicemail": {"detection": "off", "action": "hang-up", "message": ""},
     }
     assert isinstance(item["successRate"], (int, float))
 
