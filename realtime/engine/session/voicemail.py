@@ -46,7 +46,7 @@ class AnsweringMachine:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.setting: dict[str, Any] = dict(session.agent.voicemail or {})
+        self.setting: dict[str, Any] = dict(getattr(session.agent, "voicemail", None) or {})
         self.armed: bool | None = None  # decided once the call record is known (`arm`)
         self.verdict: str | None = None  # the latest verdict
         self.acted = False  # the machine path ran (message left or hung up)
