@@ -144,3 +144,18 @@ async def test_the_live_stream_of_the_call_is_told_the_verdict(outbound_call: Ca
     assert received == {"type": "call.answered_by", "answered_by": "machine_start", "duration_ms": 1800}
     row = await Call.objects.aget(pk=outbound_call.pk)
     assert row.answered_by == "machine_start"
+
+
+def test_a_stream_token_may_name_the_outbound_call_the_stream_takes_over(outbound_call: Call) -> None:
+    from telephony.streams import stream_token_issue, stream_token_redeem
+
+    common = {
+        "organization_id": outbound_call.organization_id,
+        "agent_id": outbound_call.agent_id,
+        "phone_number_id": outbound_call.outbound.phone_number_id,
+        "call_sid": outbound_call.provider_call_id,
+        "from_number": outbound_call.from_number,
+        "to_number": outbound_call.to_number,
+    }
+    assert stream_token_redeem(stream_token_issue(**common, call_id=outbound_call.pk)).call_id == outbound_call.pk
+    assert stream_token_redeem(stream_token_issue(**common)).call_id is None  # an inbound call's token

@@ -76,11 +76,8 @@ class AnsweringMachine:
         for verdict, detection_ms in self._pending:
             await self.receive(verdict, detection_ms)
         self._pending.clear()
-        if not self._decided.is_set():
-            try:
-                await asyncio.wait_for(self._decided.wait(), GREETING_HOLD_SECONDS)
-            except TimeoutError:
-                pass
+        # The session's clock: a verdict (`_decided`) wakes it before the deadline.
+        await session.clock.sleep_until(started + GREETING_HOLD_SECONDS, self._decided)
         held_ms = round((session.clock.now() - started) * 1000)
         greet = not (self.acted or self.quiet or session.transferring)
         session.recorder.log(
@@ -141,7 +138,8 @@ class AnsweringMachine:
 
     async def _leave_anyway(self) -> None:
         """No end verdict after machine_start: the message is left anyway."""
-        await asyncio.sleep(MACHINE_END_WAIT_SECONDS)
+        clock = self.session.clock
+        await clock.sleep_until(clock.now() + MACHINE_END_WAIT_SECONDS)
         if not self.acted:
             self.session.recorder.log("warn", "no end of the machine's greeting was detected; leaving the message")
             self.acted = True
