@@ -104,7 +104,7 @@ class AnsweringMachine:
             answeredBy=verdict,
             detectionMs=detection_ms,
             sinceAnswerMs=since,
-            acted=self.armed and not self.acted,
+            armed=bool(self.armed),
         )
         self.verdict = verdict
         if not self.armed or self.acted:
