@@ -67,6 +67,7 @@ SETTINGS = (
     "max_duration_seconds",
     "recording_enabled",
     "time_zone",
+    "voicemail",
 )
 LABELS = {
     "agent_type": "Agent type",
@@ -87,6 +88,7 @@ LABELS = {
     "max_duration_seconds": "Maximum call duration (seconds)",
     "recording_enabled": "Record calls",
     "time_zone": "Time zone",
+    "voicemail": "Voicemail",
 }
 HELP = {
     "status": "Active agents take calls and count against the plan's allowance of active agents.",
@@ -110,6 +112,8 @@ HELP = {
     "max_duration_seconds": "From 30 to 14400: the agent then says a short closing line and ends the call.",
     "recording_enabled": "Record every call in stereo (caller left, agent right); played on the call's page.",
     "time_zone": "An IANA name such as Europe/Madrid: the time {{now}} gives in the prompt and greeting.",
+    "voicemail": 'JSON: {"detection": "off" or "provider", "action": "hang-up" or "leave-message", "message": '
+    '"..."}: answering machines on outbound calls (README: Voicemail). Leave blank to keep the stored setting.',
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {
@@ -196,6 +200,7 @@ class AgentForm(ServiceModelForm):
             "static_greeting": forms.Textarea(attrs={"rows": 2}),
             "identity": forms.Textarea(attrs={"rows": 2}),
             "analysis_plan": forms.Textarea(attrs={"rows": 8, "cols": 80}),
+            "voicemail": forms.Textarea(attrs={"rows": 3, "cols": 80}),
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -218,6 +223,8 @@ class AgentForm(ServiceModelForm):
         body = {wire: data[source] for wire, source in wire_sources(AgentWriteSerializer).items() if source in data}
         if body.get("analysisPlan") is None:
             body.pop("analysisPlan", None)  # left blank: the stored plan stays
+        if body.get("voicemail") is None:
+            body.pop("voicemail", None)  # left blank: the stored setting stays
         if data.get("clear_server_headers"):
             body["serverHeaders"] = {}
         elif data.get("new_server_headers", "").strip():
@@ -270,7 +277,7 @@ class AgentForm(ServiceModelForm):
             for name in shown
             # A blank analysis plan keeps the stored one: it differs from nothing.
             if submitted.get(name) != getattr(current, name)
-            and not (name == "analysis_plan" and not submitted.get(name))
+            and not (name in ("analysis_plan", "voicemail") and not submitted.get(name))
         ]
         self.data = {name: getattr(current, name) for name in shown}
         if "analysis_plan" in self.data:
@@ -279,6 +286,8 @@ class AgentForm(ServiceModelForm):
         self.data.update(keypad_timeout_ms=keypad["timeoutMs"], keypad_terminator=keypad["terminator"])
         if keypad["enabled"]:
             self.data["keypad_enabled"] = "on"
+        if "voicemail" in self.data:
+            self.data["voicemail"] = json.dumps(self.data["voicemail"])
         self.data["expected_updated_at"] = iso(current.updated_at)
         changed = f" Your values differ in: {', '.join(differing)}." if differing else ""
         self.add_error(
@@ -380,6 +389,7 @@ class AgentAdmin(admin.ModelAdmin):
             ("Phone keypad", {"fields": ["keypad_enabled", "keypad_timeout_ms", "keypad_terminator"]}),
             ("Recording", {"fields": ["recording_enabled"]}),
             ("Per-call variables", {"fields": ["time_zone"]}),
+            ("Voicemail (outbound calls)", {"fields": ["voicemail"]}),
             (
                 "Record",
                 {

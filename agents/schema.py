@@ -17,6 +17,7 @@ from agents.keypad import TERMINATORS as KEYPAD_TERMINATORS
 from agents.keypad import TIMEOUT_MS_RANGE as KEYPAD_TIMEOUT_MS_RANGE
 from agents.serializers import LANGUAGE_PATTERN
 from agents.tools.schema import OBJECT_KEYWORDS, SUBSCHEMA
+from agents.voicemail import ACTION_LEAVE_MESSAGE, ACTIONS, DETECTIONS, MAX_MESSAGE_CHARS
 from kit.schema import ANY, VISIBLE, string_rule, trimmed, trimmed_body
 
 MAX_ASSIGNMENTS = 1000
@@ -194,3 +195,36 @@ class KeypadFieldSchema(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         return KEYPAD
+
+
+# --- voicemail (agents/voicemail.py) ------------------------------------------------------------------
+VOICEMAIL: dict[str, Any] = {
+    "type": "object",
+    "description": "Outbound calls: answering-machine detection and what to do on a machine (README: Voicemail). "
+    "A key left out takes its default (detection off, action hang-up, message empty); message is required with "
+    "leave-message.",
+    "additionalProperties": False,
+    "properties": {
+        "detection": {"enum": list(DETECTIONS), "description": "provider: the carrier's answering-machine detection."},
+        "action": {"enum": list(ACTIONS), "description": "What to do when a machine answers."},
+        "message": {
+            "type": ["string", "null"],
+            "maxLength": MAX_MESSAGE_CHARS,
+            "pattern": f"^{ANY}*$",
+            "description": "Spoken after the beep with leave-message; {{variables}} are filled from the call's.",
+        },
+    },
+    "if": {"properties": {"action": {"const": ACTION_LEAVE_MESSAGE}}, "required": ["action"]},
+    "then": {
+        "properties": {"message": {"type": "string", "pattern": f"^{ANY}*{VISIBLE}{ANY}*$"}},
+        "required": ["message"],
+    },
+}
+
+
+class VoicemailFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "agents.serializers.VoicemailField"
+    priority = 1
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return VOICEMAIL

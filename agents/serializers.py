@@ -20,6 +20,7 @@ from agents.models import (
     PromptType,
 )
 from agents.time_zones import time_zone_known
+from agents.voicemail import ACTIONS, DETECTIONS, VoicemailError, normalize_voicemail
 from kit import redaction
 from kit.fields import (
     E164Field,
@@ -76,6 +77,16 @@ class KeypadField(serializers.JSONField):
         try:
             return normalize_keypad(data)
         except KeypadError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class VoicemailField(serializers.JSONField):
+    """voicemail: validated and normalized by agents/voicemail.py (a bad setting is a 400 naming the key)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        try:
+            return normalize_voicemail(data)
+        except VoicemailError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
 
@@ -153,6 +164,11 @@ class AgentWriteSerializer(serializers.Serializer):
         'one turn until timeoutMs without a key or the terminator ("#", "*" or "" for none); disabled makes each '
         'key a turn of its own. Default {"enabled": true, "timeoutMs": 2000, "terminator": "#"}.',
     )
+    voicemail = VoicemailField(
+        required=False,
+        help_text="Outbound calls: answering-machine detection and what to do on a machine (README: Voicemail). "
+        "A key left out takes its default (detection off, action hang-up, message empty).",
+    )
 
     def validate_language(self, value: str) -> str:
         import re
@@ -222,6 +238,12 @@ class AnalysisPlanSchema(serializers.Serializer):
     successEvaluation = SuccessEvaluationPartSchema()
 
 
+class VoicemailSchema(serializers.Serializer):
+    detection = serializers.ChoiceField([(d, d) for d in DETECTIONS])
+    action = serializers.ChoiceField([(a, a) for a in ACTIONS])
+    message = serializers.CharField(help_text="Spoken after the beep with leave-message ({{variables}} filled).")
+
+
 class AgentListItemSerializer(serializers.Serializer):
     """Documentation of the list item (the list itself is rendered by telephony.agent_selectors for speed)."""
 
@@ -259,3 +281,4 @@ class AgentListItemSerializer(serializers.Serializer):
     recordingEnabled = serializers.BooleanField()
     timeZone = serializers.CharField()
     keypad = KeypadField()
+    voicemail = VoicemailSchema()

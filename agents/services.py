@@ -21,6 +21,7 @@ from accounts.models import Organization
 from agents.models import (
     DEFAULT_ANALYSIS_PLAN,
     DEFAULT_KEYPAD,
+    DEFAULT_VOICEMAIL,
     MAX_DURATION_DEFAULT,
     Agent,
     AgentStatus,
@@ -61,6 +62,7 @@ DEFAULTS: dict[str, Any] = {
     "recording_enabled": False,
     "time_zone": "UTC",
     "keypad": DEFAULT_KEYPAD,
+    "voicemail": DEFAULT_VOICEMAIL,
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}
@@ -80,6 +82,7 @@ WIRE_NAMES = {
     "analysis_plan": "analysisPlan",
     "time_zone": "timeZone",
     "keypad": "keypad",
+    "voicemail": "voicemail",
 }
 
 

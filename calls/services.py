@@ -91,6 +91,29 @@ def call_start(
     return call
 
 
+def call_activate(*, call_id: UUID | str, organization_id: UUID, provider_call_id: str | None = None) -> Call:
+    """An outbound call was answered and its media stream opened: the EXISTING call (queued or ringing)
+    becomes `active` from now (started_at, the carrier's id, call.started, liveness). A call already
+    active is returned as it is; ValueError when the organization has no such open call.
+    SEAM (issue 21, voicemail part): the outbound part owns this; its version wins at integration."""
+    with transaction.atomic():
+        call = Call.objects.select_for_update().filter(pk=call_id, organization_id=organization_id).first()
+        if call is None or call.status not in (CallStatus.QUEUED, CallStatus.RINGING, CallStatus.ACTIVE):
+            raise ValueError(f"no open call {call_id} to activate")
+        if call.status == CallStatus.ACTIVE:
+            return call
+        call.status = CallStatus.ACTIVE
+        call.started_at = timezone.now()
+        call.heartbeat_at = liveness.first_beat()
+        if provider_call_id:
+            call.provider_call_id = provider_call_id[:64]
+        call.save(update_fields=["status", "started_at", "heartbeat_at", "provider_call_id"])
+        event_record(call=call, event_type=EventType.CALL_STARTED)
+    liveness.hold(Call, call.pk)
+    ensure_inprocess_maintenance()
+    return call
+
+
 def _call_create(
     agent: Agent,
     channel: str,

@@ -97,6 +97,7 @@ LIST_COLUMNS = (
     "recording_enabled",
     "time_zone",
     "keypad",
+    "voicemail",
 )
 
 
@@ -138,4 +139,5 @@ def agent_item(row: dict[str, Any]) -> dict[str, Any]:
         "recordingEnabled": bool(row["recording_enabled"]),
         "timeZone": row["time_zone"],
         "keypad": json_value(row["keypad"]),
+        "voicemail": json_value(row["voicemail"]),
     }

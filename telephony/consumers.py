@@ -170,6 +170,7 @@ class TwilioMediaStream(JsonSocketConsumer):
             from_number=grant.from_number,
             to_number=grant.to_number,
             provider_call_id=grant.call_sid,
+            call_id=str(grant.call_id) if grant.call_id is not None else None,
             clock=clock,
         )
         # A channel layer that is down (Redis restarting) does not fail the call: the subscription is
@@ -242,6 +243,14 @@ class TwilioMediaStream(JsonSocketConsumer):
         the call, so agent-ended-call."""
         logger.info("call %s: hang-up requested", _short(self.call_sid))
         await self._end(CallStatus.COMPLETED, EndedReason.AGENT_ENDED_CALL)
+
+    async def call_answered_by(self, event: dict[str, Any]) -> None:
+        """Twilio's answering-machine detection verdict (telephony/voicemail.py): the session acts on it."""
+        if self.conversation is not None:
+            duration = event.get("duration_ms")
+            await self.conversation.answered_by(
+                str(event.get("answered_by") or ""), detection_ms=duration if isinstance(duration, int) else None
+            )
 
     # --- endings ----------------------------------------------------------------------------
 

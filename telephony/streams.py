@@ -59,6 +59,7 @@ class StreamGrant:
     call_sid: str
     from_number: str
     to_number: str
+    call_id: UUID | None = None  # an existing call (outbound) the stream takes over
 
 
 def _secret() -> str:
@@ -79,8 +80,10 @@ def stream_token_issue(
     from_number: str,
     to_number: str,
     now: float | None = None,
+    call_id: UUID | str | None = None,
 ) -> str:
-    """A signed, single-use token for opening the media stream of one call."""
+    """A signed, single-use token for opening the media stream of one call (`call_id`: the existing
+    call record it takes over, an outbound call; none: the stream opens a new inbound call)."""
     issued = time.time() if now is None else now
     payload = {
         "p": _PURPOSE,
@@ -93,6 +96,8 @@ def stream_token_issue(
         "t": to_number,
         "e": round(issued + STREAM_TOKEN_TTL_SECONDS, 3),
     }
+    if call_id is not None:
+        payload["i"] = str(call_id)
     return signing.dumps(payload, key=_secret(), salt=_SALT, compress=True)
 
 
@@ -114,6 +119,7 @@ def stream_token_redeem(token: str | None, *, now: float | None = None) -> Strea
             call_sid=str(payload["c"]),
             from_number=str(payload["f"]),
             to_number=str(payload["t"]),
+            call_id=UUID(payload["i"]) if payload.get("i") is not None else None,
         )
     except (signing.BadSignature, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise TokenError("Invalid stream token", close_code=CLOSE_INVALID_TOKEN) from exc

@@ -19,6 +19,7 @@ from realtime.tokens import TokenError
 from telephony.models import TelephonyAccount
 from telephony.providers import provider_for
 from telephony.services.calls import CALL_ENDED_STATUSES, call_status_receive, incoming_call_answer
+from telephony.voicemail import answered_by_receive
 
 logger = logging.getLogger(__name__)
 
@@ -100,5 +101,24 @@ async def twilio_status(request: HttpRequest) -> HttpResponse:
         organization_id=account.organization_id,
         call_sid=request.POST.get("CallSid", "")[:64],
         call_status=request.POST.get("CallStatus", ""),
+    )
+    return HttpResponse(status=204)
+
+
+@csrf_exempt
+async def twilio_amd(request: HttpRequest) -> HttpResponse:
+    """Twilio's asynchronous answering-machine detection verdict for an outbound call (AsyncAmd): kept on
+    the call, logged, and told to its live session (telephony/voicemail.py)."""
+    refused = _refused(request)
+    if refused is not None:
+        return refused
+    account = await sync_to_async(_verified_account)(request)
+    if account is None:
+        return HttpResponse("Forbidden", status=403, content_type="text/plain")
+    await answered_by_receive(
+        organization_id=account.organization_id,
+        call_sid=request.POST.get("CallSid", "")[:64],
+        answered_by=request.POST.get("AnsweredBy", "")[:40],
+        duration=request.POST.get("MachineDetectionDuration", "")[:20],
     )
     return HttpResponse(status=204)

@@ -58,6 +58,19 @@ def status_params(*, sid: str, status: str, to: str = "+14155550123", duration: 
     }
 
 
+def amd_params(
+    *, sid: str, answered_by: str, duration_ms: int = 2400, account_sid: str = ACCOUNT_SID
+) -> dict[str, str]:
+    """Twilio's asynchronous answering-machine detection callback (AsyncAmdStatusCallback:
+    twilio.com/docs/voice/answering-machine-detection#asyncamdstatuscallback)."""
+    return {
+        "AccountSid": account_sid,
+        "CallSid": sid,
+        "AnsweredBy": answered_by,
+        "MachineDetectionDuration": str(duration_ms),
+    }
+
+
 def sign(url: str, params: dict[str, str], token: str = AUTH_TOKEN) -> str:
     return RequestValidator(token).compute_signature(url, params)
 

@@ -78,6 +78,7 @@ def test_create_applies_the_documented_defaults_and_lists_every_field(owner):
         "recordingEnabled": False,
         "timeZone": "UTC",
         "keypad": {"enabled": True, "timeoutMs": 2000, "terminator": "#"},
+        "voicemail": {"detection": "off", "action": "hang-up", "message": ""},
     }
     assert isinstance(item["successRate"], (int, float))
 

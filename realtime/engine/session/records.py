@@ -71,10 +71,12 @@ class CallRecorder(TranscriptOrder):
         provider_call_id: str | None = None,
         variables: dict[str, str] | None = None,
         metadata: Any = None,
+        call_id: str | None = None,
     ) -> None:
         self.agent = agent
         self.variables = dict(variables or {})
         self.metadata = metadata
+        self.call_id = call_id  # an existing call (an outbound call answered) instead of a new one
         self.channel = channel
         self.from_number = from_number
         self.to_number = to_number
@@ -94,15 +96,20 @@ class CallRecorder(TranscriptOrder):
         agent_log(self.session, severity, message, **fields)
 
     async def start(self) -> Call:
-        self.call = await database_sync_to_async(calls.call_start)(
-            agent=self.agent,
-            channel=self.channel,
-            from_number=self.from_number,
-            to_number=self.to_number,
-            provider_call_id=self.provider_call_id,
-            variables=self.variables,
-            metadata=self.metadata,
-        )
+        if self.call_id is not None:
+            self.call = await database_sync_to_async(calls.call_activate)(
+                call_id=self.call_id, organization_id=self.agent.organization_id, provider_call_id=self.provider_call_id
+            )
+        else:
+            self.call = await database_sync_to_async(calls.call_start)(
+                agent=self.agent,
+                channel=self.channel,
+                from_number=self.from_number,
+                to_number=self.to_number,
+                provider_call_id=self.provider_call_id,
+                variables=self.variables,
+                metadata=self.metadata,
+            )
         self._writer = asyncio.create_task(self._write_loop(), name=f"call-writer-{self.session_id}")
         return self.call
 

@@ -63,6 +63,7 @@ from realtime.engine.registry import pipeline_class
 from realtime.engine.session.playout import EndMarker, Playout, Tones
 from realtime.engine.session.recording import CallAudio, save_recording
 from realtime.engine.session.records import CallRecorder
+from realtime.engine.session.voicemail import AnsweringMachine
 from realtime.engine.sound import dtmf
 from realtime.engine.sound import mixer as sound_mixer
 from realtime.engine.timing import TurnTiming
@@ -136,6 +137,7 @@ class Session:
         self.audio: CallAudio | None = None  # the call's recording (agents with recording_enabled)
         # The values of {{name}} placeholders, once the call is open (the call's variables and the built-ins).
         self.placeholder_values: dict[str, str] = {}
+        self.voicemail = AnsweringMachine(self)  # answering machines on outbound calls
 
     # --- transport side ------------------------------------------------------------------------
 
@@ -252,6 +254,7 @@ class Session:
         )
         origin = self.clock.now()
         call = await self.recorder.start()
+        self.voicemail.arm(call)
         if agent.recording_enabled:
             self.audio = CallAudio(origin)
         self.call_id = str(call.pk)
@@ -296,7 +299,7 @@ class Session:
             tools=specs,
         )
         self._begin()
-        self._greet(disclosure.text, greeting)
+        self._greet_or_hold(disclosure.text, greeting)
 
     def _placeholders_fill(self, *texts: str) -> list[str]:
         """The texts with their {{name}} placeholders filled (README, "Per-call variables"): from the call's
@@ -348,6 +351,19 @@ class Session:
         for sentence in [*first, *self._sentences(greeting)]:
             self.pipeline.say(response, sentence)
         self.pipeline.end(response)
+
+    def _greet_or_hold(self, disclosure: str, greeting: str) -> None:
+        """Greet at once, or, on an outbound call with answering-machine detection, once the verdict says
+        a person (or has not come in time): realtime/engine/session/voicemail.py."""
+        if not self.voicemail.holds_greeting:
+            self._greet(disclosure, greeting)
+            return
+
+        async def held() -> None:
+            if await self.voicemail.hold():
+                self._greet(disclosure, greeting)
+
+        self.spawn(held(), "greeting-hold")
 
     def _unavailable(self, disclosure: str) -> None:
         """No prompt at all: say so (after the disclosure) and end the call as failed."""
@@ -705,13 +721,54 @@ class Session:
         self.pipeline.end(closing)
         await self._close_by(EndedReason.MAX_DURATION_REACHED)
 
-    async def _close_by(self, reason: str) -> None:
-        """The closing line has CLOSING_GRACE_SECONDS to play; the call then ends anyway."""
-        await self.clock.sleep_until(self.clock.now() + CLOSING_GRACE_SECONDS)
+    async def _close_by(self, reason: str, grace: float = CLOSING_GRACE_SECONDS) -> None:
+        """The closing line has `grace` seconds (CLOSING_GRACE_SECONDS) to play; the call then ends anyway."""
+        await self.clock.sleep_until(self.clock.now() + grace)
         if self._stopping:
             return
         self.recorder.log("warn", "the closing line did not play in time; the call is ended", reason=reason)
         await self.stop(CallStatus.COMPLETED, reason)
+        await self._hang_up(Ending.COMPLETED)
+
+    # --- answering machines (realtime/engine/session/voicemail.py) ------------------------------
+
+    async def answered_by(self, verdict: str, *, detection_ms: int | None = None) -> None:
+        """The carrier's answering-machine verdict on this call (Twilio's AnsweredBy), at any time."""
+        if not self._stopping:
+            await self.voicemail.receive(verdict, detection_ms)
+
+    async def machine_talking(self) -> None:
+        """A machine's greeting plays: what the agent is saying is cut and nothing is answered until the
+        machine's greeting has ended (no caller turns, as when closing)."""
+        self._closing = True
+        await self._started.wait()
+        if self.agent_speaking():
+            await self.interrupt(self.clock.now())
+
+    async def leave_voicemail(self, message: str) -> None:
+        """The machine listens: whatever the agent is saying is cut, it speaks the AI identity disclosure
+        and `message` (not cut by anything the machine plays), and the call ends once that has played,
+        like end_call's goodbye (endedReason voicemail)."""
+        self._closing = True
+        await self._started.wait()
+        if self._stopping or self.pipeline is None:
+            return
+        self.recorder.log("info", "leaving the voicemail message", words=len(message.split()))
+        if self.agent_speaking():
+            await self.interrupt(self.clock.now())
+        sentences = [*self._sentences(self.context.disclosure), *self._sentences(message)]
+        closing = self.begin_response(locked=len(sentences))
+        closing.end_after(Ending.COMPLETED, reason=EndedReason.VOICEMAIL)
+        for sentence in sentences:
+            self.pipeline.say(closing, sentence)
+        self.pipeline.end(closing)
+        # A long message takes its time to play (about 15 characters a second).
+        self.spawn(self._close_by(EndedReason.VOICEMAIL, CLOSING_GRACE_SECONDS + len(message) / 10), "closing")
+
+    async def end_for_voicemail(self, why: str) -> None:
+        """A machine answered and the agent leaves no message (or a fax): the call ends at once."""
+        self.recorder.log("info", f"{why}; the call is ended")
+        await self.stop(CallStatus.COMPLETED, EndedReason.VOICEMAIL)
         await self._hang_up(Ending.COMPLETED)
 
     # --- tasks and endings ---------------------------------------------------------------------
@@ -791,13 +848,15 @@ def open_session(
     recorder: Recorder | None = None,
     variables: dict[str, str] | None = None,
     metadata: Any = None,
+    call_id: str | None = None,
     **parts: Any,
 ) -> Session:
     """The one way every consumer starts a conversation: `asyncio.create_task(session.run())` next.
     `provider_call_id` is the carrier's id of a phone call (Twilio's CallSid), kept on the call record;
     `variables` and `metadata` (already checked by calls.variables) too.
     `recorder` (the call record in the database by default) and `parts` (pipeline, tools, mixer, clock,
-    run_blocking) replace the configured ones in tests."""
+    run_blocking) replace the configured ones in tests. `call_id`: an existing call to take over (an
+    answered outbound call) instead of opening a new one."""
     recorder = recorder or CallRecorder(
         agent=agent,
         channel=channel,
@@ -806,6 +865,7 @@ def open_session(
         provider_call_id=provider_call_id,
         variables=variables,
         metadata=metadata,
+        call_id=call_id,
     )
     return Session(agent=agent, transport=transport, recorder=recorder, **parts)
 
