@@ -79,9 +79,12 @@ class ConcurrentCallLimitExceeded(ApiError):
 
 
 def live_call_count(*, organization_id: UUID | str, now: datetime) -> int:
-    """Calls that hold a slot: active call records, plus reservations whose socket has not opened yet
-    (unexpired, and neither the session token spent nor the phone call's record created)."""
-    active = Call.objects.filter(organization_id=organization_id, status=CallStatus.ACTIVE).count()
+    """Calls that hold a slot: active call records and outbound calls ringing, plus reservations whose
+    socket has not opened yet (unexpired, and neither the session token spent nor the phone call's record
+    created; an outbound call being placed holds one until it rings)."""
+    active = Call.objects.filter(
+        organization_id=organization_id, status__in=(CallStatus.ACTIVE, CallStatus.RINGING)
+    ).count()
     spent_token = UsedSessionToken.objects.filter(token_id=OuterRef("key"))
     phone_call = Call.objects.filter(organization_id=organization_id, provider_call_id=OuterRef("key"))
     pending = CallReservation.objects.filter(organization_id=organization_id, expires_at__gt=now).exclude(

@@ -47,6 +47,12 @@ BAD_JSON = object()  # what parse_json returns for a text that is not JSON
 _endings: set[asyncio.Task[None]] = set()
 
 
+def call_control_group(call_id: Any) -> str:
+    """The channel-layer group of a live browser session's call (by call record id): a hang-up asked
+    for through the API (possibly in another process) is sent to it as `call.hangup`."""
+    return f"call-id.{call_id}"
+
+
 def parse_json(text: str) -> Any:
     """The JSON value of `text`, or `BAD_JSON` when it is not JSON of any shape (including nesting
     deeper than the decoder's recursion limit, which raises RecursionError, not ValueError)."""

@@ -141,7 +141,16 @@ class TwilioMediaStream(JsonSocketConsumer):
             logger.warning("media stream refused (call %s): %s", _short(call_sid), exc.message)
             await self.close_once(exc.close_code, "invalid stream token")
             return
-        if not isinstance(stream_sid, str) or not stream_sid or call_sid != grant.call_sid:
+        # An outbound call's token is issued before the carrier names the call (its record does, once
+        # placed: call_activate refuses another callSid); an inbound call's token names its CallSid.
+        outbound = grant.call_id is not None
+        if (
+            not isinstance(stream_sid, str)
+            or not stream_sid
+            or not isinstance(call_sid, str)
+            or not call_sid
+            or (not outbound and call_sid != grant.call_sid)
+        ):
             logger.warning("media stream refused: its callSid is not the call the token was issued for")
             await self.close_once(CLOSE_INVALID_TOKEN, "invalid stream token")
             return
@@ -150,13 +159,14 @@ class TwilioMediaStream(JsonSocketConsumer):
             logger.warning("media stream refused (call %s): the agent is gone or not active", _short(call_sid))
             await self.close_once(CLOSE_AGENT_UNAVAILABLE, "agent not available")
             return
-        self.stream_sid, self.call_sid = stream_sid, grant.call_sid
+        self.stream_sid, self.call_sid = stream_sid, call_sid
         clock = LoopClock()  # one clock for the session and the transport's mark timings
         self.transport = TwilioTransport(
             self,
             stream_sid=stream_sid,
-            call_sid=grant.call_sid,
-            caller_id=grant.to_number,
+            call_sid=call_sid,
+            # A transfer presents the organization's own number: the called one, or an outbound call's from.
+            caller_id=grant.from_number if outbound else grant.to_number,
             provider=call.provider,
             clock=clock,
         )
@@ -166,12 +176,13 @@ class TwilioMediaStream(JsonSocketConsumer):
             channel=CallChannel.PHONE,
             from_number=grant.from_number,
             to_number=grant.to_number,
-            provider_call_id=grant.call_sid,
+            provider_call_id=call_sid,
             clock=clock,
+            call_id=grant.call_id,  # an outbound call: its record (queued or ringing) becomes active
         )
         # A channel layer that is down (Redis restarting) does not fail the call: the subscription is
         # retried until it is back (realtime.sockets).
-        await self.join_group(call_group(grant.call_sid))
+        await self.join_group(call_group(call_sid))
         self._run = asyncio.create_task(
             self.conversation.run(), name=f"conversation-{self.conversation.recorder.session_id}"
         )

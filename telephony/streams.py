@@ -59,6 +59,8 @@ class StreamGrant:
     call_sid: str
     from_number: str
     to_number: str
+    # An outbound call: the call record (queued or ringing) the stream opens, instead of a new one.
+    call_id: UUID | None = None
 
 
 def _secret() -> str:
@@ -79,8 +81,11 @@ def stream_token_issue(
     from_number: str,
     to_number: str,
     now: float | None = None,
+    call_id: UUID | str | None = None,
+    ttl_seconds: float = STREAM_TOKEN_TTL_SECONDS,
 ) -> str:
-    """A signed, single-use token for opening the media stream of one call."""
+    """A signed, single-use token for opening the media stream of one call. `call_id`: the outbound
+    call record the stream attaches to (its token lives `ttl_seconds`: the ring time and a margin)."""
     issued = time.time() if now is None else now
     payload = {
         "p": _PURPOSE,
@@ -91,8 +96,10 @@ def stream_token_issue(
         "c": call_sid,
         "f": from_number,
         "t": to_number,
-        "e": round(issued + STREAM_TOKEN_TTL_SECONDS, 3),
+        "e": round(issued + ttl_seconds, 3),
     }
+    if call_id is not None:
+        payload["i"] = str(call_id)
     return signing.dumps(payload, key=_secret(), salt=_SALT, compress=True)
 
 
@@ -114,6 +121,7 @@ def stream_token_redeem(token: str | None, *, now: float | None = None) -> Strea
             call_sid=str(payload["c"]),
             from_number=str(payload["f"]),
             to_number=str(payload["t"]),
+            call_id=UUID(payload["i"]) if payload.get("i") else None,
         )
     except (signing.BadSignature, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise TokenError("Invalid stream token", close_code=CLOSE_INVALID_TOKEN) from exc

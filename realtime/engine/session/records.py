@@ -69,8 +69,11 @@ class CallRecorder(TranscriptOrder):
         from_number: str | None = None,
         to_number: str | None = None,
         provider_call_id: str | None = None,
+        call_id: Any = None,
     ) -> None:
         self.agent = agent
+        # An outbound call's existing record (queued or ringing), activated at start instead of a new one.
+        self.call_id = call_id
         self.channel = channel
         self.from_number = from_number
         self.to_number = to_number
@@ -90,6 +93,15 @@ class CallRecorder(TranscriptOrder):
         agent_log(self.session, severity, message, **fields)
 
     async def start(self) -> Call:
+        if self.call_id is not None:
+            activated: Call | None = await database_sync_to_async(calls.call_activate)(
+                call_id=self.call_id, provider_call_id=self.provider_call_id
+            )
+            if activated is None:
+                raise RuntimeError(f"call {self.call_id} is no longer waiting to be answered")
+            self.call = activated
+            self._writer = asyncio.create_task(self._write_loop(), name=f"call-writer-{self.session_id}")
+            return activated
         self.call = await database_sync_to_async(calls.call_start)(
             agent=self.agent,
             channel=self.channel,

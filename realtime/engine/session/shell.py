@@ -732,14 +732,21 @@ def open_session(
     to_number: str | None = None,
     provider_call_id: str | None = None,
     recorder: Recorder | None = None,
+    call_id: Any = None,
     **parts: Any,
 ) -> Session:
     """The one way every consumer starts a conversation: `asyncio.create_task(session.run())` next.
     `provider_call_id` is the carrier's id of a phone call (Twilio's CallSid), kept on the call record.
     `recorder` (the call record in the database by default) and `parts` (pipeline, tools, mixer, clock,
-    run_blocking) replace the configured ones in tests."""
+    run_blocking) replace the configured ones in tests. `call_id`: an outbound call's existing record,
+    made active when the session starts (calls.services.call_activate) instead of a new call."""
     recorder = recorder or CallRecorder(
-        agent=agent, channel=channel, from_number=from_number, to_number=to_number, provider_call_id=provider_call_id
+        agent=agent,
+        channel=channel,
+        from_number=from_number,
+        to_number=to_number,
+        provider_call_id=provider_call_id,
+        call_id=call_id,
     )
     return Session(agent=agent, transport=transport, recorder=recorder, **parts)
 
