@@ -64,8 +64,6 @@ _REFUSED_TYPES = {
     phonenumbers.PhoneNumberType.PREMIUM_RATE: "a premium-rate number",
     phonenumbers.PhoneNumberType.SHARED_COST: "a shared-cost number",
 }
-# Calls placed at once by one dispatcher (each is one request to the carrier).
-PLACE_THREADS = 8
 
 
 # --- queueing ------------------------------------------------------------------------------------
@@ -204,10 +202,12 @@ def outbound_dispatch(*, limit: int = 500) -> int:
         claimed += _claim(org_id, limit - len(claimed))
     if not claimed:
         return 0
-    if len(claimed) == 1:
-        _place(claimed[0])
+    threads = min(int(settings.OUTBOUND_PLACE_THREADS), len(claimed))
+    if threads <= 1:
+        for call_id in claimed:
+            _place(call_id)
     else:
-        with ThreadPoolExecutor(min(PLACE_THREADS, len(claimed)), thread_name_prefix="outbound-place") as pool:
+        with ThreadPoolExecutor(threads, thread_name_prefix="outbound-place") as pool:
             list(pool.map(_place_in_thread, claimed))
     return len(claimed)
 

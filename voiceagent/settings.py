@@ -352,6 +352,8 @@ if OUTBOUND_WORKER not in ("inprocess", "celery", "off"):
     raise ImproperlyConfigured("OUTBOUND_WORKER must be inprocess, celery or off")
 # How often the dispatcher looks for queued calls when nothing wakes it (a commit or an ended call does).
 OUTBOUND_POLL_SECONDS = env.float("OUTBOUND_POLL_SECONDS", default=5.0)
+# Calls one dispatcher round asks the carrier for at once (each is one REST request).
+OUTBOUND_PLACE_THREADS = max(1, env.int("OUTBOUND_PLACE_THREADS", default=8))
 # How long the callee's phone rings before the carrier gives up (Twilio's Timeout, 5-600 s).
 OUTBOUND_RING_TIMEOUT_SECONDS = env.int("OUTBOUND_RING_TIMEOUT_SECONDS", default=60)
 # A placed call with no news from the carrier (still queued or ringing) this long is failed by the upkeep.
