@@ -76,7 +76,9 @@ def created_calls(requests: list[Received]) -> list[CreatedCall]:
         fields = {name: items[0] for name, items in values.items()}
         root = ElementTree.fromstring(fields.get("Twiml", "<Response/>"))  # noqa: S314 - the service's own TwiML
         stream = root.find("Connect/Stream")
-        parameters = {p.get("name"): p.get("value") for p in (stream.findall("Parameter") if stream is not None else [])}
+        parameters = {
+            p.get("name"): p.get("value") for p in (stream.findall("Parameter") if stream is not None else [])
+        }
         created.append(
             CreatedCall(
                 request=request,

@@ -132,7 +132,12 @@ def test_a_call_is_queued_then_placed_with_a_media_stream_and_status_callbacks(
 
 
 def test_status_callbacks_ring_then_end_an_unanswered_call_with_its_reason_once(
-    client: Client, owner: Any, ava: Any, twilio_api: LoopbackReceiver, ended: list[Any], django_capture_on_commit_callbacks: Any
+    client: Client,
+    owner: Any,
+    ava: Any,
+    twilio_api: LoopbackReceiver,
+    ended: list[Any],
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
     now = timezone.now()
     WebhookEndpoint.objects.create(
@@ -219,9 +224,7 @@ def test_over_the_plan_concurrency_calls_wait_queued_and_are_placed_when_one_end
     assert [c.fields["To"] for c in created_calls(twilio_api.requests)][2] == "+14155550142"
 
 
-def test_the_live_call_cap_also_holds_outbound_calls_queued(
-    owner: Any, ava: Any, twilio_api: LoopbackReceiver
-) -> None:
+def test_the_live_call_cap_also_holds_outbound_calls_queued(owner: Any, ava: Any, twilio_api: LoopbackReceiver) -> None:
     Plan.objects.filter(pk=owner.organization.plan_id).update(max_concurrent_calls=1, max_outbound_calls=5)
     call_start(agent=ava, channel="web")  # one live browser session takes the only slot
     call_id = _place(owner, ava).json()["id"]
@@ -368,4 +371,7 @@ def test_calls_placed_without_news_from_the_carrier_are_failed_by_the_sweep(
     assert statuses[Call.objects.get(pk=ids[0]).pk] == CallStatus.FAILED
     assert Call.objects.get(pk=ids[0]).ended_reason == "provider-error"
     assert statuses[Call.objects.get(pk=ids[1]).pk] == "ringing"
-    assert Call.objects.get(pk=waiting).direction == CallDirection.OUTBOUND and statuses[Call.objects.get(pk=waiting).pk] == "queued"
+    assert (
+        Call.objects.get(pk=waiting).direction == CallDirection.OUTBOUND
+        and statuses[Call.objects.get(pk=waiting).pk] == "queued"
+    )
