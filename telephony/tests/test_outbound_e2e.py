@@ -22,6 +22,7 @@ from calls.models import Call
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_claim
 from telephony.tests.test_media_stream_e2e import greeted
+from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server
 from testing.twilio_rest import CreatedCall, call_created, call_updates, created_calls
 from testing.twilio_stream import TwilioStream, is_event
@@ -224,3 +225,19 @@ async def test_extra_calls_wait_queued_and_are_placed_when_a_call_ends(server, o
     assert (await status_of(ids[1], "ringing")).provider_call_id == second_sid
     assert await sync_to_async(callback)(server, second, second_sid, "no-answer") == 204
     assert (await status_of(ids[1], "no-answer")).ended_reason == "no-answer"
+
+
+async def test_hang_up_ends_a_live_browser_session(server, owner, ava):
+    status, session = await sync_to_async(api)(server, owner.api_key, "POST", f"/public/v1/agents/{ava.pk}/realtime-sessions")
+    assert status == 200, session
+    async with VoiceClient(session["websocketUrl"]) as browser:
+        started = await browser.wait_for(is_type("session.started"), timeout=60)
+        call_id = browser.messages[started].message["callId"]
+        line = asyncio.create_task(browser.stream(bytes(32000 * 30)))
+        status, hung = await sync_to_async(api)(server, owner.api_key, "POST", f"/public/v1/calls/{call_id}/hang-up")
+        assert status == 200 and hung["id"] == call_id
+        assert await browser.wait_closed(timeout=10) == 1000
+        line.cancel()
+        await asyncio.gather(line, return_exceptions=True)
+    call = await status_of(call_id, "completed")
+    assert call.ended_reason == "agent-ended-call" and call.channel == "web" and call.direction == "inbound"
