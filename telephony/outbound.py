@@ -12,7 +12,7 @@ one (README, "Outbound calls"; docs/outbound.md).
   carrier is asked, so it is placed at most once whatever restarts or how many dispatchers run.
   Who runs it (settings.OUTBOUND_WORKER): `inprocess`, a thread of every serving process (started by
   voiceagent/asgi.py, woken by each queued call's commit and by every ended call, polling every
-  OUTBOUND_POLL_SECONDS); `celery`, the task `telephony.dispatch_outbound` sent on the same kicks and
+  OUTBOUND_POLL_SECONDS; other processes, such as a management command or the tests' own, only queue); `celery`, the task `telephony.dispatch_outbound` sent on the same kicks and
   run by beat every 5 s; `off`, nobody here.
 - The carrier is asked with `PhoneProvider.place_call`: the answered call opens a media stream with a
   single-use stream token naming the call record, which the stream makes `active`
@@ -447,7 +447,8 @@ def outbound_wake() -> None:
     """Queued calls may be placeable (one was queued, a call ended): wake whoever places them. Never raises."""
     try:
         if settings.OUTBOUND_WORKER == "inprocess":
-            start_worker()
+            # Only a serving process runs the dispatcher (voiceagent/asgi.py starts it): a management
+            # command or a test process queues calls and leaves them to it.
             _wake.set()
         elif settings.OUTBOUND_WORKER == "celery":
             from celery import current_app
