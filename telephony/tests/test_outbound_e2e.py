@@ -228,7 +228,9 @@ async def test_extra_calls_wait_queued_and_are_placed_when_a_call_ends(server, o
 
 
 async def test_hang_up_ends_a_live_browser_session(server, owner, ava):
-    status, session = await sync_to_async(api)(server, owner.api_key, "POST", f"/public/v1/agents/{ava.pk}/realtime-sessions")
+    status, session = await sync_to_async(api)(
+        server, owner.api_key, "POST", f"/public/v1/agents/{ava.pk}/realtime-sessions"
+    )
     assert status == 200, session
     async with VoiceClient(session["websocketUrl"]) as browser:
         started = await browser.wait_for(is_type("session.started"), timeout=60)
