@@ -111,6 +111,29 @@ def call_slot_reserve(*, organization_id: UUID | str, channel: str, key: str, ex
         )
 
 
+def call_slots_reserve(
+    *, organization_id: UUID | str, channel: str, keys: list[str], expires_at: datetime
+) -> list[str]:
+    """call_slot_reserve for several sessions at once (outbound calls about to be placed): as many of
+    `keys`, first ones first, as the organization has free slots; returns the keys that got one (none
+    at the cap: they wait, nothing is refused). One count under the organization's row lock; call it
+    inside the transaction that claims the calls."""
+    now = timezone.now()
+    with transaction.atomic():
+        organization = Organization.objects.select_for_update().select_related("plan").get(pk=organization_id)
+        limit = organization.plan.max_concurrent_calls
+        free = len(keys) if limit is None else max(0, limit - live_call_count(organization_id=organization_id, now=now))
+        taken = [key[:64] for key in keys[:free]]
+        CallReservation.objects.bulk_create(
+            [
+                CallReservation(organization_id=organization_id, channel=channel, key=key, expires_at=expires_at)
+                for key in taken
+            ],
+            ignore_conflicts=True,
+        )
+    return taken
+
+
 def call_slot_release(*, channel: str, key: str) -> None:
     """Give a slot back before its token expires (a phone call that ended before its stream opened)."""
     CallReservation.objects.filter(channel=channel, key=key[:64]).delete()

@@ -48,7 +48,7 @@ from calls.variables import metadata_clean, variables_clean
 from kit.errors import ApiError
 from kit.providers import ProviderError
 from kit.validation import e164_problem, parse_uuid
-from realtime.services import ConcurrentCallLimitExceeded, call_slot_release, call_slot_reserve
+from realtime.services import call_slot_release, call_slots_reserve
 from realtime.sockets import call_control_group
 from realtime.tokens import TokenError
 from telephony.models import CallBatchRecipient, OutboundCall, PhoneNumber, PhoneNumberStatus, TelephonyAccount
@@ -102,6 +102,12 @@ def outbound_call_request(
         raise ApiError.forbidden(
             f"The {plan.name} plan does not include outbound calls; upgrade the plan to place calls.",
             code=OUTBOUND_NOT_ALLOWED,
+        )
+    if not settings.PUBLIC_BASE_URL or not settings.REALTIME_TOKEN_SECRET:
+        raise ApiError(
+            "This service cannot place phone calls: PUBLIC_BASE_URL and REALTIME_TOKEN_SECRET must be set.",
+            status_code=503,
+            code="TELEPHONY_NOT_CONFIGURED",
         )
     if not TelephonyAccount.objects.filter(organization=organization).exists():
         raise ApiError(
@@ -229,7 +235,6 @@ def _claim(org_id: Any, room: int) -> list[Any]:
     """Take the organization's oldest queued calls it has room for (under its row lock, so two
     dispatchers count the same calls): each claimed by setting its placed_at where it is still null."""
     now = timezone.now()
-    claimed: list[Any] = []
     with transaction.atomic():
         organization = Organization.objects.select_for_update().select_related("plan").get(pk=org_id)
         cap = organization.plan.max_outbound_calls
@@ -244,19 +249,21 @@ def _claim(org_id: Any, room: int) -> list[Any]:
             .order_by("call__queued_at", "call_id")
             .values_list("call_id", flat=True)[:free]
         )
-        expires = now + timedelta(seconds=settings.TWILIO_API_TIMEOUT_SECONDS + 60)
-        for call_id in candidates:
-            try:
-                call_slot_reserve(
-                    organization_id=org_id, channel=CallChannel.PHONE, key=_slot_key(call_id), expires_at=expires
-                )
-            except ConcurrentCallLimitExceeded:
-                break  # the organization's live calls are at the plan's cap: the rest wait
-            if OutboundCall.objects.filter(pk=call_id, placed_at__isnull=True).update(placed_at=now):
-                claimed.append(call_id)
-            else:
-                call_slot_release(channel=CallChannel.PHONE, key=_slot_key(call_id))
-    return claimed
+        # Each holds a live-call slot while it is placed (at the plan's live-call cap the rest wait).
+        slots = call_slots_reserve(
+            organization_id=org_id,
+            channel=CallChannel.PHONE,
+            keys=[_slot_key(call_id) for call_id in candidates],
+            expires_at=now + timedelta(seconds=settings.TWILIO_API_TIMEOUT_SECONDS + 60),
+        )
+        candidates = candidates[: len(slots)]
+        if not candidates:
+            return []
+        OutboundCall.objects.filter(pk__in=candidates, placed_at__isnull=True).update(placed_at=now)
+        claimed = list(OutboundCall.objects.filter(pk__in=candidates, placed_at=now).values_list("call_id", flat=True))
+        for call_id in set(candidates) - set(claimed):
+            call_slot_release(channel=CallChannel.PHONE, key=_slot_key(call_id))
+    return sorted(claimed, key=candidates.index)
 
 
 def _place_in_thread(call_id: Any) -> None:
@@ -298,15 +305,23 @@ def _place(call_id: Any) -> None:
             return  # canceled (or deleted) while waiting
         outbound = OutboundCall.objects.select_related("phone_number").get(pk=call_id)
         agent = call.agent
+        number = outbound.phone_number
+        account = TelephonyAccount.objects.filter(organization_id=call.organization_id).first()
+        if agent is None or agent.status != AgentStatus.ACTIVE:
+            problem = "the agent is gone or no longer active"
+        elif number is None or number.status != PhoneNumberStatus.CLAIMED:
+            problem = "the number it is placed from is no longer claimed"
+        elif account is None:
+            problem = "the organization has no telephony account"
+        else:
+            problem = ""
+        if problem:  # changed while the call waited: never placed
+            logger.warning("outbound call %s not placed: %s", call_id, problem)
+            _log(call, "error", f"Outbound call not placed: {problem}")
+            call_end_unanswered(call_id=call_id, status=CallStatus.FAILED, ended_reason=EndedReason.ERROR)
+            return
+        assert agent is not None and number is not None and account is not None
         try:
-            if agent is None or agent.status != AgentStatus.ACTIVE:
-                raise ProviderError("the agent is gone or no longer active", permanent=True)
-            number = outbound.phone_number
-            if number is None or number.status != PhoneNumberStatus.CLAIMED:
-                raise ProviderError("the number it is placed from is no longer claimed", permanent=True)
-            account = TelephonyAccount.objects.filter(organization_id=call.organization_id).first()
-            if account is None:
-                raise ProviderError("the organization has no telephony account", permanent=True)
             provider = provider_for(account)
             urls = public_urls()
             token = stream_token_issue(

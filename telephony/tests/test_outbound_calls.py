@@ -375,3 +375,22 @@ def test_calls_placed_without_news_from_the_carrier_are_failed_by_the_sweep(
         Call.objects.get(pk=waiting).direction == CallDirection.OUTBOUND
         and statuses[Call.objects.get(pk=waiting).pk] == "queued"
     )
+
+
+def test_a_call_whose_agent_stopped_while_it_waited_is_never_placed(
+    owner: Any, ava: Any, twilio_api: LoopbackReceiver
+) -> None:
+    call_id = _place(owner, ava).json()["id"]
+    type(ava).objects.filter(pk=ava.pk).update(status=AgentStatus.INACTIVE)
+    assert outbound_dispatch() == 1
+    call = Call.objects.get(pk=call_id)
+    assert (call.status, call.ended_reason) == ("failed", "error") and not twilio_api.requests
+
+
+def test_without_public_base_url_the_service_cannot_place_calls(
+    owner: Any, ava: Any, twilio_api: LoopbackReceiver, settings: Any
+) -> None:
+    settings.PUBLIC_BASE_URL = ""
+    response = _place(owner, ava)
+    assert response.status_code == 503 and response.json()["code"] == "TELEPHONY_NOT_CONFIGURED"
+    assert not Call.objects.exists()
