@@ -6,6 +6,7 @@ and bad input is a clear 4xx with nothing placed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -394,3 +395,31 @@ def test_without_public_base_url_the_service_cannot_place_calls(
     response = _place(owner, ava)
     assert response.status_code == 503 and response.json()["code"] == "TELEPHONY_NOT_CONFIGURED"
     assert not Call.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_celery_a_worker_places_the_call_queued_on_commit(
+    owner: Any, ava: Any, twilio_api: LoopbackReceiver, settings: Any
+) -> None:
+    """OUTBOUND_WORKER=celery: the commit of POST /calls sends telephony.dispatch_outbound to the broker
+    (Redis with REDIS_URL, Celery's in-memory transport otherwise) and a real worker places the call."""
+    from celery.contrib.testing.worker import start_worker
+
+    from voiceagent.celery import app
+
+    assert settings.CELERY_BEAT_SCHEDULE["telephony-dispatch-outbound"]["task"] == "telephony.dispatch_outbound"
+    settings.OUTBOUND_WORKER = "celery"
+    app.conf.task_always_eager = False
+    try:
+        twilio_api.reply(call_created("CA" + "c" * 32))
+        call_id = _place(owner, ava).json()["id"]
+        assert Call.objects.get(pk=call_id).status == "queued"  # on the broker: no worker yet
+        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+            deadline = time.monotonic() + 60
+            while Call.objects.get(pk=call_id).status != "ringing":
+                assert time.monotonic() < deadline, "the worker did not place the call"
+                time.sleep(0.05)
+    finally:
+        app.conf.task_always_eager = True
+    assert len(created_calls(twilio_api.requests)) == 1
+    assert Call.objects.get(pk=call_id).provider_call_id == "CA" + "c" * 32
