@@ -381,22 +381,23 @@ def call_hang_up(*, call: Call) -> Call:
         return _cancel(call)
     if call.status != CallStatus.ACTIVE:
         raise ApiError.conflict(f"The call has already ended ({call.status}).", code="CALL_ENDED")
+    phone = call.channel == CallChannel.PHONE and bool(call.provider_call_id)
+    # The session first (so the call ends as the service's hang-up, not as Twilio's `stop` that follows),
+    # then the carrier (the line is hung up even when no session holds the call any more).
     layer = get_channel_layer()
-    if call.channel == CallChannel.PHONE and call.provider_call_id:
-        account = TelephonyAccount.objects.filter(organization_id=call.organization_id).first()
-        if account is not None:
-            try:
-                async_to_sync(provider_for(account).hang_up)(call_sid=call.provider_call_id)
-            except ProviderError as exc:
-                logger.warning("call %s: the carrier did not take the hang-up: %s", call.pk, exc.message)
-        group = call_group(call.provider_call_id)
-    else:
-        group = call_control_group(call.pk)
     if layer is not None:
+        group = call_group(call.provider_call_id or "") if phone else call_control_group(call.pk)
         try:
             async_to_sync(layer.group_send)(group, {"type": "call.hangup"})
         except Exception:
             logger.warning("could not tell call %s's session to hang up", call.pk, exc_info=True)
+    if phone:
+        account = TelephonyAccount.objects.filter(organization_id=call.organization_id).first()
+        if account is not None:
+            try:
+                async_to_sync(provider_for(account).hang_up)(call_sid=call.provider_call_id or "")
+            except ProviderError as exc:
+                logger.warning("call %s: the carrier did not take the hang-up: %s", call.pk, exc.message)
     call.refresh_from_db()
     return call
 
