@@ -58,7 +58,7 @@ from telephony.stream_messages import (
     read_message,
     read_start,
 )
-from telephony.streams import call_group, phone_call_get, stream_token_redeem
+from telephony.streams import call_group, outbound_call_waiting, phone_call_get, stream_token_redeem
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +158,13 @@ class TwilioMediaStream(JsonSocketConsumer):
         if call is None:
             logger.warning("media stream refused (call %s): the agent is gone or not active", _short(call_sid))
             await self.close_once(CLOSE_AGENT_UNAVAILABLE, "agent not available")
+            return
+        if outbound and not await database_sync_to_async(outbound_call_waiting)(grant.call_id):
+            logger.warning("media stream refused (call %s): the outbound call was canceled or ended", _short(call_sid))
+            if call.provider is not None:  # the person who just answered is not left in silence
+                with contextlib.suppress(ProviderError):
+                    await call.provider.hang_up(call_sid=call_sid)
+            await self.close_once(CLOSE_AGENT_UNAVAILABLE, "call not waiting")
             return
         self.stream_sid, self.call_sid = stream_sid, call_sid
         clock = LoopClock()  # one clock for the session and the transport's mark timings

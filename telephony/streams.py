@@ -23,6 +23,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Agent, AgentStatus
+from calls.models import Call, CallStatus
 from kit.providers import ProviderError
 from realtime.models import UsedSessionToken
 from realtime.selectors import session_agent_get
@@ -39,6 +40,7 @@ __all__ = [
     "StreamGrant",
     "TokenError",
     "call_group",
+    "outbound_call_waiting",
     "phone_call_get",
     "stream_token_issue",
     "stream_token_redeem",
@@ -166,6 +168,12 @@ def phone_call_get(grant: StreamGrant) -> PhoneCall | None:
         except ProviderError:
             logger.warning("organization %s: unknown phone provider %r", grant.organization_id, account.provider)
     return PhoneCall(grant=grant, agent=agent, provider=provider)
+
+
+def outbound_call_waiting(call_id: UUID) -> bool:
+    """Whether the outbound call a stream token names is still waiting to be answered (queued or ringing):
+    a call canceled or ended meanwhile opens no conversation."""
+    return Call.objects.filter(pk=call_id, status__in=(CallStatus.QUEUED, CallStatus.RINGING)).exists()
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

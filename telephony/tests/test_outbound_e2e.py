@@ -200,7 +200,7 @@ async def test_extra_calls_wait_queued_and_are_placed_when_a_call_ends(server, o
     twilio_api.requests.clear()
     await sync_to_async(Plan.objects.filter(pk=owner.organization.plan_id).update)(max_outbound_calls=1)
     first_sid, second_sid = "CA" + "e3" * 16, "CA" + "e4" * 16
-    twilio_api.reply(call_created(first_sid), call_created(second_sid), call_created())
+    twilio_api.reply(call_created(first_sid), call_created(second_sid))
     ids = []
     for to in (CALLEE, "+14155550198"):
         status, body = await sync_to_async(api)(
@@ -243,3 +243,28 @@ async def test_hang_up_ends_a_live_browser_session(server, owner, ava):
         await asyncio.gather(line, return_exceptions=True)
     call = await status_of(call_id, "completed")
     assert call.ended_reason == "agent-ended-call" and call.channel == "web" and call.direction == "inbound"
+
+
+async def test_a_call_canceled_while_ringing_opens_no_conversation_when_answered(server, owner, ava, twilio_api):
+    twilio_api.requests.clear()
+    sid = "CA" + "e5" * 16
+    twilio_api.reply(call_created(sid))
+    _, body = await sync_to_async(api)(
+        server,
+        owner.api_key,
+        "POST",
+        "/public/v1/calls",
+        {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk), "to": CALLEE},
+    )
+    [created] = await placed(twilio_api, 1)
+    await status_of(body["id"], "ringing")
+    status, canceled = await sync_to_async(api)(server, owner.api_key, "POST", f"/public/v1/calls/{body['id']}/hang-up")
+    assert status == 200 and canceled["status"] == "canceled" and canceled["endedReason"] == "canceled"
+    # The person answered just as it was canceled: the stream is refused and the line hung up.
+    async with TwilioStream(created.stream_url, created.token, call_sid=sid) as twilio:
+        await twilio.start()
+        assert await twilio.wait_closed(timeout=10) == 4409
+        assert not twilio.messages
+    assert call_updates(twilio_api.requests) == [(sid, {"Status": "canceled"}), (sid, {"Status": "completed"})]
+    call = await sync_to_async(Call.objects.get)(pk=body["id"])
+    assert (call.status, call.ended_reason, call.duration_seconds) == ("canceled", "canceled", 0)
