@@ -3,7 +3,9 @@
 The consumer only translates (Twilio Media Streams WebSocket messages, read and written by the pure
 functions of telephony/stream_messages.py):
 - `connected` is noted; `start` must carry `customParameters.token`, a single-use stream token issued
-  by the voice webhook (telephony.streams). A missing, bad, expired or reused token, or an agent that
+  by the voice webhook (telephony.streams), or by the outbound dispatcher for an outbound call: that
+  token names the call record (queued or ringing), which the session makes `active` instead of
+  opening a new one; a call canceled or ended meanwhile is refused and its line hung up. A missing, bad, expired or reused token, or an agent that
   is gone or not active, closes the socket at once: no session, one log line. Nothing else on the
   socket is read before a valid `start`, and a socket without one is closed after
   START_TIMEOUT_SECONDS.
