@@ -91,29 +91,6 @@ def call_start(
     return call
 
 
-def call_activate(*, call_id: UUID | str, organization_id: UUID, provider_call_id: str | None = None) -> Call:
-    """An outbound call was answered and its media stream opened: the EXISTING call (queued or ringing)
-    becomes `active` from now (started_at, the carrier's id, call.started, liveness). A call already
-    active is returned as it is; ValueError when the organization has no such open call.
-    SEAM (issue 21, voicemail part): the outbound part owns this; its version wins at integration."""
-    with transaction.atomic():
-        call = Call.objects.select_for_update().filter(pk=call_id, organization_id=organization_id).first()
-        if call is None or call.status not in (CallStatus.QUEUED, CallStatus.RINGING, CallStatus.ACTIVE):
-            raise ValueError(f"no open call {call_id} to activate")
-        if call.status == CallStatus.ACTIVE:
-            return call
-        call.status = CallStatus.ACTIVE
-        call.started_at = timezone.now()
-        call.heartbeat_at = liveness.first_beat()
-        if provider_call_id:
-            call.provider_call_id = provider_call_id[:64]
-        call.save(update_fields=["status", "started_at", "heartbeat_at", "provider_call_id"])
-        event_record(call=call, event_type=EventType.CALL_STARTED)
-    liveness.hold(Call, call.pk)
-    ensure_inprocess_maintenance()
-    return call
-
-
 def _call_create(
     agent: Agent,
     channel: str,
@@ -137,6 +114,29 @@ def _call_create(
         variables=variables,
         metadata=metadata,
     )
+
+
+def call_activate(*, call_id: UUID | str, provider_call_id: str | None = None) -> Call | None:
+    """An outbound call was answered and its media stream opened: the queued or ringing call becomes
+    `active` (started_at now: the conversation starts, and is billed, from here), held by this process
+    (heartbeat), with its `call.started` event in the same transaction. None when the call is no longer
+    waiting to be answered (canceled or ended meanwhile): the stream must not open a conversation."""
+    with transaction.atomic():
+        row = Call.objects.select_for_update().filter(pk=call_id).first()
+        if row is None or row.status not in (CallStatus.QUEUED, CallStatus.RINGING):
+            return None
+        if provider_call_id and row.provider_call_id and row.provider_call_id != provider_call_id:
+            return None  # the stream of another carrier call than the one placed
+        row.status = CallStatus.ACTIVE
+        row.started_at = timezone.now()
+        row.heartbeat_at = liveness.first_beat()
+        if provider_call_id and not row.provider_call_id:
+            row.provider_call_id = provider_call_id[:64]
+        row.save(update_fields=["status", "started_at", "heartbeat_at", "provider_call_id"])
+        event_record(call=row, event_type=EventType.CALL_STARTED)
+    liveness.hold(Call, row.pk)
+    ensure_inprocess_maintenance()
+    return row
 
 
 def _redaction(call: Call) -> dict[str, Any]:
@@ -339,6 +339,45 @@ def _finish(
         row.save()
         event_record(call=row, event_type=EventType.CALL_ENDED)  # call events (calls/events.py)
         transaction.on_commit(lambda: call_ended_send(call_id))
+    return row
+
+
+# How an outbound call that was never answered may end.
+UNANSWERED_STATUSES = (CallStatus.NO_ANSWER, CallStatus.BUSY, CallStatus.CANCELED, CallStatus.FAILED)
+
+
+def call_end_unanswered(*, call_id: UUID | str, status: str, ended_reason: str) -> Call | None:
+    """End an outbound call that was never answered (still `queued` or `ringing`): `status` no-answer,
+    busy, canceled or failed with its `ended_reason`, ended now, no duration and nothing billed, with its
+    `call.ended` event and, after the commit, `call_ended_send`. Exactly once: a call that has left
+    queued/ringing (answered, or already ended) is returned unchanged, with no event. None: no such call."""
+    if status not in UNANSWERED_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(UNANSWERED_STATUSES)}, not {status!r}")
+    ended_reason = _choice(ended_reason, EndedReason, "ended_reason")
+    with transaction.atomic():
+        row = Call.objects.select_for_update().filter(pk=call_id).first()
+        if row is None or row.status not in (CallStatus.QUEUED, CallStatus.RINGING):
+            return row
+        now = timezone.now()
+        row.status = status
+        row.ended_reason = ended_reason
+        row.ended_at = max(now, row.started_at)
+        row.duration_seconds = 0
+        row.billable_seconds = row.included_seconds = row.overage_seconds = 0
+        row.save(
+            update_fields=[
+                "status",
+                "ended_reason",
+                "ended_at",
+                "duration_seconds",
+                "billable_seconds",
+                "included_seconds",
+                "overage_seconds",
+            ]
+        )
+        event_record(call=row, event_type=EventType.CALL_ENDED)
+        pk = row.pk
+        transaction.on_commit(lambda: call_ended_send(pk))
     return row
 
 

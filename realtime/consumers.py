@@ -21,7 +21,7 @@ from realtime.engine.audio import IN_BYTES_PER_SECOND, OUT_RATE
 from realtime.engine.contracts import Ending
 from realtime.engine.session.shell import Session, open_session
 from realtime.services import realtime_session_open
-from realtime.sockets import BAD_JSON, JsonSocketConsumer, parse_json
+from realtime.sockets import BAD_JSON, JsonSocketConsumer, call_control_group, parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +31,10 @@ MAX_MESSAGE_CHARS = MAX_INPUT_CHUNK_BYTES * 4 // 3 + 1024
 
 
 class BrowserSession(JsonSocketConsumer):
-    # A browser session never uses the channel layer: without this, Channels subscribes every socket
-    # to it, and a Redis outage closed every live browser session (and refused new ones).
-    channel_layer_alias = None
+    # The channel layer carries only an API hang-up (POST /calls/{id}/hang-up, possibly from another
+    # process) to the call's group: read beside the socket's plain loop, and an outage of the layer is
+    # waited out (realtime.sockets), never closing the session.
+    layer_beside = True
     conversation: Session | None = None
     _run: asyncio.Task[None] | None = None
 
@@ -115,6 +116,13 @@ class BrowserSession(JsonSocketConsumer):
         if self._run is not None:
             await asyncio.gather(self._run, return_exceptions=True)
 
+    async def call_hangup(self, event: dict[str, Any]) -> None:
+        """A hang-up asked for through the API (telephony.outbound.call_hang_up): the service ends the
+        call, so agent-ended-call."""
+        if self.conversation is not None:
+            await self.conversation.stop(CallStatus.COMPLETED, EndedReason.AGENT_ENDED_CALL)
+        await self.close_once(1000, "call ended")
+
     async def _error(self, code: str, message: str) -> None:
         await self.send_message({"type": "error", "code": code, "message": message})
 
@@ -136,6 +144,7 @@ class _BrowserTransport:
 
     async def started(self, call_id: str) -> None:
         await self.consumer.send_message({"type": "session.started", "callId": call_id})
+        await self.consumer.join_group(call_control_group(call_id))  # an API hang-up reaches it there
 
     async def send_audio(self, pcm16_24k: bytes) -> None:
         await self.consumer.send_message(

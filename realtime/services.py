@@ -81,9 +81,12 @@ class ConcurrentCallLimitExceeded(ApiError):
 
 
 def live_call_count(*, organization_id: UUID | str, now: datetime) -> int:
-    """Calls that hold a slot: active call records, plus reservations whose socket has not opened yet
-    (unexpired, and neither the session token spent nor the phone call's record created)."""
-    active = Call.objects.filter(organization_id=organization_id, status=CallStatus.ACTIVE).count()
+    """Calls that hold a slot: active call records and outbound calls ringing, plus reservations whose
+    socket has not opened yet (unexpired, and neither the session token spent nor the phone call's record
+    created; an outbound call being placed holds one until it rings)."""
+    active = Call.objects.filter(
+        organization_id=organization_id, status__in=(CallStatus.ACTIVE, CallStatus.RINGING)
+    ).count()
     spent_token = UsedSessionToken.objects.filter(token_id=OuterRef("key"))
     phone_call = Call.objects.filter(organization_id=organization_id, provider_call_id=OuterRef("key"))
     pending = CallReservation.objects.filter(organization_id=organization_id, expires_at__gt=now).exclude(
@@ -108,6 +111,29 @@ def call_slot_reserve(*, organization_id: UUID | str, channel: str, key: str, ex
         CallReservation.objects.update_or_create(
             channel=channel, key=key[:64], defaults={"organization_id": organization_id, "expires_at": expires_at}
         )
+
+
+def call_slots_reserve(
+    *, organization_id: UUID | str, channel: str, keys: list[str], expires_at: datetime
+) -> list[str]:
+    """call_slot_reserve for several sessions at once (outbound calls about to be placed): as many of
+    `keys`, first ones first, as the organization has free slots; returns the keys that got one (none
+    at the cap: they wait, nothing is refused). One count under the organization's row lock; call it
+    inside the transaction that claims the calls."""
+    now = timezone.now()
+    with transaction.atomic():
+        organization = Organization.objects.select_for_update().select_related("plan").get(pk=organization_id)
+        limit = organization.plan.max_concurrent_calls
+        free = len(keys) if limit is None else max(0, limit - live_call_count(organization_id=organization_id, now=now))
+        taken = [key[:64] for key in keys[:free]]
+        CallReservation.objects.bulk_create(
+            [
+                CallReservation(organization_id=organization_id, channel=channel, key=key, expires_at=expires_at)
+                for key in taken
+            ],
+            ignore_conflicts=True,
+        )
+    return taken
 
 
 def call_slot_release(*, channel: str, key: str) -> None:

@@ -12,8 +12,9 @@ it ends (Daphne does after `application_close_timeout`) cannot leave the call re
 A consumer that names a channel layer (the phone stream: Twilio's status callbacks reach it through
 it) survives an outage of that layer (Redis restarting): a failing receive or group subscription
 is logged once, retried with backoff, and the groups are joined again once it is back (a restarted
-Redis without persistence has forgotten them). A consumer with `channel_layer_alias = None` (the
-browser session) never touches the layer at all.
+Redis without persistence has forgotten them). A consumer with `layer_beside` (the browser session:
+its only layer message is an API hang-up) reads the layer in a task of its own beside the socket's
+plain loop, so its audio frames never go through Channels' many-source loop.
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ BAD_JSON = object()  # what parse_json returns for a text that is not JSON
 _endings: set[asyncio.Task[None]] = set()
 
 
+def call_control_group(call_id: Any) -> str:
+    """The channel-layer group of a live browser session's call (by call record id): a hang-up asked
+    for through the API (possibly in another process) is sent to it as `call.hangup`."""
+    return f"call-id.{call_id}"
+
+
 def parse_json(text: str) -> Any:
     """The JSON value of `text`, or `BAD_JSON` when it is not JSON of any shape (including nesting
     deeper than the decoder's recursion limit, which raises RecursionError, not ValueError)."""
@@ -65,6 +72,8 @@ class JsonSocketConsumer(AsyncWebsocketConsumer):
     _ending: asyncio.Task[None] | None = None
     _layer_down = False  # the layer's last receive or group join failed
     _layer_delay = LAYER_RETRY_FIRST_SECONDS
+    # Read the channel layer in a side task (the socket keeps its plain loop) instead of as a second source.
+    layer_beside = False
 
     # --- the consumer's life ----------------------------------------------------------------------
 
@@ -78,7 +87,10 @@ class JsonSocketConsumer(AsyncWebsocketConsumer):
         sources = [receive]
         if self.channel_layer is not None:
             self.channel_name = await self.channel_layer.new_channel()
-            sources.append(self._layer_receive)
+            if self.layer_beside:
+                self._track(asyncio.ensure_future(self._layer_side()))
+            else:
+                sources.append(self._layer_receive)
         self.base_send = send
         clean = False
         try:
@@ -179,6 +191,17 @@ class JsonSocketConsumer(AsyncWebsocketConsumer):
                 continue
             self._layer_ok()
             return message
+
+    async def _layer_side(self) -> None:
+        """`layer_beside`: the layer's messages, dispatched as they come, until the socket ends."""
+        while True:
+            message = await self._layer_receive()
+            try:
+                await self.dispatch(message)
+            except StopConsumer:
+                return
+            except Exception:
+                logger.exception("a channel-layer message could not be handled (%s)", message.get("type"))
 
     async def _layer_wait(self) -> None:
         """Back off once, then join the groups again: both the sign that the layer is back and what a

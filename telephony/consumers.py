@@ -3,7 +3,9 @@
 The consumer only translates (Twilio Media Streams WebSocket messages, read and written by the pure
 functions of telephony/stream_messages.py):
 - `connected` is noted; `start` must carry `customParameters.token`, a single-use stream token issued
-  by the voice webhook (telephony.streams). A missing, bad, expired or reused token, or an agent that
+  by the voice webhook (telephony.streams), or by the outbound dispatcher for an outbound call: that
+  token names the call record (queued or ringing), which the session makes `active` instead of
+  opening a new one; a call canceled or ended meanwhile is refused and its line hung up. A missing, bad, expired or reused token, or an agent that
   is gone or not active, closes the socket at once: no session, one log line. Nothing else on the
   socket is read before a valid `start`, and a socket without one is closed after
   START_TIMEOUT_SECONDS.
@@ -60,7 +62,7 @@ from telephony.stream_messages import (
     read_message,
     read_start,
 )
-from telephony.streams import call_group, phone_call_get, stream_token_redeem
+from telephony.streams import call_group, outbound_call_waiting, phone_call_get, stream_token_redeem
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +145,16 @@ class TwilioMediaStream(JsonSocketConsumer):
             logger.warning("media stream refused (call %s): %s", _short(call_sid), exc.message)
             await self.close_once(exc.close_code, "invalid stream token")
             return
-        if not isinstance(stream_sid, str) or not stream_sid or call_sid != grant.call_sid:
+        # An outbound call's token is issued before the carrier names the call (its record does, once
+        # placed: call_activate refuses another callSid); an inbound call's token names its CallSid.
+        outbound = grant.call_id is not None
+        if (
+            not isinstance(stream_sid, str)
+            or not stream_sid
+            or not isinstance(call_sid, str)
+            or not call_sid
+            or (not outbound and call_sid != grant.call_sid)
+        ):
             logger.warning("media stream refused: its callSid is not the call the token was issued for")
             await self.close_once(CLOSE_INVALID_TOKEN, "invalid stream token")
             return
@@ -152,14 +163,22 @@ class TwilioMediaStream(JsonSocketConsumer):
             logger.warning("media stream refused (call %s): the agent is gone or not active", _short(call_sid))
             await self.close_once(CLOSE_AGENT_UNAVAILABLE, "agent not available")
             return
-        self.stream_sid, self.call_sid = stream_sid, grant.call_sid
+        if outbound and not await database_sync_to_async(outbound_call_waiting)(grant.call_id):
+            logger.warning("media stream refused (call %s): the outbound call was canceled or ended", _short(call_sid))
+            if call.provider is not None:  # the person who just answered is not left in silence
+                with contextlib.suppress(ProviderError):
+                    await call.provider.hang_up(call_sid=call_sid)
+            await self.close_once(CLOSE_AGENT_UNAVAILABLE, "call not waiting")
+            return
+        self.stream_sid, self.call_sid = stream_sid, call_sid
         clock = self._clock  # one clock for the session, the transport's mark timings and the keypad
         self._keypad = KeypadGatherer.for_agent(call.agent.keypad)
         self.transport = TwilioTransport(
             self,
             stream_sid=stream_sid,
-            call_sid=grant.call_sid,
-            caller_id=grant.to_number,
+            call_sid=call_sid,
+            # A transfer presents the organization's own number: the called one, or an outbound call's from.
+            caller_id=grant.from_number if outbound else grant.to_number,
             provider=call.provider,
             clock=clock,
         )
@@ -169,13 +188,13 @@ class TwilioMediaStream(JsonSocketConsumer):
             channel=CallChannel.PHONE,
             from_number=grant.from_number,
             to_number=grant.to_number,
-            provider_call_id=grant.call_sid,
-            call_id=str(grant.call_id) if grant.call_id is not None else None,
+            provider_call_id=call_sid,
             clock=clock,
+            call_id=grant.call_id,  # an outbound call: its record (queued or ringing) becomes active
         )
         # A channel layer that is down (Redis restarting) does not fail the call: the subscription is
         # retried until it is back (realtime.sockets).
-        await self.join_group(call_group(grant.call_sid))
+        await self.join_group(call_group(call_sid))
         self._run = asyncio.create_task(
             self.conversation.run(), name=f"conversation-{self.conversation.recorder.session_id}"
         )

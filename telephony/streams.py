@@ -23,6 +23,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Agent, AgentStatus
+from calls.models import Call, CallStatus
 from kit.providers import ProviderError
 from realtime.models import UsedSessionToken
 from realtime.selectors import session_agent_get
@@ -39,6 +40,7 @@ __all__ = [
     "StreamGrant",
     "TokenError",
     "call_group",
+    "outbound_call_waiting",
     "phone_call_get",
     "stream_token_issue",
     "stream_token_redeem",
@@ -59,7 +61,8 @@ class StreamGrant:
     call_sid: str
     from_number: str
     to_number: str
-    call_id: UUID | None = None  # an existing call (outbound) the stream takes over
+    # An outbound call: the call record (queued or ringing) the stream opens, instead of a new one.
+    call_id: UUID | None = None
 
 
 def _secret() -> str:
@@ -81,9 +84,10 @@ def stream_token_issue(
     to_number: str,
     now: float | None = None,
     call_id: UUID | str | None = None,
+    ttl_seconds: float = STREAM_TOKEN_TTL_SECONDS,
 ) -> str:
-    """A signed, single-use token for opening the media stream of one call (`call_id`: the existing
-    call record it takes over, an outbound call; none: the stream opens a new inbound call)."""
+    """A signed, single-use token for opening the media stream of one call. `call_id`: the outbound
+    call record the stream attaches to (its token lives `ttl_seconds`: the ring time and a margin)."""
     issued = time.time() if now is None else now
     payload = {
         "p": _PURPOSE,
@@ -94,7 +98,7 @@ def stream_token_issue(
         "c": call_sid,
         "f": from_number,
         "t": to_number,
-        "e": round(issued + STREAM_TOKEN_TTL_SECONDS, 3),
+        "e": round(issued + ttl_seconds, 3),
     }
     if call_id is not None:
         payload["i"] = str(call_id)
@@ -164,6 +168,12 @@ def phone_call_get(grant: StreamGrant) -> PhoneCall | None:
         except ProviderError:
             logger.warning("organization %s: unknown phone provider %r", grant.organization_id, account.provider)
     return PhoneCall(grant=grant, agent=agent, provider=provider)
+
+
+def outbound_call_waiting(call_id: UUID) -> bool:
+    """Whether the outbound call a stream token names is still waiting to be answered (queued or ringing):
+    a call canceled or ended meanwhile opens no conversation."""
+    return Call.objects.filter(pk=call_id, status__in=(CallStatus.QUEUED, CallStatus.RINGING)).exists()
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")

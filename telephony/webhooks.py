@@ -101,6 +101,7 @@ async def twilio_status(request: HttpRequest) -> HttpResponse:
         organization_id=account.organization_id,
         call_sid=request.POST.get("CallSid", "")[:64],
         call_status=request.POST.get("CallStatus", ""),
+        call_id=request.GET.get("callId", "")[:64],  # an outbound call's callback names its call record
     )
     return HttpResponse(status=204)
 

@@ -18,6 +18,7 @@ class VoiceagentConfig(AppConfig):
         from knowledge import services as knowledge_services
         from realtime import services as realtime_services
         from realtime.analysis import worker as realtime_analysis
+        from telephony import outbound as telephony_outbound
         from voiceagent.checks import check_secrets, check_shared_secret_key
 
         # Not tagged `deploy`: every management command (migrate, check) refuses weak secrets in production.
@@ -34,6 +35,7 @@ class VoiceagentConfig(AppConfig):
         maintenance.register_job("purgedEvents", lambda: calls_events.call_events_purge())
         maintenance.register_job("resumedAnalyses", lambda: realtime_analysis.analysis_resume())
         maintenance.register_job("purgedRecordings", lambda: calls_services.recording_purge())
+        maintenance.register_job("failedOutboundCalls", lambda: telephony_outbound.outbound_close_stuck())
 
 
 class DashboardAdminConfig(AdminConfig):

@@ -38,3 +38,9 @@ start_worker()
 from telephony.batches import ensure_scheduler  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 ensure_scheduler()
+
+# Outbound calls (telephony/outbound.py): with OUTBOUND_WORKER=inprocess (the embedded default) this process
+# places queued calls; its dispatcher starts now and first places what a stopped process left queued.
+from telephony.outbound import start_worker as start_outbound_worker  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
+
+start_outbound_worker()

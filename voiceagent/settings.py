@@ -338,6 +338,33 @@ TWILIO_API_TIMEOUT_SECONDS = env.float("TWILIO_API_TIMEOUT_SECONDS", default=10.
 # open after that (the process died), the status callback finishes the call record itself.
 TELEPHONY_CALL_END_GRACE_SECONDS = env.float("TELEPHONY_CALL_END_GRACE_SECONDS", default=3.0)
 
+# --- outbound calls (telephony/outbound.py, docs/outbound.md) -------------------------------------
+# Numbers or prefixes (E.164, comma-separated) outbound calls may never be placed to (400 at POST /calls).
+OUTBOUND_CALL_BLOCKLIST = [
+    item.strip() for item in env.str("OUTBOUND_CALL_BLOCKLIST", default="").split(",") if item.strip()
+]
+# Who places queued calls: "inprocess" (a thread of each serving process; the embedded default), "celery"
+# (with REDIS_URL: the task telephony.dispatch_outbound, kicked on commit and every few seconds by beat),
+# or "off" (this process queues calls; another places them).
+OUTBOUND_WORKER = env.str(
+    "OUTBOUND_WORKER", default="celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess"
+)
+if OUTBOUND_WORKER not in ("inprocess", "celery", "off"):
+    raise ImproperlyConfigured("OUTBOUND_WORKER must be inprocess, celery or off")
+# How often the dispatcher looks for queued calls when nothing wakes it (a commit or an ended call does).
+OUTBOUND_POLL_SECONDS = env.float("OUTBOUND_POLL_SECONDS", default=5.0)
+# Calls one dispatcher round asks the carrier for at once (each is one REST request).
+OUTBOUND_PLACE_THREADS = max(1, env.int("OUTBOUND_PLACE_THREADS", default=8))
+# How long the callee's phone rings before the carrier gives up (Twilio's Timeout, 5-600 s).
+OUTBOUND_RING_TIMEOUT_SECONDS = env.int("OUTBOUND_RING_TIMEOUT_SECONDS", default=60)
+# A placed call with no news from the carrier (still queued or ringing) this long is failed by the upkeep.
+OUTBOUND_STUCK_AFTER_SECONDS = env.int("OUTBOUND_STUCK_AFTER_SECONDS", default=600)
+if not 5 <= OUTBOUND_RING_TIMEOUT_SECONDS <= 600 or OUTBOUND_STUCK_AFTER_SECONDS < OUTBOUND_RING_TIMEOUT_SECONDS:
+    raise ImproperlyConfigured(
+        "OUTBOUND_RING_TIMEOUT_SECONDS must be 5-600 and OUTBOUND_STUCK_AFTER_SECONDS at least as long"
+    )
+CELERY_BEAT_SCHEDULE["telephony-dispatch-outbound"] = {"task": "telephony.dispatch_outbound", "schedule": 5.0}
+
 # --- realtime and providers -------------------------------------------------------------------
 REALTIME_WS_URL = env.str("REALTIME_WS_URL", default="")
 REALTIME_TOKEN_SECRET = env.str("REALTIME_TOKEN_SECRET", default="")

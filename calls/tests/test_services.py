@@ -221,4 +221,5 @@ def test_the_maintenance_command_closes_stale_calls_and_purges_logs(agent, capsy
         # The closed call's analysis, pending since it was closed, is run by the sweep's next job.
         "resumedAnalyses": 1,
         "purgedRecordings": 0,
+        "failedOutboundCalls": 0,
     }

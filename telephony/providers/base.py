@@ -4,7 +4,7 @@ message is safe to show an operator (no credentials, no tokens)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest
 
@@ -48,4 +48,26 @@ class PhoneProvider:
     def configure_number(self, *, phone_number: str, voice_url: str, status_callback_url: str) -> None:
         """Point the account's number `phone_number` (E.164) at this service: incoming calls POST to
         `voice_url`, call status changes POST to `status_callback_url`. Blocking (dashboard, ops)."""
+        raise NotImplementedError
+
+    def place_call(
+        self,
+        *,
+        to: str,
+        from_number: str,
+        stream_url: str,
+        parameters: dict[str, str],
+        status_callback_url: str,
+        ring_timeout_seconds: int,
+        extra: dict[str, Any] | None = None,
+    ) -> str:
+        """Ask the carrier to call `to` (E.164) from `from_number` (a number of this account); once
+        answered, the call opens a bidirectional media stream to `stream_url` carrying `parameters`, and
+        its progress (initiated, ringing, answered, completed) is POSTed to `status_callback_url`.
+        `extra`: more carrier options (answering-machine detection). Returns the carrier's call id.
+        Blocking (the outbound dispatcher's thread or task)."""
+        raise NotImplementedError
+
+    def cancel(self, *, call_sid: str) -> None:
+        """Cancel a call that has not been answered yet (queued or ringing at the carrier). Blocking."""
         raise NotImplementedError

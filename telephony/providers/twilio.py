@@ -137,8 +137,46 @@ class TwilioProvider(PhoneProvider):
     async def hang_up(self, *, call_sid: str) -> None:
         await self._run("hang up the call", lambda client: client.calls(call_sid).update_async(status="completed"))
 
+    def _sync_client(self) -> Client:
+        return self._client(TwilioHttpClient(timeout=settings.TWILIO_API_TIMEOUT_SECONDS, logger=_HTTP_LOG))
+
+    def place_call(
+        self,
+        *,
+        to: str,
+        from_number: str,
+        stream_url: str,
+        parameters: dict[str, str],
+        status_callback_url: str,
+        ring_timeout_seconds: int,
+        extra: dict[str, Any] | None = None,
+    ) -> str:
+        twiml = self.answer_stream(stream_url=stream_url, parameters=parameters)
+        try:
+            created = self._sync_client().calls.create(
+                to=to,
+                from_=from_number,
+                twiml=twiml,
+                status_callback=status_callback_url,
+                status_callback_event=["initiated", "ringing", "answered", "completed"],
+                status_callback_method="POST",
+                timeout=ring_timeout_seconds,
+                **(extra or {}),
+            )
+        except _TRANSPORT_ERRORS as exc:
+            raise _rest_error(exc, "place the call") from None
+        if not created.sid:
+            raise ProviderError("Twilio accepted the call without a call SID")
+        return str(created.sid)
+
+    def cancel(self, *, call_sid: str) -> None:
+        try:
+            self._sync_client().calls(call_sid).update(status="canceled")
+        except _TRANSPORT_ERRORS as exc:
+            raise _rest_error(exc, "cancel the call") from None
+
     def configure_number(self, *, phone_number: str, voice_url: str, status_callback_url: str) -> None:
-        client = self._client(TwilioHttpClient(timeout=settings.TWILIO_API_TIMEOUT_SECONDS, logger=_HTTP_LOG))
+        client = self._sync_client()
         try:
             found = client.incoming_phone_numbers.list(phone_number=phone_number, limit=1)
         except _TRANSPORT_ERRORS as exc:

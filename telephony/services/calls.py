@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from agents.models import AgentStatus
 from calls.logging import LogSession, agent_log, new_session_id
-from calls.models import Call, CallStatus, EndedReason
-from calls.services import call_finish
+from calls.models import Call, CallDirection, CallStatus, EndedReason
+from calls.services import call_end_unanswered, call_finish
 from realtime.services import call_slot_reserve
 from telephony.models import PhoneNumber, PhoneNumberStatus, TelephonyAccount
 from telephony.providers import provider_for
@@ -126,18 +126,91 @@ CALL_ENDED_REASONS = {
 }
 
 
+# An outbound call never answered ends with Twilio's final status as (status, endedReason); `completed`
+# without an answered stream means the stream never opened.
+UNANSWERED_ENDINGS = {
+    "no-answer": (CallStatus.NO_ANSWER, EndedReason.NO_ANSWER),
+    "busy": (CallStatus.BUSY, EndedReason.BUSY),
+    "canceled": (CallStatus.CANCELED, EndedReason.CANCELED),
+    "failed": (CallStatus.FAILED, EndedReason.PROVIDER_ERROR),
+    "completed": (CallStatus.FAILED, EndedReason.PROVIDER_ERROR),
+}
+# Progress of an outbound call before it is answered.
+RINGING_STATUSES = frozenset({"queued", "initiated", "ringing"})
+
+
+def _waiting_outbound(*, organization_id: uuid.UUID, call_sid: str, call_id: str) -> Call | None:
+    """The organization's outbound call, queued or ringing, the callback is about: by the call id its
+    callback URL names (a callback may arrive before the carrier's call id is stored), else by CallSid."""
+    calls = Call.objects.filter(
+        organization_id=organization_id,
+        direction=CallDirection.OUTBOUND,
+        status__in=(CallStatus.QUEUED, CallStatus.RINGING),
+    )
+    try:
+        by_id = calls.filter(pk=uuid.UUID(call_id)).first() if call_id else None
+    except ValueError:
+        by_id = None
+    if by_id is not None and (not by_id.provider_call_id or not call_sid or by_id.provider_call_id == call_sid):
+        return by_id
+    return calls.filter(provider_call_id=call_sid).first() if call_sid else None
+
+
+def _ringing(call: Call, call_sid: str) -> None:
+    Call.objects.filter(pk=call.pk, status__in=(CallStatus.QUEUED, CallStatus.RINGING)).update(
+        status=CallStatus.RINGING
+    )
+    if call_sid:
+        Call.objects.filter(pk=call.pk, provider_call_id__isnull=True).update(provider_call_id=call_sid[:64])
+
+
+async def _outbound_status(call: Call, *, call_sid: str, call_status: str) -> Call | bool | None:
+    """A status callback of an outbound call not answered yet: True when it is left to the live path
+    (it became active meanwhile), else the call it ended (or None)."""
+    if call_status in RINGING_STATUSES:
+        await sync_to_async(_ringing)(call, call_sid)
+        return None
+    if call_status not in UNANSWERED_ENDINGS:
+        return None  # in-progress: answered, the media stream makes it active
+    if call_status == "completed":
+        # Answered and already over: its stream may be opening right now (then it ends as a live call).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, float(settings.TELEPHONY_CALL_END_GRACE_SECONDS))
+        while loop.time() < deadline:
+            status = await sync_to_async(Call.objects.filter(pk=call.pk).values_list("status", flat=True).first)()
+            if status != CallStatus.RINGING and status != CallStatus.QUEUED:
+                return status == CallStatus.ACTIVE
+            await asyncio.sleep(0.1)
+    status, reason = UNANSWERED_ENDINGS[call_status]
+    logger.info("outbound call %s ended unanswered (%s)", call.pk, call_status)
+    return await sync_to_async(call_end_unanswered)(call_id=call.pk, status=status, ended_reason=reason)
+
+
 def _open_call(*, organization_id: uuid.UUID, call_sid: str) -> Call | None:
     return Call.objects.filter(
         organization_id=organization_id, provider_call_id=call_sid, status=CallStatus.ACTIVE
     ).first()
 
 
-async def call_status_receive(*, organization_id: uuid.UUID, call_sid: str, call_status: str) -> Call | None:
-    """A status callback from the carrier. A final status tells the live media-stream session of the
-    call (in whichever process holds it) to end, through the channel layer; a call record still open
+async def call_status_receive(
+    *, organization_id: uuid.UUID, call_sid: str, call_status: str, call_id: str = ""
+) -> Call | None:
+    """A status callback from the carrier. For an outbound call not answered yet (`call_id`: the one its
+    callback URL names): queued, initiated and ringing make it `ringing`; in-progress is left to its media
+    stream; a final status ends it unanswered (no-answer, busy, canceled, failed: calls.services.
+    call_end_unanswered, nothing billed). For a live call, a final status tells its media-stream session
+    (in whichever process holds it) to end, through the channel layer; a call record still open
     TELEPHONY_CALL_END_GRACE_SECONDS later has no live session (its process died) and is finished
     here. call_finish is idempotent, so a session ending at the same moment does not bill twice.
     Returns the call finished here, if any."""
+    waiting = await sync_to_async(_waiting_outbound)(
+        organization_id=organization_id, call_sid=call_sid, call_id=call_id
+    )
+    if waiting is not None:
+        outcome = await _outbound_status(waiting, call_sid=call_sid, call_status=call_status)
+        if outcome is not True:
+            return outcome if isinstance(outcome, Call) else None
+        call_sid = call_sid or waiting.provider_call_id or ""
     if call_status not in CALL_ENDED_STATUSES or not call_sid:
         return None
     if await sync_to_async(_open_call)(organization_id=organization_id, call_sid=call_sid) is None:

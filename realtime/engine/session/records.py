@@ -97,19 +97,23 @@ class CallRecorder(TranscriptOrder):
 
     async def start(self) -> Call:
         if self.call_id is not None:
-            self.call = await database_sync_to_async(calls.call_activate)(
-                call_id=self.call_id, organization_id=self.agent.organization_id, provider_call_id=self.provider_call_id
+            activated: Call | None = await database_sync_to_async(calls.call_activate)(
+                call_id=self.call_id, provider_call_id=self.provider_call_id
             )
-        else:
-            self.call = await database_sync_to_async(calls.call_start)(
-                agent=self.agent,
-                channel=self.channel,
-                from_number=self.from_number,
-                to_number=self.to_number,
-                provider_call_id=self.provider_call_id,
-                variables=self.variables,
-                metadata=self.metadata,
-            )
+            if activated is None:
+                raise RuntimeError(f"call {self.call_id} is no longer waiting to be answered")
+            self.call = activated
+            self._writer = asyncio.create_task(self._write_loop(), name=f"call-writer-{self.session_id}")
+            return activated
+        self.call = await database_sync_to_async(calls.call_start)(
+            agent=self.agent,
+            channel=self.channel,
+            from_number=self.from_number,
+            to_number=self.to_number,
+            provider_call_id=self.provider_call_id,
+            variables=self.variables,
+            metadata=self.metadata,
+        )
         self._writer = asyncio.create_task(self._write_loop(), name=f"call-writer-{self.session_id}")
         return self.call
 

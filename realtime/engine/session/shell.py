@@ -855,8 +855,8 @@ def open_session(
     `provider_call_id` is the carrier's id of a phone call (Twilio's CallSid), kept on the call record;
     `variables` and `metadata` (already checked by calls.variables) too.
     `recorder` (the call record in the database by default) and `parts` (pipeline, tools, mixer, clock,
-    run_blocking) replace the configured ones in tests. `call_id`: an existing call to take over (an
-    answered outbound call) instead of opening a new one."""
+    run_blocking) replace the configured ones in tests. `call_id`: an outbound call's existing record,
+    made active when the session starts (calls.services.call_activate) instead of a new call."""
     recorder = recorder or CallRecorder(
         agent=agent,
         channel=channel,

@@ -1,0 +1,270 @@
+"""Outbound calls end to end over a real Daphne process: POST /public/v1/calls, the server's in-process
+dispatcher asking a loopback stand-in for Twilio's REST API to place the call, Twilio's signed status
+callbacks, and the answered call's media stream (testing/twilio_stream.py) opened with the token the
+TwiML carries, talking to the real offline engine on the EXISTING call record."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from twilio.request_validator import RequestValidator
+
+from accounts.models import Plan
+from calls.models import Call
+from telephony.services.accounts import telephony_account_set
+from telephony.services.numbers import phone_number_claim
+from telephony.tests.test_media_stream_e2e import greeted
+from testing.clients import VoiceClient, is_type
+from testing.daphne import DaphneServer, shared_test_server
+from testing.twilio_rest import CreatedCall, call_created, call_updates, created_calls
+from testing.twilio_stream import TwilioStream, is_event
+from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
+from testing.webhooks import LoopbackReceiver
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
+
+GREETING = "Hello, this is Ava from Acme, calling about your appointment."
+NUMBER = "+14155550100"
+CALLEE = "+14155550199"
+ACCOUNT_SID = "AC" + "4" * 32
+AUTH_TOKEN = "e" * 32
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any) -> Iterator[Any]:
+    env = {
+        "TWILIO_API_BASE_URL": twilio_api.base,
+        "TELEPHONY_CALL_END_GRACE_SECONDS": "10",
+        "OUTBOUND_WORKER": "inprocess",  # also with REDIS_URL: this server places the calls itself
+        "OUTBOUND_POLL_SECONDS": "1",
+    }
+    with shared_test_server(django_db_blocker, tmp_path_factory, "outbound", env, public=True) as started:
+        yield started
+
+
+@pytest.fixture
+def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
+    agent = make_agent(
+        owner.organization,
+        name="Ava",
+        status="active",
+        instructions="You remind people of their appointments.",
+        greeting_type="static",
+        static_greeting=GREETING,
+    )
+    telephony_account_set(organization=owner.organization, account_sid=ACCOUNT_SID, auth_token=AUTH_TOKEN)
+    agent.number = phone_number_claim(organization=owner.organization, number=NUMBER)
+    return agent
+
+
+def api(server: DaphneServer, key: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        server.http_url + path,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        method=method,
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def callback(server: DaphneServer, created: CreatedCall, sid: str, status: str) -> int:
+    """Twilio's status callback to the URL the call was created with (PUBLIC_BASE_URL + path + query)."""
+    url = created.fields["StatusCallback"]
+    params = {
+        "AccountSid": ACCOUNT_SID,
+        "ApiVersion": "2010-04-01",
+        "CallSid": sid,
+        "CallStatus": status,
+        "Direction": "outbound-api",
+        "From": NUMBER,
+        "To": CALLEE,
+        "CallbackSource": "call-progress-events",
+        "SequenceNumber": "0",
+    }
+    request = urllib.request.Request(
+        url,
+        data=urllib.parse.urlencode(params).encode(),
+        headers={"X-Twilio-Signature": RequestValidator(AUTH_TOKEN).compute_signature(url, params)},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return int(response.status)
+
+
+async def placed(twilio_api: LoopbackReceiver, count: int, timeout: float = 15) -> list[CreatedCall]:
+    deadline = time.monotonic() + timeout
+    while len(created_calls(twilio_api.requests)) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(created_calls(twilio_api.requests))} of {count} calls placed")
+        await asyncio.sleep(0.05)
+    return created_calls(twilio_api.requests)
+
+
+async def status_of(call_id: str, wanted: str, timeout: float = 15) -> Call:
+    deadline = time.monotonic() + timeout
+    while True:
+        call = await sync_to_async(Call.objects.get)(pk=call_id)
+        if call.status == wanted:
+            return call
+        if time.monotonic() > deadline:
+            raise AssertionError(f"call {call_id} is {call.status}, not {wanted}")
+        await asyncio.sleep(0.05)
+
+
+async def test_an_outbound_call_rings_is_answered_by_the_agent_and_completes(server, owner, ava, twilio_api):
+    twilio_api.requests.clear()
+    sid = "CA" + "e1" * 16
+    twilio_api.reply(call_created(sid))
+    status, body = await sync_to_async(api)(
+        server,
+        owner.api_key,
+        "POST",
+        "/public/v1/calls",
+        {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk), "to": CALLEE},
+    )
+    assert status == 201 and body["status"] == "queued", body
+    call_id = body["id"]
+
+    # The server's dispatcher places it at once (woken by the commit).
+    [created] = await placed(twilio_api, 1)
+    assert created.fields["To"] == CALLEE and created.fields["From"] == NUMBER
+    assert created.stream_url == f"{server.ws_url}/telephony/twilio/stream" and created.token
+    assert created.status_callback_events == ["initiated", "ringing", "answered", "completed"]
+    assert (await status_of(call_id, "ringing")).provider_call_id == sid
+
+    for progress in ("initiated", "ringing", "in-progress"):
+        assert await sync_to_async(callback)(server, created, sid, progress) == 204
+    assert (await sync_to_async(Call.objects.get)(pk=call_id)).status == "ringing"  # the stream makes it live
+
+    async with TwilioStream(created.stream_url, created.token, call_sid=sid) as twilio:
+        await twilio.start()
+        await greeted(twilio)  # the agent's greeting has played
+        call = await status_of(call_id, "active")
+        assert call.provider_call_id == sid and call.direction == "outbound"
+        await twilio.stop()
+        assert await twilio.wait_closed() == 1000
+    call = await status_of(call_id, "completed")
+    assert call.ended_reason == "caller-hung-up"
+    assert await sync_to_async(Call.objects.filter(organization=owner.organization).count)() == 1
+    rows = await sync_to_async(lambda: list(call.messages.values_list("role", "content")))()
+    assert rows and rows[0][0] == "assistant" and rows[0][1].endswith(GREETING)
+    # Twilio's final callback after the stream ended changes nothing.
+    assert await sync_to_async(callback)(server, created, sid, "completed") == 204
+    assert (await sync_to_async(Call.objects.get)(pk=call_id)).ended_reason == "caller-hung-up"
+
+
+async def test_hang_up_ends_a_live_outbound_call_at_the_carrier_and_its_stream(server, owner, ava, twilio_api):
+    twilio_api.requests.clear()
+    sid = "CA" + "e2" * 16
+    twilio_api.reply(call_created(sid))
+    _, body = await sync_to_async(api)(
+        server,
+        owner.api_key,
+        "POST",
+        "/public/v1/calls",
+        {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk), "to": CALLEE},
+    )
+    [created] = await placed(twilio_api, 1)
+    async with TwilioStream(created.stream_url, created.token, call_sid=sid) as twilio:
+        await twilio.start()
+        line = asyncio.create_task(twilio.silence(30))
+        await twilio.wait_for(is_event("media"), timeout=60)
+        await status_of(body["id"], "active")
+        status, hung = await sync_to_async(api)(server, owner.api_key, "POST", f"/public/v1/calls/{body['id']}/hang-up")
+        assert status == 200 and hung["id"] == body["id"]
+        assert await twilio.wait_closed(timeout=10) == 1000
+        line.cancel()
+        await asyncio.gather(line, return_exceptions=True)
+    call = await status_of(body["id"], "completed")
+    assert call.ended_reason == "agent-ended-call"
+    assert call_updates(twilio_api.requests) == [(sid, {"Status": "completed"})]
+    status, again = await sync_to_async(api)(server, owner.api_key, "POST", f"/public/v1/calls/{body['id']}/hang-up")
+    assert status == 409 and again["code"] == "CALL_ENDED"
+
+
+async def test_extra_calls_wait_queued_and_are_placed_when_a_call_ends(server, owner, ava, twilio_api):
+    """Plan concurrency 1: the second call waits `queued`; the first ends unanswered (busy) and the
+    server's dispatcher places the second at once (call_ended), without a poll."""
+    twilio_api.requests.clear()
+    await sync_to_async(Plan.objects.filter(pk=owner.organization.plan_id).update)(max_outbound_calls=1)
+    first_sid, second_sid = "CA" + "e3" * 16, "CA" + "e4" * 16
+    twilio_api.reply(call_created(first_sid), call_created(second_sid))
+    ids = []
+    for to in (CALLEE, "+14155550198"):
+        status, body = await sync_to_async(api)(
+            server,
+            owner.api_key,
+            "POST",
+            "/public/v1/calls",
+            {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk), "to": to},
+        )
+        assert status == 201
+        ids.append(body["id"])
+    [first] = await placed(twilio_api, 1)
+    await asyncio.sleep(1.5)  # a poll round or more: still one
+    assert len(created_calls(twilio_api.requests)) == 1
+    assert (await sync_to_async(Call.objects.get)(pk=ids[1])).status == "queued"
+
+    assert await sync_to_async(callback)(server, first, first_sid, "busy") == 204
+    call = await status_of(ids[0], "busy")
+    assert call.ended_reason == "busy" and call.billable_seconds == 0
+    second = (await placed(twilio_api, 2, timeout=5))[1]
+    assert second.fields["To"] == "+14155550198"
+    assert (await status_of(ids[1], "ringing")).provider_call_id == second_sid
+    assert await sync_to_async(callback)(server, second, second_sid, "no-answer") == 204
+    assert (await status_of(ids[1], "no-answer")).ended_reason == "no-answer"
+
+
+async def test_hang_up_ends_a_live_browser_session(server, owner, ava):
+    status, session = await sync_to_async(api)(
+        server, owner.api_key, "POST", f"/public/v1/agents/{ava.pk}/realtime-sessions"
+    )
+    assert status == 200, session
+    async with VoiceClient(session["websocketUrl"]) as browser:
+        started = await browser.wait_for(is_type("session.started"), timeout=60)
+        call_id = browser.messages[started].message["callId"]
+        line = asyncio.create_task(browser.stream(bytes(32000 * 30)))
+        status, hung = await sync_to_async(api)(server, owner.api_key, "POST", f"/public/v1/calls/{call_id}/hang-up")
+        assert status == 200 and hung["id"] == call_id
+        assert await browser.wait_closed(timeout=10) == 1000
+        line.cancel()
+        await asyncio.gather(line, return_exceptions=True)
+    call = await status_of(call_id, "completed")
+    assert call.ended_reason == "agent-ended-call" and call.channel == "web" and call.direction == "inbound"
+
+
+async def test_a_call_canceled_while_ringing_opens_no_conversation_when_answered(server, owner, ava, twilio_api):
+    twilio_api.requests.clear()
+    sid = "CA" + "e5" * 16
+    twilio_api.reply(call_created(sid))
+    _, body = await sync_to_async(api)(
+        server,
+        owner.api_key,
+        "POST",
+        "/public/v1/calls",
+        {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk), "to": CALLEE},
+    )
+    [created] = await placed(twilio_api, 1)
+    await status_of(body["id"], "ringing")
+    status, canceled = await sync_to_async(api)(server, owner.api_key, "POST", f"/public/v1/calls/{body['id']}/hang-up")
+    assert status == 200 and canceled["status"] == "canceled" and canceled["endedReason"] == "canceled"
+    # The person answered just as it was canceled: the stream is refused and the line hung up.
+    async with TwilioStream(created.stream_url, created.token, call_sid=sid) as twilio:
+        await twilio.start()
+        assert await twilio.wait_closed(timeout=10) == 4409
+        assert not twilio.messages
+    assert call_updates(twilio_api.requests) == [(sid, {"Status": "canceled"}), (sid, {"Status": "completed"})]
+    call = await sync_to_async(Call.objects.get)(pk=body["id"])
+    assert (call.status, call.ended_reason, call.duration_seconds) == ("canceled", "canceled", 0)
