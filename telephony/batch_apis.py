@@ -35,7 +35,7 @@ INVALID = OpenApiResponse(
     "an E.164 number, bad variables or metadata), duplicate numbers (DUPLICATE_RECIPIENTS, with `duplicates`), more "
     "than 10,000 recipients, an empty CSV or one without a `to` column, a window whose end is not after its start, "
     "an unknown time zone, an inactive agent (AGENT_NOT_ACTIVE), a number that is not a claimed number of your "
-    "organization (PHONE_NUMBER_NOT_AVAILABLE), a concurrency above the plan's outbound calls. Nothing is created."
+    "organization (PHONE_NUMBER_NOT_CLAIMED), a concurrency above the plan's outbound calls. Nothing is created."
 )
 CONFLICT = OpenApiResponse(description="Not allowed from the batch's current status (BATCH_STATUS_CONFLICT, `status`)")
 

@@ -32,19 +32,16 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from agents.models import Agent, AgentStatus
-from agents.selectors import agent_get
 from calls.models import OPEN_STATUSES, Call, CallStatus, EndedReason
 from calls.variables import MAX_NAME_LENGTH, MAX_VARIABLES, metadata_clean, variables_clean
 from calls.variables import NAME as VARIABLE_NAME
 from kit.errors import ApiError
-from kit.validation import parse_uuid
 from telephony import outbound
 from telephony.models import (
     CallBatch,
     CallBatchRecipient,
     CallBatchStatus,
     OutboundCall,
-    PhoneNumber,
     PhoneNumberStatus,
     RecipientOutcome,
     RecipientState,
@@ -65,9 +62,6 @@ DEFAULT_RETRY: dict[str, Any] = {"maxAttempts": 1, "backoffMinutes": 10, "retryO
 FORMATTED_NUMBER = re.compile(r"^\+[0-9 ().-]{2,30}$")
 # Invalid rows listed by number in one 400 (all of them in `issues`, the first few in the message).
 ROWS_IN_MESSAGE = 10
-OUTBOUND_NOT_ALLOWED = "OUTBOUND_NOT_ALLOWED"
-AGENT_NOT_ACTIVE = "AGENT_NOT_ACTIVE"
-PHONE_NUMBER_NOT_AVAILABLE = "PHONE_NUMBER_NOT_AVAILABLE"
 DUPLICATE_RECIPIENTS = "DUPLICATE_RECIPIENTS"
 BATCH_STATUS_CONFLICT = "BATCH_STATUS_CONFLICT"
 
@@ -89,7 +83,9 @@ def e164_normalize(value: Any) -> tuple[str | None, str | None]:
         return None, f"{text[:40]!r} is not a phone number."
     if not phonenumbers.is_valid_number(parsed):
         return None, f"{text[:40]!r} is not a valid phone number."
-    return phonenumbers.format_number(parsed, phonenumbers.PhoneNumberFormat.E164), None
+    number = phonenumbers.format_number(parsed, phonenumbers.PhoneNumberFormat.E164)
+    refused = outbound.outbound_number_problem(number)  # the blocklist, premium and shared-cost ranges
+    return (None, refused) if refused else (number, None)
 
 
 def recipients_clean(rows: Any, *, from_csv: bool = False) -> list[dict[str, Any]]:
@@ -278,29 +274,6 @@ def concurrency_clean(value: Any, *, organization: Organization) -> int:
     return int(value)
 
 
-def _agent_for_batch(organization: Organization, agent_id: Any) -> Agent:
-    agent = agent_get(organization=organization, agent_id=str(agent_id))
-    if agent.status != AgentStatus.ACTIVE:
-        raise ApiError(
-            f"Agent {agent.name!r} is {agent.status}: only an active agent can place calls.",
-            code=AGENT_NOT_ACTIVE,
-            issues={"agentId": ["The agent must be active."]},
-        )
-    return agent
-
-
-def _number_for_batch(organization: Organization, phone_number_id: Any) -> PhoneNumber:
-    pk = parse_uuid(str(phone_number_id), "phoneNumber")
-    number = PhoneNumber.objects.filter(pk=pk, organization=organization, status=PhoneNumberStatus.CLAIMED).first()
-    if number is None:
-        raise ApiError(
-            f"Phone number {pk} is not one of your organization's claimed numbers.",
-            code=PHONE_NUMBER_NOT_AVAILABLE,
-            issues={"phoneNumberId": ["Must be a claimed number of your organization."]},
-        )
-    return number
-
-
 # --- create, pause, resume, cancel ----------------------------------------------------------------
 
 
@@ -308,12 +281,9 @@ def batch_create(*, organization: Organization, data: dict[str, Any], from_csv: 
     """A new batch (`scheduled`) with its recipients, all or nothing. `data`: the request's fields
     (name, agentId, phoneNumberId, recipients, startAt?, window?, concurrency?, retry?); `from_csv`:
     the recipients are the rows of an uploaded CSV (errors name rows)."""
-    if organization.plan.max_outbound_calls == 0:
-        raise ApiError.forbidden(
-            "Your plan does not include outbound calls; upgrade to place calls.", code=OUTBOUND_NOT_ALLOWED
-        )
-    agent = _agent_for_batch(organization, data["agentId"])
-    number = _number_for_batch(organization, data["phoneNumberId"])
+    agent, number = outbound.outbound_origin(
+        organization=organization, agent_id=data["agentId"], phone_number_id=data["phoneNumberId"]
+    )
     window = window_clean(data.get("window"), agent=agent)
     retry = retry_clean(data.get("retry"))
     concurrency = concurrency_clean(data.get("concurrency"), organization=organization)
@@ -403,30 +373,10 @@ def batch_cancel(*, batch: CallBatch) -> CallBatch:
     return row
 
 
-def agent_call_batches_release(*, agent: Agent) -> int:
-    """Before the agent is deleted: its finished batches go (their calls stay in the call history);
-    a batch still scheduled, running or paused refuses the deletion (409) until it is canceled."""
-    batches = CallBatch.objects.filter(agent=agent)
-    unfinished = list(
-        batches.filter(
-            status__in=(CallBatchStatus.SCHEDULED, CallBatchStatus.RUNNING, CallBatchStatus.PAUSED)
-        ).values_list("name", flat=True)[:ROWS_IN_MESSAGE]
-    )
-    if unfinished:
-        raise ApiError.conflict(
-            f"The agent has call batches that are not finished ({', '.join(unfinished)}): cancel them first.",
-            code="AGENT_HAS_CALL_BATCHES",
-        )
-    deleted, _ = batches.delete()
-    return deleted
-
-
 def _cancel_calls(call_ids: list[Any]) -> None:
     for call in Call.objects.filter(pk__in=call_ids, status__in=(CallStatus.QUEUED, CallStatus.RINGING)):
         try:
-            outbound.outbound_call_cancel(call=call)  # looked up on the module: part of the outbound service
-        except NotImplementedError:
-            logger.warning("call %s of a canceled batch: outbound calls cannot be canceled yet", call.pk)
+            outbound.outbound_call_cancel(call=call)
         except Exception:
             logger.warning("call %s of a canceled batch could not be canceled", call.pk, exc_info=True)
 

@@ -84,19 +84,11 @@ def outbound_number_problem(to: Any) -> str | None:
     return None
 
 
-def outbound_call_request(
-    *,
-    organization: Organization,
-    agent_id: Any,
-    phone_number_id: Any,
-    to: Any,
-    variables: Any = None,
-    metadata: Any = None,
-) -> Call:
-    """POST /public/v1/calls: check the request and queue the call. 403 OUTBOUND_NOT_ALLOWED on a plan
-    without outbound calls; 400 without a telephony account, for a number that is not one of the
-    organization's claimed numbers, an agent that is not active, a bad or refused `to`, bad variables or
-    metadata; 404 for an agent that is not the organization's."""
+def outbound_origin(*, organization: Organization, agent_id: Any, phone_number_id: Any) -> tuple[Agent, PhoneNumber]:
+    """The agent and the number outbound calls of the organization are placed with (POST /calls, call
+    batches), checked: 403 OUTBOUND_NOT_ALLOWED on a plan without outbound calls; 503 when this service
+    cannot place calls; 400 without a telephony account, for a number that is not one of the organization's
+    claimed numbers, an agent that is not active; 404 for an agent that is not the organization's."""
     plan = Organization.objects.select_related("plan").get(pk=organization.pk).plan
     if plan.max_outbound_calls == 0:
         raise ApiError.forbidden(
@@ -134,6 +126,21 @@ def outbound_call_request(
             code="PHONE_NUMBER_NOT_CLAIMED",
             issues={"phoneNumberId": ["Not a claimed number of this organization."]},
         )
+    return agent, number
+
+
+def outbound_call_request(
+    *,
+    organization: Organization,
+    agent_id: Any,
+    phone_number_id: Any,
+    to: Any,
+    variables: Any = None,
+    metadata: Any = None,
+) -> Call:
+    """POST /public/v1/calls: check the request (outbound_origin, then `to`, variables and metadata: 400s)
+    and queue the call."""
+    agent, number = outbound_origin(organization=organization, agent_id=agent_id, phone_number_id=phone_number_id)
     if to is None or to == "":
         raise ApiError.field("to", "Required: the number to call, in E.164 format, for example +14155550123.")
     problem = outbound_number_problem(to)

@@ -212,14 +212,14 @@ def test_no_recipients_is_refused(owner, agent, number):
 def test_a_number_of_another_organization_is_refused(owner, outsider, agent):
     theirs = phone_number_claim(organization=outsider.organization, number="+14155550199")
     body = assert_refused(create(owner, payload(agent, theirs)))
-    assert body["code"] == "PHONE_NUMBER_NOT_AVAILABLE"
+    assert body["code"] == "PHONE_NUMBER_NOT_CLAIMED"
     assert "not one of your organization's claimed numbers" in body["error"]
     assert body["issues"] == {"phoneNumberId": ["Must be a claimed number of your organization."]}
 
 
 def test_a_released_number_is_refused(owner, agent):
     released = phone_number_claim(organization=owner.organization, number="+14155550101", status="released")
-    assert assert_refused(create(owner, payload(agent, released)))["code"] == "PHONE_NUMBER_NOT_AVAILABLE"
+    assert assert_refused(create(owner, payload(agent, released)))["code"] == "PHONE_NUMBER_NOT_CLAIMED"
 
 
 def test_an_inactive_agent_is_refused(owner, make_agent, number):
