@@ -169,7 +169,7 @@ def recipients_from_csv(content: bytes) -> list[dict[str, Any]]:
     if len(set(header)) != len(header) or "" in header:
         raise ApiError.field("file", "Every CSV column needs a name of its own.")
     names = [name for name in header if name != "to"]
-    bad = [name for name in names if not VARIABLE_NAME.match(name) or len(name) > MAX_NAME_LENGTH]
+    bad = [name for name in names if not VARIABLE_NAME.fullmatch(name) or len(name) > MAX_NAME_LENGTH]
     if bad:
         raise ApiError.field(
             "file",
@@ -282,7 +282,7 @@ def batch_create(*, organization: Organization, data: dict[str, Any], from_csv: 
     (name, agentId, phoneNumberId, recipients, startAt?, window?, concurrency?, retry?); `from_csv`:
     the recipients are the rows of an uploaded CSV (errors name rows)."""
     agent, number = outbound.outbound_origin(
-        organization=organization, agent_id=data["agentId"], phone_number_id=data["phoneNumberId"]
+        organization=organization, agent_id=str(data["agentId"]), phone_number_id=str(data["phoneNumberId"])
     )
     window = window_clean(data.get("window"), agent=agent)
     retry = retry_clean(data.get("retry"))

@@ -138,6 +138,9 @@ def start_test_server(logs: Any, name: str, env: dict[str, str] | None = None, *
         # No call batch scheduler either (a test's batches are placed by its own ticks); the batch e2e
         # tests pass BATCH_SCHEDULER=inprocess.
         "BATCH_SCHEDULER": "off",
+        # No outbound dispatcher (queued calls stay queued); the outbound e2e tests pass OUTBOUND_WORKER=inprocess
+        # with their own Twilio stand-in.
+        "OUTBOUND_WORKER": "off",
     }
     if public:
         base["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"

@@ -18,7 +18,7 @@ def staff(client):
 
 
 @pytest.fixture
-def batch(owner, make_agent):
+def batch(owner, make_agent, outbound_ready):
     agent = make_agent(owner.organization, name="Ava", status="active")
     number = phone_number_claim(organization=owner.organization, number="+14155550100")
     response = owner.client.post(

@@ -22,7 +22,7 @@ def agent(owner, make_agent):
 
 
 @pytest.fixture
-def number(owner):
+def number(owner, outbound_ready):
     return phone_number_claim(organization=owner.organization, number="+14155550100", friendly_name="Line")
 
 
@@ -209,15 +209,15 @@ def test_no_recipients_is_refused(owner, agent, number):
     assert_refused(create(owner, body_of(agent, number, [])))
 
 
-def test_a_number_of_another_organization_is_refused(owner, outsider, agent):
+def test_a_number_of_another_organization_is_refused(owner, outsider, agent, outbound_ready):
     theirs = phone_number_claim(organization=outsider.organization, number="+14155550199")
     body = assert_refused(create(owner, payload(agent, theirs)))
     assert body["code"] == "PHONE_NUMBER_NOT_CLAIMED"
-    assert "not one of your organization's claimed numbers" in body["error"]
-    assert body["issues"] == {"phoneNumberId": ["Must be a claimed number of your organization."]}
+    assert "not one of the organization's claimed numbers" in body["error"]
+    assert body["issues"] == {"phoneNumberId": ["Not a claimed number of this organization."]}
 
 
-def test_a_released_number_is_refused(owner, agent):
+def test_a_released_number_is_refused(owner, agent, outbound_ready):
     released = phone_number_claim(organization=owner.organization, number="+14155550101", status="released")
     assert assert_refused(create(owner, payload(agent, released)))["code"] == "PHONE_NUMBER_NOT_CLAIMED"
 
@@ -226,7 +226,7 @@ def test_an_inactive_agent_is_refused(owner, make_agent, number):
     inactive = make_agent(owner.organization, name="Off", status="inactive")
     body = assert_refused(create(owner, payload(inactive, number)))
     assert body["code"] == "AGENT_NOT_ACTIVE"
-    assert body["error"] == "Agent 'Off' is inactive: only an active agent can place calls."
+    assert body["error"] == "The agent is inactive, not active: only an active agent can place calls."
 
 
 def test_an_agent_of_another_organization_is_not_found(owner, outsider, make_agent, number):

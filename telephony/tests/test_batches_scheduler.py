@@ -44,7 +44,7 @@ def agent(owner, make_agent):
 
 
 @pytest.fixture
-def number(owner):
+def number(owner, outbound_ready):
     return phone_number_claim(organization=owner.organization, number="+14155550100")
 
 

@@ -54,10 +54,12 @@ def complete(call: Call) -> None:
     call_services.call_finish(call=Call.objects.get(pk=call.pk), status="completed")
 
 
-def test_the_servers_scheduler_places_the_batch_and_a_restart_places_nothing_twice(owner, make_agent, tmp_path_factory):
+def test_the_servers_scheduler_places_the_batch_and_a_restart_places_nothing_twice(
+    owner, make_agent, tmp_path_factory, outbound_ready
+):
     agent = make_agent(owner.organization, name="Ava", status="active")
     number = phone_number_claim(organization=owner.organization, number="+14155550100")
-    server = start_test_server(tmp_path_factory, "batches", SCHEDULER)
+    server = start_test_server(tmp_path_factory, "batches", SCHEDULER, public=True)
     try:
         batch = post(
             f"{server.http_url}/public/v1/call-batches",
@@ -81,7 +83,7 @@ def test_the_servers_scheduler_places_the_batch_and_a_restart_places_nothing_twi
         stop_test_server(server)
     for call in open_calls(batch["id"]):
         complete(call)
-    again = start_test_server(tmp_path_factory, "batches-restarted", SCHEDULER)
+    again = start_test_server(tmp_path_factory, "batches-restarted", SCHEDULER, public=True)
     try:
         wait_until(lambda: Call.objects.count() == 4, timeout=20, what="the last call, after the restart")
         complete(open_calls(batch["id"])[0])
@@ -92,7 +94,7 @@ def test_the_servers_scheduler_places_the_batch_and_a_restart_places_nothing_twi
     assert sorted(link.recipient.position for link in links) == [0, 1, 2, 3]
 
 
-def test_celery_beat_runs_the_scheduler(owner, make_agent):
+def test_celery_beat_runs_the_scheduler(owner, make_agent, outbound_ready):
     assert settings.CELERY_BEAT_SCHEDULE["telephony-batch-tick"]["task"] == "telephony.batch_tick"
     agent = make_agent(owner.organization, name="Ava", status="active")
     number = phone_number_claim(organization=owner.organization, number="+14155550100")
