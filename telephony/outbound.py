@@ -55,6 +55,7 @@ from telephony.models import CallBatchRecipient, OutboundCall, PhoneNumber, Phon
 from telephony.providers import PhoneProvider, provider_for
 from telephony.services.accounts import public_urls
 from telephony.streams import STREAM_TOKEN_TTL_SECONDS, call_group, stream_token_issue
+from telephony.voicemail import amd_callback_url, amd_params
 
 logger = logging.getLogger(__name__)
 
@@ -282,15 +283,6 @@ def _place_in_thread(call_id: Any) -> None:
         connections.close_all()  # this pool thread's connection
 
 
-def _amd_params(agent: Agent, callback_url: str) -> dict[str, Any]:
-    """The carrier's answering-machine detection options of the agent (telephony/voicemail.py)."""
-    try:
-        from telephony.voicemail import amd_params  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return {}
-    return dict(amd_params(agent, callback_url) or {})
-
-
 def status_callback_url(base: str, call_id: Any) -> str:
     """The status callback of an outbound call: it names the call, so a callback that arrives before the
     carrier's call id is stored still finds it (the signature covers the query)."""
@@ -349,7 +341,7 @@ def _place(call_id: Any) -> None:
                 parameters={"token": token},
                 status_callback_url=callback,
                 ring_timeout_seconds=settings.OUTBOUND_RING_TIMEOUT_SECONDS,
-                extra=_amd_params(agent, callback),
+                extra=amd_params(agent, amd_callback_url()),  # verdicts go to the AMD webhook
             )
         except (ProviderError, TokenError) as exc:
             logger.warning("outbound call %s could not be placed: %s", call_id, exc.message)

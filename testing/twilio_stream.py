@@ -233,3 +233,23 @@ class TwilioStream(SocketClient):
 
 def is_event(kind: str) -> Callable[[dict[str, Any]], bool]:
     return lambda message: message.get("event") == kind
+
+
+async def greeted(twilio: TwilioStream) -> int:
+    """Stream silence (a phone line always carries audio) until the greeting has played; returns the
+    index of the first message after it."""
+    done = asyncio.Event()
+    line = asyncio.create_task(twilio.stream(bytes([audio.SILENCE_BYTE]) * 8000 * 40, stop_when=done.is_set))
+    loop = asyncio.get_running_loop()
+    await twilio.wait_for(is_event("media"), timeout=60)
+    # The greeting has played when media stops arriving and every mark is echoed.
+    deadline = loop.time() + 60
+    while loop.time() < deadline:
+        last = max(item.at for item in twilio.messages if item.message["event"] == "media")
+        marks = [item for item in twilio.messages if item.message["event"] == "mark"]
+        if loop.time() - last > 1.0 and len(twilio.echoed) == len(marks):
+            break
+        await asyncio.sleep(0.1)
+    done.set()
+    await line
+    return len(twilio.messages)

@@ -28,7 +28,7 @@ from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_issue
 from testing.calls import wait_call
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
-from testing.twilio_stream import TwilioStream, from_phone, is_event, to_phone
+from testing.twilio_stream import TwilioStream, from_phone, greeted, is_event, to_phone
 from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
 from testing.voice import record_voice, rms
 
@@ -138,26 +138,6 @@ async def transcript(call: Call) -> list[tuple[str, str]]:
     return await sync_to_async(
         lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content"))
     )()
-
-
-async def greeted(twilio: TwilioStream) -> int:
-    """Stream silence (a phone line always carries audio) until the greeting has played; returns the
-    index of the first message after it."""
-    done = asyncio.Event()
-    line = asyncio.create_task(twilio.stream(bytes([audio.SILENCE_BYTE]) * 8000 * 40, stop_when=done.is_set))
-    loop = asyncio.get_running_loop()
-    await twilio.wait_for(is_event("media"), timeout=60)
-    # The greeting has played when media stops arriving and every mark is echoed.
-    deadline = loop.time() + 60
-    while loop.time() < deadline:
-        last = max(item.at for item in twilio.messages if item.message["event"] == "media")
-        marks = [item for item in twilio.messages if item.message["event"] == "mark"]
-        if loop.time() - last > 1.0 and len(twilio.echoed) == len(marks):
-            break
-        await asyncio.sleep(0.1)
-    done.set()
-    await line
-    return len(twilio.messages)
 
 
 def recognize(agent: Any, pcm16_16k: bytes) -> str:

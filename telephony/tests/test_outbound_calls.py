@@ -132,6 +132,32 @@ def test_a_call_is_queued_then_placed_with_a_media_stream_and_status_callbacks(
     assert len(created_calls(twilio_api.requests)) == 1
 
 
+def test_an_agent_with_voicemail_detection_places_calls_with_asynchronous_detection(
+    owner: Any, ava: Any, twilio_api: LoopbackReceiver
+) -> None:
+    """The agent's voicemail setting reaches Twilio's Calls.json: asynchronous answering-machine detection
+    (waiting for the beep when it leaves a message), its verdict POSTed to the service's AMD webhook."""
+    ava.voicemail = {"detection": "provider", "action": "leave-message", "message": "Please call back."}
+    ava.save(update_fields=["voicemail"])
+    plain = _place(owner, ava).json()
+    twilio_api.reply(call_created("CA" + "6" * 32))
+    assert outbound_dispatch() == 1
+
+    [created] = created_calls(twilio_api.requests)
+    assert created.fields["MachineDetection"] == "DetectMessageEnd"
+    assert created.fields["AsyncAmd"] == "true"
+    assert created.fields["AsyncAmdStatusCallback"] == f"{PUBLIC_BASE_URL}/telephony/twilio/amd"
+    assert created.fields["AsyncAmdStatusCallbackMethod"] == "POST"
+    assert Call.objects.get(pk=plain["id"]).status == "ringing"
+
+    ava.voicemail = {"detection": "off", "action": "hang-up", "message": ""}
+    ava.save(update_fields=["voicemail"])
+    _place(owner, ava, to="+14155550198")
+    twilio_api.reply(call_created("CA" + "7" * 32))
+    assert outbound_dispatch() == 1
+    assert "MachineDetection" not in created_calls(twilio_api.requests)[1].fields
+
+
 def test_status_callbacks_ring_then_end_an_unanswered_call_with_its_reason_once(
     client: Client,
     owner: Any,

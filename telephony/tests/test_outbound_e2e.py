@@ -21,17 +21,16 @@ from accounts.models import Plan
 from calls.models import Call
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_claim
-from telephony.tests.test_media_stream_e2e import greeted
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server
 from testing.twilio_rest import CreatedCall, call_created, call_updates, created_calls
-from testing.twilio_stream import TwilioStream, is_event
+from testing.twilio_stream import TwilioStream, greeted, is_event
 from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
 from testing.webhooks import LoopbackReceiver
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
-GREETING = "Hello, this is Ava from Acme, calling about your appointment."
+GREETING = "Hello {{firstName}}, this is {{agent.name}} from Acme, calling about your appointment on {{day}}."
 NUMBER = "+14155550100"
 CALLEE = "+14155550199"
 ACCOUNT_SID = "AC" + "4" * 32
@@ -132,9 +131,20 @@ async def test_an_outbound_call_rings_is_answered_by_the_agent_and_completes(ser
         owner.api_key,
         "POST",
         "/public/v1/calls",
-        {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk), "to": CALLEE},
+        {
+            "agentId": str(ava.pk),
+            "phoneNumberId": str(ava.number.pk),
+            "to": CALLEE,
+            "variables": {"firstName": "Marguerite", "day": "Tuesday"},
+            "metadata": {"crmId": 31},
+        },
     )
     assert status == 201 and body["status"] == "queued", body
+    assert (body["direction"], body["variables"], body["metadata"]) == (
+        "outbound",
+        {"firstName": "Marguerite", "day": "Tuesday"},
+        {"crmId": 31},
+    )
     call_id = body["id"]
 
     # The server's dispatcher places it at once (woken by the commit).
@@ -159,7 +169,9 @@ async def test_an_outbound_call_rings_is_answered_by_the_agent_and_completes(ser
     assert call.ended_reason == "caller-hung-up"
     assert await sync_to_async(Call.objects.filter(organization=owner.organization).count)() == 1
     rows = await sync_to_async(lambda: list(call.messages.values_list("role", "content")))()
-    assert rows and rows[0][0] == "assistant" and rows[0][1].endswith(GREETING)
+    # The greeting the callee heard carries the call's variables (and the built-in agent.name).
+    greeting = "Hello Marguerite, this is Ava from Acme, calling about your appointment on Tuesday."
+    assert rows and rows[0][0] == "assistant" and rows[0][1].endswith(greeting), rows[0]
     # Twilio's final callback after the stream ended changes nothing.
     assert await sync_to_async(callback)(server, created, sid, "completed") == 204
     assert (await sync_to_async(Call.objects.get)(pk=call_id)).ended_reason == "caller-hung-up"

@@ -30,14 +30,13 @@ from telephony.tests.test_media_stream_e2e import (
     NUMBER,
     SECOND,
     SENTENCE,
-    greeted,
     server_env,
     stream_url,
     token_for,
 )
 from testing.calls import wait_call
 from testing.daphne import shared_test_server
-from testing.twilio_stream import TwilioStream, is_event, to_phone
+from testing.twilio_stream import TwilioStream, greeted, is_event, to_phone
 from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
 from testing.voice import record_voice
 
