@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group
 from django.db import transaction
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from agents.models import Agent
@@ -127,17 +127,21 @@ def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) 
         used_at=now,
         expires_at=now + timedelta(minutes=1),
     )
-    # A call batch (campaign) of two recipients, not started.
-    response = dentist.client.post(
-        "/public/v1/call-batches",
-        {
-            "name": "Recall reminders for patients due a check-up this spring",
-            "agentId": str(ava.pk),
-            "phoneNumberId": str(main_line.pk),
-            "recipients": [{"to": "+14155550188", "variables": {"firstName": "Ana"}}, {"to": "+14155550189"}],
-        },
-        format="json",
-    )
+    # A call batch (campaign) of two recipients, not started (this service can place calls: its public URL
+    # and stream secret are set).
+    with override_settings(
+        PUBLIC_BASE_URL="https://voice.example.test", REALTIME_TOKEN_SECRET="dashboard-world-0123456789"
+    ):
+        response = dentist.client.post(
+            "/public/v1/call-batches",
+            {
+                "name": "Recall reminders for patients due a check-up this spring",
+                "agentId": str(ava.pk),
+                "phoneNumberId": str(main_line.pk),
+                "recipients": [{"to": "+14155550188", "variables": {"firstName": "Ana"}}, {"to": "+14155550189"}],
+            },
+            format="json",
+        )
     assert response.status_code == 201, response.content
     # A call-event webhook, and a delivery to it (a call.started, recorded as the call's start would).
     response = dentist.client.post(
