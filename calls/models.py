@@ -18,6 +18,11 @@ class CallChannel(models.TextChoices):
     PHONE = "phone"
 
 
+class CallModality(models.TextChoices):
+    AUDIO = "audio"  # spoken: browser audio or a phone call
+    TEXT = "text"  # typed: a realtime session opened with modality text (no audio), and agent test runs
+
+
 class CallDirection(models.TextChoices):
     INBOUND = "inbound"  # phone calls to a number, and browser sessions
     OUTBOUND = "outbound"  # placed by the service (POST /calls, call batches)
@@ -142,6 +147,8 @@ class Call(models.Model):
     # Outbound: when it was queued (POST /calls or its batch), and the answering-machine verdict.
     queued_at = models.DateTimeField(null=True, blank=True)
     answered_by = models.CharField(max_length=24, blank=True, default="")
+    # audio (spoken) or text (a typed session: realtime sessions with modality text, agent test runs).
+    modality = models.CharField(max_length=5, choices=CallModality.choices, default=CallModality.AUDIO)
 
     class Meta:
         ordering = ["-started_at", "-id"]

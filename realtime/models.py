@@ -1,6 +1,11 @@
 """Realtime session state that must hold across server processes."""
 
+import uuid
+
 from django.db import models
+
+from accounts.models import Organization
+from agents.models import Agent
 
 
 class UsedSessionToken(models.Model):
@@ -34,3 +39,88 @@ class SessionVariables(models.Model):
 
     def __str__(self) -> str:
         return self.token_id
+
+
+# --- Agent tests (README, "Agent tests") ---------------------------------------------------------------
+
+
+class AgentTestKind(models.TextChoices):
+    REPLY = "reply"  # scripted caller turns; expectations on the replies
+    TOOL_CALL = "tool_call"  # scripted caller turns; expectations on the tool calls
+    CONVERSATION = "conversation"  # a simulated caller (persona, goal, maxTurns) driven by the model
+
+
+class AgentTest(models.Model):
+    """One test of an agent: what the caller says (or who the simulated caller is), the tools' mocked
+    results, and what is expected. Stored as validated by realtime/agent_tests (camelCase JSON parts)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agent_tests")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tests")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=12, choices=AgentTestKind.choices)
+    # reply / tool_call: [{"user": text}, ...]; conversation: may be empty (then `caller` drives it).
+    turns = models.JSONField(default=list, blank=True)
+    # conversation: {"persona": str, "goal": str, "maxTurns": int}; null otherwise.
+    caller = models.JSONField(null=True, blank=True)
+    variables = models.JSONField(default=dict, blank=True)
+    # [{"tool": name, "when": {"argumentsInclude": {...}} | null, "result": any | absent, "error": str | absent}]
+    tool_mocks = models.JSONField(default=list, blank=True)
+    # {"toolCalls", "noToolCalls", "replyContains", "replyMatches", "transferred", "ended", "criteria"}
+    expect = models.JSONField(default=dict, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    # Unmocked tools may reach the network (otherwise an unmocked tool call is an `error` verdict).
+    allow_real_tools = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["agent", "created_at"], name="agenttest_agent_created")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TestRunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"  # every attempt has a verdict (pass, fail or error)
+    FAILED = "failed"  # the run itself could not be carried out (see `error`)
+
+
+class TestRun(models.Model):
+    """A run of some of an agent's tests, each `repeat` times, in the background (realtime/agent_tests)."""
+
+    __test__ = False  # not a pytest test class
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="test_runs")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="test_runs")
+    status = models.CharField(max_length=10, choices=TestRunStatus.choices, default=TestRunStatus.QUEUED)
+    # The tests it runs (ids, in order) as chosen at creation (testIds, a tag, or all).
+    test_ids = models.JSONField(default=list)
+    tag = models.CharField(max_length=64, blank=True, default="")
+    repeat = models.PositiveSmallIntegerField(default=1)
+    # Per test: {"testId", "name", "kind", "passRate", "attempts": [{"verdict", "reasons", "transcript",
+    # "toolCalls", "latencyMs", "criteria"}]}.
+    results = models.JSONField(default=list, blank=True)
+    passed = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    errored = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # A worker's lease on a queued or running run (another may take it over once expired).
+    claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["agent", "-created_at"], name="testrun_agent_created"),
+            models.Index(fields=["status"], name="testrun_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"test run {self.id} ({self.status})"
