@@ -86,7 +86,7 @@ class RealtimeSessionCreateApi(PublicApiView):
         description="Issues a short-lived token for one browser or app voice session with an active agent. "
         "Call it from your backend with the API key, hand `websocketUrl` to the client, and let the client "
         "connect within 60 seconds; the client never sees the API key. The body is optional: `variables` and "
-        "`metadata` for the call, `modality` (`text` for a typed session) and `events` (`[\"tool\"]`).",
+        '`metadata` for the call, `modality` (`text` for a typed session) and `events` (`["tool"]`).',
         request=RealtimeSessionRequestSerializer,
         responses={
             200: RealtimeSessionSerializer,

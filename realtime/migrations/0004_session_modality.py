@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('realtime', '0003_agent_tests'),
+        ("realtime", "0003_agent_tests"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='sessionvariables',
-            name='events',
+            model_name="sessionvariables",
+            name="events",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='sessionvariables',
-            name='modality',
-            field=models.CharField(default='audio', max_length=5),
+            model_name="sessionvariables",
+            name="modality",
+            field=models.CharField(default="audio", max_length=5),
         ),
     ]
