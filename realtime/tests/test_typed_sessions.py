@@ -67,9 +67,7 @@ class Collecting:
 
 def typed(agent: Any, **parts: Any) -> tuple[Any, Collecting, MemoryRecorder]:
     transport, recorder = Collecting(), MemoryRecorder()
-    session = open_session(
-        agent=agent, transport=transport, channel="web", modality="text", recorder=recorder, **parts
-    )
+    session = open_session(agent=agent, transport=transport, channel="web", modality="text", recorder=recorder, **parts)
     return session, transport, recorder
 
 
@@ -145,7 +143,9 @@ async def test_a_typed_turn_while_the_agent_is_still_answering_drops_that_answer
     task = asyncio.create_task(session.run())
     await asyncio.wait_for(session.settled(), 10)
     await session.caller_text("First question")
-    while not tools.calls:
+    for _ in range(1000):  # the first answer's tool is running
+        if tools.calls:
+            break
         await asyncio.sleep(0.01)
     await turn(session, "Second question")
     tools.release.set()
