@@ -121,9 +121,7 @@ def call_records() -> dict[str, int]:
 
     connection.close()  # the server wrote them: a fresh connection
     rows = (
-        Call.objects.filter(organization__name="Text turns bench")
-        .values("status", "modality")
-        .annotate(n=Count("id"))
+        Call.objects.filter(organization__name="Text turns bench").values("status", "modality").annotate(n=Count("id"))
     )
     return {f"{row['status']}/{row['modality']}": row["n"] for row in rows}
 
@@ -222,7 +220,9 @@ async def main_async(args: argparse.Namespace) -> None:
             await asyncio.sleep(0.5)
     finally:
         await asyncio.to_thread(server.stop)
-    report(args, typists, failures + [f"{len(pending)} sessions still typing at the deadline"] * bool(pending), wall, cpu)
+    report(
+        args, typists, failures + [f"{len(pending)} sessions still typing at the deadline"] * bool(pending), wall, cpu
+    )
     print(f"call records after the run: {await asyncio.to_thread(call_records)}")
 
 

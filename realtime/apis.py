@@ -7,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from calls.models import CallModality
 from calls.variables import MAX_METADATA_BYTES, MAX_NAME_LENGTH, MAX_VALUE_LENGTH, MAX_VARIABLES, NAME
 from kit.api import PublicApiView
 from kit.errors import ApiError
@@ -64,7 +65,7 @@ class RealtimeSessionRequestSerializer(serializers.Serializer):
         "its detail and events, never shown to the model.",
     )
     modality = serializers.ChoiceField(
-        choices=["audio", "text"],
+        choices=CallModality.choices,
         required=False,
         help_text="`audio` (the default): a voice session. `text`: a typed session, the same agent without audio: "
         "the socket takes `input_text` messages and answers with `transcript` messages, no `output_audio` "
