@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from realtime.engine.cascade.text import TextPipeline
 from realtime.engine.contracts import Ending, TextPiece, ToolCall, ToolOutcome
@@ -81,7 +82,7 @@ async def test_a_text_session_greets_and_answers_each_typed_turn_with_the_embedd
     active_agent.static_greeting = "How can I help?"
     active_agent.recording_enabled = True
     active_agent.handoff_phone_number = HANDOFF
-    await asyncio.to_thread(active_agent.save)
+    await sync_to_async(active_agent.save)()
     session, transport, recorder = typed(active_agent)
     task = asyncio.create_task(session.run())
     assert await asyncio.wait_for(session.ready(), 10)
@@ -115,7 +116,7 @@ async def test_a_text_session_greets_and_answers_each_typed_turn_with_the_embedd
 
 async def test_words_before_a_tool_are_shown_when_it_runs_and_the_tool_hooks_see_call_and_result(active_agent):
     active_agent.greeting_type = "none"
-    await asyncio.to_thread(active_agent.save)
+    await sync_to_async(active_agent.save)()
     lookup = ToolCall(id="call_1", name="lookup", arguments={"order": "3561"})
     brain = ScriptedBrain([TextPiece("Let me check that."), lookup])
     tools = ScriptedTools({"lookup": ToolOutcome(result='{"status":"shipped"}', status="success")})
@@ -135,7 +136,7 @@ async def test_words_before_a_tool_are_shown_when_it_runs_and_the_tool_hooks_see
 
 async def test_a_typed_turn_while_the_agent_is_still_answering_drops_that_answer(active_agent):
     active_agent.greeting_type = "none"
-    await asyncio.to_thread(active_agent.save)
+    await sync_to_async(active_agent.save)()
     slow = ToolCall(id="call_1", name="slow", arguments={})
     brain = ScriptedBrain([slow], [TextPiece("Sure, the second one.")])
     tools = ScriptedTools({"slow": ToolOutcome(result="{}", status="success")}, wait=True)
