@@ -19,7 +19,7 @@ the latency of a turn (input_text sent -> the assistant transcript received: p50
 CPU over the typing phase (and per turn), and the call records (status and modality).
 
 Database: a fresh SQLite file under var/, or the PostgreSQL database named by DATABASE_URL with `_textturns`
-appended (REDIS_URL, if set, is passed to the server). The bench organization is on the "agency" plan with
+appended; the server runs without REDIS_URL (its own worker indexes the knowledge upload). The bench organization is on the "agency" plan with
 its limits lifted (bench/api_load.py lift_rate_limits). Bounded: everything stops after --deadline-s.
 
 Usage: .venv/bin/python bench/text_turns.py [--sessions 20] [--turns 20]
@@ -70,7 +70,8 @@ def bench_env() -> dict[str, str]:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         database_url = f"sqlite:///{path}"
-    return {"LOG_LEVEL": "WARNING", "REALTIME_TOKEN_SECRET": SECRET, "DATABASE_URL": database_url}
+    # No REDIS_URL: the knowledge upload is indexed by the serving process's own worker (no Celery worker here).
+    return {"LOG_LEVEL": "WARNING", "REALTIME_TOKEN_SECRET": SECRET, "DATABASE_URL": database_url, "REDIS_URL": ""}
 
 
 def seed(env: dict[str, str]) -> tuple[str, str]:
@@ -191,7 +192,7 @@ async def main_async(args: argparse.Namespace) -> None:
         pid = server.process.pid
         engine = "PostgreSQL" if env["DATABASE_URL"].startswith("postgres") else "SQLite"
         print(
-            f"one Daphne process ({engine}{', Redis' if os.environ.get('REDIS_URL') else ''}), the embedded brain, "
+            f"one Daphne process ({engine}), the embedded brain, "
             f"{args.sessions} concurrent text sessions x {args.turns} typed turns; {os.cpu_count()} CPUs"
         )
         await asyncio.to_thread(upload_knowledge, server.http_url, api_key, agent_id)
