@@ -102,6 +102,7 @@ CALL_SUMMARY_COLUMNS = (
     "direction",
     "variables",
     "metadata",
+    "modality",
 )
 
 

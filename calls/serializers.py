@@ -12,6 +12,7 @@ from calls.models import (
     Call,
     CallChannel,
     CallDirection,
+    CallModality,
     CallStatus,
     EndedReason,
     MessageRole,
@@ -75,6 +76,8 @@ def call_summary_item(row: dict[str, Any]) -> dict[str, Any]:
         # Per-call variables and the client's metadata (README, "Per-call variables").
         "variables": row["variables"] or {},
         "metadata": row["metadata"],
+        # audio (spoken) or text (a typed session: README, "Typed sessions").
+        "modality": row["modality"],
     }
 
 
@@ -185,6 +188,11 @@ class CallSummarySchema(serializers.Serializer):
     # Any JSON value, null included (a nullable JSONField would be a oneOf that null matches twice).
     metadata = serializers.JSONField(
         help_text="Your free JSON given with the call, echoed as given (null when none); never shown to the model."
+    )
+    modality = serializers.ChoiceField(
+        choices=CallModality.choices,
+        help_text="audio (spoken: a phone call or a browser voice session) or text (a typed session opened with "
+        '`"modality": "text"`, README: Typed sessions).',
     )
 
 

@@ -32,6 +32,7 @@ from calls.models import (
     Call,
     CallChannel,
     CallMessage,
+    CallModality,
     CallStatus,
     EndedReason,
     EventType,
@@ -73,18 +74,21 @@ def call_start(
     provider_call_id: str | None = None,
     variables: dict[str, str] | None = None,
     metadata: Any = None,
+    modality: str = CallModality.AUDIO,
 ) -> Call:
     """Open a call (`active`) for the agent, keeping the agent's current name with it (and, for a phone
     call, the carrier's id of the call: Twilio's CallSid), and the call's variables and metadata (README,
-    "Per-call variables"; checked again here, the one rule wherever they come from)."""
+    "Per-call variables"; checked again here, the one rule wherever they come from). `modality`: `text`
+    for a typed session (README, "Typed sessions"), `audio` otherwise."""
     variables = variables_clean(variables)
     metadata = metadata_clean(metadata)
     _choice(channel, CallChannel, "channel")
+    _choice(modality, CallModality, "modality")
     if channel == CallChannel.WEB:
         from_number = from_number or WEB_FROM_PLACEHOLDER
         to_number = to_number or WEB_TO_PLACEHOLDER
     with transaction.atomic():
-        call = _call_create(agent, channel, from_number, to_number, provider_call_id, variables, metadata)
+        call = _call_create(agent, channel, from_number, to_number, provider_call_id, variables, metadata, modality)
         event_record(call=call, event_type=EventType.CALL_STARTED)  # call events (calls/events.py)
     liveness.hold(Call, call.pk)
     ensure_inprocess_maintenance()
@@ -99,6 +103,7 @@ def _call_create(
     provider_call_id: str | None,
     variables: dict[str, str],
     metadata: Any,
+    modality: str,
 ) -> Call:
     return Call.objects.create(
         organization_id=agent.organization_id,
@@ -113,6 +118,7 @@ def _call_create(
         heartbeat_at=liveness.first_beat(),
         variables=variables,
         metadata=metadata,
+        modality=modality,
     )
 
 

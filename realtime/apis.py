@@ -7,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from calls.models import CallModality
 from calls.variables import MAX_METADATA_BYTES, MAX_NAME_LENGTH, MAX_VALUE_LENGTH, MAX_VARIABLES, NAME
 from kit.api import PublicApiView
 from kit.errors import ApiError
@@ -63,6 +64,19 @@ class RealtimeSessionRequestSerializer(serializers.Serializer):
         help_text=f"Free JSON of yours (at most {MAX_METADATA_BYTES // 1024} KB): stored on the call and echoed in "
         "its detail and events, never shown to the model.",
     )
+    modality = serializers.ChoiceField(
+        choices=CallModality.choices,
+        required=False,
+        help_text="`audio` (the default): a voice session. `text`: a typed session, the same agent without audio: "
+        "the socket takes `input_text` messages and answers with `transcript` messages, no `output_audio` "
+        "(README: Typed sessions). The call record's `modality` says which.",
+    )
+    events = serializers.ListField(
+        child=serializers.ChoiceField(choices=["tool"]),
+        required=False,
+        help_text='Extra events the socket sends: `["tool"]` for `tool.call` and `tool.result` messages (name, '
+        "arguments, result, duration) as the agent's tools run (docs/realtime.md).",
+    )
 
 
 class RealtimeSessionCreateApi(PublicApiView):
@@ -73,11 +87,13 @@ class RealtimeSessionCreateApi(PublicApiView):
         description="Issues a short-lived token for one browser or app voice session with an active agent. "
         "Call it from your backend with the API key, hand `websocketUrl` to the client, and let the client "
         "connect within 60 seconds; the client never sees the API key. The body is optional: `variables` and "
-        "`metadata` for the call.",
+        '`metadata` for the call, `modality` (`text` for a typed session) and `events` (`["tool"]`).',
         request=RealtimeSessionRequestSerializer,
         responses={
             200: RealtimeSessionSerializer,
-            400: OpenApiResponse(description="Invalid variables or metadata (the message names what is wrong)"),
+            400: OpenApiResponse(
+                description="Invalid variables, metadata, modality or events (the message names what is wrong)"
+            ),
             404: OpenApiResponse(description="Agent not found"),
             409: OpenApiResponse(description="The agent is not active"),
             429: OpenApiResponse(
@@ -100,6 +116,8 @@ class RealtimeSessionCreateApi(PublicApiView):
             agent_id=agent_id,
             variables=body.get("variables"),
             metadata=body.get("metadata"),
+            modality=body.get("modality"),
+            events=body.get("events"),
         )
         return Response(
             {

@@ -1,7 +1,9 @@
 """The browser transport: a WebSocket speaking the JSON messages of the spec, in front of the engine.
 
 The consumer only translates: it checks the session token, turns `input_audio` into PCM for the
-engine and the engine's calls (`send_audio`, `clear`, `send_transcript`) into JSON messages.
+engine (and `input_text` into a typed caller turn) and the engine's calls (`send_audio`, `clear`,
+`send_transcript`, tool events) into JSON messages. A session opened with `"modality": "text"` (README,
+"Typed sessions") takes only `input_text` and sends no audio.
 """
 
 from __future__ import annotations
@@ -9,16 +11,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import json
 import logging
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 
-from calls.models import CallChannel, CallStatus, EndedReason
+from calls.models import CallChannel, CallModality, CallStatus, EndedReason
 from realtime import tokens
 from realtime.engine.audio import IN_BYTES_PER_SECOND, OUT_RATE
-from realtime.engine.contracts import Ending
+from realtime.engine.contracts import Ending, ToolCall, ToolOutcome
 from realtime.engine.session.shell import Session, open_session
 from realtime.services import realtime_session_open
 from realtime.sockets import BAD_JSON, JsonSocketConsumer, call_control_group, parse_json
@@ -28,6 +31,7 @@ logger = logging.getLogger(__name__)
 # Largest decoded input_audio chunk (10 s of 16 kHz PCM16); larger ones get an `error`.
 MAX_INPUT_CHUNK_BYTES = 10 * IN_BYTES_PER_SECOND
 MAX_MESSAGE_CHARS = MAX_INPUT_CHUNK_BYTES * 4 // 3 + 1024
+MAX_INPUT_TEXT_CHARS = 2000  # one typed caller turn
 
 
 class BrowserSession(JsonSocketConsumer):
@@ -37,6 +41,7 @@ class BrowserSession(JsonSocketConsumer):
     layer_beside = True
     conversation: Session | None = None
     _run: asyncio.Task[None] | None = None
+    text_only = False  # a typed session (modality text)
 
     async def connect(self) -> None:
         # Accept first: a close code (and the `error` message before it) can only be sent on an open socket.
@@ -58,12 +63,14 @@ class BrowserSession(JsonSocketConsumer):
             await self._error("server_error", "The session could not be opened")
             await self.close_once(tokens.CLOSE_ENGINE_ERROR, "server error")
             return
+        self.text_only = opened.modality == CallModality.TEXT
         self.conversation = open_session(
             agent=opened.agent,
-            transport=_BrowserTransport(self),
+            transport=_BrowserTransport(self, tool_events="tool" in opened.events),
             channel=CallChannel.WEB,
             variables=opened.variables,
             metadata=opened.metadata,
+            modality=opened.modality,
         )
         self._run = asyncio.create_task(
             self.conversation.run(), name=f"conversation-{self.conversation.recorder.session_id}"
@@ -84,12 +91,30 @@ class BrowserSession(JsonSocketConsumer):
             return
         kind = message.get("type") if isinstance(message, dict) else None
         if kind == "input_audio":
+            if self.text_only:
+                await self._error("bad_message", "This is a text session: send input_text messages, not audio")
+                return
             await self._input_audio(message.get("audio"))
+        elif kind == "input_text":
+            await self._input_text(message.get("text"))
         elif kind == "stop":
             await self.conversation.stop(CallStatus.COMPLETED, EndedReason.CALLER_HUNG_UP)
             await self.close_once(1000, "conversation ended")
         else:
-            await self._error("bad_message", "Unknown message type; expected input_audio or stop")
+            await self._error("bad_message", "Unknown message type; expected input_audio, input_text or stop")
+
+    async def _input_text(self, text: Any) -> None:
+        """A typed caller turn (text and audio sessions alike): taken like a spoken one, once the session
+        has started; it interrupts the agent like a barge-in."""
+        if not isinstance(text, str) or not text.strip():
+            await self._error("bad_text", "input_text.text must be a non-empty string")
+            return
+        if len(text) > MAX_INPUT_TEXT_CHARS:
+            await self._error("bad_text", f"input_text.text is limited to {MAX_INPUT_TEXT_CHARS} characters")
+            return
+        assert self.conversation is not None
+        if await self.conversation.ready():
+            await self.conversation.caller_text(text.strip())
 
     async def _input_audio(self, audio: Any) -> None:
         if not isinstance(audio, str):
@@ -139,8 +164,9 @@ _TOKEN_ERROR_CODES = {
 class _BrowserTransport:
     """The engine's Transport over the browser socket."""
 
-    def __init__(self, consumer: BrowserSession) -> None:
+    def __init__(self, consumer: BrowserSession, *, tool_events: bool = False) -> None:
         self.consumer = consumer
+        self.tool_events = tool_events  # the session asked for events ["tool"]: tool.call / tool.result
 
     async def started(self, call_id: str) -> None:
         await self.consumer.send_message({"type": "session.started", "callId": call_id})
@@ -164,6 +190,30 @@ class _BrowserTransport:
 
     async def send_event(self, event: dict[str, Any]) -> None:
         await self.consumer.send_message(event)
+
+    async def tool_called(self, call: ToolCall) -> None:
+        if self.tool_events:
+            await self.consumer.send_message(
+                {"type": "tool.call", "id": call.id, "name": call.name, "arguments": call.arguments}
+            )
+
+    async def tool_returned(self, call: ToolCall, outcome: ToolOutcome, duration_ms: int) -> None:
+        if not self.tool_events:
+            return
+        try:
+            result: Any = json.loads(outcome.result)
+        except ValueError:
+            result = outcome.result
+        await self.consumer.send_message(
+            {
+                "type": "tool.result",
+                "id": call.id,
+                "name": call.name,
+                "result": result,
+                "durationMs": duration_ms,
+                "status": outcome.status,
+            }
+        )
 
     async def transfer(self, destination: str) -> None:
         # A browser cannot be bridged to a phone line: the client is told where the caller is sent

@@ -28,13 +28,17 @@ class UsedSessionToken(models.Model):
 
 class SessionVariables(models.Model):
     """The per-call `variables` and `metadata` given when a session token was issued (README, "Per-call
-    variables"), kept here under the token's id, never in the token or its URL: the socket that spends
-    the token takes them (and deletes the row) for its call record. A row of a token never spent is
-    purged once the token has expired."""
+    variables"), and the session's `modality` and `events` (README, "Typed sessions"), kept here under
+    the token's id, never in the token or its URL: the socket that spends the token takes them (and
+    deletes the row) for its call. A row of a token never spent is purged once the token has expired."""
 
     token_id = models.CharField(primary_key=True, max_length=32)
     variables = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(null=True, blank=True)
+    # "audio" (spoken) or "text" (typed: no audio either way); calls.models.CallModality values.
+    modality = models.CharField(max_length=5, default="audio")
+    # Extra event kinds the socket sends: ["tool"] for tool.call / tool.result.
+    events = models.JSONField(default=list, blank=True)
     expires_at = models.DateTimeField(db_index=True)
 
     def __str__(self) -> str:

@@ -17,7 +17,7 @@ from django.utils import timezone
 from accounts.models import CallReservation, Organization
 from agents.models import Agent, AgentStatus
 from agents.selectors import agent_get
-from calls.models import Call, CallChannel, CallStatus
+from calls.models import Call, CallChannel, CallModality, CallStatus
 from calls.variables import metadata_clean, variables_clean
 from kit import metrics
 from kit.errors import ApiError
@@ -152,14 +152,48 @@ def used_session_tokens_purge(*, now: datetime | None = None) -> int:
     return deleted
 
 
+# The event kinds a session may ask for beyond the protocol's own (README, "Typed sessions").
+SESSION_EVENTS = ("tool",)  # tool.call / tool.result as they happen
+
+
+def session_modality_clean(value: Any) -> str:
+    """A realtime session's `modality`: "audio" (the default) or "text"; ApiError (400) otherwise."""
+    if value is None:
+        return CallModality.AUDIO
+    if not isinstance(value, str) or value not in CallModality.values:
+        raise ApiError.field("modality", f"must be one of {', '.join(CallModality.values)}")
+    return value
+
+
+def session_events_clean(value: Any) -> list[str]:
+    """A realtime session's `events`: a list of distinct kinds among SESSION_EVENTS; ApiError (400) otherwise."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(kind, str) for kind in value):
+        raise ApiError.field("events", "must be a list of strings")
+    unknown = [kind for kind in value if kind not in SESSION_EVENTS]
+    if unknown:
+        raise ApiError.field("events", f"unknown event kind {unknown[0]!r} (known: {', '.join(SESSION_EVENTS)})")
+    return list(dict.fromkeys(value))
+
+
 def realtime_session_create(
-    *, organization: Organization, agent_id: str, variables: Any = None, metadata: Any = None
+    *,
+    organization: Organization,
+    agent_id: str,
+    variables: Any = None,
+    metadata: Any = None,
+    modality: Any = None,
+    events: Any = None,
 ) -> RealtimeSession:
     """A session token for the agent. `variables` and `metadata` (README, "Per-call variables": checked by
-    calls.variables, a 400 naming what is wrong) are kept server-side under the token's id, never in the
-    token or its URL; the socket that spends the token gives them to its call."""
+    calls.variables, a 400 naming what is wrong), `modality` ("audio" | "text") and `events` (["tool"]:
+    README, "Typed sessions") are kept server-side under the token's id, never in the token or its URL;
+    the socket that spends the token gives them to its session and call."""
     variables = variables_clean(variables)
     metadata = metadata_clean(metadata)
+    modality = session_modality_clean(modality)
+    events = session_events_clean(events)
     agent = agent_get(organization=organization, agent_id=agent_id)
     base = _websocket_base()
     if agent.status != AgentStatus.ACTIVE:
@@ -177,11 +211,16 @@ def realtime_session_create(
             "realtime session refused: organization %s is at its %s concurrent calls", organization.pk, exc.limit
         )
         raise
-    if variables or metadata is not None:
+    if variables or metadata is not None or modality != CallModality.AUDIO or events:
         expires_at = datetime.fromtimestamp(claims.expires_at, tz=UTC)
         SessionVariables.objects.filter(expires_at__lt=timezone.now() - SPENT_TOKEN_MARGIN).delete()
         SessionVariables.objects.create(
-            token_id=claims.token_id, variables=variables, metadata=metadata, expires_at=expires_at
+            token_id=claims.token_id,
+            variables=variables,
+            metadata=metadata,
+            modality=modality,
+            events=events,
+            expires_at=expires_at,
         )
     return RealtimeSession(
         token=token,
@@ -192,22 +231,32 @@ def realtime_session_create(
 
 @dataclass(frozen=True)
 class OpenedSession:
-    """A spent session token: the active agent it names, and the variables and metadata given with it."""
+    """A spent session token: the active agent it names, and the variables, metadata, modality and
+    event kinds given with it."""
 
     agent: Agent
     variables: dict[str, str]
     metadata: Any
+    modality: str = CallModality.AUDIO
+    events: tuple[str, ...] = ()
 
 
 def realtime_session_open(*, token: str | None, agent_id: str, now: float | None = None) -> OpenedSession:
-    """session_token_redeem, with the token's variables and metadata (taken: the row is deleted)."""
+    """session_token_redeem, with the token's variables, metadata, modality and events (taken: the row is
+    deleted)."""
     agent, claims = _redeem(token=token, agent_id=agent_id, now=now)
     # The token is spent once (its UsedSessionToken row), so only this socket reaches its variables.
     kept = SessionVariables.objects.filter(token_id=claims.token_id).first()
     if kept is None:
         return OpenedSession(agent=agent, variables={}, metadata=None)
     kept.delete()
-    return OpenedSession(agent=agent, variables=dict(kept.variables or {}), metadata=kept.metadata)
+    return OpenedSession(
+        agent=agent,
+        variables=dict(kept.variables or {}),
+        metadata=kept.metadata,
+        modality=kept.modality or CallModality.AUDIO,
+        events=tuple(kept.events or ()),
+    )
 
 
 def session_token_redeem(*, token: str | None, agent_id: str, now: float | None = None) -> Agent:

@@ -152,6 +152,10 @@ class VoiceClient(SocketClient):
     async def send_audio(self, pcm16_16k: bytes) -> None:
         await self.send({"type": "input_audio", "audio": base64.b64encode(pcm16_16k).decode("ascii")})
 
+    async def send_text(self, text: str) -> None:
+        """A typed caller turn (README, "Typed sessions")."""
+        await self.send({"type": "input_text", "text": text})
+
     async def stream(self, pcm16_16k: bytes, *, stop_when: Callable[[], bool] | None = None) -> float:
         """Send audio in chunk_ms chunks (20 ms unless set) at real time, each chunk once its audio has
         been "recorded"; returns the loop time at which the last chunk's audio ends."""

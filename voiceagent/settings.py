@@ -231,6 +231,7 @@ SPECTACULAR_SETTINGS = {
         "McpServerStatusEnum": "agents.models.McpServerStatus",
         "McpAuthTypeEnum": "agents.models.McpAuthType",
         "CallChannelEnum": "calls.models.CallChannel",
+        "CallModalityEnum": "calls.models.CallModality",
         "MessageRoleEnum": "calls.models.MessageRole",
         "AudioEncodingEnum": ["pcm16"],
         "EventTypeEnum": "calls.models.EventType",

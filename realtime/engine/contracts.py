@@ -168,6 +168,12 @@ class Transport(Protocol):
     # Optional: a transport that learns when its listener really played the audio (a phone stream's
     # mark echoes) may define `playback_lag(now: float) -> float`, the seconds by which the listener
     # is behind the playout's estimate; on barge-in the session keeps only what was heard by then.
+    #
+    # Optional: a transport that shows the agent's tool calls as they happen (the browser socket of a
+    # session opened with `events: ["tool"]`, an agent test's collecting transport) may define
+    #   async def tool_called(self, call: ToolCall) -> None  -- before the tool runs
+    #   async def tool_returned(self, call: ToolCall, outcome: ToolOutcome, duration_ms: int) -> None
+    # which the shell's `run_tool` calls (after `tool.started`, and after `tool.finished`).
 
 
 # --- the response handle -------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 A voice engine is a `VoicePipeline` class (realtime/engine/contracts.py) that the session shell runs:
 `embedded` is the offline cascade (realtime/engine/cascade/: Silero VAD -> PocketSphinx -> brain ->
 eSpeak NG); `realtime` is a speech-to-speech provider speaking the OpenAI Realtime protocol
-(realtime/engine/speech_to_speech/). The registry imports no pipeline: each is imported by its dotted
+(realtime/engine/speech_to_speech/). Typed sessions (modality "text") run the text pipeline beside them
+(realtime/engine/cascade/text.py: the cascade's brain without speech) whatever the setting. The registry imports no pipeline: each is imported by its dotted
 path on first use (as kit.providers does for every provider), and each pipeline reports its own
 configuration: `required_settings` (without them sessions are refused with a clear error, before a
 call record is opened) and `configuration_problems()` (what `manage.py check` reports).
@@ -33,6 +34,9 @@ VOICE_ENGINES = Registry(
     },
 )
 
+# The pipeline of typed sessions (modality "text"), whatever VOICE_ENGINE says: the brain without speech.
+TEXT_PIPELINE = Registry("text pipeline", {"text": "realtime.engine.cascade.text:TextPipeline"})
+
 # Engines this version knows but cannot run, with the reason given to the operator.
 UNAVAILABLE_ENGINES: dict[str, str] = {}
 
@@ -52,6 +56,12 @@ def pipeline_class(name: str | None = None) -> type[VoicePipeline]:
     missing = _missing_settings(pipeline)
     if missing:
         raise EngineUnavailable(f"VOICE_ENGINE={name} needs {' and '.join(missing)} to be set")
+    return pipeline
+
+
+def text_pipeline_class() -> type[VoicePipeline]:
+    """The pipeline of typed sessions (imports it on first use: call it off the loop)."""
+    pipeline: type[VoicePipeline] = TEXT_PIPELINE.get("text")
     return pipeline
 
 

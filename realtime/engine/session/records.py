@@ -72,8 +72,10 @@ class CallRecorder(TranscriptOrder):
         variables: dict[str, str] | None = None,
         metadata: Any = None,
         call_id: str | None = None,
+        modality: str = "audio",
     ) -> None:
         self.agent = agent
+        self.modality = modality  # calls.models.CallModality: "text" for a typed session
         self.variables = dict(variables or {})
         self.metadata = metadata
         self.call_id = call_id  # an existing call (an outbound call answered) instead of a new one
@@ -113,6 +115,7 @@ class CallRecorder(TranscriptOrder):
             provider_call_id=self.provider_call_id,
             variables=self.variables,
             metadata=self.metadata,
+            modality=self.modality,
         )
         self._writer = asyncio.create_task(self._write_loop(), name=f"call-writer-{self.session_id}")
         return self.call

@@ -17,6 +17,19 @@ transport to `clear`, and keeps in the transcript only what the caller could hav
     task = asyncio.create_task(session.run())    # start, greet, converse until stop
     session.push_audio(pcm16_16k)                 # from the transport, never blocks
     await session.stop()                          # the caller hung up
+
+A typed session (`open_session(..., modality="text")`, README "Typed sessions") is the same
+conversation without audio: the text pipeline (realtime/engine/cascade/text.py) answers, there is no
+playout, mixer or recording, and each answer is committed (history, call record, an assistant
+`send_transcript`) as soon as the brain has finished it; words said before a tool call are committed
+when the tool runs. Caller turns arrive through `caller_text`; `settled()` waits for the answer:
+
+    session = open_session(agent=agent, transport=transport, channel="web", modality="text")
+    task = asyncio.create_task(session.run())
+    await session.ready()                         # started (False: it failed or ended)
+    await session.settled()                       # the greeting has been committed
+    await session.caller_text("What are your opening hours?")
+    await session.settled()                       # the answer has been committed (and sent)
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ from django.utils import timezone
 from agents.disclosure import disclosure_for
 from agents.models import Agent, BackgroundSound, GreetingType, PromptType
 from agents.services import ambient_sound_playable
-from calls.models import CallStatus, EndedReason, ToolInvocationStatus
+from calls.models import CallModality, CallStatus, EndedReason, ToolInvocationStatus
 from calls.variables import placeholders_fill
 from kit import metrics, tracing
 from kit.providers import ProviderError
@@ -59,7 +72,7 @@ from realtime.engine.contracts import (
 )
 from realtime.engine.phrases import phrase
 from realtime.engine.prompt import AssistantPrompt, fetch_assistant_prompt
-from realtime.engine.registry import pipeline_class
+from realtime.engine.registry import pipeline_class, text_pipeline_class
 from realtime.engine.session.playout import EndMarker, Playout, Tones
 from realtime.engine.session.recording import CallAudio, save_recording
 from realtime.engine.session.records import CallRecorder
@@ -98,8 +111,11 @@ class Session:
         mixer: Callable[[str | None, float, bool], Mixer] | None = None,
         clock: Clock | None = None,
         run_blocking: RunBlocking | None = None,
+        modality: str = CallModality.AUDIO,
     ) -> None:
         self.agent = agent
+        # A typed session (no audio at all): answers are committed as soon as the brain has produced them.
+        self.text = modality == CallModality.TEXT
         self.transport = transport
         self.recorder = recorder
         self.pipeline = pipeline
@@ -124,6 +140,7 @@ class Session:
         self._input_seconds = 0.0  # caller audio accepted so far
         self._last_input: float | None = None
         self._started = asyncio.Event()  # start finished, well or not
+        self._changed = asyncio.Event()  # pulsed when a response is done and when the session ends (settled)
         self._start_task: asyncio.Task[Any] | None = None
         self._ended = asyncio.Event()
         self._stopping = False
@@ -161,10 +178,39 @@ class Session:
         return True
 
     async def caller_text(self, text: str) -> None:
-        """A caller turn that arrives as text rather than speech (for example DTMF keys on a phone
-        call, "the caller entered 4 5 6 7"): it is taken like a spoken turn."""
+        """A caller turn that arrives as text rather than speech (a typed turn, or DTMF keys on a phone
+        call, "the caller entered 4 5 6 7"): it is taken like a spoken turn, and interrupts the agent
+        like a barge-in. Ignored before the session has started (see `ready`) and once it ends."""
         if self.pipeline is not None and self._started.is_set() and not self._stopping:
+            self._last_input = self.clock.now()  # typing is the caller's activity too (the idle watchdog)
             await self.pipeline.text_turn(text)
+
+    async def ready(self) -> bool:
+        """Wait until the session has started (`run` is running): True when it did and has not ended."""
+        await self._started.wait()
+        return self.call_id is not None and not self._stopping
+
+    async def settled(self) -> None:
+        """Wait until the agent has nothing more to say for now: the current response (the greeting, or
+        the answer to the last caller turn) has been committed, cut or dropped, and a transfer or end of
+        call it asked for has happened; or the session has ended. In a typed session, after
+        `await caller_text(text)`, the answer is then in `history` and was sent to the transport as an
+        assistant transcript (nothing when the brain said nothing). Put a timeout around it."""
+        await self._started.wait()
+        while not self._ended.is_set():
+            response = self.response
+            if response is None or response.done:
+                ending = self._ending
+                if ending is None or ending.done():
+                    return
+                await asyncio.wait({ending})
+                continue
+            await self._changed.wait()
+
+    def _pulse(self) -> None:
+        """A response is done, or the session ended: whoever waits in `settled` looks again."""
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     async def run(self) -> None:
         """Start the engine, greet, and converse until `stop` (or a failure)."""
@@ -211,6 +257,7 @@ class Session:
             engine = self.pipeline.name if self.pipeline is not None else None
             self._trace.end(call_id=self.call_id, status=str(status), engine=engine)
             self._ended.set()
+            self._pulse()
 
     async def fail(self, exc: BaseException) -> None:
         """The engine failed: log it, record the call `failed`, and end the connection."""
@@ -234,28 +281,29 @@ class Session:
         agent = self.agent
         started = time.monotonic()
         if self.pipeline is None:
-            self.pipeline = (await self.run_blocking(pipeline_class))()
+            self.pipeline = (await self.run_blocking(text_pipeline_class if self.text else pipeline_class))()
         live = self._live = metrics.Live(channel=self.recorder.channel, engine=self.pipeline.name)
         live.session_started()
         await self.pipeline.prepare(self)
-        ambient = agent.ambient_sound if await database_sync_to_async(ambient_sound_playable)(agent) else None
-        mixer = await self.run_blocking(
-            self._make_mixer, ambient, float(agent.ambient_sound_volume), bool(agent.ambient_sound_ducking)
-        )
-        self.playout = Playout(
-            mixer=mixer,
-            transport=self.transport,
-            clock=self.clock,
-            user_speaking=lambda: self.user_speaking,
-            keyboard=lambda: self._tools_running > 0 and agent.background_sound == BackgroundSound.KEYBOARD,
-            on_start=self._segment_playing,
-            on_sent=self._sent,
-            lead_ms=self.lead_ms,
-        )
+        if not self.text:  # a typed session has no audio: no mixer, no playout, no recording
+            ambient = agent.ambient_sound if await database_sync_to_async(ambient_sound_playable)(agent) else None
+            mixer = await self.run_blocking(
+                self._make_mixer, ambient, float(agent.ambient_sound_volume), bool(agent.ambient_sound_ducking)
+            )
+            self.playout = Playout(
+                mixer=mixer,
+                transport=self.transport,
+                clock=self.clock,
+                user_speaking=lambda: self.user_speaking,
+                keyboard=lambda: self._tools_running > 0 and agent.background_sound == BackgroundSound.KEYBOARD,
+                on_start=self._segment_playing,
+                on_sent=self._sent,
+                lead_ms=self.lead_ms,
+            )
         origin = self.clock.now()
         call = await self.recorder.start()
         self.voicemail.arm(call)
-        if agent.recording_enabled:
+        if agent.recording_enabled and not self.text:
             self.audio = CallAudio(origin)
         self.call_id = str(call.pk)
         live.call_opened()
@@ -266,6 +314,7 @@ class Session:
             callId=self.call_id,
             channel=self.recorder.channel,
             voiceEngine=self.pipeline.name,
+            modality=CallModality.TEXT if self.text else CallModality.AUDIO,
             language=agent.language,
             tools=[spec.name for spec in specs],
             startupMs=round((time.monotonic() - started) * 1000),
@@ -338,9 +387,10 @@ class Session:
     def _begin(self) -> None:
         """Start the pipeline's stages, then the playout (which then finds the greeting's first
         sentence already queued) and the idle watchdog."""
-        assert self.pipeline is not None and self.playout is not None
+        assert self.pipeline is not None and (self.playout is not None or self.text)
         self.pipeline.begin()
-        self.spawn(self.playout.run(), "playout")
+        if self.playout is not None:
+            self.spawn(self.playout.run(), "playout")
         self.spawn(self._watchdog(), "watchdog")
         self.spawn(self._time_limit(self.clock.now()), "time-limit")
 
@@ -399,12 +449,18 @@ class Session:
         return self.response
 
     def play(self, response: Response, text: str, audio: bytes, index: int) -> None:
-        """Queue synthesized speech of `response` (sentence number `index`) for playout."""
-        if response.cancelled or not audio or self.playout is None:
+        """Queue synthesized speech of `response` (sentence number `index`) for playout; in a typed
+        session, a sentence produced (no audio: it is committed with the whole answer)."""
+        if response.cancelled:
             return
-        segment = Segment(text=text, audio=audio, owner=response, index=index)
-        response.add_segment(segment)
-        self.playout.enqueue(segment)
+        if self.text:
+            response.add_segment(Segment(text=text, audio=b"", owner=response, index=index))
+        elif not audio or self.playout is None:
+            return
+        else:
+            segment = Segment(text=text, audio=audio, owner=response, index=index)
+            response.add_segment(segment)
+            self.playout.enqueue(segment)
         timing = response.timing
         if timing is not None and timing.first_audio_at is None:
             timing.first_audio_at = self.clock.now()
@@ -420,10 +476,14 @@ class Session:
         self._trace.turn(stages, started_ago=self.clock.now() - began, engine=engine)
 
     def finish_response(self, response: Response) -> None:
-        """Everything of `response` is queued: once it has played, it is committed to the history."""
-        if response.cancelled or self.playout is None:
+        """Everything of `response` is queued: once it has played, it is committed to the history (in a
+        typed session, at once)."""
+        if response.cancelled:
             return
-        self.playout.enqueue(EndMarker(owner=response, on_played=self._response_played))
+        if self.text:
+            self.spawn(self._response_played(response), "answer")
+        elif self.playout is not None:
+            self.playout.enqueue(EndMarker(owner=response, on_played=self._response_played))
 
     def agent_speaking(self) -> bool:
         return self.response is not None and not self.response.done
@@ -502,12 +562,13 @@ class Session:
             self.pipeline.interrupt()
         if self.playout is not None:
             self.playout.cut()
-        if not tones:
+        if not tones and not self.text:
             await self.transport.clear()
         if response is not None and not response.done:
             await self._speech_ended(response, interrupted=True)
             if forget:
                 response.finish()
+                self._pulse()
             else:
                 await self._close_response(response, heard_by, tell=True)
 
@@ -518,7 +579,11 @@ class Session:
         if self.playout is not None:
             self.playout.wake.set()  # the keyboard may start playing over silence
         await self.transport.send_event({"type": "tool.started", "name": call.name})
+        called = getattr(self.transport, "tool_called", None)
+        if called is not None:
+            await called(call)
         finished: dict[str, Any] = {"type": "tool.finished", "name": call.name}
+        began = time.monotonic()
         try:
             outcome = await self.tools.run(call)
             finished["status"] = outcome.status
@@ -527,6 +592,9 @@ class Session:
         finally:
             self._tools_running -= 1
             await self.transport.send_event(finished)
+        returned = getattr(self.transport, "tool_returned", None)
+        if returned is not None:
+            await returned(call, outcome, round((time.monotonic() - began) * 1000))
         if outcome.digits:
             self._press_keys(outcome.digits)
         return outcome
@@ -562,6 +630,9 @@ class Session:
                 response.end_after(Ending.COMPLETED, reason=EndedReason.AGENT_ENDED_CALL)
                 self.spawn(self._close_by(EndedReason.AGENT_ENDED_CALL), "closing")
         if response.end_reason != EndedReason.AGENT_ENDED_CALL:
+            if self.text and said.strip() and not response.cancelled:
+                # A typed session shows what the agent said before the tool ran, in order, as it would be heard.
+                self.spawn(self._commit_assistant(said.strip(), "assistant words before a tool", {}), "said")
             response.said_in_history()
         # else: the goodbye said with end_call is the call's last words: once played it joins the
         # transcript and reaches the client like any answer.
@@ -602,6 +673,9 @@ class Session:
             fields["latencyMs"] = round((response.segments[0].play_start - response.turn_ended_at) * 1000)
         await self._speech_ended(response, interrupted=False)
         await self._commit_assistant(text, "assistant turn", fields)
+        if self.text:
+            self._last_input = self.clock.now()  # the caller reads the answer: the idle time starts again
+        self._pulse()
         if response.transfer_to or response.then_end is not None:
             # This runs in the playout stage, and ending the call stops every stage: a task does not
             # cancel itself, so the ending runs in a task of its own (referenced until it has run).
@@ -646,6 +720,7 @@ class Session:
 
     async def _close_response(self, response: Response, now: float, *, tell: bool) -> None:
         response.finish()
+        self._pulse()
         heard = response.heard_text(now, first_sentence=response.in_history)
         fields = {"heardWords": len(heard.split()), "plannedSentences": len(response.sentences)}
         if tell:
@@ -849,6 +924,7 @@ def open_session(
     variables: dict[str, str] | None = None,
     metadata: Any = None,
     call_id: str | None = None,
+    modality: str = CallModality.AUDIO,
     **parts: Any,
 ) -> Session:
     """The one way every consumer starts a conversation: `asyncio.create_task(session.run())` next.
@@ -856,7 +932,9 @@ def open_session(
     `variables` and `metadata` (already checked by calls.variables) too.
     `recorder` (the call record in the database by default) and `parts` (pipeline, tools, mixer, clock,
     run_blocking) replace the configured ones in tests. `call_id`: an outbound call's existing record,
-    made active when the session starts (calls.services.call_activate) instead of a new call."""
+    made active when the session starts (calls.services.call_activate) instead of a new call.
+    `modality="text"`: a typed session (see the module's docstring): the text pipeline, no audio, the
+    call record's modality `text`."""
     recorder = recorder or CallRecorder(
         agent=agent,
         channel=channel,
@@ -866,8 +944,9 @@ def open_session(
         variables=variables,
         metadata=metadata,
         call_id=call_id,
+        modality=modality,
     )
-    return Session(agent=agent, transport=transport, recorder=recorder, **parts)
+    return Session(agent=agent, transport=transport, recorder=recorder, modality=modality, **parts)
 
 
 __all__: Sequence[str] = ("Session", "open_session", "placeholder_values")
