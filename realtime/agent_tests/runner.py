@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from realtime.agent_tests import judge
-from realtime.agent_tests.session_parts import CollectingTransport, FastClock, MockedTools, TestRecorder, arguments_include
+from realtime.agent_tests.session_parts import (
+    CollectingTransport,
+    FastClock,
+    MockedTools,
+    TestRecorder,
+    arguments_include,
+)
 from realtime.engine.contracts import Ending, Response
 from realtime.engine.session.shell import Session, open_session
 from realtime.models import AgentTest, AgentTestKind
@@ -84,7 +90,7 @@ class _Driver:
 
     @property
     def over(self) -> bool:
-        return self.task is not None and self.task.done() or self.transport.ending is not None
+        return (self.task is not None and self.task.done()) or self.transport.ending is not None
 
     async def start(self) -> None:
         self.task = asyncio.create_task(self.session.run())
@@ -110,8 +116,8 @@ class _Driver:
             first = time.monotonic()
         if response.transfer_to or response.then_end is not None:
             # The shell ends the call in a task of its own once the answer has played: let it.
-            while not self.over and time.monotonic() < deadline:
-                await asyncio.sleep(POLL_SECONDS)
+            if self.task is not None:
+                await asyncio.wait({self.task}, timeout=max(0.0, deadline - time.monotonic()))
         text = " ".join(sentence for sentence in response.sentences if sentence)
         if text:
             self.conversation.transcript.append({"role": "assistant", "text": text})

@@ -151,7 +151,7 @@ def test_run_execute(*, run_id: Any, claim: bool = True) -> str:
                     test.agent = run.agent
                     try:
                         attempt = attempt_run(test)
-                    except Exception as exc:  # noqa: BLE001 - one broken attempt does not stop the run
+                    except Exception as exc:
                         logger.exception("agent test %s failed unexpectedly", test_id)
                         attempt = {"verdict": "error", "reasons": [f"unexpected error ({type(exc).__name__})"]}
                 result["attempts"].append(attempt)

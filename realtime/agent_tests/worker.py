@@ -93,7 +93,9 @@ def _publish(run_id: str) -> None:
     try:
         run_agent_tests.apply_async(args=[run_id], retry=False)
     except Exception as exc:  # noqa: BLE001 - an outage is expected; the sweep resumes the run
-        logger.warning("could not queue test run %s (%s: %s); the upkeep sweep will resume it", run_id, type(exc).__name__, exc)
+        logger.warning(
+            "could not queue test run %s (%s: %s); the upkeep sweep will resume it", run_id, type(exc).__name__, exc
+        )
 
 
 def _run(run_id: str) -> None:

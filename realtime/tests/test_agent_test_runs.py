@@ -271,7 +271,10 @@ def test_repeats_give_a_pass_rate_per_test_and_a_tag_chooses_the_tests(owner, ol
     tests = suite(olive)
     done = run(owner, olive, tag="orders", repeat=3)
     assert done["repeat"] == 3 and done["tag"] == "orders"
-    assert [r["name"] for r in done["results"]] == ["a mocked tool's result is spoken", "a mocked tool error is apologized for"]
+    assert [r["name"] for r in done["results"]] == [
+        "a mocked tool's result is spoken",
+        "a mocked tool error is apologized for",
+    ]
     assert [len(r["attempts"]) for r in done["results"]] == [3, 3]
     assert [r["passRate"] for r in done["results"]] == [1.0, 1.0]
     assert done["passed"] == 6
@@ -289,7 +292,10 @@ def test_repeats_give_a_pass_rate_per_test_and_a_tag_chooses_the_tests(owner, ol
         ({"repeat": 0}, "Invalid repeat: must be a whole number from 1 to 5"),
         ({"repeat": 6}, "Invalid repeat: must be a whole number from 1 to 5"),
         ({"repeat": "2"}, "Invalid repeat: must be a whole number from 1 to 5"),
-        ({"testIds": ["5f0c8d8e-7b8a-4a47-9b6c-2f3f3c1d7e11"]}, "Invalid testIds: unknown test 5f0c8d8e-7b8a-4a47-9b6c-2f3f3c1d7e11"),
+        (
+            {"testIds": ["5f0c8d8e-7b8a-4a47-9b6c-2f3f3c1d7e11"]},
+            "Invalid testIds: unknown test 5f0c8d8e-7b8a-4a47-9b6c-2f3f3c1d7e11",
+        ),
         ({"testIds": "all"}, "Invalid testIds: must be a list of test ids"),
         ({"tag": "nothing-has-it"}, "Nothing to run: the agent has no test tagged 'nothing-has-it'."),
     ],
@@ -335,9 +341,7 @@ def test_runs_go_on_in_a_background_thread_and_resume_after_a_restart(owner, oli
     settings.TEST_RUNS_INLINE = False
     settings.TEST_RUNS_WORKER = "inprocess"
     tests = suite(olive)
-    created = owner.client.post(
-        f"/public/v1/agents/{olive.pk}/test-runs", {"tag": "orders"}, format="json"
-    )
+    created = owner.client.post(f"/public/v1/agents/{olive.pk}/test-runs", {"tag": "orders"}, format="json")
     assert created.status_code == 202 and created.json()["status"] == "queued"
     done = wait_for_status(owner, created.json()["id"])
     assert (done["status"], done["passed"]) == ("completed", 2)
@@ -352,7 +356,9 @@ def test_runs_go_on_in_a_background_thread_and_resume_after_a_restart(owner, oli
         status="running",
         test_ids=ids,
         repeat=1,
-        results=[{"testId": ids[0], "name": "hello needs no tool", "kind": "reply", "passRate": 1.0, "attempts": [first]}],
+        results=[
+            {"testId": ids[0], "name": "hello needs no tool", "kind": "reply", "passRate": 1.0, "attempts": [first]}
+        ],
         started_at=timezone.now() - timedelta(hours=1),
         claimed_at=timezone.now() - timedelta(hours=1),
     )
@@ -457,7 +463,12 @@ def test_criteria_are_judged_and_a_simulated_caller_converses_with_a_model(owner
 
 
 def test_agenttest_passes_in_process(owner, olive, capsys):
-    make_test(olive, "hours", turns=[{"user": "What are the opening hours of the clinic?"}], expect={"replyContains": ["Monday"]})
+    make_test(
+        olive,
+        "hours",
+        turns=[{"user": "What are the opening hours of the clinic?"}],
+        expect={"replyContains": ["Monday"]},
+    )
     call_command("agenttest", "--agent", str(olive.pk))
     out = capsys.readouterr().out
     assert "pass         hours" in out and "1 passed, 0 failed, 0 errors (completed" in out
@@ -477,7 +488,7 @@ def test_agenttest_writes_junit_and_exits_1_on_a_failing_test(owner, olive, tmp_
     assert done.returncode == 1, done.stderr
     assert "6 passed, 2 failed, 2 errors (completed" in done.stdout
     assert "- replyContains: 'valet parking' is not in the agent's replies" in done.stdout
-    suite_element = ElementTree.parse(report).getroot()
+    suite_element = ElementTree.parse(report).getroot()  # noqa: S314 - the report this test had written
     assert suite_element.tag == "testsuite"
     counts = {key: suite_element.get(key) for key in ("tests", "failures", "errors", "skipped")}
     assert counts == {"tests": str(len(tests)), "failures": "2", "errors": "2", "skipped": "1"}
@@ -488,7 +499,9 @@ def test_agenttest_writes_junit_and_exits_1_on_a_failing_test(owner, olive, tmp_
     error = cases["an unmocked tool"].find("error")
     assert error is not None and "unmocked tool check_order_status" in error.get("message", "")
     assert cases["criteria only"].find("skipped") is not None
-    assert list(cases["opening hours from the knowledge"]) == [cases["opening hours from the knowledge"].find("system-out")]
+    assert list(cases["opening hours from the knowledge"]) == [
+        cases["opening hours from the knowledge"].find("system-out")
+    ]
     assert TestRun.objects.get().status == "completed"
     assert not Call.objects.exists()
 
