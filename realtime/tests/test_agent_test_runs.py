@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -17,6 +18,8 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+from celery.contrib.testing.worker import start_worker
+from celery.signals import task_postrun
 from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.db import connection
@@ -28,6 +31,7 @@ from realtime.models import AgentTest, TestRun
 from testing.chat_server import ChatServer, Text
 from testing.daphne import database_url
 from testing.factories import AgentToolFactory
+from voiceagent.celery import app
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -510,3 +514,36 @@ def _environment() -> dict[str, str]:
     import os
 
     return {key: value for key, value in os.environ.items() if key not in ("REDIS_URL", "PYTEST_XDIST_WORKER")}
+
+
+def test_a_celery_worker_carries_out_a_queued_run(owner, olive, settings):
+    settings.TEST_RUNS_INLINE = False
+    settings.TEST_RUNS_WORKER = "celery"
+    app.conf.task_always_eager = False
+    tests = suite(olive)
+    done = threading.Event()
+
+    def finished(sender=None, task_id=None, task=None, args=None, **kwargs):
+        if task is not None and task.name == "realtime.run_agent_tests" and str(run_id) in map(str, args or ()):
+            done.set()
+
+    try:
+        created = owner.client.post(
+            f"/public/v1/agents/{olive.pk}/test-runs",
+            {"testIds": [str(tests["a person is asked for"].pk)]},
+            format="json",
+        )
+        assert created.status_code == 202
+        run_id = created.json()["id"]
+        time.sleep(0.5)
+        assert owner.client.get(f"/public/v1/test-runs/{run_id}").json()["status"] == "queued"  # no worker yet
+        task_postrun.connect(finished, weak=False)
+        try:
+            with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+                assert done.wait(timeout=180), "the worker did not run the test run"
+        finally:
+            task_postrun.disconnect(finished)
+    finally:
+        app.conf.task_always_eager = True
+    body = owner.client.get(f"/public/v1/test-runs/{run_id}").json()
+    assert (body["status"], body["passed"]) == ("completed", 1)
