@@ -31,6 +31,7 @@ from realtime.models import AgentTest, TestRun
 from testing.chat_server import ChatServer, Text
 from testing.daphne import database_url
 from testing.factories import AgentToolFactory
+from testing.webhooks import LoopbackReceiver, Reply
 from voiceagent.celery import app
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -59,7 +60,15 @@ def inline_runs(settings: Any) -> None:
 
 
 @pytest.fixture
-def olive(owner: Any, make_agent: Any) -> Any:
+def hook(settings: Any) -> Iterator[LoopbackReceiver]:
+    """The agent's server: a test's tools are mocked and must never reach it (unless allowed)."""
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    with LoopbackReceiver(Reply(json={"message": "Order 3561 is out for delivery and arrives today."})) as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def olive(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
     """A webhook agent with one tool, knowledge and a handoff number."""
     agent = make_agent(
         owner.organization,
@@ -71,7 +80,7 @@ def olive(owner: Any, make_agent: Any) -> Any:
         greeting_type="static",
         static_greeting="Thanks for calling.",
         agent_type="webhook",
-        server_url="https://hooks.example.com/voice",
+        server_url=hook.url("/hooks/voice"),
         server_secret="whsec-agent-tests",
         handoff_phone_number=HANDOFF,
     )
@@ -185,7 +194,7 @@ def by_name(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {result["name"]: result for result in run["results"]}
 
 
-def test_a_suite_runs_through_the_real_runtime_with_the_embedded_brain(owner, olive, inline_runs):
+def test_a_suite_runs_through_the_real_runtime_with_the_embedded_brain(owner, olive, hook, inline_runs):
     tests = suite(olive)
     done = run(owner, olive)
     assert done["status"] == "completed", done
@@ -267,7 +276,8 @@ def test_a_suite_runs_through_the_real_runtime_with_the_embedded_brain(owner, ol
         "brain, give the test scripted turns"
     ]
 
-    # A test run is not a customer call: nothing recorded, billed or sent.
+    # A test run is not a customer call: nothing recorded, billed or sent; no tool reached the agent's server.
+    assert hook.requests == []
     assert not Call.objects.exists() and not CallEvent.objects.exists() and not AgentLog.objects.exists()
 
 
@@ -288,6 +298,23 @@ def test_repeats_give_a_pass_rate_per_test_and_a_tag_chooses_the_tests(owner, ol
     assert [r["testId"] for r in done["results"]] == chosen
     assert [r["passRate"] for r in done["results"]] == [0.0, 1.0]
     assert (done["passed"], done["failed"], done["errored"]) == (2, 0, 2)
+
+
+def test_a_test_may_allow_real_tools(owner, olive, hook, inline_runs):
+    real = make_test(
+        olive,
+        "the real order service",
+        turns=[{"user": ORDER}],
+        allow_real_tools=True,
+        expect={"replyContains": ["out for delivery"]},
+    )
+    done = run(owner, olive, testIds=[str(real.pk)])
+    [attempt] = done["results"][0]["attempts"]
+    assert attempt["verdict"] == "pass", attempt
+    assert attempt["toolCalls"][0]["mocked"] is False and attempt["toolCalls"][0]["status"] == "success"
+    [request] = hook.requests
+    assert request.json()["message"]["toolCall"]["arguments"] == {"order_number": "3561"}
+    assert not Call.objects.exists()
 
 
 @pytest.mark.parametrize(
