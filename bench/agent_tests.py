@@ -86,8 +86,9 @@ def main() -> None:
     from accounts.services import organization_create
     from agents.models import Agent, AgentTool
     from knowledge import services as knowledge
+    from realtime.agent_tests.execution import test_run_execute
     from realtime.agent_tests.runner import attempt_run
-    from realtime.agent_tests.runs import test_run_create, test_run_execute
+    from realtime.agent_tests.runs import test_run_create
     from realtime.models import AgentTest, TestRun
 
     settings.KNOWLEDGE_INGEST_INLINE = True

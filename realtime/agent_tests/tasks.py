@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from realtime.agent_tests.runs import test_run_execute
+from realtime.agent_tests.execution import test_run_execute
 
 
 @shared_task(name="realtime.run_agent_tests", acks_late=True)

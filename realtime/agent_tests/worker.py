@@ -22,7 +22,7 @@ import threading
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from realtime.agent_tests.runs import test_run_execute, test_runs_resumable
+from realtime.agent_tests.execution import test_run_execute, test_runs_resumable
 from realtime.agent_tests.tasks import run_agent_tests
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.models import Agent
 from kit.errors import ApiError
-from realtime.agent_tests.runs import test_run_claim, test_run_create, test_run_execute
+from realtime.agent_tests.execution import test_run_claim, test_run_execute
+from realtime.agent_tests.runs import test_run_create
 from realtime.models import TestRun
 
 
