@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from realtime.agent_tests.tasks import run_agent_tests
 from realtime.analysis.tasks import analyze_call
 
-__all__ = ["analyze_call"]
+__all__ = ["analyze_call", "run_agent_tests"]

@@ -17,6 +17,7 @@ class VoiceagentConfig(AppConfig):
         from calls import services as calls_services
         from knowledge import services as knowledge_services
         from realtime import services as realtime_services
+        from realtime.agent_tests import worker as agent_tests_worker
         from realtime.analysis import worker as realtime_analysis
         from telephony import outbound as telephony_outbound
         from voiceagent.checks import check_secrets, check_shared_secret_key
@@ -36,6 +37,7 @@ class VoiceagentConfig(AppConfig):
         maintenance.register_job("resumedAnalyses", lambda: realtime_analysis.analysis_resume())
         maintenance.register_job("purgedRecordings", lambda: calls_services.recording_purge())
         maintenance.register_job("failedOutboundCalls", lambda: telephony_outbound.outbound_close_stuck())
+        maintenance.register_job("resumedTestRuns", lambda: agent_tests_worker.test_runs_resume())
 
 
 class DashboardAdminConfig(AdminConfig):

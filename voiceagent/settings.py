@@ -580,6 +580,25 @@ if KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS < 1:
 KNOWLEDGE_INGEST_WORKERS = max(1, env.int("KNOWLEDGE_INGEST_WORKERS", default=1))
 KNOWLEDGE_INGEST_INLINE = env.bool("KNOWLEDGE_INGEST_INLINE", default=False)
 
+# --- agent test runs (docs/agent-test-runs.md) --------------------------------------------------
+# Where test runs are carried out: "inprocess" (a background thread of the serving process; the embedded
+# default) or "celery" (with REDIS_URL: the task realtime.run_agent_tests on a Celery worker).
+TEST_RUNS_WORKER = env.str(
+    "TEST_RUNS_WORKER", default="celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess"
+)
+if TEST_RUNS_WORKER not in ("inprocess", "celery"):
+    raise ImproperlyConfigured("TEST_RUNS_WORKER must be inprocess or celery")
+# Runs one server process carries out at once (TEST_RUNS_WORKER=inprocess).
+TEST_RUNS_WORKERS = env.int("TEST_RUNS_WORKERS", default=1)
+if TEST_RUNS_WORKERS < 1:
+    raise ImproperlyConfigured("TEST_RUNS_WORKERS must be at least 1")
+# How long a worker holds a run without storing an attempt before another may take it over.
+TEST_RUNS_LEASE_SECONDS = env.int("TEST_RUNS_LEASE_SECONDS", default=600)
+if TEST_RUNS_LEASE_SECONDS < 1:
+    raise ImproperlyConfigured("TEST_RUNS_LEASE_SECONDS must be at least 1")
+# Tests: a run is carried out in the thread that created it, once its transaction committed.
+TEST_RUNS_INLINE = env.bool("TEST_RUNS_INLINE", default=False)
+
 # --- post-call analysis (README: Post-call analysis) --------------------------------------------
 # Where analyses run: "inprocess" (background threads of the serving process; the embedded default) or
 # "celery" (with REDIS_URL: the task realtime.analyze_call on a Celery worker).

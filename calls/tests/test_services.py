@@ -222,4 +222,5 @@ def test_the_maintenance_command_closes_stale_calls_and_purges_logs(agent, capsy
         "resumedAnalyses": 1,
         "purgedRecordings": 0,
         "failedOutboundCalls": 0,
+        "resumedTestRuns": 0,
     }
