@@ -24,7 +24,6 @@ from django.views.decorators.http import require_POST
 from agents.models import Agent
 from kit.errors import ApiError
 from realtime.agent_tests import services
-from realtime.agent_tests.selectors import agent_test_wire
 from realtime.models import AgentTest, TestRun
 
 # The form's JSON parts and their API names (an error on `toolMocks.0.tool` goes on the tool_mocks box).
@@ -36,8 +35,13 @@ JSON_PARTS = {
     "expect": "expect",
     "tags": "tags",
 }
-FIELD_OF = {"name": "name", "kind": "kind", "allowRealTools": "allow_real_tools", "agent": "agent",
-            **{wire: form for form, wire in JSON_PARTS.items()}}
+FIELD_OF = {
+    "name": "name",
+    "kind": "kind",
+    "allowRealTools": "allow_real_tools",
+    "agent": "agent",
+    **{wire: form for form, wire in JSON_PARTS.items()},
+}
 JSON_HELP = {
     "turns": 'What the caller says, in order: [{"user": "Where is my order 42?"}] (conversation tests: may be [] '
     "with a simulated caller).",
@@ -77,12 +81,12 @@ class AgentTestForm(forms.ModelForm):
         return body
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         agent = cleaned.get("agent") if self.instance._state.adding else self.instance.agent
         if agent is None or self.errors:
             return cleaned
         try:
-            self.validated = services.agent_test_clean(agent=agent, body=self.wire_body())
+            services.agent_test_clean(agent=agent, body=self.wire_body())
         except ApiError as error:
             placed = False
             for key, texts in (error.issues or {}).items():
@@ -124,10 +128,12 @@ class AgentTestAdmin(admin.ModelAdmin):
         obj.refresh_from_db()
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        agent_id = request.GET.get("agent__id__exact")
+        agent_id = request.GET.get("agent__id__exact") or ""
         agent = Agent.objects.filter(pk=agent_id).first() if _is_uuid(agent_id) else None
-        extra = {"run_agent": agent, "run_url": reverse("admin:realtime_agenttest_run", args=[agent.pk]) if agent
-                 else None}
+        extra = {
+            "run_agent": agent,
+            "run_url": reverse("admin:realtime_agenttest_run", args=[agent.pk]) if agent else None,
+        }
         return super().changelist_view(request, {**extra, **(extra_context or {})})
 
     def get_urls(self) -> list[Any]:
@@ -154,8 +160,11 @@ class AgentTestAdmin(admin.ModelAdmin):
         by_agent: dict[Any, list[str]] = {}
         for test in queryset.select_related("agent").order_by("created_at", "id"):
             by_agent.setdefault(test.agent, []).append(str(test.pk))
-        runs = [run for agent, ids in by_agent.items() if (run := _start_run(request, self, agent=agent,
-                                                                               test_ids=ids)) is not None]
+        runs = [
+            run
+            for agent, ids in by_agent.items()
+            if (run := _start_run(request, self, agent=agent, test_ids=ids)) is not None
+        ]
         if len(runs) == 1:
             return HttpResponseRedirect(reverse("admin:realtime_testrun_change", args=[runs[0].pk]))
         return None
@@ -191,8 +200,21 @@ class TestRunAdmin(admin.ModelAdmin):
     list_display = ("created_at", "agent", "status", "passed", "failed", "errored", "finished_at")
     list_filter = ("status", ("agent", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("agent",)
-    fields = ("id", "agent", "status", "tag", "repeat", "passed", "failed", "errored", "error", "created_at",
-              "started_at", "finished_at", "verdicts")
+    fields = (
+        "id",
+        "agent",
+        "status",
+        "tag",
+        "repeat",
+        "passed",
+        "failed",
+        "errored",
+        "error",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "verdicts",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,11 +15,11 @@ from kit.fields import parse
 from realtime.agent_tests import schema as _schema  # noqa: F401 - registers the OpenAPI description of test bodies
 from realtime.agent_tests import selectors, services
 from realtime.agent_tests.serializers import (
+    AgentTestDeletedSchema,
     AgentTestListQuery,
     AgentTestPatchSerializer,
     AgentTestSchema,
     AgentTestWriteSerializer,
-    AgentTestDeletedSchema,
 )
 
 TAGS = ["Agent tests"]
@@ -29,7 +31,7 @@ INVALID = OpenApiResponse(
 NOT_FOUND = OpenApiResponse(description="Agent or test not found (or another organization's)")
 
 
-def _body(request: Request) -> dict:  # type: ignore[type-arg]
+def _body(request: Request) -> dict[str, Any]:
     if not isinstance(request.data, dict):
         raise ApiError.invalid("The request body must be a JSON object.")
     return dict(request.data)
@@ -72,6 +74,7 @@ class AgentTestDetailApi(PublicApiView):
         operation_id="getAgentTest",
         tags=TAGS,
         summary="Get an agent test",
+        description="One test of the agent, as stored (the JSON parts in the shapes the API takes).",
         responses={200: AgentTestSchema, 400: INVALID, 404: NOT_FOUND},
     )
     def get(self, request: Request, agent_id: str, test_id: str) -> Response:
@@ -118,7 +121,7 @@ class CallTestCreateApi(PublicApiView):
             404: OpenApiResponse(description="Call not found (or another organization's)"),
         },
         description="Turns a recorded call into a `reply` test of its agent, to pin down a regression found in "
-        'production: its caller turns (the stored transcript, redacted if the agent redacts), its variables, '
+        "production: its caller turns (the stored transcript, redacted if the agent redacts), its variables, "
         "expect.toolCalls from the tools the agent called (name and arguments; tools it no longer offers are "
         'left out) or expect.noToolCalls when it called none; named "From call <date>", tagged `from-call`. '
         "Edit it with PATCH (replyContains, criteria, ...).",

@@ -87,15 +87,19 @@ EXPECT = {
                 "type": "object",
                 "additionalProperties": False,
                 "required": ["name"],
-                "properties": {"name": TOOL_NAME, "argumentsInclude": {**ARGUMENTS_INCLUDE, "type": ["object", "null"]}},
+                "properties": {
+                    "name": TOOL_NAME,
+                    "argumentsInclude": {**ARGUMENTS_INCLUDE, "type": ["object", "null"]},
+                },
             },
             v.MAX_EXPECTED_TOOL_CALLS,
             "Tools that must be called (in this order, others may come between).",
         ),
         "noToolCalls": {"type": "boolean", "description": "No tool may be called."},
         "replyContains": _array(
-            _text(v.MAX_REPLY_CONTAINS_CHARS), v.MAX_REPLY_CONTAINS, "Texts the agent's replies must contain "
-            "(case-insensitive)."
+            _text(v.MAX_REPLY_CONTAINS_CHARS),
+            v.MAX_REPLY_CONTAINS,
+            "Texts the agent's replies must contain (case-insensitive).",
         ),
         "replyMatches": _text(v.MAX_REGEX_CHARS, "A regular expression (Python syntax) the replies must match."),
         "transferred": {"type": "boolean", "description": "Whether the call must be transferred."},
@@ -103,15 +107,17 @@ EXPECT = {
         "criteria": _array(
             _text(v.MAX_CRITERION_CHARS),
             v.MAX_CRITERIA,
-            "Statements judged by the configured model (pass or fail, with a reason); skipped with the "
-            "embedded brain.",
+            "Statements judged by the configured model (pass or fail, with a reason); skipped with the embedded brain.",
         ),
     },
 }
 PROPERTIES: dict[str, Any] = {
     "name": _text(v.MAX_NAME_CHARS),
-    "kind": {"type": "string", "enum": list(AgentTestKind.values), "description": "reply and tool_call: scripted turns; "
-             "conversation: a simulated caller (or scripted turns)."},
+    "kind": {
+        "type": "string",
+        "enum": list(AgentTestKind.values),
+        "description": "reply and tool_call: scripted turns; conversation: a simulated caller (or scripted turns).",
+    },
     "turns": {**_array(TURN, v.MAX_TURNS, "The caller's turns, in order."), "type": ["array", "null"]},
     "caller": CALLER,
     "variables": {
@@ -119,8 +125,14 @@ PROPERTIES: dict[str, Any] = {
         "additionalProperties": {"type": "string"},
         "description": "The call's variables ({{name}} in the prompt and greeting).",
     },
-    "toolMocks": {**_array(TOOL_MOCK, v.MAX_MOCKS, "Mocked tool results. An unmocked tool call is an "
-                           "error verdict naming it, unless allowRealTools."), "type": ["array", "null"]},
+    "toolMocks": {
+        **_array(
+            TOOL_MOCK,
+            v.MAX_MOCKS,
+            "Mocked tool results. An unmocked tool call is an error verdict naming it, unless allowRealTools.",
+        ),
+        "type": ["array", "null"],
+    },
     "expect": EXPECT,
     "tags": {
         **_array({"type": "string", "pattern": v.TAG_PATTERN}, v.MAX_TAGS, "Tags (runs may pick tests by tag)."),

@@ -93,8 +93,10 @@ def agent_test_item(test: AgentTest) -> dict[str, Any]:
 def agent_test_wire(test: AgentTest) -> dict[str, Any]:
     """The stored test as a request body (PATCH merges the body given into it)."""
     item = agent_test_item(test)
-    return {key: item[key] for key in ("name", "kind", "turns", "caller", "variables", "toolMocks", "expect",
-                                       "tags", "allowRealTools")}
+    return {
+        key: item[key]
+        for key in ("name", "kind", "turns", "caller", "variables", "toolMocks", "expect", "tags", "allowRealTools")
+    }
 
 
 def agent_test_runs(*, agent: Agent, limit: int = 50) -> list[TestRun]:
@@ -113,5 +115,7 @@ def call_caller_turns(*, call: Call) -> list[str]:
 def call_tool_calls(*, call: Call) -> list[tuple[str, dict[str, Any]]]:
     """(tool name, arguments) of every tool the agent called in `call`, in order."""
     rows = ToolInvocation.objects.filter(call=call).order_by("created_at", "sequence")
-    return [(name, request if isinstance(request, dict) else {}) for name, request in
-            rows.values_list("tool_name", "request")]
+    return [
+        (name, request if isinstance(request, dict) else {})
+        for name, request in rows.values_list("tool_name", "request")
+    ]

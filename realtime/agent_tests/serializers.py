@@ -28,9 +28,7 @@ class AgentTestSchema(serializers.Serializer):
 
 
 class AgentTestListQuery(serializers.Serializer):
-    tag = serializers.RegexField(
-        r"^[A-Za-z0-9_.:-]{1,64}$", required=False, help_text="Only the tests with this tag."
-    )
+    tag = serializers.RegexField(r"^[A-Za-z0-9_.:-]{1,64}$", required=False, help_text="Only the tests with this tag.")
     limit = serializers.IntegerField(
         required=False, default=50, min_value=1, max_value=500, help_text="How many tests, 1 to 500."
     )

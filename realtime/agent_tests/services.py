@@ -23,9 +23,9 @@ from realtime.agent_tests.selectors import (
 )
 from realtime.agent_tests.validation import (
     FIELDS,
+    MAX_EXPECTED_TOOL_CALLS,
     MAX_TURN_CHARS,
     MAX_TURNS,
-    MAX_EXPECTED_TOOL_CALLS,
     agent_test_body_clean,
 )
 from realtime.models import AgentTest, AgentTestKind
@@ -95,12 +95,13 @@ def agent_test_from_call(*, organization: Organization, call_id: str) -> AgentTe
         for name, arguments in call_tool_calls(call=call)
         if name in offered
     ][:MAX_EXPECTED_TOOL_CALLS]
-    body = {
+    expect: dict[str, Any] = {"toolCalls": tool_calls} if tool_calls else {"noToolCalls": True}
+    body: dict[str, Any] = {
         "name": f"From call {call.started_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC",
         "kind": AgentTestKind.REPLY,
         "turns": [{"user": text} for text in turns],
         "variables": call.variables or {},
-        "expect": {"toolCalls": tool_calls} if tool_calls else {"noToolCalls": True},
+        "expect": expect,
         "tags": ["from-call"],
     }
     return agent_test_create_for(agent=agent, body=body)

@@ -73,9 +73,7 @@ def _object(value: Any, field: str, allowed: tuple[str, ...] | None = None) -> d
     if allowed is not None:
         unknown = [key for key in value if key not in allowed]
         if unknown:
-            raise ApiError.field(
-                field, f"Unknown key {str(unknown[0])[:64]!r}; the keys are {', '.join(allowed)}."
-            )
+            raise ApiError.field(field, f"Unknown key {str(unknown[0])[:64]!r}; the keys are {', '.join(allowed)}.")
     return value
 
 
@@ -201,9 +199,7 @@ def expect_clean(value: Any, offered: list[str]) -> dict[str, Any]:
         try:
             re.compile(pattern)
         except (re.error, RecursionError, OverflowError) as error:
-            raise ApiError.field(
-                "expect.replyMatches", f"Not a valid regular expression: {error}."
-            ) from None
+            raise ApiError.field("expect.replyMatches", f"Not a valid regular expression: {error}.") from None
         cleaned["replyMatches"] = pattern
     if "criteria" in expect:
         cleaned["criteria"] = _texts(expect["criteria"], "expect.criteria", MAX_CRITERIA, MAX_CRITERION_CHARS)
@@ -244,7 +240,7 @@ def agent_test_body_clean(body: dict[str, Any], *, offered: list[str]) -> dict[s
         if caller is not None:
             raise ApiError.field("caller", f"Only conversation tests have a simulated caller (this one is {kind}).")
         if not turns:
-            raise ApiError.field("turns", f"A {kind} test needs at least one turn: [{{\"user\": \"...\"}}].")
+            raise ApiError.field("turns", f'A {kind} test needs at least one turn: [{{"user": "..."}}].')
     return {
         "name": name,
         "kind": kind,

@@ -109,8 +109,9 @@ def test_a_test_is_created_read_listed_changed_and_deleted(owner: Any, agent: Ag
     assert [t["name"] for t in owner.client.get(url(agent), {"limit": 1, "offset": 1}).json()] == ["Greets"]
     assert owner.client.get(url(agent), {"limit": 0}).status_code == 400
 
-    patched = owner.client.patch(url(agent, test["id"]), {"name": "Renamed", "expect": {"noToolCalls": True}},
-                                 format="json")
+    patched = owner.client.patch(
+        url(agent, test["id"]), {"name": "Renamed", "expect": {"noToolCalls": True}}, format="json"
+    )
     assert patched.status_code == 200, patched.json()
     assert patched.json()["name"] == "Renamed" and patched.json()["expect"] == {"noToolCalls": True}
     assert patched.json()["turns"] == FULL["turns"]  # what the body leaves out stays
@@ -121,8 +122,15 @@ def test_a_test_is_created_read_listed_changed_and_deleted(owner: Any, agent: Ag
 
 
 def test_a_conversation_test_has_a_simulated_caller_or_turns(owner: Any, agent: Agent) -> None:
-    response = create(owner, agent, {"name": "Angry caller", "kind": "conversation",
-                                     "caller": {"persona": "An impatient customer", "goal": "Cancel order 42"}})
+    response = create(
+        owner,
+        agent,
+        {
+            "name": "Angry caller",
+            "kind": "conversation",
+            "caller": {"persona": "An impatient customer", "goal": "Cancel order 42"},
+        },
+    )
     assert response.status_code == 201, response.json()
     assert response.json()["caller"] == {"persona": "An impatient customer", "goal": "Cancel order 42", "maxTurns": 10}
     assert response.json()["turns"] == []
@@ -158,28 +166,46 @@ REPLY = {"name": "t", "kind": "reply", "turns": [{"user": "Hello"}]}
         ({**REPLY, "turns": ["hi"]}, "turns.0", "Must be an object"),
         ({**REPLY, "caller": {"persona": "p", "goal": "g"}}, "caller", "Only conversation tests"),
         ({"name": "c", "kind": "conversation"}, "caller", "needs a simulated caller"),
-        ({"name": "c", "kind": "conversation", "caller": {"persona": "p", "goal": "g", "maxTurns": 21}},
-         "caller.maxTurns", "from 1 to 20"),
-        ({"name": "c", "kind": "conversation", "caller": {"persona": "p", "goal": "g", "maxTurns": 0}},
-         "caller.maxTurns", "from 1 to 20"),
+        (
+            {"name": "c", "kind": "conversation", "caller": {"persona": "p", "goal": "g", "maxTurns": 21}},
+            "caller.maxTurns",
+            "from 1 to 20",
+        ),
+        (
+            {"name": "c", "kind": "conversation", "caller": {"persona": "p", "goal": "g", "maxTurns": 0}},
+            "caller.maxTurns",
+            "from 1 to 20",
+        ),
         ({"name": "c", "kind": "conversation", "caller": {"persona": "p"}}, "caller.goal", "Required"),
         ({**REPLY, "variables": {"1bad": "x"}}, "variables", "not a valid variable name"),
         ({**REPLY, "variables": {"name": 3}}, "variables", "must be a string"),
         ({**REPLY, "toolMocks": [{"tool": "lookup_order"}]}, "toolMocks.0", "exactly one of result"),
-        ({**REPLY, "toolMocks": [{"tool": "lookup_order", "result": 1, "error": "x"}]}, "toolMocks.0",
-         "exactly one of result"),
+        (
+            {**REPLY, "toolMocks": [{"tool": "lookup_order", "result": 1, "error": "x"}]},
+            "toolMocks.0",
+            "exactly one of result",
+        ),
         ({**REPLY, "toolMocks": [{"result": 1}]}, "toolMocks.0.tool", "Required"),
-        ({**REPLY, "toolMocks": [{"tool": "lookup_order", "when": {"argumentsInclude": [1]}, "result": 1}]},
-         "toolMocks.0.when.argumentsInclude", "Must be an object"),
-        ({**REPLY, "toolMocks": [{"tool": "lookup_order", "when": {}, "result": 1}]},
-         "toolMocks.0.when.argumentsInclude", "Required"),
+        (
+            {**REPLY, "toolMocks": [{"tool": "lookup_order", "when": {"argumentsInclude": [1]}, "result": 1}]},
+            "toolMocks.0.when.argumentsInclude",
+            "Must be an object",
+        ),
+        (
+            {**REPLY, "toolMocks": [{"tool": "lookup_order", "when": {}, "result": 1}]},
+            "toolMocks.0.when.argumentsInclude",
+            "Required",
+        ),
         ({**REPLY, "toolMocks": [{"tool": "lookup_order", "result": "a\u0000b"}]}, "toolMocks.0.result", "NUL"),
         ({**REPLY, "toolMocks": [{"tool": "lookup_order", "error": ""}]}, "toolMocks.0.error", "blank"),
         ({**REPLY, "expect": {"replyMatches": "(unclosed"}}, "expect.replyMatches", "Not a valid regular expression"),
         ({**REPLY, "expect": {"sounds": "nice"}}, "expect", "Unknown key 'sounds'"),
         ({**REPLY, "expect": {"noToolCalls": "yes"}}, "expect.noToolCalls", "true or false"),
-        ({**REPLY, "expect": {"noToolCalls": True, "toolCalls": [{"name": "end_call"}]}}, "expect.noToolCalls",
-         "Contradicts"),
+        (
+            {**REPLY, "expect": {"noToolCalls": True, "toolCalls": [{"name": "end_call"}]}},
+            "expect.noToolCalls",
+            "Contradicts",
+        ),
         ({**REPLY, "expect": {"replyContains": "shipped"}}, "expect.replyContains", "Must be an array"),
         ({**REPLY, "expect": {"criteria": ["ok", " "]}}, "expect.criteria.1", "blank"),
         ({**REPLY, "expect": {"toolCalls": [{"argumentsInclude": {}}]}}, "expect.toolCalls.0.name", "Required"),
@@ -201,29 +227,34 @@ def test_an_invalid_regex_names_the_regex_error(owner: Any, agent: Agent) -> Non
 
 def test_an_unknown_tool_in_a_mock_or_an_expectation_is_named(owner: Any, agent: Agent) -> None:
     offered = "lookup_order, cancel_order, search_knowledge, transfer_call, end_call"
-    message = refusal(create(owner, agent, {**REPLY, "toolMocks": [{"tool": "refund", "result": {}}]}),
-                      "toolMocks.0.tool")
+    message = refusal(
+        create(owner, agent, {**REPLY, "toolMocks": [{"tool": "refund", "result": {}}]}), "toolMocks.0.tool"
+    )
     assert message == f"unknown tool 'refund': the agent offers {offered}."
     # A disabled custom tool is not offered; an MCP tool is known by the name the model sees.
     refusal(create(owner, agent, {**REPLY, "toolMocks": [{"tool": "disabled_tool", "result": {}}]}), "toolMocks.0.tool")
     refusal(create(owner, agent, {**REPLY, "toolMocks": [{"tool": "cancel.order", "result": {}}]}), "toolMocks.0.tool")
-    message = refusal(create(owner, agent, {**REPLY, "expect": {"toolCalls": [{"name": "send_digits"}]}}),
-                      "expect.toolCalls.0.name")
+    message = refusal(
+        create(owner, agent, {**REPLY, "expect": {"toolCalls": [{"name": "send_digits"}]}}), "expect.toolCalls.0.name"
+    )
     assert "unknown tool 'send_digits'" in message  # phone only: a test session is a web session
 
 
 def test_native_tools_are_offered_as_the_agent_offers_them(owner: Any, make_agent: Any) -> None:
     bare = make_agent(owner.organization, name="Bare", end_call_enabled=False)
-    message = refusal(create(owner, bare, {**REPLY, "toolMocks": [{"tool": "end_call", "result": {}}]}),
-                      "toolMocks.0.tool")
+    message = refusal(
+        create(owner, bare, {**REPLY, "toolMocks": [{"tool": "end_call", "result": {}}]}), "toolMocks.0.tool"
+    )
     assert message == "unknown tool 'end_call': the agent offers no tools."
 
 
 def test_patch_checks_the_changed_test_whole(owner: Any, agent: Agent) -> None:
     test = create(owner, agent, FULL).json()
     refusal(owner.client.patch(url(agent, test["id"]), {"turns": []}, format="json"), "turns")
-    refusal(owner.client.patch(url(agent, test["id"]), {"expect": {"replyMatches": "[a-"}}, format="json"),
-            "expect.replyMatches")
+    refusal(
+        owner.client.patch(url(agent, test["id"]), {"expect": {"replyMatches": "[a-"}}, format="json"),
+        "expect.replyMatches",
+    )
     refusal(owner.client.patch(url(agent, test["id"]), {"name": None}, format="json"), "name")
     assert owner.client.patch(url(agent, test["id"]), [1], format="json").status_code == 400
     assert owner.client.get(url(agent, test["id"])).json() == test  # nothing changed
@@ -275,11 +306,19 @@ def recorded_call(agent: Agent, *, tools: bool = True) -> Call:
     calls.call_message_add(call=call, role="user", content="Where is my order 42?")
     if tools:
         calls.call_tool_invocation_add(
-            call=call, tool_name="lookup_order", request={"order": "42"}, response='{"status": "shipped"}',
-            status="success", duration_ms=80,
+            call=call,
+            tool_name="lookup_order",
+            request={"order": "42"},
+            response='{"status": "shipped"}',
+            status="success",
+            duration_ms=80,
         )
         calls.call_tool_invocation_add(
-            call=call, tool_name="send_digits", request={"digits": "1"}, response="{}", status="success",
+            call=call,
+            tool_name="send_digits",
+            request={"digits": "1"},
+            response="{}",
+            status="success",
             duration_ms=5,
         )
     calls.call_message_add(call=call, role="assistant", content="It has shipped.")
@@ -318,8 +357,13 @@ def test_a_call_without_tool_calls_expects_none(owner: Any, agent: Agent) -> Non
 
 def test_a_call_without_caller_turns_or_agent_is_refused(owner: Any, outsider: Any, agent: Agent) -> None:
     silent = Call.objects.create(
-        organization=agent.organization, agent=agent, agent_name=agent.name, channel="web", from_number="web",
-        to_number="web", started_at=datetime(2026, 11, 20, 14, 5, tzinfo=UTC),
+        organization=agent.organization,
+        agent=agent,
+        agent_name=agent.name,
+        channel="web",
+        from_number="web",
+        to_number="web",
+        started_at=datetime(2026, 11, 20, 14, 5, tzinfo=UTC),
     )
     calls.call_message_add(call=silent, role="assistant", content="Hello?")
     response = owner.client.post(f"/public/v1/calls/{silent.pk}/tests")

@@ -62,13 +62,17 @@ def test_a_test_is_added_and_edited_through_the_services(admin_client: Client, a
 
 
 def test_the_form_refuses_what_the_api_refuses_on_the_field(admin_client: Client, agent: Agent) -> None:
-    page = errors_of(admin_client.post(
-        "/admin/realtime/agenttest/add/", form(agent, tool_mocks=json.dumps([{"tool": "refund", "result": 1}]))
-    ))
+    page = errors_of(
+        admin_client.post(
+            "/admin/realtime/agenttest/add/", form(agent, tool_mocks=json.dumps([{"tool": "refund", "result": 1}]))
+        )
+    )
     assert "toolMocks.0.tool: unknown tool &#x27;refund&#x27;: the agent offers lookup_order, end_call." in page
-    page = errors_of(admin_client.post(
-        "/admin/realtime/agenttest/add/", form(agent, expect=json.dumps({"replyMatches": "ship(ped"}))
-    ))
+    page = errors_of(
+        admin_client.post(
+            "/admin/realtime/agenttest/add/", form(agent, expect=json.dumps({"replyMatches": "ship(ped"}))
+        )
+    )
     assert "expect.replyMatches: Not a valid regular expression: missing ), unterminated subpattern" in page
     page = errors_of(admin_client.post("/admin/realtime/agenttest/add/", form(agent, turns="[]")))
     assert "A tool_call test needs at least one turn" in page
@@ -78,9 +82,12 @@ def test_the_form_refuses_what_the_api_refuses_on_the_field(admin_client: Client
 
     admin_client.post("/admin/realtime/agenttest/add/", form(agent))
     test = AgentTest.objects.get()
-    page = errors_of(admin_client.post(
-        f"/admin/realtime/agenttest/{test.pk}/change/", form(agent, caller=json.dumps({"persona": "p", "goal": "g"}))
-    ))
+    page = errors_of(
+        admin_client.post(
+            f"/admin/realtime/agenttest/{test.pk}/change/",
+            form(agent, caller=json.dumps({"persona": "p", "goal": "g"})),
+        )
+    )
     assert "Only conversation tests have a simulated caller" in page
     test.refresh_from_db()
     assert test.caller is None
@@ -130,21 +137,45 @@ def test_runs_are_listed_with_counts_and_a_run_shows_each_verdict(admin_client: 
                 "kind": "tool_call",
                 "passRate": 0.5,
                 "attempts": [
-                    {"verdict": "pass", "reasons": [], "transcript": [{"role": "user", "text": "Where is 42?"}],
-                     "toolCalls": [{"name": "lookup_order", "arguments": {"order": "42"}}], "latencyMs": [120]},
-                    {"verdict": "fail", "reasons": [{"expectation": "replyContains", "reason": "no 'shipped'"}],
-                     "transcript": [], "toolCalls": [], "latencyMs": []},
+                    {
+                        "verdict": "pass",
+                        "reasons": [],
+                        "transcript": [{"role": "user", "text": "Where is 42?"}],
+                        "toolCalls": [{"name": "lookup_order", "arguments": {"order": "42"}}],
+                        "latencyMs": [120],
+                    },
+                    {
+                        "verdict": "fail",
+                        "reasons": [{"expectation": "replyContains", "reason": "no 'shipped'"}],
+                        "transcript": [],
+                        "toolCalls": [],
+                        "latencyMs": [],
+                    },
                 ],
             },
-            {"testId": "t2", "name": "Transfer", "kind": "reply", "passRate": 0.0,
-             "attempts": [{"verdict": "error", "reasons": ["unmocked tool transfer_call"]}]},
+            {
+                "testId": "t2",
+                "name": "Transfer",
+                "kind": "reply",
+                "passRate": 0.0,
+                "attempts": [{"verdict": "error", "reasons": ["unmocked tool transfer_call"]}],
+            },
         ],
     )
     listing = admin_client.get("/admin/realtime/testrun/").content.decode()
     assert "Ava" in listing and "completed" in listing
     page = admin_client.get(f"/admin/realtime/testrun/{run.pk}/change/").content.decode()
-    for text in ("Order status", "replyContains: no &#x27;shipped&#x27;", "unmocked tool transfer_call", "50%",
-                 "user: Where is 42?", "lookup_order", ">fail<", ">error<", ">pass<"):
+    for text in (
+        "Order status",
+        "replyContains: no &#x27;shipped&#x27;",
+        "unmocked tool transfer_call",
+        "50%",
+        "user: Where is 42?",
+        "lookup_order",
+        ">fail<",
+        ">error<",
+        ">pass<",
+    ):
         assert text in page, text
     assert admin_client.get("/admin/realtime/testrun/add/").status_code == 403  # runs are made by Run / the API
     queued = TestRun.objects.create(organization=agent.organization, agent=agent, test_ids=[])

@@ -58,8 +58,15 @@ def one_of_everything(dashboard_world: DashboardWorld, make_agent: Any) -> None:
         status="completed",
         test_ids=[response.json()["id"]],
         passed=1,
-        results=[{"testId": response.json()["id"], "name": "Order status", "kind": "reply", "passRate": 1.0,
-                  "attempts": [{"verdict": "pass", "reasons": [], "transcript": [], "toolCalls": []}]}],
+        results=[
+            {
+                "testId": response.json()["id"],
+                "name": "Order status",
+                "kind": "reply",
+                "passRate": 1.0,
+                "attempts": [{"verdict": "pass", "reasons": [], "transcript": [], "toolCalls": []}],
+            }
+        ],
     )
 
 
