@@ -41,6 +41,8 @@ def agent_test_clean(*, agent: Agent, body: dict[str, Any]) -> dict[str, Any]:
 def agent_test_create_for(*, agent: Agent, body: dict[str, Any]) -> AgentTest:
     fields = agent_test_clean(agent=agent, body=body)
     with transaction.atomic():
+        # The agent row lock serializes creations of its tests, so the cap holds under concurrent requests.
+        Agent.objects.select_for_update().filter(pk=agent.pk).first()
         if AgentTest.objects.filter(agent=agent).count() >= MAX_TESTS_PER_AGENT:
             raise ApiError.invalid(f"An agent can have at most {MAX_TESTS_PER_AGENT} tests.")
         return AgentTest.objects.create(organization_id=agent.organization_id, agent=agent, **fields)

@@ -93,6 +93,14 @@ def test_the_form_refuses_what_the_api_refuses_on_the_field(admin_client: Client
     assert test.caller is None
 
 
+def test_the_agent_page_links_its_tests_and_runs(admin_client: Client, agent: Agent) -> None:
+    page = admin_client.get(f"/admin/agents/agent/{agent.pk}/change/").content.decode()
+    assert f"/admin/realtime/agenttest/?agent__id__exact={agent.pk}" in page
+    assert f"/admin/realtime/testrun/?agent__id__exact={agent.pk}" in page
+    add = admin_client.get(f"/admin/realtime/agenttest/add/?agent={agent.pk}").content.decode()
+    assert f'<option value="{agent.pk}" selected>' in add  # the agent chosen already
+
+
 def test_an_agents_tests_have_a_run_button_and_link_to_its_runs(admin_client: Client, agent: Agent) -> None:
     admin_client.post("/admin/realtime/agenttest/add/", form(agent))
     page = admin_client.get(f"/admin/realtime/agenttest/?agent__id__exact={agent.pk}").content.decode()
