@@ -157,6 +157,9 @@ class AgentTestAdmin(admin.ModelAdmin):
 
     @admin.action(description="Run the selected tests (one run per agent)")
     def run_selected(self, request: HttpRequest, queryset: QuerySet[AgentTest]) -> HttpResponse | None:
+        if not request.user.has_perm("realtime.add_testrun"):
+            self.message_user(request, "You may not start test runs.", messages.ERROR)
+            return None
         by_agent: dict[Any, list[str]] = {}
         for test in queryset.select_related("agent").order_by("created_at", "id"):
             by_agent.setdefault(test.agent, []).append(str(test.pk))
