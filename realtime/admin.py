@@ -14,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
 
+import realtime.agent_tests.admin  # noqa: F401 - registers the agent test and test run pages
 from agents.models import AgentTool
 from agents.tools.admin import AgentToolAdmin, JsonTextField
 from realtime.models import UsedSessionToken

@@ -39,6 +39,7 @@ from calls import services as calls
 from calls.models import AgentLog, Call, WebhookDelivery, WebhookEndpoint
 from calls.recordings import encode_stereo_ogg, recording_store
 from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
+from realtime.models import AgentTest
 from telephony.models import PhoneNumber
 from telephony.services.numbers import phone_number_assign
 
@@ -76,13 +77,14 @@ IDS: dict[str, list[str]] = {
     "mcp_server_id": _ids("mcp-server", 1),
     "webhook_id": _ids("webhook", 1),
     "delivery_id": _ids("delivery", 1),
+    "test_id": _ids("agent-test", 1),
 }
 
 
 def seed_world() -> Organization:
     """An organization on the Studio plan with the key API_KEY and objects with the IDs of IDS: an active
     webhook agent with everything (tool, document, number, call, logs, MCP selection), an http agent with a
-    tool, a static draft agent, and a free claimed number."""
+    tool, a static draft agent, a free claimed number, and an agent test of the webhook agent."""
     organization, _ = organization_create(name="Schemathesis", plan_code="studio")
     ApiKey.objects.create(
         organization=organization,
@@ -154,6 +156,17 @@ def seed_world() -> Organization:
         started_at=now - timedelta(minutes=3),
     )
     calls.call_message_add(call=call, role="user", content="Where is my order?")
+    AgentTest.objects.create(
+        pk=IDS["test_id"][0],
+        organization=organization,
+        agent=main,
+        name="Order status",
+        kind="tool_call",
+        turns=[{"user": "Where is my order 42?"}],
+        tool_mocks=[{"tool": "lookup_order", "when": None, "result": {"status": "shipped"}}],
+        expect={"toolCalls": [{"name": "lookup_order"}], "replyContains": ["shipped"]},
+        tags=["smoke"],
+    )
     calls.call_tool_invocation_add(
         call=call,
         tool_name="lookup_order",
@@ -236,6 +249,11 @@ STATE_RULES = {
     "PUT /public/v1/agents/{agent_id}/mcp-tools": "the organization's servers and the tools they advertise",
     "PUT /public/v1/agents/{agent_id}": "the agent's custom tools must suit the new agentType and serverUrl",
     "PATCH /public/v1/agents/{agent_id}": "the rules apply to the stored agent merged with the body",
+    # Agent tests (realtime/agent_tests/schema.py names these rules in words): tool names the agent offers, a
+    # PATCH checked on the stored test merged with the body, turns/caller by kind, one of result or error.
+    "POST /public/v1/agents/{agent_id}/tests": "mocked and expected tools must be tools the agent offers; turns "
+    "or caller by kind; one of result or error; a regex that compiles; no NUL in JSON values",
+    "PATCH /public/v1/agents/{agent_id}/tests/{test_id}": "the rules apply to the stored test merged with the body",
 }
 
 # Operations whose body meets rules the schema names in words only, whatever the path.

@@ -236,6 +236,7 @@ SPECTACULAR_SETTINGS = {
         "AudioEncodingEnum": ["pcm16"],
         "EventTypeEnum": "calls.models.EventType",
         "DeliveryStatusEnum": "calls.models.DeliveryStatus",
+        "AgentTestKindEnum": ["reply", "tool_call", "conversation"],  # realtime.models.AgentTestKind
     },
     "TAGS": [
         {"name": "Agents", "description": "Voice agents: prompt, voice, greeting, sounds and phone routing."},
@@ -251,6 +252,10 @@ SPECTACULAR_SETTINGS = {
         },
         {"name": "Realtime", "description": "Short-lived tokens for browser and app voice sessions."},
         {"name": "Call batches", "description": "Campaigns: an agent calls a list of people within a window."},
+        {
+            "name": "Agent tests",
+            "description": "Tests of an agent: scripted or simulated callers, mocked tools, expectations; their runs.",
+        },
     ],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

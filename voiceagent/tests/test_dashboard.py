@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import McpServer, McpServerStatus, McpToolSelection
+from realtime.models import TestRun
 from testing.dashboard import DashboardWorld
 
 pytestmark = pytest.mark.django_db
@@ -44,6 +45,29 @@ def one_of_everything(dashboard_world: DashboardWorld, make_agent: Any) -> None:
         last_synced_at=timezone.now(),
     )
     McpToolSelection.objects.create(agent=agent, server=server, tool_name="cancel_order")
+    # An agent test (through the API) and a finished run of it (runs are made by the runner).
+    response = dashboard_world.api.post(
+        f"/public/v1/agents/{agent.pk}/tests",
+        {"name": "Order status", "kind": "reply", "turns": [{"user": "Where is order 42?"}]},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    TestRun.objects.create(
+        organization=dashboard_world.organization,
+        agent=agent,
+        status="completed",
+        test_ids=[response.json()["id"]],
+        passed=1,
+        results=[
+            {
+                "testId": response.json()["id"],
+                "name": "Order status",
+                "kind": "reply",
+                "passRate": 1.0,
+                "attempts": [{"verdict": "pass", "reasons": [], "transcript": [], "toolCalls": []}],
+            }
+        ],
+    )
 
 
 def _superuser_request(admin_user: Any) -> Any:
