@@ -151,7 +151,7 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
     if (status && status !== "success") {
       const what = status === "timeout" ? "timed out" : "failed";
       const reason = entry.error || shown;
-      toolText(entry.item, "tool talk-failed", `${entry.name} ${what}${reason ? `: ${reason}` : ""}${took}`, whole);
+      toolText(entry.item, "tool talk-failed", `${entry.name} ${what}${took}${reason ? `: ${reason}` : ""}`, whole);
     } else {
       toolText(entry.item, "tool", `${entry.name} finished${took}${shown ? `: ${shown}` : ""}`, whole);
     }
