@@ -368,12 +368,12 @@ navigator.mediaDevices.getUserMedia = (constraints) => {
 def session_requests(page: Any) -> list[Any]:
     """The bodies of the page's session requests (POST .../session), as JSON, as they are made."""
     bodies: list[Any] = []
-    page.on(
-        "request",
-        lambda request: bodies.append(json.loads(request.post_data or "null"))
-        if request.method == "POST" and request.url.endswith("/session")
-        else None,
-    )
+
+    def seen(request: Any) -> None:
+        if request.method == "POST" and request.url.endswith("/session"):
+            bodies.append(json.loads(request.post_data or "null"))
+
+    page.on("request", seen)
     return bodies
 
 
@@ -419,7 +419,7 @@ def test_the_demo_page_sends_a_typed_turn_in_a_voice_session(server, ava, page):
 
 
 def test_staff_start_a_typed_only_conversation_from_the_dashboard_panel(server, ava, page):
-    """"Typed only": a text session (asked for with modality text), no microphone, no audio sent; Enter
+    """The "Typed only" switch: a text session (asked for with modality text), no microphone, no audio; Enter
     and Send both send a typed turn and the change form around the panel is not submitted; the tool
     events (tool.call / tool.result, which part T's server sends) fill the tool lines with arguments,
     results and durations, in whichever order they come."""
@@ -441,7 +441,7 @@ def test_staff_start_a_typed_only_conversation_from_the_dashboard_panel(server, 
     ) == ["text", None, None]
     assert not page.is_visible('#talk-panel [data-role="mic"]')
     assert page.inner_text('#talk-panel [data-role="status"]') == "Live: type a message."
-    assert page.evaluate('document.activeElement.dataset.role') == "text"
+    assert page.evaluate("document.activeElement.dataset.role") == "text"
 
     page.keyboard.type("Do you have a table for four tonight?")
     page.keyboard.press("Enter")

@@ -77,9 +77,7 @@ def test_the_demo_organization_defaults_to_the_one_bootstrapdemo_recorded(
     assert "Ava" in client.get("/demo/").content.decode()
 
 
-def test_the_page_asks_for_the_modality_and_the_tool_events(
-    demo, make_agent, client: Client, monkeypatch: Any
-) -> None:
+def test_the_page_asks_for_the_modality_and_the_tool_events(demo, make_agent, client: Client, monkeypatch: Any) -> None:
     """The demo's endpoint hands the body's modality and events to realtime_session_create (standing in
     here with the parameters of part T's service); a body that is not a JSON object is a 400."""
     from realtime import demo as demo_module
