@@ -453,6 +453,17 @@ def test_staff_start_a_typed_only_conversation_from_the_dashboard_panel(server, 
         "You (typed): Do you have a table for four tonight?",
         "You (typed): At eight, please.",
     ]
+    # The server's `user` transcript of a typed turn confirms its line instead of adding one (delivered
+    # here as the server will send it: part T's server echoes input_text turns).
+    page.evaluate(
+        """() => document.getElementById("talk-panel").talk.client.onMessage(
+          JSON.stringify({type: "transcript", role: "user", text: "Do you have a table for four tonight?"}))"""
+    )
+    assert typed_lines(page) == [
+        {"kind": "talk-user talk-typed", "text": "You (typed): Do you have a table for four tonight?"},
+        {"kind": "talk-user talk-typed talk-pending", "text": "You (typed): At eight, please."},
+    ]
+    assert not [line for line in log_lines(page) if line["kind"] == "talk-user"]
 
     # The tool lines: each call's arguments join its "started" line, its result and duration its
     # "finished" line (a failed one keeps its reason), whatever the order of the messages.

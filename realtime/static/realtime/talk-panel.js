@@ -20,6 +20,11 @@ const TEXT_LABELS = {
 };
 const SHOWN_CHARS = 160; // a tool's arguments or result beyond this are cut in the log (whole in its title)
 
+/** A text as compared with its transcript: spacing does not count. */
+function sameWords(text) {
+  return text.trim().replace(/\s+/g, " ");
+}
+
 /** A tool's arguments or result as one short line of text, and the whole of it. */
 function brief(value) {
   let whole;
@@ -186,7 +191,8 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
 
   function userTranscript(text) {
     // A typed turn coming back: its line, shown when it was sent, is confirmed rather than repeated.
-    const typed = pendingTyped.find((pending) => pending.text === text.trim());
+    const words = sameWords(text);
+    const typed = pendingTyped.find((pending) => sameWords(pending.text) === words);
     if (typed) {
       typed.item.classList.remove("talk-pending");
       pendingTyped = pendingTyped.filter((pending) => pending !== typed);
