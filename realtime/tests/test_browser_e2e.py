@@ -414,6 +414,7 @@ def test_the_demo_page_sends_a_typed_turn_in_a_voice_session(server, ava, page):
     assert [m for m in sent if m["type"] == "input_text"] == [{"type": "input_text", "text": question}]
     assert any(m["type"] == "input_audio" for m in sent)  # the microphone goes on as before
     screenshot(page, "demo-typed-turn")
+    assert page.evaluate("window.__cspViolations") == []
     stop_call(page)
     assert sent[-1] == {"type": "stop"}
 
@@ -502,6 +503,7 @@ def test_staff_start_a_typed_only_conversation_from_the_dashboard_panel(server, 
         ("tool.result", "c2"),
     ]
     screenshot(page, "dashboard-typed-only")
+    assert page.evaluate("window.__cspViolations") == []
     stop_call(page)
     assert page.evaluate("window.__microphones") == 0
     assert not [m for m in sent if m["type"] == "input_audio"]
