@@ -8,9 +8,11 @@ DATABASE_URL); anyone who reaches the page can talk to the demo organization's a
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -44,6 +46,27 @@ def session_error_response(request: HttpRequest, error: ApiError) -> JsonRespons
     return response
 
 
+# What a page's session request may ask for, passed on to realtime_session_create as the public API's
+# POST /agents/{id}/realtime-sessions does (which checks them: a 400 naming what is wrong).
+SESSION_OPTIONS = ("modality", "events")
+
+
+def session_options(request: HttpRequest) -> dict[str, Any]:
+    """The session request's JSON body: `{"modality": "audio"|"text", "events": ["tool"]}` (both optional;
+    a request without a JSON body asks for the defaults). ApiError 400 when it is not a JSON object."""
+    if request.content_type != "application/json":
+        return {}
+    try:
+        body = json.loads(request.body)
+    except ValueError:
+        raise ApiError.invalid("The session request must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise ApiError.invalid("The session request must be a JSON object")
+    accepted = inspect.signature(realtime_session_create).parameters
+    # Until the service takes an option, it is left out (the session has the default) rather than refused.
+    return {name: body[name] for name in SESSION_OPTIONS if name in body and name in accepted}
+
+
 def demo_organization_get() -> Organization | None:
     """The organization the demo talks as: DEMO_ORGANIZATION_ID, else the one `manage.py bootstrapdemo`
     recorded in var/demo.json; None when neither names an existing organization."""
@@ -75,12 +98,14 @@ def demo_page(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def demo_session(request: HttpRequest, agent_id: uuid.UUID) -> JsonResponse:
-    """Opens a realtime session for one of the demo organization's agents; answers only its websocketUrl."""
+    """Opens a realtime session for one of the demo organization's agents; answers only its websocketUrl.
+    The body may ask for a modality and events (session_options)."""
     organization = _demo_organization()
     if organization is None:
         return JsonResponse({"error": "No demo organization: run manage.py bootstrapdemo"}, status=404)
     try:
-        session = realtime_session_create(organization=organization, agent_id=str(agent_id))
+        options = session_options(request)
+        session = realtime_session_create(organization=organization, agent_id=str(agent_id), **options)
     except ApiError as error:
         return session_error_response(request, error)
     return JsonResponse({"websocketUrl": session.websocket_url})

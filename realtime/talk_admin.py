@@ -16,13 +16,14 @@ from django.views.decorators.http import require_POST
 
 from agents.models import Agent
 from kit.errors import ApiError
-from realtime.demo import session_error_response
+from realtime.demo import session_error_response, session_options
 from realtime.services import realtime_session_create
 
 
 @require_POST
 def talk_session(request: HttpRequest, object_id: str) -> HttpResponse:
-    """A realtime session for the agent, for staff who may view it; answers only its websocketUrl."""
+    """A realtime session for the agent, for staff who may view it; answers only its websocketUrl. The body
+    may ask for a modality and events (`{"modality": "text", "events": ["tool"]}`, realtime.demo.session_options)."""
     model_admin = admin.site.get_model_admin(Agent)
     agent = model_admin.get_object(request, object_id)
     if agent is None:
@@ -30,7 +31,8 @@ def talk_session(request: HttpRequest, object_id: str) -> HttpResponse:
     if not model_admin.has_view_permission(request, agent):
         return JsonResponse({"error": "You may not view this agent"}, status=403)
     try:
-        session = realtime_session_create(organization=agent.organization, agent_id=str(agent.pk))
+        options = session_options(request)
+        session = realtime_session_create(organization=agent.organization, agent_id=str(agent.pk), **options)
     except ApiError as error:
         return session_error_response(request, error)
     return JsonResponse({"websocketUrl": session.websocket_url})

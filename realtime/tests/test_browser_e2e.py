@@ -352,3 +352,163 @@ def test_the_dashboard_panel_shows_a_speech_to_speech_agent_s_words_as_it_speaks
     ]
     screenshot(page, "dashboard-s2s-failed-tool")
     stop_call(page)
+
+
+# Counts the page's microphone requests in window.__microphones (an init script).
+COUNT_MICROPHONES = """
+window.__microphones = 0;
+const getUserMedia = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
+navigator.mediaDevices.getUserMedia = (constraints) => {
+  window.__microphones += 1;
+  return getUserMedia(constraints);
+};
+"""
+
+
+def session_requests(page: Any) -> list[Any]:
+    """The bodies of the page's session requests (POST .../session), as JSON, as they are made."""
+    bodies: list[Any] = []
+
+    def seen(request: Any) -> None:
+        if request.method == "POST" and request.url.endswith("/session"):
+            bodies.append(json.loads(request.post_data or "null"))
+
+    page.on("request", seen)
+    return bodies
+
+
+def frames_sent(page: Any) -> list[dict[str, Any]]:
+    """What the page sends on its sockets, as JSON messages."""
+    sent: list[dict[str, Any]] = []
+    page.on("websocket", lambda socket: socket.on("framesent", lambda payload: sent.append(json.loads(payload))))
+    return sent
+
+
+def typed_lines(page: Any) -> list[dict[str, str]]:
+    return [line for line in log_lines(page) if "talk-typed" in line["kind"]]
+
+
+def test_the_demo_page_sends_a_typed_turn_in_a_voice_session(server, ava, page):
+    """The text box takes a typed turn during a voice conversation: it goes out as input_text beside the
+    microphone's audio and shows in the log at once, as a pending line that the server's `user`
+    transcript of the same words confirms (part T's server side: see the report of issue 22, part D)."""
+    bodies = session_requests(page)
+    sent = frames_sent(page)
+    page.goto(f"{server.http_url}/demo/")
+    text_box = page.locator('#talk-panel [data-role="text"]')
+    assert text_box.is_visible() and text_box.is_disabled()  # until the conversation is live
+    assert page.is_disabled('#talk-panel [data-role="send"]')
+    page.click('#talk-panel [data-role="toggle"]')
+    wait_until(page, 'document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
+    assert bodies == [{"modality": "audio", "events": ["tool"]}]
+    assert text_box.is_enabled() and page.is_disabled('#talk-panel [data-role="typed-only"]')
+
+    question = "What time do you open tomorrow?"
+    text_box.fill(f"  {question} ")
+    text_box.press("Enter")
+    wait_until(page, 'document.getElementById("talk-panel").talk.typed.length === 1', timeout=5_000)
+    assert typed_lines(page) == [{"kind": "talk-user talk-typed talk-pending", "text": f"You (typed): {question}"}]
+    assert text_box.input_value() == ""
+    wait_until(page, "document.getElementById('talk-panel').talk.client.socket.bufferedAmount === 0", timeout=5_000)
+    page.wait_for_timeout(300)  # the frame event reaches Playwright
+    assert [m for m in sent if m["type"] == "input_text"] == [{"type": "input_text", "text": question}]
+    assert any(m["type"] == "input_audio" for m in sent)  # the microphone goes on as before
+    screenshot(page, "demo-typed-turn")
+    assert page.evaluate("window.__cspViolations") == []
+    stop_call(page)
+    assert sent[-1] == {"type": "stop"}
+
+
+def test_staff_start_a_typed_only_conversation_from_the_dashboard_panel(server, ava, page):
+    """The "Typed only" switch: a text session (asked for with modality text), no microphone, no audio; Enter
+    and Send both send a typed turn and the change form around the panel is not submitted; the tool
+    events (tool.call / tool.result, which part T's server sends) fill the tool lines with arguments,
+    results and durations, in whichever order they come."""
+    page.add_init_script(COUNT_MICROPHONES)
+    bodies = session_requests(page)
+    sent = frames_sent(page)
+    staff_login(page, server, ava)
+    agent_page = page.url
+    page.check('#talk-panel [data-role="typed-only"]')
+    page.click('#talk-panel [data-role="toggle"]')
+    wait_until(page, 'document.getElementById("talk-panel").dataset.state === "live"', timeout=60_000)
+    assert bodies == [{"modality": "text", "events": ["tool"]}]
+    assert page.evaluate("window.__microphones") == 0
+    assert page.evaluate(
+        """() => {
+          const client = document.getElementById("talk-panel").talk.client;
+          return [client.modality, client.context, client.stream];
+        }"""
+    ) == ["text", None, None]
+    assert not page.is_visible('#talk-panel [data-role="mic"]')
+    assert page.inner_text('#talk-panel [data-role="status"]') == "Live: type a message."
+    assert page.evaluate("document.activeElement.dataset.role") == "text"
+
+    page.keyboard.type("Do you have a table for four tonight?")
+    page.keyboard.press("Enter")
+    page.fill('#talk-panel [data-role="text"]', "At eight, please.")
+    page.click('#talk-panel [data-role="send"]')
+    wait_until(page, 'document.getElementById("talk-panel").talk.typed.length === 2', timeout=5_000)
+    assert page.url == agent_page and page.get_attribute("#talk-panel", "data-state") == "live"  # not submitted
+    assert [line["text"] for line in typed_lines(page)] == [
+        "You (typed): Do you have a table for four tonight?",
+        "You (typed): At eight, please.",
+    ]
+    # The server's `user` transcript of a typed turn confirms its line instead of adding one (delivered
+    # here as the server will send it: part T's server echoes input_text turns).
+    page.evaluate(
+        """() => document.getElementById("talk-panel").talk.client.onMessage(
+          JSON.stringify({type: "transcript", role: "user", text: "Do you have a table for four tonight?"}))"""
+    )
+    assert typed_lines(page) == [
+        {"kind": "talk-user talk-typed", "text": "You (typed): Do you have a table for four tonight?"},
+        {"kind": "talk-user talk-typed talk-pending", "text": "You (typed): At eight, please."},
+    ]
+    assert not [line for line in log_lines(page) if line["kind"] == "talk-user"]
+
+    # The tool lines: each call's arguments join its "started" line, its result and duration its
+    # "finished" line (a failed one keeps its reason), whatever the order of the messages.
+    page.evaluate(
+        """() => {
+          const client = document.getElementById("talk-panel").talk.client;
+          const deliver = (message) => client.onMessage(JSON.stringify(message));
+          deliver({type: "tool.started", name: "lookup_order"});
+          deliver({type: "tool.call", id: "c1", name: "lookup_order", arguments: {order_number: "3561"}});
+          deliver({type: "tool.result", id: "c1", name: "lookup_order", result: {status: "shipped"},
+                   durationMs: 42, status: "success"});
+          deliver({type: "tool.finished", name: "lookup_order", status: "success"});
+          deliver({type: "tool.call", id: "c2", name: "check_order_status", arguments: {order_number: "9"}});
+          deliver({type: "tool.started", name: "check_order_status"});
+          deliver({type: "tool.result", id: "c2", name: "check_order_status", result: "HTTP 500",
+                   durationMs: 7, status: "error"});
+          deliver({type: "tool.finished", name: "check_order_status", status: "error",
+                   error: "The tool answered HTTP 500"});
+        }"""
+    )
+    tools = [line for line in log_lines(page) if line["kind"].startswith("talk-tool")]
+    assert tools == [
+        {"kind": "talk-tool", "text": 'Tool lookup_order started with {"order_number":"3561"}'},
+        {"kind": "talk-tool", "text": 'Tool lookup_order finished in 42 ms: {"status":"shipped"}'},
+        {"kind": "talk-tool", "text": 'Tool check_order_status started with {"order_number":"9"}'},
+        {
+            "kind": "talk-tool talk-failed",
+            "text": "Tool check_order_status failed in 7 ms: The tool answered HTTP 500",
+        },
+    ]
+    events = page.evaluate('document.getElementById("talk-panel").talk.toolEvents')
+    assert [(event["type"], event["id"]) for event in events] == [
+        ("tool.call", "c1"),
+        ("tool.result", "c1"),
+        ("tool.call", "c2"),
+        ("tool.result", "c2"),
+    ]
+    screenshot(page, "dashboard-typed-only")
+    assert page.evaluate("window.__cspViolations") == []
+    stop_call(page)
+    assert page.evaluate("window.__microphones") == 0
+    assert not [m for m in sent if m["type"] == "input_audio"]
+    assert [m for m in sent if m["type"] != "input_audio"] == [
+        {"type": "input_text", "text": "Do you have a table for four tonight?"},
+        {"type": "input_text", "text": "At eight, please."},
+        {"type": "stop"},
+    ]

@@ -75,3 +75,26 @@ def test_the_demo_organization_defaults_to_the_one_bootstrapdemo_recorded(
     (tmp_path / "demo.json").write_text(json.dumps({"organizationId": str(owner.organization.pk), "apiKey": "x"}))
     make_agent(owner.organization, name="Ava", status="active")
     assert "Ava" in client.get("/demo/").content.decode()
+
+
+def test_the_page_asks_for_the_modality_and_the_tool_events(demo, make_agent, client: Client, monkeypatch: Any) -> None:
+    """The demo's endpoint hands the body's modality and events to realtime_session_create (standing in
+    here with the parameters of part T's service); a body that is not a JSON object is a 400."""
+    from realtime import demo as demo_module
+    from realtime import services
+
+    ava = make_agent(demo.organization, name="Ava", status="active")
+    seen: list[dict[str, Any]] = []
+
+    def service(*, organization: Any, agent_id: str, modality: str = "audio", events: Any = None) -> Any:
+        seen.append({"modality": modality, "events": events})
+        return services.realtime_session_create(organization=organization, agent_id=agent_id)
+
+    monkeypatch.setattr(demo_module, "realtime_session_create", service)
+    url = f"/demo/agents/{ava.pk}/session"
+    response = client.post(url, {"modality": "text", "events": ["tool"]}, "application/json")
+    assert response.status_code == 200 and list(response.json()) == ["websocketUrl"]
+    assert seen == [{"modality": "text", "events": ["tool"]}]
+    response = client.post(url, "[]", "application/json")
+    assert (response.status_code, response.json()) == (400, {"error": "The session request must be a JSON object"})
+    assert 'data-role="text"' in client.get("/demo/").content.decode()

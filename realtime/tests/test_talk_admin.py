@@ -81,3 +81,50 @@ def test_refusals_carry_the_services_message(admin_client: Client, ava: Any, set
         f"POST {session_url(ava)} answered 500 (server side): {response.json()['error']}"
     ]
     assert admin_client.post("/admin/agents/agent/8b7c2f0e-0000-4000-8000-000000000000/talk/session").status_code == 404
+
+
+@pytest.fixture
+def service_calls(monkeypatch: Any) -> list[dict[str, Any]]:
+    """What the panel's endpoint asks realtime_session_create for, beyond the organization and agent: the
+    service stands in with the modality and events of the public API's session request (part T's)."""
+    from realtime import demo, services, talk_admin
+
+    seen: list[dict[str, Any]] = []
+    real = services.realtime_session_create
+
+    def service(*, organization: Any, agent_id: str, modality: str = "audio", events: Any = None) -> Any:
+        seen.append({"modality": modality, "events": events})
+        return real(organization=organization, agent_id=agent_id)
+
+    monkeypatch.setattr(demo, "realtime_session_create", service)
+    monkeypatch.setattr(talk_admin, "realtime_session_create", service)
+    return seen
+
+
+def test_the_panel_asks_for_the_modality_and_the_tool_events(
+    admin_client: Client, ava: Any, service_calls: list[dict[str, Any]]
+) -> None:
+    typed = admin_client.post(session_url(ava), {"modality": "text", "events": ["tool"]}, "application/json")
+    assert typed.status_code == 200 and list(typed.json()) == ["websocketUrl"]
+    spoken = admin_client.post(session_url(ava), {"modality": "audio", "events": ["tool"]}, "application/json")
+    assert spoken.status_code == 200
+    assert admin_client.post(session_url(ava)).status_code == 200  # no JSON body: the defaults
+    assert service_calls == [
+        {"modality": "text", "events": ["tool"]},
+        {"modality": "audio", "events": ["tool"]},
+        {"modality": "audio", "events": None},
+    ]
+
+
+def test_a_session_request_that_is_not_a_json_object_is_refused(admin_client: Client, ava: Any) -> None:
+    for body in ("[1, 2]", "{not json", '"text"'):
+        response = admin_client.post(session_url(ava), body, "application/json")
+        assert (response.status_code, response.json()) == (400, {"error": "The session request must be a JSON object"})
+
+
+def test_the_panel_has_a_text_box_and_a_typed_only_switch(admin_client: Client, ava: Any) -> None:
+    page = admin_client.get(f"/admin/agents/agent/{ava.pk}/change/").content.decode()
+    assert 'data-role="typed-only"' in page and 'data-role="text"' in page and 'data-role="send"' in page
+    # Inside the agent's change form: no form of its own, and no named field that the form would submit.
+    panel = page[page.index('id="talk-panel"') : page.index("</section>", page.index('id="talk-panel"'))]
+    assert "<form" not in panel and "name=" not in panel.replace('name="csrfmiddlewaretoken"', "")

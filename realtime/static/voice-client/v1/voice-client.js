@@ -7,7 +7,11 @@
 //   client.on("speech", ({ speaking, text }) => ...);   // the agent's words as it speaks them
 //   client.connect(fetch("/my-backend/voice-session").then((r) => r.json()).then((s) => s.websocketUrl));
 //   ...
+//   client.sendText("What are your opening hours?");   // a typed turn (also in an audio session)
 //   client.stop();
+//
+// `new VoiceClient({ modality: "text" })` talks by text only (a session opened with "modality": "text"):
+// no microphone, no audio context, no playback.
 //
 // The page only ever handles the short-lived websocketUrl that its own backend obtained with the API key.
 import { base64ToBytes, bytesToBase64, meterFill, pcm16ToBytes } from "./audio-math.js";
@@ -16,6 +20,8 @@ export { meterFill };
 
 export const VERSION = "1";
 const WORKLET_URL = new URL("./voice-worklet.js", import.meta.url);
+export const MODALITIES = ["audio", "text"];
+export const MAX_TEXT_CHARS = 2000; // the longest input_text the server takes
 const EVENTS = [
   "state",
   "started",
@@ -23,6 +29,8 @@ const EVENTS = [
   "speech",
   "clear",
   "tool",
+  "tool.call",
+  "tool.result",
   "transfer",
   "closed",
   "error",
@@ -42,6 +50,8 @@ const EVENTS = [
  * - `clear` {droppedSamples, queuedSamples, sampleRate}: barge-in; the queued agent audio was dropped
  * - `tool` {name, phase: "started" | "finished", status, error}: `status` ("success", "error",
  *   "timeout") and, for a failure, `error` (the reason in plain words) come with "finished"
+ * - `tool.call` {id, name, arguments}: the agent calls a tool (sessions opened with "events": ["tool"])
+ * - `tool.result` {id, name, result, durationMs, status}: its result (`id` matches the `tool.call`)
  * - `transfer` {phoneNumber}
  * - `closed` {code, reason}
  * - `error` {code, message}: the server's `error` messages, and the client's own ("microphone",
@@ -51,9 +61,15 @@ const EVENTS = [
  * - `queue` {queuedSamples, playing, sampleRate}: the playback queue's length when it changes
  */
 export class VoiceClient {
-  constructor({ frameMs = 20, jitterMs = 80, maxWaitMs = 120 } = {}) {
+  /**
+   * `modality`: "audio" (microphone in, agent audio out, and typed turns with sendText) or "text" (typed
+   * turns only: no microphone, no audio playback; open the session with "modality": "text").
+   */
+  constructor({ frameMs = 20, jitterMs = 80, maxWaitMs = 120, modality = "audio" } = {}) {
     if (frameMs < 20 || frameMs > 40) throw new Error("frameMs must be between 20 and 40");
+    if (!MODALITIES.includes(modality)) throw new Error(`modality must be one of ${MODALITIES.join(", ")}`);
     this.options = { frameMs, jitterMs, maxWaitMs };
+    this.modality = modality;
     this.state = "idle";
     this.callId = null;
     this.handlers = new Map(EVENTS.map((name) => [name, new Set()]));
@@ -104,13 +120,15 @@ export class VoiceClient {
   }
 
   /**
-   * Starts the conversation: microphone, audio graph, socket. `websocketUrl` is the session's URL or a
-   * promise of it; pass the promise when the URL is still being fetched, so that the audio context is
-   * created at once, inside the click that started the call (browsers allow sound only then).
+   * Starts the conversation: microphone, audio graph, socket (in the text modality: the socket only).
+   * `websocketUrl` is the session's URL or a promise of it; pass the promise when the URL is still being
+   * fetched, so that the audio context is created at once, inside the click that started the call
+   * (browsers allow sound only then).
    */
   async connect(websocketUrl) {
     if (this.state !== "idle") throw new Error(`connect() on a client that is ${this.state}`);
     this.setState("connecting");
+    if (this.modality === "text") return this.connectText(websocketUrl);
     try {
       this.context = new AudioContext({ latencyHint: "interactive" });
       const ready = this.context.resume();
@@ -135,6 +153,34 @@ export class VoiceClient {
     } catch (error) {
       if (this.state === "connecting") this.fail(error.code || "audio", error.message || String(error));
     }
+  }
+
+  async connectText(websocketUrl) {
+    let url;
+    try {
+      url = await Promise.resolve(websocketUrl);
+    } catch (error) {
+      if (this.state === "connecting") this.fail(error.code || "socket", error.message || String(error));
+      return;
+    }
+    if (this.state !== "connecting") return; // stop() while the URL was being fetched
+    this.openSocket(url);
+  }
+
+  /**
+   * Sends a typed caller turn (`input_text`): the agent answers it like a spoken one (in an audio session
+   * it interrupts the agent, like a barge-in). True when sent; false when the session is not live (before
+   * `session.started` or after the end). Throws for an empty text or one over MAX_TEXT_CHARS characters.
+   * The caller's turn comes back as a `user` transcript.
+   */
+  sendText(text) {
+    if (typeof text !== "string") throw new TypeError("sendText(text): text must be a string");
+    const trimmed = text.trim();
+    if (!trimmed) throw new Error("sendText(text): the text is empty");
+    if (trimmed.length > MAX_TEXT_CHARS) throw new Error(`sendText(text): at most ${MAX_TEXT_CHARS} characters`);
+    if (this.state !== "live" || !this.socket || this.socket.readyState !== WebSocket.OPEN) return false;
+    this.socket.send(JSON.stringify({ type: "input_text", text: trimmed }));
+    return true;
   }
 
   buildGraph() {
@@ -238,6 +284,22 @@ export class VoiceClient {
           phase: "finished",
           status: message.status || null,
           error: message.error || null,
+        });
+        break;
+      case "tool.call":
+        this.emit("tool.call", {
+          id: message.id ?? null,
+          name: message.name,
+          arguments: message.arguments ?? {},
+        });
+        break;
+      case "tool.result":
+        this.emit("tool.result", {
+          id: message.id ?? null,
+          name: message.name,
+          result: message.result ?? null,
+          durationMs: typeof message.durationMs === "number" ? message.durationMs : null,
+          status: message.status || null,
         });
         break;
       case "transfer":
