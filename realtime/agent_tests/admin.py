@@ -6,7 +6,6 @@ A run is made by realtime.agent_tests.runs.test_run_create (imported where it is
 
 from __future__ import annotations
 
-import importlib
 import json
 import uuid
 from typing import Any
@@ -24,6 +23,7 @@ from django.views.decorators.http import require_POST
 from agents.models import Agent
 from kit.errors import ApiError
 from realtime.agent_tests import services
+from realtime.agent_tests.runs import test_run_create
 from realtime.models import AgentTest, TestRun
 
 # The form's JSON parts and their API names (an error on `toolMocks.0.tool` goes on the tool_mocks box).
@@ -182,8 +182,6 @@ def _is_uuid(value: Any) -> bool:
 
 
 def _start_run(request: HttpRequest, model_admin: admin.ModelAdmin, *, agent: Agent, test_ids: list[str] | None) -> Any:
-    # runs.py makes and queues runs (the API's POST /agents/{id}/test-runs); imported here, when used.
-    test_run_create = importlib.import_module("realtime.agent_tests.runs").test_run_create
     try:
         run = test_run_create(agent=agent, test_ids=test_ids, tag="", repeat=1)
     except ApiError as error:

@@ -22,7 +22,6 @@ says each next line, up to `caller.maxTurns`; with the embedded brain that is an
 from __future__ import annotations
 
 import asyncio
-import inspect
 import re
 import time
 from dataclasses import dataclass, field
@@ -43,7 +42,6 @@ from realtime.models import AgentTest, AgentTestKind
 START_TIMEOUT_SECONDS = 120.0  # the first session of a process loads the speech models
 ANSWER_TIMEOUT_SECONDS = 60.0
 POLL_SECONDS = 0.005
-KEEP_ALIVE = b"\x00\x00" * 320  # 20 ms of silence before each turn: the session's idle watchdog hears a caller
 
 
 class AttemptError(Exception):
@@ -57,11 +55,6 @@ class Conversation:
     transferred: bool = False
     ended: bool = False
     failure: str = ""
-
-
-def _text_modality() -> dict[str, Any]:
-    """open_session's `modality="text"` (no speech synthesis) where the shell has it."""
-    return {"modality": "text"} if "modality" in inspect.signature(open_session).parameters else {}
 
 
 class _Driver:
@@ -83,7 +76,7 @@ class _Driver:
             tools=self.tools,
             variables=self.recorder.variables,
             clock=FastClock(),
-            **_text_modality(),
+            modality="text",
         )
         self.task: asyncio.Task[None] | None = None
         self.conversation = Conversation()
@@ -128,7 +121,6 @@ class _Driver:
         """One caller turn and the agent's answer; False when the session is over."""
         if self.over:
             return False
-        self.session.push_audio(KEEP_ALIVE)
         before = self.session.response
         began = time.monotonic()
         self.conversation.transcript.append({"role": "user", "text": text})

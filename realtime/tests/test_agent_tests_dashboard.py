@@ -114,8 +114,6 @@ def test_an_agents_tests_have_a_run_button_and_link_to_its_runs(admin_client: Cl
 
 
 def test_the_run_button_queues_a_run_of_the_agents_tests(admin_client: Client, agent: Agent) -> None:
-    # realtime/agent_tests/runs.py (test_run_create) is part R2's; until it is merged in, this one is skipped.
-    pytest.importorskip("realtime.agent_tests.runs", reason="runs.py (test_run_create) comes with part R2")
     admin_client.post("/admin/realtime/agenttest/add/", form(agent))
     response = admin_client.post(f"/admin/realtime/agenttest/run/{agent.pk}/")
     run = TestRun.objects.get()
