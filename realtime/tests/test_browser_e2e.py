@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -301,10 +302,11 @@ def test_staff_talk_to_an_agent_from_its_dashboard_page_and_open_the_call_record
     lines = log_lines(page)
     print(json.dumps(lines, indent=1))
     assert lines[0]["text"] == f"Agent: Just so you know, you are speaking with an AI, not a person. {GREETING}"
-    assert [line["text"] for line in lines if line["kind"] == "talk-tool"] == [
-        "Tool transfer_call started",
-        "Tool transfer_call finished",
-    ]
+    # With tool events (the panel asks for them), the lines carry the arguments, the duration and the result.
+    tool_lines = [line["text"] for line in lines if line["kind"] == "talk-tool"]
+    assert len(tool_lines) == 2, tool_lines
+    assert tool_lines[0].startswith("Tool transfer_call started with {")
+    assert re.fullmatch(r"Tool transfer_call finished in \d+ ms: .+", tool_lines[1]), tool_lines[1]
     assert lines[-1]["text"] == f"Transfer to {HANDOFF}"
     assert "close code 1000" in page.inner_text('#talk-panel [data-role="status"]')
     assert page.inner_text('#talk-panel [data-role="toggle"]') == "Start again"
@@ -343,13 +345,12 @@ def test_the_dashboard_panel_shows_a_speech_to_speech_agent_s_words_as_it_speaks
     # The caller's late transcript and the tool's start may come in either order; then the failure
     # with its reason (the agent log's), then the answer's line, which was the live line.
     assert sorted(line["text"] for line in lines[1:3]) == [
-        "Tool check_order_status started",
+        'Tool check_order_status started with {"order_number":"3561"}',
         "You: Where is order 3561?",
     ]
-    assert lines[3:] == [
-        {"kind": "talk-tool talk-failed", "text": "Tool check_order_status failed: The tool answered HTTP 500"},
-        {"kind": "talk-assistant", "text": f"Agent: {sorry}"},
-    ]
+    assert lines[3]["kind"] == "talk-tool talk-failed"
+    assert re.fullmatch(r"Tool check_order_status failed in \d+ ms: The tool answered HTTP 500", lines[3]["text"])
+    assert lines[4:] == [{"kind": "talk-assistant", "text": f"Agent: {sorry}"}]
     screenshot(page, "dashboard-s2s-failed-tool")
     stop_call(page)
 
@@ -407,7 +408,10 @@ def test_the_demo_page_sends_a_typed_turn_in_a_voice_session(server, ava, page):
     text_box.fill(f"  {question} ")
     text_box.press("Enter")
     wait_until(page, 'document.getElementById("talk-panel").talk.typed.length === 1', timeout=5_000)
-    assert typed_lines(page) == [{"kind": "talk-user talk-typed talk-pending", "text": f"You (typed): {question}"}]
+    # Shown at once (pending), then confirmed by the server's transcript of the typed turn.
+    assert [line["text"] for line in typed_lines(page)] == [f"You (typed): {question}"]
+    wait_until(page, "!document.querySelector('#talk-panel .talk-pending')", timeout=30_000)
+    assert typed_lines(page) == [{"kind": "talk-user talk-typed", "text": f"You (typed): {question}"}]
     assert text_box.input_value() == ""
     wait_until(page, "document.getElementById('talk-panel').talk.client.socket.bufferedAmount === 0", timeout=5_000)
     page.wait_for_timeout(300)  # the frame event reaches Playwright
@@ -454,17 +458,19 @@ def test_staff_start_a_typed_only_conversation_from_the_dashboard_panel(server, 
         "You (typed): Do you have a table for four tonight?",
         "You (typed): At eight, please.",
     ]
-    # The server's `user` transcript of a typed turn confirms its line instead of adding one (delivered
-    # here as the server will send it: part T's server echoes input_text turns).
-    page.evaluate(
-        """() => document.getElementById("talk-panel").talk.client.onMessage(
-          JSON.stringify({type: "transcript", role: "user", text: "Do you have a table for four tonight?"}))"""
-    )
+    # The server's `user` transcript of each typed turn confirms its line instead of adding one, and the
+    # agent answers each in text (no audio in a typed session).
+    wait_until(page, "!document.querySelector('#talk-panel .talk-pending')", timeout=30_000)
     assert typed_lines(page) == [
         {"kind": "talk-user talk-typed", "text": "You (typed): Do you have a table for four tonight?"},
-        {"kind": "talk-user talk-typed talk-pending", "text": "You (typed): At eight, please."},
+        {"kind": "talk-user talk-typed", "text": "You (typed): At eight, please."},
     ]
     assert not [line for line in log_lines(page) if line["kind"] == "talk-user"]
+    wait_until(
+        page,
+        "document.querySelectorAll('#talk-panel .talk-assistant').length >= 3",  # the greeting and two answers
+        timeout=30_000,
+    )
 
     # The tool lines: each call's arguments join its "started" line, its result and duration its
     # "finished" line (a failed one keeps its reason), whatever the order of the messages.
