@@ -96,6 +96,9 @@ class BatchListCreateApi(PublicApiView):
             400: INVALID,
             403: OpenApiResponse(description="The plan has no outbound calls (OUTBOUND_NOT_ALLOWED)"),
             404: OpenApiResponse(description="agentId is not one of your agents"),
+            503: OpenApiResponse(
+                description="TELEPHONY_NOT_CONFIGURED: this service has no PUBLIC_BASE_URL or REALTIME_TOKEN_SECRET"
+            ),
             413: OpenApiResponse(description="The CSV file is larger than 10 MB"),
         },
         description="The agent calls every recipient from the number, after `startAt`, inside the `window` (in its "

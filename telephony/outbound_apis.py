@@ -53,6 +53,9 @@ class CallListCreateApi(CallListApi):
             ),
             403: OpenApiResponse(description="OUTBOUND_NOT_ALLOWED: the plan places no outbound calls"),
             404: OpenApiResponse(description="Agent not found"),
+            503: OpenApiResponse(
+                description="TELEPHONY_NOT_CONFIGURED: this service has no PUBLIC_BASE_URL or REALTIME_TOKEN_SECRET"
+            ),
         },
         description="Queues a call from one of the organization's numbers to `to`, talked by the agent: the "
         "answer is the call (`status` `queued`, `direction` `outbound`). It is placed within the plan's "

@@ -132,6 +132,10 @@ def start_test_server(logs: Any, name: str, env: dict[str, str] | None = None, *
         # and a sweep overlapping the flush between two tests could deadlock it on PostgreSQL.
         "CALLS_MAINTENANCE_AT_START": "false",
         "CALLS_MAINTENANCE_SECONDS": "0",
+        # A heartbeat every second for the calls it holds: another server's upkeep sweep on the same test
+        # database (the upkeep tests' expire heartbeats after a few seconds) never takes them for dead.
+        "LIVENESS_HEARTBEAT_SECONDS": "1",
+        "LIVENESS_EXPIRY_SECONDS": "5",
         # Call events are recorded but not sent (a test's receivers see only what it asked for); the call
         # events tests pass EVENTS_WORKER=inprocess.
         "EVENTS_WORKER": "off",

@@ -41,6 +41,7 @@ from calls.recordings import encode_stereo_ogg, recording_store
 from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
 from realtime.models import AgentTest
 from telephony.models import PhoneNumber
+from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign
 
 SCHEMA_PATH = "/public/v1/openapi.json"
@@ -207,6 +208,8 @@ def seed_world() -> Organization:
             content={"message": f"{severity} line"},
             sequence=sequence,
         )
+    # A telephony account: the organization can place outbound calls (POST /calls, call batches).
+    telephony_account_set(organization=organization, account_sid="AC" + "5e" * 16, auth_token="f" * 32)
     return organization
 
 
@@ -254,10 +257,13 @@ STATE_RULES = {
     "POST /public/v1/agents/{agent_id}/tests": "mocked and expected tools must be tools the agent offers; turns "
     "or caller by kind; one of result or error; a regex that compiles; no NUL in JSON values",
     "PATCH /public/v1/agents/{agent_id}/tests/{test_id}": "the rules apply to the stored test merged with the body",
+    "POST /public/v1/agents/{agent_id}/test-runs": "testIds must be tests of this agent; a tag some test has",
 }
 
 # Operations whose body meets rules the schema names in words only, whatever the path.
 BODY_RULES = {
+    "POST /public/v1/calls": "the agent active; a claimed number; a destination that is not blocked, premium-rate "
+    "or shared-cost (libphonenumber)",
     "POST /public/v1/call-batches": "valid numbers (libphonenumber), each once; window end after start, an IANA "
     "zone; the agent active; a claimed number; concurrency within the plan's outbound calls",
 }

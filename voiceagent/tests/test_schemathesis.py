@@ -40,6 +40,7 @@ def world(db: Any, settings: Any, tmp_path: Any) -> Iterator[None]:
     settings.STORAGES = {**settings.STORAGES, "recordings": recordings}
     settings.REALTIME_WS_URL = schema_fuzzing.WS_URL
     settings.REALTIME_TOKEN_SECRET = schema_fuzzing.TOKEN_SECRET
+    settings.PUBLIC_BASE_URL = "https://voice.example.test"  # outbound calls and batches can be placed
     schema_fuzzing.seed_world()
     # As Django's test client does: the WSGI handler must not close the test transaction's connection.
     request_started.disconnect(close_old_connections)
