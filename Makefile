@@ -29,16 +29,23 @@ SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
 # $(call pytest_suite,MARKS): the tests that MARKS selects (a pytest -m expression), in the three runs above.
 # The serial run starts once the Schemathesis run has ended: both run without pytest-xdist, so they share one
 # test database name (and on SQLite one file), and neither may create it under the other. Fails when any run
-# fails (a serial run that selects nothing passes).
+# fails (a serial run that selects nothing passes), and then names what failed once more at the end, where a CI
+# log's tail shows it; the runs print their slowest tests (--durations).
 define pytest_suite
 	@echo 'pytest -n $(TEST_WORKERS) -m "($(1)) and not serial"  &  pytest $(SCHEMA_TESTS);  then pytest -m "($(1)) and serial"'
-	@log=$$(mktemp); \
-	nice -n 19 $(VENV)/bin/pytest -p no:xdist -m "$(1)" $(SCHEMA_TESTS) >$$log 2>&1 & schema=$$!; \
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) -m "($(1)) and not serial" --ignore=$(SCHEMA_TESTS); suite=$$?; \
-	wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log; rm -f $$log; \
-	$(VENV)/bin/pytest -p no:xdist -m "($(1)) and serial" --ignore=$(SCHEMA_TESTS); serial=$$?; \
+	@log=$$(mktemp -d); \
+	nice -n 19 $(VENV)/bin/pytest -p no:xdist -rfE -m "$(1)" $(SCHEMA_TESTS) >$$log/schema 2>&1 & schema=$$!; \
+	{ $(VENV)/bin/pytest -n $(TEST_WORKERS) -rfE --durations=20 -m "($(1)) and not serial" --ignore=$(SCHEMA_TESTS); \
+	  echo $$? >$$log/suite.rc; } 2>&1 | tee $$log/suite; suite=$$(cat $$log/suite.rc); \
+	wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log/schema; \
+	{ $(VENV)/bin/pytest -p no:xdist -rfE --durations=5 -m "($(1)) and serial" --ignore=$(SCHEMA_TESTS); \
+	  echo $$? >$$log/serial.rc; } 2>&1 | tee $$log/serial; serial=$$(cat $$log/serial.rc); \
 	test $$serial = 5 && serial=0; \
-	test $$suite = 0 && test $$serial = 0 && test $$schema = 0
+	if [ $$suite != 0 ] || [ $$serial != 0 ] || [ $$schema != 0 ]; then \
+		echo "=== what failed (suite $$suite, schema $$schema, serial $$serial) ==="; \
+		grep -h -E "^(FAILED|ERROR) " $$log/suite $$log/schema $$log/serial; \
+	fi; \
+	rm -rf $$log; test $$suite = 0 && test $$serial = 0 && test $$schema = 0
 endef
 
 .PHONY: setup run test test-fast lint bench worker clean

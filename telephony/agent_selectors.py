@@ -13,7 +13,7 @@ from agents.models import Agent
 from agents.tools.selectors import tool_count_subquery
 from calls.selectors import calls_today_subquery, success_rate_subquery
 from kit.crypto import decrypt
-from kit.db import IsoUtc, json_value, raw_rows, uuid_text
+from kit.db import IsoUtc, json_column, raw_rows, uuid_text
 from kit.errors import ApiError
 from kit.validation import parse_uuid
 from knowledge.selectors import document_count_subquery
@@ -46,7 +46,7 @@ def _agent_items(*, organization: Organization, agent_id: Any = None) -> list[di
     )
     # Raw rows, not model instances nor Django's converted values: the list is the hot read of the
     # dashboard and of integrations (docs/performance: 1,000 agents).
-    return [agent_item(row) for row in raw_rows(rows)]
+    return [agent_item(row) for row in raw_rows(rows, LIST_COLUMNS)]
 
 
 def agent_list(*, organization: Organization) -> list[dict[str, Any]]:
@@ -101,43 +101,80 @@ LIST_COLUMNS = (
 )
 
 
-def agent_item(row: dict[str, Any]) -> dict[str, Any]:
-    """One list item from a raw row of LIST_COLUMNS (kit.db.raw_rows: values as the driver returns them)."""
-    headers, secret = row["server_headers"], row["server_secret"]
+def agent_item(row: tuple[Any, ...]) -> dict[str, Any]:
+    """One list item from a raw row of LIST_COLUMNS (kit.db.raw_rows: values as the driver returns them;
+    JSON columns are written into the response as they are stored)."""
+    (
+        id_,
+        name,
+        status,
+        agent_type,
+        language,
+        voice_name,
+        server_url,
+        server_headers,
+        server_secret,
+        handoff_phone_number,
+        first_phone_number,
+        tool_count,
+        knowledge_document_count,
+        calls_today,
+        success_rate,
+        updated_at_iso,
+        ai_identity_disclosure_template_id,
+        background_sound,
+        ambient_sound,
+        ambient_sound_volume,
+        ambient_sound_ducking,
+        prompt_type,
+        identity,
+        instructions,
+        greeting_type,
+        static_greeting,
+        created_at_iso,
+        redact_pii,
+        analysis_plan,
+        end_call_enabled,
+        max_duration_seconds,
+        recording_enabled,
+        time_zone,
+        keypad,
+        voicemail,
+    ) = row
     return {
-        "id": uuid_text(row["id"]),
-        "name": row["name"],
-        "status": row["status"],
-        "agentType": row["agent_type"],
-        "language": row["language"],
-        "voiceName": row["voice_name"],
-        "serverUrl": row["server_url"],
-        "serverHeaders": json_value(headers),
-        "serverSecret": None if secret is None else decrypt(secret),
-        "handoffPhoneNumber": row["handoff_phone_number"],
-        "phoneNumber": row["first_phone_number"],
-        "toolCount": row["tool_count"],
-        "knowledgeDocumentCount": row["knowledge_document_count"],
-        "callsToday": row["calls_today"],
-        "successRate": row["success_rate"],
-        "updatedAt": row["updated_at_iso"],
-        "aiIdentityDisclosureTemplateId": row["ai_identity_disclosure_template_id"],
-        "backgroundSound": row["background_sound"],
-        "ambientSound": row["ambient_sound"],
-        "ambientSoundVolume": row["ambient_sound_volume"],
-        "ambientSoundDucking": bool(row["ambient_sound_ducking"]),
-        "promptType": row["prompt_type"],
-        "identity": row["identity"],
-        "instructions": row["instructions"],
-        "greetingType": row["greeting_type"],
-        "staticGreeting": row["static_greeting"],
-        "createdAt": row["created_at_iso"],
-        "redactPii": json_value(row["redact_pii"]),
-        "analysisPlan": json_value(row["analysis_plan"]),
-        "endCallEnabled": bool(row["end_call_enabled"]),
-        "maxDurationSeconds": row["max_duration_seconds"],
-        "recordingEnabled": bool(row["recording_enabled"]),
-        "timeZone": row["time_zone"],
-        "keypad": json_value(row["keypad"]),
-        "voicemail": json_value(row["voicemail"]),
+        "id": uuid_text(id_),
+        "name": name,
+        "status": status,
+        "agentType": agent_type,
+        "language": language,
+        "voiceName": voice_name,
+        "serverUrl": server_url,
+        "serverHeaders": json_column(server_headers),
+        "serverSecret": None if server_secret is None else decrypt(server_secret),
+        "handoffPhoneNumber": handoff_phone_number,
+        "phoneNumber": first_phone_number,
+        "toolCount": tool_count,
+        "knowledgeDocumentCount": knowledge_document_count,
+        "callsToday": calls_today,
+        "successRate": success_rate,
+        "updatedAt": updated_at_iso,
+        "aiIdentityDisclosureTemplateId": ai_identity_disclosure_template_id,
+        "backgroundSound": background_sound,
+        "ambientSound": ambient_sound,
+        "ambientSoundVolume": ambient_sound_volume,
+        "ambientSoundDucking": bool(ambient_sound_ducking),
+        "promptType": prompt_type,
+        "identity": identity,
+        "instructions": instructions,
+        "greetingType": greeting_type,
+        "staticGreeting": static_greeting,
+        "createdAt": created_at_iso,
+        "redactPii": json_column(redact_pii),
+        "analysisPlan": json_column(analysis_plan),
+        "endCallEnabled": bool(end_call_enabled),
+        "maxDurationSeconds": max_duration_seconds,
+        "recordingEnabled": bool(recording_enabled),
+        "timeZone": time_zone,
+        "keypad": json_column(keypad),
+        "voicemail": json_column(voicemail),
     }
