@@ -49,6 +49,33 @@ def pytest_configure() -> None:
     settings.PASSWORD_HASHERS = ["conftest.QuickPasswordHasher"]
 
     _redis_of_this_worker(settings, app)
+    _flush_retried_after_a_deadlock()
+
+
+def _flush_retried_after_a_deadlock() -> None:
+    """A transactional test ends with a flush (one TRUNCATE of every table). On PostgreSQL it can meet
+    a real server of the test's module still writing the end of a call the test has just left (a
+    transaction over several tables): the two take their locks in another order, and PostgreSQL ends
+    one of them with `deadlock detected`. When it ends the flush, the flush (rolled back whole) is run
+    again once the server's transaction is through; a deadlock anywhere else still fails the test."""
+    import time
+
+    from django.db import OperationalError
+    from django.test import TransactionTestCase
+
+    teardown = TransactionTestCase._fixture_teardown  # type: ignore[attr-defined]  # private: not in django-stubs
+
+    def retried(self: TransactionTestCase) -> None:
+        for attempt in range(1, 4):
+            try:
+                teardown(self)
+                return
+            except OperationalError as exc:
+                if "deadlock detected" not in str(exc) or attempt == 3:
+                    raise
+                time.sleep(0.2 * attempt)
+
+    TransactionTestCase._fixture_teardown = retried  # type: ignore[attr-defined]  # private: not in django-stubs
 
 
 class QuickPasswordHasher(PBKDF2PasswordHasher):
