@@ -1,7 +1,7 @@
 """Agent test runs benchmark (not a test): how many test attempts per second one process carries out
 through the real runtime (realtime/agent_tests/runner.py) with the embedded brain, the cost of a test run.
 
-Runs in-process against its own database: a fresh SQLite file var/bench-agent-tests.sqlite3, or the
+Runs in-process against its own database: a fresh SQLite file var/bench-atbench.sqlite3, or the
 PostgreSQL named by DATABASE_URL with `_atbench` appended to the database name (dropped at the end). One
 agent with a webhook tool (mocked), a knowledge document and a handoff number; four tests (a mocked tool,
 a knowledge answer, a transfer, a greeting); one run of them `--repeat` times, after a warm-up attempt
@@ -23,6 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from testing.figures import percentile  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import bench_database, drop_bench_database  # noqa: E402 - after the repository root is put on sys.path
+
 CLINIC = """# Riverside Clinic
 
 ## Opening hours
@@ -31,47 +34,12 @@ The clinic is open from Monday to Friday, from eight in the morning to six in th
 """
 
 
-def prepare_database() -> str | None:
-    url = os.environ.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        import psycopg
-
-        base, _, name = url.rpartition("/")
-        name = f"{name or 'voiceagent'}_atbench"
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
-        os.environ["DATABASE_URL"] = f"{base}/{name}"
-        return f"{base}/postgres|{name}"
-    path = ROOT / "var" / "bench-agent-tests.sqlite3"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    os.environ["DATABASE_URL"] = f"sqlite:///{path}"
-    return None
-
-
-def drop_database(handle: str | None) -> None:
-    if handle:
-        import psycopg
-        from django.db import connections
-
-        connections.close_all()
-        admin_url, name = handle.split("|")
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5, help="attempts per test (1-5)")
     args = parser.parse_args()
 
-    handle = prepare_database()
+    handle = bench_database("atbench", ROOT / "var")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ["TEST_RUNS_INLINE"] = "false"
@@ -164,7 +132,7 @@ def main() -> None:
             f"latency per turn: p50 {statistics.median(latencies):.0f} ms, p95 {percentile(latencies, 95):.0f} ms"
         )
     finally:
-        drop_database(handle)
+        drop_bench_database(handle)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from testing.figures import percentile  # noqa: E402 - after the repository root is put on sys.path
 from testing.servers import free_port  # noqa: E402 - after the repository root is put on sys.path
 from testing.stores import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
 
@@ -114,11 +115,6 @@ def list_query_count() -> int:
     return len(queries) + 1  # + the API key lookup of the request
 
 
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
 async def measure(
     client: httpx.AsyncClient,
     method: str,
@@ -146,7 +142,7 @@ async def measure(
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(conc)))
     elapsed = time.perf_counter() - start
-    return {"p50": statistics.median(latencies), "p95": pct(latencies, 95), "rps": n / elapsed}
+    return {"p50": statistics.median(latencies), "p95": percentile(latencies, 95), "rps": n / elapsed}
 
 
 async def run_http(port: int, key: str, n: int, conc: int, calls: tuple[str, str] | None) -> dict[str, dict]:
@@ -204,7 +200,7 @@ async def saturate_step(
         "clients": clients,
         "rps": len(latencies) / elapsed,
         "p50": statistics.median(latencies),
-        "p99": pct(latencies, 99),
+        "p99": percentile(latencies, 99),
         "requests": len(latencies),
         "errors": errors,
     }

@@ -1,6 +1,6 @@
 """Knowledge benchmark (not a test): ingestion throughput and knowledge.search latency.
 
-Runs in-process against its own database: a fresh SQLite file var/bench-knowledge.sqlite3, or the
+Runs in-process against its own database: a fresh SQLite file var/bench-kbench.sqlite3, or the
 PostgreSQL named by DATABASE_URL with `_kbench` appended to the database name (dropped at the end).
 
 1. Ingestion: a Markdown document of --paragraphs paragraphs goes through the real pipeline
@@ -36,6 +36,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from testing.figures import percentile  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import bench_database, drop_bench_database  # noqa: E402 - after the repository root is put on sys.path
+
 QUERIES = [
     "how long does delivery take to Spain",
     "what does error code E-37 mean",
@@ -46,40 +49,6 @@ QUERIES = [
     "opening hours on Sunday",
     "warranty on the frame and components",
 ]
-
-
-def prepare_database() -> str | None:
-    url = os.environ.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        import psycopg
-
-        base, _, name = url.rpartition("/")
-        name = f"{name or 'voiceagent'}_kbench"
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
-        os.environ["DATABASE_URL"] = f"{base}/{name}"
-        return f"{base}/postgres|{name}"
-    path = ROOT / "var" / "bench-knowledge.sqlite3"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    os.environ["DATABASE_URL"] = f"sqlite:///{path}"
-    return None
-
-
-def drop_database(handle: str | None) -> None:
-    if handle:
-        import psycopg
-        from django.db import connections
-
-        connections.close_all()
-        admin_url, name = handle.split("|")
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(np.array(values), q))
 
 
 def vocabulary(rng: np.random.Generator, size: int = 3000) -> list[str]:
@@ -283,7 +252,7 @@ def main() -> None:
     parser.add_argument("--cold-runs", type=int, default=5)
     args = parser.parse_args()
 
-    handle = prepare_database()
+    handle = bench_database("kbench", ROOT / "var")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     import django
@@ -318,7 +287,7 @@ def main() -> None:
             grow_to(organization, big, size, rng, words)
             bench_search(big, size, args.queries, args.cold_runs)
     finally:
-        drop_database(handle)
+        drop_bench_database(handle)
 
 
 if __name__ == "__main__":

@@ -65,6 +65,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from testing.figures import percentile  # noqa: E402 - after the repository root is put on sys.path
+
 SENTENCES = (
     "I would like to book a table for four people tomorrow evening.",
     "Can I speak to a person please?",
@@ -477,11 +479,6 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
 async def run_round(
     base_urls: list[str],
     api_key: str,
@@ -535,7 +532,7 @@ def report_row(n: int, rounds: list[tuple[list[Result], float, float]]) -> None:
     nan = float("nan")
     print(
         f"{n:>3} {statistics.median(latencies) if latencies else nan:>7.0f} "
-        f"{percentile(latencies, 0.95) if latencies else nan:>7.0f} "
+        f"{percentile(latencies, 95) if latencies else nan:>7.0f} "
         f"{max(latencies) if latencies else nan:>7.0f} {sum(r.underruns for r in results):>9} {len(failures):>6} "
         f"{statistics.median(starts) if starts else nan:>12.0f} "
         f"{cpu_total / len(results):>13.2f} {100 * cpu_total / len(results) / wall_per_round:>13.1f} "
@@ -688,7 +685,7 @@ def main() -> None:
             print(
                 f"webhook tool calls: {len(overheads)} of {len(measured_calls)} sessions; the service's own time "
                 f"around each call p50 {statistics.median(overheads) if overheads else float('nan'):.2f} ms, p95 "
-                f"{percentile(overheads, 0.95) if overheads else float('nan'):.2f} ms, max "
+                f"{percentile(overheads, 95) if overheads else float('nan'):.2f} ms, max "
                 f"{max(overheads) if overheads else float('nan'):.2f} ms"
             )
     finally:

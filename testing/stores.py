@@ -1,9 +1,12 @@
-"""Stores of a test's or bench's own: a throwaway redis-server, a recreated PostgreSQL database."""
+"""Stores of a test's or bench's own: a throwaway redis-server, a recreated PostgreSQL database, a bench's
+own database on either."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 from testing.servers import free_port
@@ -115,3 +118,34 @@ class LocalS3:
     def __exit__(self, *exc: object) -> None:
         if self.server is not None:
             self.server.stop()
+
+
+def bench_database(suffix: str, var: Path) -> str | None:
+    """Point DATABASE_URL at a bench's own, empty database: on PostgreSQL (DATABASE_URL names one) that
+    database with `_<suffix>` appended, recreated; otherwise a fresh SQLite file `bench-<suffix>.sqlite3`
+    in `var`. Returns what drop_bench_database needs (None for SQLite, whose file stays for a look)."""
+    url = os.environ.get("DATABASE_URL", "")
+    if url.startswith("postgres"):
+        base, _, name = url.rpartition("/")
+        own = f"{base}/{name or 'voiceagent'}_{suffix}"
+        recreate_postgres_database(own)
+        os.environ["DATABASE_URL"] = own
+        return own
+    path = var / f"bench-{suffix}.sqlite3"
+    for ending in ("", "-wal", "-shm"):
+        Path(f"{path}{ending}").unlink(missing_ok=True)
+    os.environ["DATABASE_URL"] = f"sqlite:///{path}"
+    return None
+
+
+def drop_bench_database(handle: str | None) -> None:
+    """Drop the PostgreSQL database bench_database made (its connections closed first)."""
+    if handle is None:
+        return
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    base, _, name = handle.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
