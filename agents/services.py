@@ -9,6 +9,7 @@ host is resolved), and refused when every call would be refused.
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -222,10 +223,16 @@ def _check_server_url(data: dict[str, Any]) -> None:
     outbound.validate_destination(data.get("server_url"), field=WIRE_NAMES["server_url"])
 
 
+def _state_of(data: dict[str, Any]) -> dict[str, Any]:
+    """An agent's fields from a POST or PUT body: what it sends, the defaults for the rest (copies:
+    the JSON defaults are dicts, and an agent's value must never be the module's)."""
+    return {**copy.deepcopy(DEFAULTS), **{k: v for k, v in data.items() if k in EDITABLE_FIELDS}}
+
+
 def agent_create(*, organization: Organization, data: dict[str, Any], numbers: AssignNumbers | None = None) -> Agent:
     """POST: a new agent is always a draft, whatever `status` says (it consumes no allowance)."""
     _check_server_url(data)
-    state = {**DEFAULTS, **{k: v for k, v in data.items() if k in EDITABLE_FIELDS}}
+    state = _state_of(data)
     with transaction.atomic():
         return _write(
             organization=organization,
@@ -243,7 +250,7 @@ def agent_replace(
     """PUT: replaces the agent. Omitted fields take their defaults; omitted status and phone
     assignments are kept (they have their own operations)."""
     _check_server_url(data)
-    state = {**DEFAULTS, **{k: v for k, v in data.items() if k in EDITABLE_FIELDS}}
+    state = _state_of(data)
     with transaction.atomic():
         if data.get("status") == AgentStatus.ACTIVE:
             organization = _lock_organization(organization)
