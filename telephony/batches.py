@@ -24,7 +24,6 @@ from datetime import datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-import phonenumbers
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 from django.db.models import F, Q
@@ -36,6 +35,7 @@ from calls.models import OPEN_STATUSES, Call, CallStatus, EndedReason
 from calls.variables import MAX_NAME_LENGTH, MAX_VARIABLES, metadata_clean, variables_clean
 from calls.variables import NAME as VARIABLE_NAME
 from kit.errors import ApiError
+from kit.validation import e164_problem
 from telephony import outbound
 from telephony.models import (
     CallBatch,
@@ -71,20 +71,18 @@ BATCH_STATUS_CONFLICT = "BATCH_STATUS_CONFLICT"
 
 def e164_normalize(value: Any) -> tuple[str | None, str | None]:
     """(the number in E.164, None) or (None, why not). Spaces, dots, dashes and brackets are allowed
-    around the digits; the leading + and country code are required."""
+    around the digits (a spreadsheet's formatting); the leading + and country code are required. The digits
+    then meet the checks of every number the API takes (kit.validation.e164_problem) and of every number
+    an agent calls (the blocklist, premium and shared-cost ranges)."""
     if not isinstance(value, str) or not value.strip():
         return None, "A phone number in E.164 format is required, for example +14155550123."
     text = value.strip()
     if not FORMATTED_NUMBER.match(text):
         return None, f"{text[:40]!r} is not in E.164 format (+ and the country code, for example +14155550123)."
-    try:
-        parsed = phonenumbers.parse(text, None)
-    except phonenumbers.NumberParseException:
-        return None, f"{text[:40]!r} is not a phone number."
-    if not phonenumbers.is_valid_number(parsed):
+    number = "+" + re.sub(r"[^0-9]", "", text)
+    if e164_problem(number):
         return None, f"{text[:40]!r} is not a valid phone number."
-    number = phonenumbers.format_number(parsed, phonenumbers.PhoneNumberFormat.E164)
-    refused = outbound.outbound_number_problem(number)  # the blocklist, premium and shared-cost ranges
+    refused = outbound.outbound_number_problem(number)
     return (None, refused) if refused else (number, None)
 
 
