@@ -102,6 +102,12 @@ def callback(server: DaphneServer, created: CreatedCall, sid: str, status: str) 
         return int(response.status)
 
 
+async def place_call(server: DaphneServer, owner: Any, ava: Any, to: str = CALLEE, **fields: Any) -> tuple[int, Any]:
+    """POST /public/v1/calls: Ava calls `to` from her number; `fields` adds variables, metadata..."""
+    body = {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk), "to": to, **fields}
+    return await sync_to_async(api)(server, owner.api_key, "POST", "/public/v1/calls", body)
+
+
 async def placed(twilio_api: LoopbackReceiver, count: int, timeout: float = 15) -> list[CreatedCall]:
     deadline = time.monotonic() + timeout
     while len(created_calls(twilio_api.requests)) < count:
@@ -126,18 +132,8 @@ async def test_an_outbound_call_rings_is_answered_by_the_agent_and_completes(ser
     twilio_api.requests.clear()
     sid = "CA" + "e1" * 16
     twilio_api.reply(call_created(sid))
-    status, body = await sync_to_async(api)(
-        server,
-        owner.api_key,
-        "POST",
-        "/public/v1/calls",
-        {
-            "agentId": str(ava.pk),
-            "phoneNumberId": str(ava.number.pk),
-            "to": CALLEE,
-            "variables": {"firstName": "Marguerite", "day": "Tuesday"},
-            "metadata": {"crmId": 31},
-        },
+    status, body = await place_call(
+        server, owner, ava, variables={"firstName": "Marguerite", "day": "Tuesday"}, metadata={"crmId": 31}
     )
     assert status == 201 and body["status"] == "queued", body
     assert (body["direction"], body["variables"], body["metadata"]) == (
@@ -181,13 +177,7 @@ async def test_hang_up_ends_a_live_outbound_call_at_the_carrier_and_its_stream(s
     twilio_api.requests.clear()
     sid = "CA" + "e2" * 16
     twilio_api.reply(call_created(sid))
-    _, body = await sync_to_async(api)(
-        server,
-        owner.api_key,
-        "POST",
-        "/public/v1/calls",
-        {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk), "to": CALLEE},
-    )
+    _, body = await place_call(server, owner, ava)
     [created] = await placed(twilio_api, 1)
     async with TwilioStream(created.stream_url, created.token, call_sid=sid) as twilio:
         await twilio.start()
@@ -215,13 +205,7 @@ async def test_extra_calls_wait_queued_and_are_placed_when_a_call_ends(server, o
     twilio_api.reply(call_created(first_sid), call_created(second_sid))
     ids = []
     for to in (CALLEE, "+14155550198"):
-        status, body = await sync_to_async(api)(
-            server,
-            owner.api_key,
-            "POST",
-            "/public/v1/calls",
-            {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk), "to": to},
-        )
+        status, body = await place_call(server, owner, ava, to)
         assert status == 201
         ids.append(body["id"])
     [first] = await placed(twilio_api, 1)
@@ -261,13 +245,7 @@ async def test_a_call_canceled_while_ringing_opens_no_conversation_when_answered
     twilio_api.requests.clear()
     sid = "CA" + "e5" * 16
     twilio_api.reply(call_created(sid))
-    _, body = await sync_to_async(api)(
-        server,
-        owner.api_key,
-        "POST",
-        "/public/v1/calls",
-        {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk), "to": CALLEE},
-    )
+    _, body = await place_call(server, owner, ava)
     [created] = await placed(twilio_api, 1)
     await status_of(body["id"], "ringing")
     status, canceled = await sync_to_async(api)(server, owner.api_key, "POST", f"/public/v1/calls/{body['id']}/hang-up")
