@@ -11,7 +11,6 @@ from django.contrib.auth.models import Permission, User
 from calls import services
 from calls.logging import LogSession, agent_log, flush_agent_logs
 
-
 # What only the transcript and the tool requests hold: never a run of hex digits, which a call's or an
 # organization's UUID may contain by chance.
 CARD_SAID = "4111 1111 1111 1111"
