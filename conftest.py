@@ -56,11 +56,12 @@ def _flush_retried_after_a_deadlock() -> None:
     """A transactional test ends with a flush (one TRUNCATE of every table). On PostgreSQL it can meet
     a real server of the test's module still writing the end of a call the test has just left (a
     transaction over several tables): the two take their locks in another order, and PostgreSQL ends
-    one of them with `deadlock detected`. When it ends the flush, the flush (rolled back whole) is run
-    again once the server's transaction is through; a deadlock anywhere else still fails the test."""
+    one of them with `deadlock detected`. When it ends the flush (which Django's flush command wraps in
+    a CommandError "couldn't be flushed", the database error as its cause), the flush (rolled back
+    whole) is run again once the server's transaction is through; a deadlock anywhere else, or any
+    other flush error, still fails the test."""
     import time
 
-    from django.db import OperationalError
     from django.test import TransactionTestCase
 
     teardown = TransactionTestCase._fixture_teardown  # type: ignore[attr-defined]  # private: not in django-stubs
@@ -70,12 +71,21 @@ def _flush_retried_after_a_deadlock() -> None:
             try:
                 teardown(self)
                 return
-            except OperationalError as exc:
-                if "deadlock detected" not in str(exc) or attempt == 3:
+            except Exception as exc:
+                if not _is_a_deadlock(exc) or attempt == 3:
                     raise
-                time.sleep(0.2 * attempt)
+                time.sleep(0.5 * attempt)
 
     TransactionTestCase._fixture_teardown = retried  # type: ignore[attr-defined]  # private: not in django-stubs
+
+
+def _is_a_deadlock(exc: BaseException | None) -> bool:
+    """Whether PostgreSQL's `deadlock detected` is this error or one of its causes."""
+    while exc is not None:
+        if "deadlock detected" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 class QuickPasswordHasher(PBKDF2PasswordHasher):
