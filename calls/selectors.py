@@ -33,8 +33,7 @@ from accounts.models import Organization
 from agents.models import Agent
 from calls.billing import period_bounds
 from calls.models import AgentLog, AnalysisStatus, Call, CallMessage, CallStatus
-from kit.errors import ApiError
-from kit.validation import parse_uuid
+from kit.db import row_get
 
 # successRate: completed calls / finished (completed + failed) calls started in the last 7 days,
 # as a percentage 0-100; 0 when the agent has no finished call in the window.
@@ -116,24 +115,14 @@ def call_list(*, organization: Organization, agent_id: Any = None, limit: int = 
 
 def call_get(*, organization: Organization, call_id: str) -> Call:
     """The organization's call with its transcript, tool log and model usage (four queries)."""
-    pk = parse_uuid(call_id, "call")
-    call = (
-        Call.objects.filter(pk=pk, organization=organization)
-        .prefetch_related("messages", "tool_invocations", "llm_usage")
-        .first()
-    )
-    if call is None:
-        raise ApiError.not_found("Call not found")
-    return call
+    calls = Call.objects.filter(organization=organization).prefetch_related("messages", "tool_invocations", "llm_usage")
+    return row_get(calls, call_id, what="call", missing="Call not found")
 
 
 def call_with_recording(*, call_id: str) -> Call:
     """A call that has a recording, whatever its organization (a signed recording URL names only the call)."""
-    pk = parse_uuid(call_id, "call")
-    call = Call.objects.filter(pk=pk).exclude(recording_key="").first()
-    if call is None:
-        raise ApiError.not_found("Recording not found", code="RECORDING_NOT_FOUND")
-    return call
+    recorded = Call.objects.exclude(recording_key="")
+    return row_get(recorded, call_id, what="call", missing="Recording not found", code="RECORDING_NOT_FOUND")
 
 
 def agent_log_page(

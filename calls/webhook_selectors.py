@@ -8,8 +8,7 @@ from django.db.models import QuerySet
 
 from accounts.models import Organization
 from calls.models import WebhookDelivery, WebhookEndpoint
-from kit.errors import ApiError
-from kit.validation import parse_uuid
+from kit.db import row_get
 
 
 def webhook_list(*, organization: Organization) -> QuerySet[WebhookEndpoint]:
@@ -17,11 +16,8 @@ def webhook_list(*, organization: Organization) -> QuerySet[WebhookEndpoint]:
 
 
 def webhook_get(*, organization: Organization, webhook_id: str) -> WebhookEndpoint:
-    pk = parse_uuid(webhook_id, "webhook")
-    endpoint = WebhookEndpoint.objects.filter(pk=pk, organization=organization).first()
-    if endpoint is None:
-        raise ApiError.not_found("Webhook not found")
-    return endpoint
+    endpoints = WebhookEndpoint.objects.filter(organization=organization)
+    return row_get(endpoints, webhook_id, what="webhook", missing="Webhook not found")
 
 
 def delivery_page(
@@ -45,8 +41,5 @@ def delivery_page(
 
 
 def delivery_get(*, organization: Organization, delivery_id: str) -> WebhookDelivery:
-    pk = parse_uuid(delivery_id, "delivery")
-    delivery = WebhookDelivery.objects.filter(pk=pk, organization=organization).first()
-    if delivery is None:
-        raise ApiError.not_found("Delivery not found")
-    return delivery
+    deliveries = WebhookDelivery.objects.filter(organization=organization)
+    return row_get(deliveries, delivery_id, what="delivery", missing="Delivery not found")

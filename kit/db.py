@@ -1,15 +1,20 @@
-"""Database expressions shared by list selectors."""
+"""Database expressions shared by list selectors, and the one lookup of a row named by an id in a URL."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 import orjson
 from django.db import connections
-from django.db.models import CharField, Func, QuerySet
+from django.db.models import CharField, Func, Model, QuerySet
+
+from kit.errors import ApiError
+from kit.validation import parse_uuid
+
+M = TypeVar("M", bound=Model)
 
 
 class IsoUtc(Func):
@@ -64,3 +69,13 @@ def json_column(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     return {} if value == "{}" else orjson.loads(value)
+
+
+def row_get(rows: QuerySet[M], row_id: str, *, what: str, missing: str, code: str | None = None) -> M:
+    """The row of `rows` (already scoped to its owner: an organization, an agent) whose id is `row_id`.
+    A non-UUID id is a 400 that names `what`; an id that is not among `rows` (none, or another owner's:
+    the two look the same) is a 404 with the message `missing` (and `code`, else NOT_FOUND)."""
+    row = rows.filter(pk=parse_uuid(row_id, what)).first()
+    if row is None:
+        raise ApiError.not_found(missing, code=code)
+    return row

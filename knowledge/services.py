@@ -22,8 +22,8 @@ from kombu.exceptions import OperationalError
 
 from accounts.models import Organization
 from agents.selectors import agent_get
+from kit.db import row_get
 from kit.errors import ApiError
-from kit.validation import parse_uuid
 from knowledge import ingestion
 from knowledge.extraction import extract_upload, looks_binary, normalize
 from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
@@ -164,11 +164,10 @@ def document_fail_stuck(*, older_than: timedelta | None = None) -> int:
 def document_delete(*, organization: Organization, agent_id: str, document_id: str) -> uuid.UUID:
     """Delete the agent's document and its chunks; another organization's or agent's document is a 404."""
     agent = agent_get(organization=organization, agent_id=agent_id)
-    pk = parse_uuid(document_id, "document")
     with transaction.atomic():
-        document = KnowledgeDocument.objects.select_for_update().filter(pk=pk, agent=agent).first()
-        if document is None:
-            raise ApiError.not_found("Knowledge document not found")
+        documents = KnowledgeDocument.objects.select_for_update().filter(agent=agent)
+        document = row_get(documents, document_id, what="document", missing="Knowledge document not found")
+        pk = document.pk
         document_remove(document=document)
     return pk
 

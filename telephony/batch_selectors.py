@@ -9,8 +9,7 @@ from django.db.models import Count, OuterRef, Subquery, UUIDField
 from accounts.models import Organization
 from calls.models import Call
 from calls.selectors import CALL_SUMMARY_COLUMNS
-from kit.errors import ApiError
-from kit.validation import parse_uuid
+from kit.db import row_get
 from telephony.models import CallBatch, CallBatchRecipient, OutboundCall
 
 COUNT_KEYS = ("pending", "calling", "completed", "voicemail", "noAnswer", "busy", "failed", "canceled")
@@ -39,11 +38,13 @@ def counts_item(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def batch_get(*, organization: Organization, batch_id: str) -> CallBatch:
-    pk = parse_uuid(batch_id, "callBatch")
-    batch = CallBatch.objects.filter(pk=pk, organization=organization).first()
-    if batch is None:
-        raise ApiError.not_found("Call batch not found", code="CALL_BATCH_NOT_FOUND")
-    return batch
+    return row_get(
+        CallBatch.objects.filter(organization=organization),
+        batch_id,
+        what="callBatch",
+        missing="Call batch not found",
+        code="CALL_BATCH_NOT_FOUND",
+    )
 
 
 def batch_counts(*, batch_ids: list[Any]) -> dict[Any, dict[str, int]]:

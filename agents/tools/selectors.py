@@ -9,9 +9,8 @@ from django.db.models.functions import Coalesce
 
 from accounts.models import Organization
 from agents.models import Agent, AgentTool, AgentType, McpServer, McpServerStatus, McpToolSelection
-from kit.errors import ApiError
+from kit.db import row_get
 from kit.fields import iso
-from kit.validation import parse_uuid
 
 
 def tool_count_subquery() -> Expression:
@@ -63,11 +62,7 @@ def enabled_tools_problem(*, agent: Agent, agent_type: str, server_url: str | No
 
 def tool_get(*, agent: Agent, tool_id: str) -> AgentTool:
     """The agent's tool; a non-UUID id is a 400, a tool of another agent a 404."""
-    pk = parse_uuid(tool_id, "tool")
-    tool = AgentTool.objects.filter(pk=pk, agent=agent).first()
-    if tool is None:
-        raise ApiError.not_found("Tool not found")
-    return tool
+    return row_get(AgentTool.objects.filter(agent=agent), tool_id, what="tool", missing="Tool not found")
 
 
 def tool_item(tool: AgentTool) -> dict[str, Any]:

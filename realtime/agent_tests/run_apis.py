@@ -10,7 +10,8 @@ from rest_framework.response import Response
 from agents.selectors import agent_get
 from kit.api import PublicApiView
 from kit.errors import ApiError
-from realtime.agent_tests.runs import MAX_REPEAT, test_run_create, test_run_get, test_run_json
+from realtime.agent_tests.runs import MAX_REPEAT, test_run_create
+from realtime.agent_tests.selectors import test_run_get, test_run_json
 
 
 class TestRunRequestSerializer(serializers.Serializer):

@@ -1,5 +1,5 @@
-"""Test runs: creating one (`test_run_create`, queued once its transaction commits) and reading one
-(`test_run_get`, `test_run_json`). Carrying one out: realtime/agent_tests/execution.py."""
+"""Test runs: creating one (`test_run_create`, queued once its transaction commits). Reading one:
+realtime/agent_tests/selectors.py; carrying one out: realtime/agent_tests/execution.py."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from typing import Any
 
 from django.db import transaction
 
-from accounts.models import Organization
 from agents.models import Agent
 from kit.errors import ApiError
-from kit.fields import iso
 from kit.validation import parse_uuid
 from realtime.agent_tests.worker import test_run_queue
 from realtime.models import AgentTest, TestRun
@@ -57,31 +55,3 @@ def test_run_create(
         run_id = str(run.pk)
         transaction.on_commit(lambda: test_run_queue(run_id))
     return run
-
-
-def test_run_get(*, organization: Organization, run_id: str) -> TestRun:
-    """The organization's run; a non-UUID id is a 400, another organization's run a 404."""
-    pk = parse_uuid(run_id, "test run")
-    run = TestRun.objects.filter(pk=pk, organization=organization).first()
-    if run is None:
-        raise ApiError.not_found("Test run not found")
-    return run
-
-
-def test_run_json(run: TestRun) -> dict[str, Any]:
-    return {
-        "id": str(run.pk),
-        "agentId": str(run.agent_id),
-        "status": run.status,
-        "testIds": [str(value) for value in run.test_ids],
-        "tag": run.tag,
-        "repeat": run.repeat,
-        "passed": run.passed,
-        "failed": run.failed,
-        "errored": run.errored,
-        "error": run.error or None,
-        "results": run.results or [],
-        "createdAt": iso(run.created_at),
-        "startedAt": iso(run.started_at) if run.started_at else None,
-        "finishedAt": iso(run.finished_at) if run.finished_at else None,
-    }

@@ -1,4 +1,4 @@
-"""Reads of agent tests (organization-scoped through the agent) and of the tools an agent offers."""
+"""Reads of agent tests (organization-scoped through the agent), of their runs, and of the tools an agent offers."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from accounts.models import Organization
 from agents.models import Agent
 from calls.models import Call, CallMessage, MessageRole, ToolInvocation
-from kit.errors import ApiError
+from kit.db import row_get
 from kit.fields import iso
-from kit.validation import parse_uuid
 from realtime.models import AgentTest, TestRun
 from realtime.selectors import session_tools_get
 
@@ -51,11 +51,7 @@ def offered_tool_names(*, agent: Agent) -> list[str]:
 
 def agent_test_get(*, agent: Agent, test_id: str) -> AgentTest:
     """The agent's test; a non-UUID id is a 400, a test of another agent (or organization) a 404."""
-    pk = parse_uuid(test_id, "test")
-    test = AgentTest.objects.filter(pk=pk, agent=agent).first()
-    if test is None:
-        raise ApiError.not_found("Test not found")
-    return test
+    return row_get(AgentTest.objects.filter(agent=agent), test_id, what="test", missing="Test not found")
 
 
 def agent_test_list(*, agent: Agent, tag: str | None = None) -> QuerySet[AgentTest]:
@@ -119,3 +115,29 @@ def call_tool_calls(*, call: Call) -> list[tuple[str, dict[str, Any]]]:
         (name, request if isinstance(request, dict) else {})
         for name, request in rows.values_list("tool_name", "request")
     ]
+
+
+def test_run_get(*, organization: Organization, run_id: str) -> TestRun:
+    """The organization's run; a non-UUID id is a 400, another organization's run a 404."""
+    return row_get(
+        TestRun.objects.filter(organization=organization), run_id, what="test run", missing="Test run not found"
+    )
+
+
+def test_run_json(run: TestRun) -> dict[str, Any]:
+    return {
+        "id": str(run.pk),
+        "agentId": str(run.agent_id),
+        "status": run.status,
+        "testIds": [str(value) for value in run.test_ids],
+        "tag": run.tag,
+        "repeat": run.repeat,
+        "passed": run.passed,
+        "failed": run.failed,
+        "errored": run.errored,
+        "error": run.error or None,
+        "results": run.results or [],
+        "createdAt": iso(run.created_at),
+        "startedAt": iso(run.started_at) if run.started_at else None,
+        "finishedAt": iso(run.finished_at) if run.finished_at else None,
+    }
