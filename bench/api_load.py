@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -91,6 +92,26 @@ def seed(n_agents: int) -> str:
         batch_size=500,
     )
     return issued.raw_key
+
+
+def bench_organization(env: dict[str, str], name: str, *, lift_limits: bool = True) -> tuple[Any, str]:
+    """In this process: Django set up on `env` (the bench's own database, bench_database()) and that
+    database migrated; then an organization named `name` on the agency plan, with the rate limits lifted
+    unless `lift_limits` is false. Returns the organization and its API key."""
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from accounts.services import organization_create
+
+    call_command("migrate", verbosity=0)
+    organization, issued = organization_create(name=name, plan_code="agency")
+    if lift_limits:
+        lift_rate_limits()
+    return organization, issued.raw_key
 
 
 def lift_rate_limits() -> None:

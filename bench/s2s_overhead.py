@@ -131,7 +131,7 @@ def line(label: str, values: list[float]) -> str:
     if not values:
         return f"{label}: none"
     return (
-        f"{label}: p50 {statistics.median(values):.2f} ms, p95 {percentile(values, 0.95):.2f} ms, "
+        f"{label}: p50 {statistics.median(values):.2f} ms, p95 {percentile(values, 95):.2f} ms, "
         f"max {max(values):.2f} ms ({len(values)} samples)"
     )
 

@@ -32,7 +32,7 @@ of this machine (one clock for every process).
 Database: a fresh SQLite file under var/, or the PostgreSQL database named by DATABASE_URL with
 `_sessionload` appended (REDIS_URL, if set, is passed to the server). The bench organization is on
 the "agency" plan; per-plan limits on concurrent sessions or API requests, where the plan has them,
-are lifted for the bench's own organization in its own database (bench/api_load.py lift_rate_limits).
+are lifted for the bench's own organization in its own database (bench/api_load.py bench_organization).
 Bounded: everything stops after --deadline-s (300 s) whatever happens.
 
 Usage: .venv/bin/python bench/session_load.py [--sessions 200] [--turns 3] [--ramp-s 40]
@@ -60,7 +60,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.api_load import lift_rate_limits  # noqa: E402 - after the repository root is put on sys.path
+from bench.api_load import bench_organization  # noqa: E402 - after the repository root is put on sys.path
 from bench.voice_latency import cpu_seconds, percentile, with_children  # noqa: E402 - after the repository root is put on sys.path
 from testing.stores import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
 
@@ -104,20 +104,11 @@ def marker(index: int) -> str:
 def seed(env: dict[str, str], agents: int) -> tuple[list[str], str]:
     """Migrate the bench database; an organization on the agency plan with one active agent per caller
     (its instructions carry marker(i): the provider tells which connection is whose by its session.update)."""
-    os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    organization, api_key = bench_organization(env, "Session load bench")
     from django.utils import timezone
 
-    from accounts.services import organization_create
     from agents.models import Agent
 
-    call_command("migrate", verbosity=0)
-    organization, issued = organization_create(name="Session load bench", plan_code="agency")
-    lift_rate_limits()
     now = timezone.now()
     created = Agent.objects.bulk_create(
         [
@@ -144,7 +135,7 @@ def seed(env: dict[str, str], agents: int) -> tuple[list[str], str]:
             .values_list("pk", flat=True)
         ]
     )
-    return ids, issued.raw_key
+    return ids, api_key
 
 
 def call_statuses() -> dict[str, int]:
@@ -637,7 +628,7 @@ def line(label: str, values: list[float]) -> str:
     if not values:
         return f"{label}: none"
     return (
-        f"{label}: p50 {statistics.median(values):.1f} ms, p95 {percentile(values, 0.95):.1f} ms, "
+        f"{label}: p50 {statistics.median(values):.1f} ms, p95 {percentile(values, 95):.1f} ms, "
         f"max {max(values):.1f} ms ({len(values)} samples)"
     )
 

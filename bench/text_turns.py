@@ -20,7 +20,7 @@ CPU over the typing phase (and per turn), and the call records (status and modal
 
 Database: a fresh SQLite file under var/, or the PostgreSQL database named by DATABASE_URL with `_textturns`
 appended; the server runs without REDIS_URL (its own worker indexes the knowledge upload). The bench organization is on the "agency" plan with
-its limits lifted (bench/api_load.py lift_rate_limits). Bounded: everything stops after --deadline-s.
+its limits lifted (bench/api_load.py bench_organization). Bounded: everything stops after --deadline-s.
 
 Usage: .venv/bin/python bench/text_turns.py [--sessions 20] [--turns 20]
 """
@@ -41,7 +41,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.api_load import lift_rate_limits  # noqa: E402 - after the repository root is put on sys.path
+from bench.api_load import bench_organization  # noqa: E402 - after the repository root is put on sys.path
 from bench.voice_latency import cpu_seconds, percentile  # noqa: E402 - after the repository root is put on sys.path
 from testing.stores import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
 
@@ -77,20 +77,11 @@ def bench_env() -> dict[str, str]:
 def seed(env: dict[str, str]) -> tuple[str, str]:
     """Migrate the bench database; an organization on the agency plan with one active agent whose
     knowledge is the clinic's page (indexed here, before the server starts)."""
-    os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    organization, api_key = bench_organization(env, "Text turns bench")
     from django.utils import timezone
 
-    from accounts.services import organization_create
     from agents.models import Agent
 
-    call_command("migrate", verbosity=0)
-    organization, issued = organization_create(name="Text turns bench", plan_code="agency")
-    lift_rate_limits()
     agent = Agent.objects.create(
         organization=organization,
         name="Clara",
@@ -101,7 +92,7 @@ def seed(env: dict[str, str]) -> tuple[str, str]:
         greeting_type="none",
         updated_at=timezone.now(),
     )
-    return str(agent.pk), issued.raw_key
+    return str(agent.pk), api_key
 
 
 def upload_knowledge(http_url: str, api_key: str, agent_id: str) -> None:
@@ -244,7 +235,7 @@ def report(args: argparse.Namespace, typists: list[Typist], failures: list[str],
     if latencies:
         print(
             f"  turn latency (input_text sent -> assistant transcript received): p50 "
-            f"{statistics.median(latencies):.1f} ms, p95 {percentile(latencies, 0.95):.1f} ms, max {max(latencies):.1f} ms"
+            f"{statistics.median(latencies):.1f} ms, p95 {percentile(latencies, 95):.1f} ms, max {max(latencies):.1f} ms"
         )
     print(
         f"server CPU: {cpu:.1f} s over {wall:.1f} s ({100 * cpu / max(wall, 1e-9):.0f} % of one core; "

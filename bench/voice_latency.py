@@ -65,6 +65,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.api_load import bench_organization  # noqa: E402 - after the repository root is put on sys.path
 from testing.figures import percentile  # noqa: E402 - after the repository root is put on sys.path
 
 SENTENCES = (
@@ -218,19 +219,11 @@ def bench_env() -> dict[str, str]:
 def seed(env: dict[str, str], webhook_url: str | None = None) -> tuple[str, str]:
     """Migrate the bench database and create an organization with one active agent (with
     `webhook_url`: a webhook agent with one custom tool delivered there)."""
-    os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    organization, api_key = bench_organization(env, "Voice bench", lift_limits=False)
     from django.utils import timezone
 
-    from accounts.services import organization_create
     from agents.models import Agent, AgentTool
 
-    call_command("migrate", verbosity=0)
-    organization, issued = organization_create(name="Voice bench", plan_code="agency")
     agent = Agent.objects.create(
         organization=organization,
         name=AGENT["name"],
@@ -246,7 +239,7 @@ def seed(env: dict[str, str], webhook_url: str | None = None) -> tuple[str, str]
     )
     if webhook_url:
         AgentTool.objects.create(agent=agent, **TOOL)
-    return str(agent.pk), issued.raw_key
+    return str(agent.pk), api_key
 
 
 def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:

@@ -6,7 +6,6 @@ of every call (status, duration, billed seconds, against the socket's lifetime a
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 import urllib.parse
@@ -17,6 +16,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from bench.api_load import bench_organization  # noqa: E402 - after the repository root is put on sys.path
 
 SECRET = "faults-bench-secret-0123456789abcdef"
 ACCOUNT_SID = "AC" + "9" * 32
@@ -41,19 +42,10 @@ def bench_env(name: str) -> dict[str, str]:
 def setup(env: dict[str, str]) -> Any:
     """Migrate the bench database (in this process, which then reads the calls) and create an
     organization with a telephony account and one number."""
-    os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from accounts.services import organization_create
+    organization, _ = bench_organization(env, "Faults bench", lift_limits=False)
     from telephony.services.accounts import telephony_account_set
     from telephony.services.numbers import phone_number_claim
 
-    call_command("migrate", verbosity=0)
-    organization, _ = organization_create(name="Faults bench", plan_code="agency")
     telephony_account_set(organization=organization, account_sid=ACCOUNT_SID, auth_token=AUTH_TOKEN)
     organization.bench_number = phone_number_claim(organization=organization, number=NUMBER)
     return organization
