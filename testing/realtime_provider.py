@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from aiohttp import WSMsgType, web
+from aiohttp import ClientConnectionResetError, WSMsgType, web
 
 from testing.servers import ScriptedServer
 
@@ -113,9 +113,12 @@ class Connection:
 
     # --- the caller's side, played by the test -------------------------------------------------
     async def send(self, event: dict[str, Any]) -> None:
+        """Send `event` unless the service has gone: a socket it is closing (as a real provider's
+        would) takes nothing more, and a response still streaming then ends quietly."""
         if not self.ws.closed:
             event.setdefault("event_id", f"event_{next(self.server.ids)}")
-            await self.ws.send_str(json.dumps(event))
+            with contextlib.suppress(ClientConnectionResetError):
+                await self.ws.send_str(json.dumps(event))
 
     async def speech_started(self) -> None:
         await self.send({"type": "input_audio_buffer.speech_started", "audio_start_ms": 0, "item_id": "item_user"})

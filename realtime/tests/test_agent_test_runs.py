@@ -120,7 +120,7 @@ MOCK_3561 = {"tool": "check_order_status", "when": {"argumentsInclude": {"order_
 
 
 def suite(agent: Any) -> dict[str, AgentTest]:
-    """Ten tests of Olive: what the embedded brain does, and what it does not."""
+    """Eleven tests of Olive: what the embedded brain does, and what it does not."""
     tests = [
         make_test(
             agent,
