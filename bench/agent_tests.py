@@ -5,7 +5,7 @@ Runs in-process against its own database: a fresh SQLite file var/bench-atbench.
 PostgreSQL named by DATABASE_URL with `_atbench` appended to the database name (dropped at the end). One
 agent with a webhook tool (mocked), a knowledge document and a handoff number; four tests (a mocked tool,
 a knowledge answer, a transfer, a greeting); one run of them `--repeat` times, after a warm-up attempt
-(the first attempt of a process loads the speech models). Prints attempts per second, caller turns per
+(what a process builds once: the brain's indexes; attempts are typed sessions, so no speech model loads). Prints attempts per second, caller turns per
 second, and the p50/p95 of one attempt and of the latency per turn.
 
 Usage: .venv/bin/python bench/agent_tests.py [--repeat 5]
@@ -112,7 +112,7 @@ def main() -> None:
         ]
         started = time.perf_counter()
         attempt_run(AgentTest.objects.select_related("agent").get(pk=tests[0].pk))
-        print(f"warm-up attempt (loads the models): {time.perf_counter() - started:.1f} s")
+        print(f"warm-up attempt: {time.perf_counter() - started:.1f} s")
 
         run = test_run_create(agent=agent, repeat=args.repeat, queue=False)
         started = time.perf_counter()
