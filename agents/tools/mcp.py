@@ -14,18 +14,18 @@ import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 import anyio
 import httpx
 import httpx2
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 from agents.models import McpAuthType
 from kit import outbound
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 TIMEOUT_SECONDS = 15.0
 # A conversation's session: how long aclose() waits for the polite end (DELETE of the session)
@@ -83,6 +83,8 @@ def _describe(exc: BaseException, host: str) -> str:
     """A short, credential-free reason for a failure."""
     leaves = _leaves(exc)
     # The most telling leaf first: a refusal or an HTTP status says more than a closed stream.
+    from mcp.shared.exceptions import MCPError  # loaded by _connected already (see there)
+
     for kind in (outbound.OutboundBlocked, McpFailure, httpx2.HTTPStatusError, MCPError):
         for leaf in leaves:
             if isinstance(leaf, kind):
@@ -162,6 +164,11 @@ async def _connected(connection: Connection, *, timeout_s: float, refused: list[
     """An open client session (initialize handshake done); HTTP error statuses are noted in `refused`.
 
     Enter and exit it in the same task: the SDK's anyio cancel scopes require it."""
+    # The SDK is imported when it is first needed, not with this module: its protocol types take about a
+    # second of CPU to import, which every server process and worker would pay at start for agents that may
+    # never use an MCP server. Imported before anything here can fail, so _describe finds it loaded.
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
 
     async def note_refusal(response: httpx2.Response) -> None:
         # The SDK turns an HTTP error into a generic MCP error; keep the status for the message.
