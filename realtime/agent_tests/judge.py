@@ -11,7 +11,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import openai
 from django.conf import settings
 
 from realtime.engine.brain.openai_chat import PLACEHOLDER_API_KEY, _redact, configuration_problems
@@ -50,6 +49,8 @@ def _ask(system: str, user: str) -> dict[str, Any]:
     if problems:
         raise ModelFailed("; ".join(problems))
     api_key = settings.LLM_API_KEY
+    import openai  # imported on use: realtime/engine/brain/openai_chat.py says why
+
     client = openai.OpenAI(
         base_url=settings.LLM_BASE_URL.rstrip("/"),
         api_key=api_key or PLACEHOLDER_API_KEY,

@@ -20,7 +20,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import jsonschema
-import openai
 from django.conf import settings
 from jsonschema.exceptions import best_match
 
@@ -71,6 +70,8 @@ class OpenAIAnalyst:
         base_url = settings.LLM_BASE_URL.rstrip("/")
         parts = urlsplit(base_url)
         self._server = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+        import openai  # imported on use: realtime/engine/brain/openai_chat.py says why
+
         self._client = openai.OpenAI(
             base_url=base_url,
             api_key=self._api_key or PLACEHOLDER_API_KEY,
@@ -151,6 +152,8 @@ class OpenAIAnalyst:
         }
         if settings.LLM_TEMPERATURE is not None:
             request["temperature"] = settings.LLM_TEMPERATURE
+        import openai  # imported on use: realtime/engine/brain/openai_chat.py says why
+
         try:
             response = self._client.chat.completions.create(**request)
         except openai.APITimeoutError:

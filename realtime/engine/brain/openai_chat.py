@@ -33,19 +33,23 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import openai
 from django.conf import settings
 
 from kit.providers import ProviderError
 from realtime.engine.contracts import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn, Usage
 from realtime.engine.instructions import agent_instructions, language_name
 
+if TYPE_CHECKING:
+    import openai
+
 logger = logging.getLogger(__name__)
 
 PROVIDER = "openai"
+# The openai package is imported where a request is made, not with this module: it takes about half a
+# second of CPU to import, which every process would pay at start whatever LLM_PROVIDER is.
 # The SDK refuses to start without a key; local servers (Ollama, llama.cpp, vLLM) ignore it.
 PLACEHOLDER_API_KEY = "not-needed"
 # Status codes for which repeating the same request cannot help.
@@ -97,6 +101,8 @@ class OpenAIChatBrain:
         self._max_tokens_field = "max_completion_tokens" if parts.hostname == "api.openai.com" else "max_tokens"
         # No SDK retries: its backoff would spend the caller's waiting time; one retry of a failed
         # connection (a pooled connection the server closed) is done here, before anything is said.
+        import openai  # see the note at PROVIDER
+
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=self._api_key or PLACEHOLDER_API_KEY,
@@ -129,6 +135,8 @@ class OpenAIChatBrain:
         return request
 
     async def respond(self, context: BrainContext, history: Sequence[Turn]) -> AsyncIterator[BrainOutput]:
+        import openai  # see the note at PROVIDER
+
         budget = _Budget(self.timeout)
         answer = _Answer(self.model)
         stream: openai.AsyncStream[Any] | None = None
@@ -168,6 +176,8 @@ class OpenAIChatBrain:
                     await stream.close()
 
     async def _open(self, request: dict[str, Any], budget: _Budget) -> openai.AsyncStream[Any]:
+        import openai  # see the note at PROVIDER
+
         for attempt in range(2):
             try:
                 async with budget.waiting():
