@@ -11,6 +11,7 @@ from django.apps import AppConfig
 from django.core import checks
 
 from knowledge.embeddings import session
+from realtime.engine.brain import brain_preload
 from realtime.engine.registry import EngineUnavailable, configuration_problems, pipeline_class
 from realtime.engine.sound import mixer
 
@@ -53,6 +54,10 @@ def preload_in_background() -> threading.Thread | None:
             pipeline.preload()
         except Exception:
             logger.exception("voice engine preload failed; sessions will retry")
+        try:
+            brain_preload()  # the SDK of an OpenAI-compatible brain
+        except Exception:
+            logger.exception("language model preload failed; the first conversation will retry")
         try:
             session()  # the search_knowledge tool's model (exported on the first start of a machine)
         except Exception:

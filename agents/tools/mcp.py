@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import importlib
 import json
 import math
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -159,14 +161,21 @@ def _host(connection: Connection) -> str:
     return urlsplit(connection.url).hostname or "the server"
 
 
+async def _sdk_loaded() -> None:
+    """The SDK is imported when an MCP server is first contacted, not with this module: its protocol types
+    take about a second of CPU to import, which every process would pay at start (each server, worker and
+    command) for agents that may never use an MCP server. The first import runs in a worker thread, so that
+    it does not hold up the event loop, and every live call on it, for that second."""
+    if "mcp.client.streamable_http" not in sys.modules:
+        await asyncio.to_thread(importlib.import_module, "mcp.client.streamable_http")
+
+
 @asynccontextmanager
 async def _connected(connection: Connection, *, timeout_s: float, refused: list[int]) -> AsyncIterator[Client]:
     """An open client session (initialize handshake done); HTTP error statuses are noted in `refused`.
 
     Enter and exit it in the same task: the SDK's anyio cancel scopes require it."""
-    # The SDK is imported when it is first needed, not with this module: its protocol types take about a
-    # second of CPU to import, which every server process and worker would pay at start for agents that may
-    # never use an MCP server. Imported before anything here can fail, so _describe finds it loaded.
+    await _sdk_loaded()  # before anything here can fail, so that _describe finds it loaded
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 

@@ -8,6 +8,7 @@ import asyncio
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -218,6 +219,9 @@ async def test_a_spoken_conversation_end_to_end(server, ava, speech_16k):
     assert rows[0][1] == greeting_text and rows[1][1] == heard and rows[2][1] == cut_text
     samples = np.frombuffer(greeting_audio, dtype="<i2")
     assert samples.max() > 1000 and samples.min() < -1000
+    # The server heard and spoke with its models on onnxruntime alone: torch (about 200 MB a process, which
+    # the silero-vad package's own import would load) is not in its memory.
+    assert "libtorch" not in Path(f"/proc/{server.process.pid}/maps").read_text()
 
 
 async def test_the_agent_s_words_arrive_sentence_by_sentence_as_it_speaks_them(server, ava):

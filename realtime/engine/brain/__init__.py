@@ -30,6 +30,15 @@ def brain_for(agent: Any) -> Brain:
     return brain
 
 
+def brain_preload() -> None:
+    """Load what the configured brain needs before its first conversation (realtime/apps.py's preload thread):
+    the module's own `preload()`, when it has one."""
+    brain_class = BRAINS.get(settings.LLM_PROVIDER)
+    preload = getattr(sys.modules[brain_class.__module__], "preload", None)
+    if preload is not None:
+        preload()
+
+
 def brain_problems() -> list[str]:
     """Why the configured brain cannot run (for the system check), empty when fine."""
     provider = settings.LLM_PROVIDER

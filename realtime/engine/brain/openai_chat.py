@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import logging
 import re
@@ -49,12 +50,19 @@ logger = logging.getLogger(__name__)
 
 PROVIDER = "openai"
 # The openai package is imported where a request is made, not with this module: it takes about half a
-# second of CPU to import, which every process would pay at start whatever LLM_PROVIDER is.
+# second of CPU to import, which every process would pay at start whatever LLM_PROVIDER is. A server whose
+# brain is this one imports it in its preload thread (preload() below).
 # The SDK refuses to start without a key; local servers (Ollama, llama.cpp, vLLM) ignore it.
 PLACEHOLDER_API_KEY = "not-needed"
 # Status codes for which repeating the same request cannot help.
 PERMANENT_STATUSES = frozenset({400, 401, 403, 404, 422})
 ERROR_DETAIL_CHARS = 200
+
+
+def preload() -> None:
+    """Import the SDK before the first conversation (the preload thread at server start): imported by the
+    first conversation instead, it would hold up the event loop, and every live call on it, for half a second."""
+    importlib.import_module("openai")
 
 
 def configuration_problems() -> list[str]:

@@ -8,8 +8,9 @@ to run from several threads); each detector keeps its own recurrent state and 64
 
 from __future__ import annotations
 
+import importlib.util
 import threading
-from importlib import resources
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -49,9 +50,20 @@ def _model() -> Any:
             # Many sessions run at once: one thread per inference is faster than contending pools.
             options.intra_op_num_threads = 1
             options.inter_op_num_threads = 1
-            path = resources.files("silero_vad") / "data" / "silero_vad.onnx"
-            _session = onnxruntime.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+            _session = onnxruntime.InferenceSession(
+                _model_path(), sess_options=options, providers=["CPUExecutionProvider"]
+            )
         return _session
+
+
+def _model_path() -> str:
+    """The model file the silero-vad package ships, found without importing the package: its __init__
+    imports torch for its PyTorch helpers (about a second of CPU and 200 MB in every process), which
+    nothing here uses."""
+    spec = importlib.util.find_spec("silero_vad")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the silero-vad package (the voice activity model) is not installed")
+    return str(Path(spec.submodule_search_locations[0]) / "data" / "silero_vad.onnx")
 
 
 def preload() -> None:
