@@ -43,20 +43,11 @@ sys.path.insert(0, str(ROOT))
 
 from testing.figures import percentile  # noqa: E402 - after the repository root is put on sys.path
 from testing.servers import free_port  # noqa: E402 - after the repository root is put on sys.path
-from testing.stores import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import bench_database_url  # noqa: E402 - after the repository root is put on sys.path
 
 
 def bench_env() -> dict[str, str]:
-    env = dict(os.environ)
-    url = env.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        base, _, name = url.rpartition("/")
-        env["DATABASE_URL"] = f"{base}/{name or 'voiceagent'}_bench"
-    else:
-        path = ROOT / "var" / "bench.sqlite3"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        env["DATABASE_URL"] = f"sqlite:///{path}"
+    env = {**os.environ, "DATABASE_URL": bench_database_url("bench", ROOT / "var")}
     env.setdefault("LOG_LEVEL", "WARNING")
     return env
 
@@ -270,8 +261,6 @@ def main() -> None:
     args = parser.parse_args()
 
     env = bench_env()
-    if env["DATABASE_URL"].startswith("postgres"):
-        recreate_postgres_database(env["DATABASE_URL"])
     os.environ.update(env)
     python = sys.executable
     subprocess.run([python, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)

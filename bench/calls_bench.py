@@ -7,7 +7,7 @@ authentication, query validation, SQL, JSON rendering) with django.test.Client, 
 - `run(n_calls=100_000) -> dict` uses the database Django is configured with.
 - `seed(n_calls)` only seeds (bench/api_load.py uses it, then measures the same listing over HTTP through
   its Daphne server).
-- `main()` (this script) first points Django at its own database: a fresh SQLite file var/callsbench.sqlite3,
+- `main()` (this script) first points Django at its own database: a fresh SQLite file var/bench-callsbench.sqlite3,
   or, when DATABASE_URL names PostgreSQL, that server's database with `_callsbench` appended, recreated.
 
 Usage: .venv/bin/python bench/calls_bench.py [--calls 100000] [--requests 300]
@@ -122,19 +122,10 @@ def run(n_calls: int = 100_000, requests: int = 300) -> dict:
 
 def own_database(name: str = "callsbench") -> None:
     """Point DATABASE_URL at a fresh database of the bench's own: PostgreSQL's database with `_<name>`
-    appended (recreated) when DATABASE_URL names PostgreSQL, else the SQLite file var/<name>.sqlite3."""
-    url = os.environ.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        from testing.stores import recreate_postgres_database
+    appended (recreated) when DATABASE_URL names PostgreSQL, else the SQLite file var/bench-<name>.sqlite3."""
+    from testing.stores import bench_database
 
-        base, _, database = url.rpartition("/")
-        os.environ["DATABASE_URL"] = f"{base}/{database or 'voiceagent'}_{name}"
-        recreate_postgres_database(os.environ["DATABASE_URL"])
-    else:
-        path = ROOT / "var" / f"{name}.sqlite3"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        os.environ["DATABASE_URL"] = f"sqlite:///{path}"
+    bench_database(name, ROOT / "var")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 

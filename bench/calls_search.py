@@ -1,6 +1,6 @@
 """Calls search benchmark (not a test): the dashboard's calls list searched with 100,000 calls.
 
-Seeds its own database (bench/calls_bench.py's own_database: var/callssearch.sqlite3, or the PostgreSQL
+Seeds its own database (bench/calls_bench.py's own_database: var/bench-callssearch.sqlite3, or the PostgreSQL
 database named by DATABASE_URL with `_callssearch` appended, recreated) with `--calls` finished calls of
 two organizations, each with a four-message transcript drawn from a pool of sentences: "order" is said in
 about half of the calls, "refund" in a fifth, "zeppelin" in one call in a thousand. Then it measures,

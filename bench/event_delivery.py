@@ -7,7 +7,7 @@ the engine does), then starts the in-process delivery worker of calls/events.py 
 EVENTS_WORKER_THREADS senders) and times until the loopback receiver (testing/webhooks.py) has every
 event: each one claimed, signed, POSTed through the outbound guard and its attempt recorded.
 
-Its own database (bench/calls_bench.py's own_database: var/eventbench.sqlite3, or `<database>_eventbench`
+Its own database (bench/calls_bench.py's own_database: var/bench-eventbench.sqlite3, or `<database>_eventbench`
 on PostgreSQL when DATABASE_URL names it).
 
 Usage: .venv/bin/python bench/event_delivery.py [--calls 300] [--threads 4]

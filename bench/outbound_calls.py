@@ -11,7 +11,7 @@ dispatcher, not the plan):
 2. latency: `--calls` POST /calls one after another with the in-process dispatcher running (woken by each
    commit, as in the embedded default): the time from the POST to the carrier's request, p50 and p95.
 
-Its own database (bench/calls_bench.py's own_database: var/outboundbench.sqlite3, or
+Its own database (bench/calls_bench.py's own_database: var/bench-outboundbench.sqlite3, or
 `<database>_outboundbench` on PostgreSQL when DATABASE_URL names it).
 
 Usage: .venv/bin/python bench/outbound_calls.py [--calls 200] [--threads 8]

@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.api_load import bench_organization  # noqa: E402 - after the repository root is put on sys.path
 from bench.voice_latency import cpu_seconds, percentile, with_children  # noqa: E402 - after the repository root is put on sys.path
-from testing.stores import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import bench_database_url  # noqa: E402 - after the repository root is put on sys.path
 
 SECRET = "session-load-bench-secret-0123456789abcdef"
 MODEL = "scripted-realtime"
@@ -74,16 +74,7 @@ IN_RATE = 16000
 
 # --- environment and database -----------------------------------------------------------------
 def bench_env(provider_url: str) -> dict[str, str]:
-    url = os.environ.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        base, _, name = url.partition("?")[0].rpartition("/")
-        database_url = f"{base}/{name or 'voiceagent'}_sessionload"
-        recreate_postgres_database(database_url)
-    else:
-        path = ROOT / "var" / "bench-session-load.sqlite3"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        database_url = f"sqlite:///{path}"
+    database_url = bench_database_url("sessionload", ROOT / "var")
     return {
         "LOG_LEVEL": "WARNING",
         "REALTIME_TOKEN_SECRET": SECRET,

@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.api_load import bench_organization  # noqa: E402 - after the repository root is put on sys.path
 from bench.voice_latency import cpu_seconds, percentile  # noqa: E402 - after the repository root is put on sys.path
-from testing.stores import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import bench_database_url  # noqa: E402 - after the repository root is put on sys.path
 
 SECRET = "text-turns-bench-secret-0123456789abcdef"
 KNOWLEDGE = """# Riverside Clinic
@@ -60,16 +60,7 @@ TURNS = ("When is the clinic open?", "What can you do?", "Where can I park?", "T
 
 
 def bench_env() -> dict[str, str]:
-    url = os.environ.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        base, _, name = url.partition("?")[0].rpartition("/")
-        database_url = f"{base}/{name or 'voiceagent'}_textturns"
-        recreate_postgres_database(database_url)
-    else:
-        path = ROOT / "var" / "bench-text-turns.sqlite3"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        database_url = f"sqlite:///{path}"
+    database_url = bench_database_url("textturns", ROOT / "var")
     # No REDIS_URL: the knowledge upload is indexed by the serving process's own worker (no Celery worker here).
     return {"LOG_LEVEL": "WARNING", "REALTIME_TOKEN_SECRET": SECRET, "DATABASE_URL": database_url, "REDIS_URL": ""}
 

@@ -12,7 +12,7 @@ silence), and measures:
   - recognition: word error rate of the user transcript against the spoken sentence;
   - server CPU seconds per session (utime + stime of the Daphne process over the round / N).
 
-Starts --servers Daphne processes (default: one per CPU core, the deployment unit) against a fresh database (SQLite file var/bench-voice.sqlite3, or the
+Starts --servers Daphne processes (default: one per CPU core, the deployment unit) against a fresh database (SQLite file var/bench-voicebench.sqlite3, or the
 PostgreSQL database named by DATABASE_URL with `_voicebench` appended), unless --no-server is given
 with an already configured --url and --api-key.
 
@@ -67,6 +67,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.api_load import bench_organization  # noqa: E402 - after the repository root is put on sys.path
 from testing.figures import percentile  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import bench_database_url  # noqa: E402 - after the repository root is put on sys.path
 
 SENTENCES = (
     "I would like to book a table for four people tomorrow evening.",
@@ -198,22 +199,8 @@ def serve_webhook(port: int) -> None:
 
 
 def bench_env() -> dict[str, str]:
-    env: dict[str, str] = {"LOG_LEVEL": "WARNING", "REALTIME_TOKEN_SECRET": SECRET}
-    url = os.environ.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        base, _, name = url.rpartition("/")
-        env["DATABASE_URL"] = f"{base}/{name or 'voiceagent'}_voicebench"
-        import psycopg
-
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}_voicebench" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}_voicebench"')
-    else:
-        path = ROOT / "var" / "bench-voice.sqlite3"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        env["DATABASE_URL"] = f"sqlite:///{path}"
-    return env
+    database_url = bench_database_url("voicebench", ROOT / "var")
+    return {"LOG_LEVEL": "WARNING", "REALTIME_TOKEN_SECRET": SECRET, "DATABASE_URL": database_url}
 
 
 def seed(env: dict[str, str], webhook_url: str | None = None) -> tuple[str, str]:

@@ -15,7 +15,7 @@ telephony.outbound (its variables with it), its media stream played by Twilio's 
   the POST;
 - `inbound`: an inbound call to the same agent, for comparison (no hold).
 
-Its own database (bench/calls_bench.py's own_database: var/voicemailbench.sqlite3, or
+Its own database (bench/calls_bench.py's own_database: var/bench-voicemailbench.sqlite3, or
 `<database>_voicemailbench` on PostgreSQL when DATABASE_URL names it).
 
 Usage: .venv/bin/python bench/voicemail_amd.py [--calls 10]

@@ -120,22 +120,27 @@ class LocalS3:
             self.server.stop()
 
 
-def bench_database(suffix: str, var: Path) -> str | None:
-    """Point DATABASE_URL at a bench's own, empty database: on PostgreSQL (DATABASE_URL names one) that
-    database with `_<suffix>` appended, recreated; otherwise a fresh SQLite file `bench-<suffix>.sqlite3`
-    in `var`. Returns what drop_bench_database needs (None for SQLite, whose file stays for a look)."""
+def bench_database_url(suffix: str, var: Path) -> str:
+    """The URL of a bench's own, empty database: on PostgreSQL (DATABASE_URL names one) that database with
+    `_<suffix>` appended, recreated; otherwise a fresh SQLite file `bench-<suffix>.sqlite3` in `var`."""
     url = os.environ.get("DATABASE_URL", "")
     if url.startswith("postgres"):
-        base, _, name = url.rpartition("/")
+        base, _, name = url.partition("?")[0].rpartition("/")
         own = f"{base}/{name or 'voiceagent'}_{suffix}"
         recreate_postgres_database(own)
-        os.environ["DATABASE_URL"] = own
         return own
     path = var / f"bench-{suffix}.sqlite3"
+    path.parent.mkdir(exist_ok=True)
     for ending in ("", "-wal", "-shm"):
         Path(f"{path}{ending}").unlink(missing_ok=True)
-    os.environ["DATABASE_URL"] = f"sqlite:///{path}"
-    return None
+    return f"sqlite:///{path}"
+
+
+def bench_database(suffix: str, var: Path) -> str | None:
+    """Point DATABASE_URL of this process at bench_database_url(suffix, var). Returns what
+    drop_bench_database needs (None for SQLite, whose file stays for a look)."""
+    os.environ["DATABASE_URL"] = own = bench_database_url(suffix, var)
+    return own if own.startswith("postgres") else None
 
 
 def drop_bench_database(handle: str | None) -> None:
