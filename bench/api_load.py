@@ -82,7 +82,40 @@ def seed(n_agents: int) -> str:
         ],
         batch_size=500,
     )
+    seed_todays_calls(organization)
     return issued.raw_key
+
+
+def seed_todays_calls(organization: Any) -> None:
+    """Three calls started within the last hour (two completed, one failed) for every third agent: the list
+    shows callsToday and successRate, read for each request."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from calls.models import Call
+
+    now = timezone.now()
+    agents = list(organization.agents.order_by("created_at", "id"))[::3]
+    Call.objects.bulk_create(
+        [
+            Call(
+                organization=organization,
+                agent=agent,
+                agent_name=agent.name,
+                channel="web",
+                from_number="web-client",
+                to_number="web-agent",
+                status="failed" if n == 2 else "completed",
+                started_at=now - timedelta(minutes=10 + n),
+                ended_at=now - timedelta(minutes=9 + n),
+                duration_seconds=60,
+            )
+            for agent in agents
+            for n in range(3)
+        ],
+        batch_size=1000,
+    )
 
 
 def bench_organization(env: dict[str, str], name: str, *, lift_limits: bool = True) -> tuple[Any, str]:
@@ -157,6 +190,29 @@ async def measure(
     return {"p50": statistics.median(latencies), "p95": percentile(latencies, 95), "rps": n / elapsed}
 
 
+async def list_after_change(client: httpx.AsyncClient, n: int) -> dict:
+    """The list read right after each change to an agent (a PATCH of its name), when it is rendered again
+    (telephony/agent_list.py): sequential latency of the GET alone; requests/s of the pairs."""
+    agent = (await client.get("/public/v1/agents")).json()[0]
+    latencies: list[float] = []
+    started = time.perf_counter()
+    for i in range(n):
+        patched = await client.patch(
+            f"/public/v1/agents/{agent['id']}", json={"name": f"Agent 0 ({i})", "expectedUpdatedAt": agent["updatedAt"]}
+        )
+        assert patched.status_code == 200, patched.text[:200]
+        agent["updatedAt"] = patched.json()["updatedAt"]
+        start = time.perf_counter()
+        listed = await client.get("/public/v1/agents")
+        latencies.append((time.perf_counter() - start) * 1000)
+        assert listed.json()[0]["name"] == f"Agent 0 ({i})"
+    return {
+        "p50": statistics.median(latencies),
+        "p95": percentile(latencies, 95),
+        "rps": n / (time.perf_counter() - started),
+    }
+
+
 async def run_http(port: int, key: str, n: int, conc: int, calls: tuple[str, str] | None) -> dict[str, dict]:
     """`calls`: (API key of the calls organization, its busy agent's id), or None to skip that endpoint."""
     headers = {"Authorization": f"Bearer {key}"}
@@ -166,6 +222,7 @@ async def run_http(port: int, key: str, n: int, conc: int, calls: tuple[str, str
             await c.get("/public/v1/agents")
         results = {"GET /livez": await measure(c, "GET", "/livez", None, n, conc)}
         results["GET /public/v1/agents"] = await measure(c, "GET", "/public/v1/agents", None, n, conc)
+        results["GET agents after a change"] = await list_after_change(c, max(n // 4, 10))
         body = {"name": "Bench agent", "instructions": "Answer questions."}
         results["POST /public/v1/agents"] = await measure(c, "POST", "/public/v1/agents", body, n, conc)
         if calls is not None:

@@ -6,13 +6,17 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, cast
 
+import orjson
 from django.conf import settings
+from django.http import HttpResponse
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kit import metrics
 from kit.errors import ApiError
+from kit.renderers import COMPRESS_FROM_BYTES, RenderedJson
 from kit.throttling import rate_limit_take
 
 if TYPE_CHECKING:
@@ -106,3 +110,39 @@ def _log_refusal(api_key: Any, plan: Any) -> None:
         plan.api_requests_per_second,
         plan.api_burst,
     )
+
+
+def rendered_json_response(request: Any, rendered: RenderedJson) -> HttpResponse:
+    """A 200 with a body rendered ahead (kit.renderers.RenderedJson): gzip-compressed when the request
+    accepts gzip (Accept-Encoding) and the body is long enough to have it; indented JSON when the request
+    asks for it (Accept: application/json; indent=N), like every other response."""
+    if "indent=" in (getattr(request, "accepted_media_type", "") or ""):
+        return Response(orjson.loads(rendered.body))
+    compressible = len(rendered.body) >= COMPRESS_FROM_BYTES
+    gzipped = (
+        rendered.gzipped() if compressible and accepts_gzip(request.META.get("HTTP_ACCEPT_ENCODING", "")) else None
+    )
+    response = HttpResponse(rendered.body if gzipped is None else gzipped, content_type="application/json")
+    if gzipped is not None:
+        response["Content-Encoding"] = "gzip"
+    if compressible:
+        response["Vary"] = "Accept-Encoding"
+    return response
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an Accept-Encoding header accepts gzip (RFC 9110: `gzip`, `x-gzip` or `*`, without q=0)."""
+    accepted = False
+    for part in accept_encoding.split(","):
+        coding, _, params = part.strip().partition(";")
+        quality = params.strip().removeprefix("q=").strip() if params.strip().startswith("q=") else "1"
+        try:
+            weight = float(quality)
+        except ValueError:
+            weight = 1.0
+        name = coding.strip().lower()
+        if name in ("gzip", "x-gzip"):
+            return weight > 0
+        if name == "*":
+            accepted = weight > 0
+    return accepted

@@ -4,6 +4,7 @@ live in telephony, the highest app they need (the agents app sits below telephon
 
 from __future__ import annotations
 
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,7 +17,7 @@ from agents.serializers import (
     AgentUpdatedSerializer,
     AgentWriteSerializer,
 )
-from kit.api import PublicApiView
+from kit.api import PublicApiView, rendered_json_response
 from kit.fields import iso, parse
 from telephony import agent_selectors as selectors
 from telephony.services import agents as services
@@ -43,8 +44,8 @@ class AgentListCreateApi(PublicApiView):
         "(`callsToday`, `successRate`). Use an agent's `updatedAt` as `expectedUpdatedAt` when you PATCH it.",
         responses={200: AgentListItemSerializer(many=True)},
     )
-    def get(self, request: Request) -> Response:
-        return Response(selectors.agent_list(organization=self.organization))
+    def get(self, request: Request) -> HttpResponse:
+        return rendered_json_response(request, selectors.agent_list(organization=self.organization))
 
     @extend_schema(
         operation_id="createAgent",

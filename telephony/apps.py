@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 from django.core import checks
+from django.db.models.signals import post_migrate
 
 
 class TelephonyConfig(AppConfig):
@@ -8,6 +9,7 @@ class TelephonyConfig(AppConfig):
 
     def ready(self) -> None:
         from calls.signals import call_ended
+        from telephony.agent_list import install_triggers
         from telephony.batches import on_call_ended
         from telephony.checks import check_public_base_url
         from telephony.outbound import call_ended_received
@@ -19,3 +21,5 @@ class TelephonyConfig(AppConfig):
         call_ended.connect(on_call_ended, dispatch_uid="telephony.batches.on_call_ended")
         # A call that ended may free an outbound slot: the dispatcher places what waits (telephony/outbound.py).
         call_ended.connect(call_ended_received, dispatch_uid="telephony.outbound")
+        # The agent list's change counter is kept by database triggers, (re)installed after every migrate.
+        post_migrate.connect(install_triggers, sender=self, dispatch_uid="telephony.agent_list")

@@ -175,3 +175,17 @@ class OutboundCall(models.Model):
 
     def __str__(self) -> str:
         return f"outbound {self.call_id}"
+
+
+class AgentListVersion(models.Model):
+    """A counter per organization of the changes to what its agent list is made of (its agents, their
+    custom tools, knowledge documents and phone numbers). Written only by database triggers, at commit
+    (telephony/agent_list.py), whatever makes the change (the API, the dashboard, a bulk update, a cascade);
+    read to tell whether a list rendered earlier is still current. No foreign key: a trigger may write it
+    while the organization itself is being deleted."""
+
+    organization_id = models.UUIDField(primary_key=True)
+    version = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.organization_id}: {self.version}"
