@@ -235,9 +235,15 @@ def test_a_knowledge_upload_reaches_no_broker(made_server: MadeServer, active_ag
     # Ingested by the server's background worker after the upload answered.
     assert wait_until_indexed(listed, document["id"])["status"] == "ready"
 
-    with made_server.log.open("rb") as log:
-        log.seek(before)
-        during = log.read().decode(errors="replace")
+    def logged_since_upload() -> str:
+        with made_server.log.open("rb") as log:
+            log.seek(before)
+            return log.read().decode(errors="replace")
+
+    # Celery logs the task's success once it has returned, a moment after the document is ready.
+    deadline = time.monotonic() + 10
+    while "ingest_document" not in (during := logged_since_upload()) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert "ingest_document" in during  # the task ran in the server process
     assert "No hostname was supplied" not in during
     assert "kombu" not in during
