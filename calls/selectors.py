@@ -27,7 +27,7 @@ from accounts.models import Organization
 from agents.models import Agent
 from calls.billing import period_bounds
 from calls.models import AgentLog, AnalysisStatus, Call, CallMessage, CallStatus
-from kit.db import raw_rows, row_get, uuid_text
+from kit.db import row_get, uuid_text
 
 # successRate: completed calls / finished (completed + failed) calls started in the last 7 days,
 # as a percentage 0-100; 0 when the agent has no finished call in the window.
@@ -46,27 +46,34 @@ def day_start(at: datetime | None = None) -> datetime:
 def agent_call_stats(*, organization: Organization, agent_id: Any = None) -> dict[str, tuple[int, float]]:
     """What the agent list shows of calls, per agent id (text) that has any: the calls started since 00:00
     today (server TIME_ZONE, any status), and the success rate in percent of the calls finished over the
-    last 7 days (SUCCESS_RATE_WINDOW; 0.0 with none). One grouped query over the window's calls."""
+    last 7 days (SUCCESS_RATE_WINDOW; 0.0 with none). One grouped query over the window's calls, read for
+    every list (the list's hot path: written as SQL, the ORM took as long to build it as it takes to run)."""
     now = timezone.now()
-    today = day_start(now)
-    calls = Call.objects.filter(organization=organization, started_at__gte=min(today, now - SUCCESS_RATE_WINDOW))
-    calls = calls.filter(agent_id=agent_id) if agent_id is not None else calls.filter(agent__isnull=False)
-    window = Q(started_at__gte=now - SUCCESS_RATE_WINDOW)
-    rows = (
-        calls.order_by()
-        .values("agent_id")
-        .annotate(
-            today=Count("pk", filter=Q(started_at__gte=today)),
-            finished=Count("pk", filter=window & Q(status__in=(CallStatus.COMPLETED, CallStatus.FAILED))),
-            completed=Count("pk", filter=window & Q(status=CallStatus.COMPLETED)),
-        )
-        .values("agent_id", "today", "finished", "completed")
-    )
-    # Raw rows: Django's converters (a UUID object per agent) took most of the time of this query.
+    today, window = day_start(now), now - SUCCESS_RATE_WINDOW
+    at, uuid = connection.ops.adapt_datetimefield_value, Call._meta.get_field("organization").get_db_prep_value
+    org = uuid(organization.pk, connection)
+    # By the organization's agents: the (agent, started_at) index is read for them alone (SQLite otherwise
+    # scans that index for every agent of every organization, 5 ms beside an agent with 100,000 calls).
+    agents = "= %s" if agent_id is not None else "IN (SELECT id FROM agents_agent WHERE organization_id = %s)"
+    params = [at(today), at(window), CallStatus.COMPLETED, CallStatus.FAILED, at(window), CallStatus.COMPLETED]
+    params += [org, at(min(today, window)), org if agent_id is None else uuid(agent_id, connection)]
+    with connection.cursor() as cursor:
+        cursor.execute(_AGENT_CALL_STATS.format(agents=agents), params)
+        rows = cursor.fetchall()
     return {
-        uuid_text(agent): (today_count, float(completed) * 100.0 / float(finished) if finished else 0.0)
-        for agent, today_count, finished, completed in raw_rows(rows, ("agent_id", "today", "finished", "completed"))
+        uuid_text(agent): (int(today_count), float(completed) * 100.0 / float(finished) if finished else 0.0)
+        for agent, today_count, finished, completed in rows
     }
+
+
+_AGENT_CALL_STATS = """
+SELECT agent_id,
+    SUM(CASE WHEN started_at >= %s THEN 1 ELSE 0 END),
+    SUM(CASE WHEN started_at >= %s AND status IN (%s, %s) THEN 1 ELSE 0 END),
+    SUM(CASE WHEN started_at >= %s AND status = %s THEN 1 ELSE 0 END)
+FROM calls_call
+WHERE organization_id = %s AND started_at >= %s AND agent_id {agents}
+GROUP BY agent_id"""
 
 
 CALL_SUMMARY_COLUMNS = (
