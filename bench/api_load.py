@@ -5,7 +5,10 @@ under var/, or the PostgreSQL named by DATABASE_URL with `_bench` appended to th
 seeds an organization with 1,000 agents, and measures latency (sequential requests) and throughput
 (concurrent clients) of:
   - GET /livez                 the minimal Django JSON view (baseline, no database)
-  - GET /public/v1/agents      list of 1,000 agents
+  - GET /public/v1/agents      list of 1,000 agents (a third of them with three calls today), read again
+                               while nothing changes; then read right after each change (PATCH of an agent)
+  - GET /public/v1/agents/{id}/tools
+                               an agent with no tools: what any authenticated read costs
   - POST /public/v1/agents     create an agent
   - GET /public/v1/calls?agentId=...&limit=100
                                the 100 newest calls of an agent with 100,000 calls (seeded by
@@ -223,6 +226,10 @@ async def run_http(port: int, key: str, n: int, conc: int, calls: tuple[str, str
         results = {"GET /livez": await measure(c, "GET", "/livez", None, n, conc)}
         results["GET /public/v1/agents"] = await measure(c, "GET", "/public/v1/agents", None, n, conc)
         results["GET agents after a change"] = await list_after_change(c, max(n // 4, 10))
+        first = (await c.get("/public/v1/agents")).json()[0]["id"]  # no tools: an authenticated read's floor
+        results["GET .../agents/{id}/tools"] = await measure(
+            c, "GET", f"/public/v1/agents/{first}/tools", None, n, conc
+        )
         body = {"name": "Bench agent", "instructions": "Answer questions."}
         results["POST /public/v1/agents"] = await measure(c, "POST", "/public/v1/agents", body, n, conc)
         if calls is not None:

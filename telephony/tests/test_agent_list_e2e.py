@@ -19,6 +19,7 @@ from accounts.services import organization_create
 from agents.models import Agent
 from calls.models import Call, CallStatus
 from testing.daphne import DaphneServer, shared_test_server
+from testing.factories import AgentFactory, CallFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -109,16 +110,7 @@ def test_call_figures_are_current_in_every_list(server):
     agent = Agent.objects.get(pk=agent_id)
 
     def call(status: str, minutes_ago: int) -> Call:
-        return Call.objects.create(
-            organization=api.organization,
-            agent=agent,
-            agent_name=agent.name,
-            channel="web",
-            from_number="web-client",
-            to_number="web-agent",
-            status=status,
-            started_at=now - timedelta(minutes=minutes_ago),
-        )
+        return CallFactory.create(agent=agent, status=status, started_at=now - timedelta(minutes=minutes_ago))
 
     call(CallStatus.COMPLETED, 3)
     live = call(CallStatus.ACTIVE, 1)
@@ -143,14 +135,7 @@ def test_a_list_shows_only_its_own_organizations_agents(server):
 
 def test_a_long_list_is_gzip_compressed_for_a_client_that_accepts_it(server):
     api = Api(server, "Call Centre")
-    Agent.objects.bulk_create(
-        [
-            Agent(
-                organization=api.organization, name=f"Line {n}", instructions="Help. " * 40, updated_at=timezone.now()
-            )
-            for n in range(60)
-        ]
-    )
+    AgentFactory.create_batch(60, organization=api.organization, instructions="Help. " * 40)
     plain = api.client.get("/public/v1/agents", headers={"Accept-Encoding": "identity"})
     assert "Content-Encoding" not in plain.headers and plain.headers["Vary"] == "Accept-Encoding"
     assert len(plain.content) > 16 * 1024 and len(plain.json()) == 60
