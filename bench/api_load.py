@@ -97,18 +97,14 @@ def seed_todays_calls(organization: Any) -> None:
     from django.utils import timezone
 
     from calls.models import Call
+    from testing.factories import CallFactory  # needs Django set up: imported here
 
     now = timezone.now()
     agents = list(organization.agents.order_by("created_at", "id"))[::3]
     Call.objects.bulk_create(
         [
-            Call(
-                organization=organization,
+            CallFactory.build(
                 agent=agent,
-                agent_name=agent.name,
-                channel="web",
-                from_number="web-client",
-                to_number="web-agent",
                 status="failed" if n == 2 else "completed",
                 started_at=now - timedelta(minutes=10 + n),
                 ended_at=now - timedelta(minutes=9 + n),

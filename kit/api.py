@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from kit import metrics
 from kit.errors import ApiError
-from kit.renderers import COMPRESS_FROM_BYTES, RenderedJson
+from kit.renderers import RenderedJson
 from kit.throttling import rate_limit_take
 
 if TYPE_CHECKING:
@@ -118,14 +118,11 @@ def rendered_json_response(request: Any, rendered: RenderedJson) -> HttpResponse
     asks for it (Accept: application/json; indent=N), like every other response."""
     if "indent=" in (getattr(request, "accepted_media_type", "") or ""):
         return Response(orjson.loads(rendered.body))
-    compressible = len(rendered.body) >= COMPRESS_FROM_BYTES
-    gzipped = (
-        rendered.gzipped() if compressible and accepts_gzip(request.META.get("HTTP_ACCEPT_ENCODING", "")) else None
-    )
+    gzipped = rendered.gzipped() if accepts_gzip(request.META.get("HTTP_ACCEPT_ENCODING", "")) else None
     response = HttpResponse(rendered.body if gzipped is None else gzipped, content_type="application/json")
     if gzipped is not None:
         response["Content-Encoding"] = "gzip"
-    if compressible:
+    if rendered.compressible:
         response["Vary"] = "Accept-Encoding"
     return response
 

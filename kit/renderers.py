@@ -52,9 +52,14 @@ class RenderedJson:
         self._level = level
         self._gzipped: bytes | None = None
 
+    @property
+    def compressible(self) -> bool:
+        """Whether the body is long enough for gzip to pay."""
+        return len(self.body) >= COMPRESS_FROM_BYTES
+
     def gzipped(self) -> bytes | None:
         """The body gzip-compressed, or None when it is too short to pay."""
-        if len(self.body) < COMPRESS_FROM_BYTES:
+        if not self.compressible:
             return None
         if self._gzipped is None:  # two threads may both compress it: the same bytes
             self._gzipped = gzip.compress(self.body, compresslevel=self._level, mtime=0)

@@ -22,7 +22,7 @@ from django.db import connection, connections
 
 from telephony.models import AgentListVersion
 
-VERSION_TABLE = "telephony_agentlistversion"
+VERSION_TABLE = AgentListVersion._meta.db_table
 # The triggers' name: a new one when what they do changes, so that a database migrated earlier gets them.
 TRIGGER = "agent_list_v1"
 
