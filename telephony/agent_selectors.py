@@ -114,12 +114,6 @@ def _kept_list(organization: Organization) -> _KeptList:
     return fresh
 
 
-def forget_kept_lists() -> None:
-    """Drop every rendering this process keeps (tests; memory)."""
-    with _kept_lock:
-        _kept.clear()
-
-
 def agent_list(*, organization: Organization) -> RenderedJson:
     """Every agent of the organization as list items, rendered (kit.renderers.dumps)."""
     kept = _kept_list(organization)
