@@ -233,7 +233,9 @@ class JsonSocketConsumer(AsyncWebsocketConsumer):
         self._layer_delay = LAYER_RETRY_FIRST_SECONDS
         if self._layer_down:
             self._layer_down = False
-            logger.warning("channel layer available again; %d group(s) joined again", len(self._layer_groups))
+            # The groups by name (a call's names its call SID): a message sent to one before its line is lost.
+            joined = ", ".join(sorted(self._layer_groups)) or "none"
+            logger.warning("channel layer available again; groups joined again: %s", joined)
 
     def _track(self, task: asyncio.Task[Any]) -> None:
         self._layer_tasks.add(task)
