@@ -51,14 +51,23 @@ def agent_call_stats(*, organization: Organization, agent_id: Any = None) -> dic
     now = timezone.now()
     today, window = day_start(now), now - SUCCESS_RATE_WINDOW
     at, uuid = connection.ops.adapt_datetimefield_value, Call._meta.get_field("organization").get_db_prep_value
-    org = uuid(organization.pk, connection)
-    # By the organization's agents: the (agent, started_at) index is read for them alone (SQLite otherwise
-    # scans that index for every agent of every organization, 5 ms beside an agent with 100,000 calls).
-    agents = "= %s" if agent_id is not None else "IN (SELECT id FROM agents_agent WHERE organization_id = %s)"
     params = [at(today), at(window), CallStatus.COMPLETED, CallStatus.FAILED, at(window), CallStatus.COMPLETED]
-    params += [org, at(min(today, window)), org if agent_id is None else uuid(agent_id, connection)]
+    params += [uuid(organization.pk, connection), at(min(today, window))]
+    if agent_id is not None:
+        where, index = "AND agent_id = %s", ""
+        params.append(uuid(agent_id, connection))
+    else:
+        # The organization's calls of the window, in its (organization, started_at) index. Once ANALYZE has
+        # run, SQLite's planner prefers the (agent, started_at) index for the GROUP BY and skip-scans it
+        # over every agent of every organization (40 ms beside an agent of another organization with
+        # 100,000 calls, against 1 ms); naming the index keeps the plan. PostgreSQL plans it by itself.
+        # (A deleted agent's calls keep no agent: they count for none.)
+        where, index = (
+            "AND agent_id IS NOT NULL",
+            "INDEXED BY call_org_started" if connection.vendor == "sqlite" else "",
+        )
     with connection.cursor() as cursor:
-        cursor.execute(_AGENT_CALL_STATS.format(agents=agents), params)
+        cursor.execute(_AGENT_CALL_STATS.format(index=index, where=where), params)
         rows = cursor.fetchall()
     return {
         uuid_text(agent): (int(today_count), float(completed) * 100.0 / float(finished) if finished else 0.0)
@@ -71,8 +80,8 @@ SELECT agent_id,
     SUM(CASE WHEN started_at >= %s THEN 1 ELSE 0 END),
     SUM(CASE WHEN started_at >= %s AND status IN (%s, %s) THEN 1 ELSE 0 END),
     SUM(CASE WHEN started_at >= %s AND status = %s THEN 1 ELSE 0 END)
-FROM calls_call
-WHERE organization_id = %s AND started_at >= %s AND agent_id {agents}
+FROM calls_call {index}
+WHERE organization_id = %s AND started_at >= %s {where}
 GROUP BY agent_id"""
 
 

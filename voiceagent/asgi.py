@@ -10,9 +10,14 @@ sys.setswitchinterval(0.0005)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
+import django  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application
+
+from voiceagent.http import PooledThreadsASGIHandler  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
+
+# Django's ASGI handler, with each request's thread taken from a pool (voiceagent/http.py).
+django_asgi_app = PooledThreadsASGIHandler()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -155,3 +158,40 @@ def test_a_long_list_is_gzip_compressed_for_a_client_that_accepts_it(server):
     short.create("Till")
     small = short.client.get("/public/v1/agents", headers={"Accept-Encoding": "gzip"})
     assert "Content-Encoding" not in small.headers and [a["name"] for a in small.json()] == ["Till"]
+
+
+def _threads_and_files(server: DaphneServer) -> tuple[int, int]:
+    """The server's threads and open files, once the clients' connections are gone: the counts of two
+    polls in a row 0.2 s apart that agree."""
+    assert server.process is not None
+    pid, last = server.process.pid, (-1, -1)
+    for _ in range(50):
+        now = len(os.listdir(f"/proc/{pid}/task")), len(os.listdir(f"/proc/{pid}/fd"))
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.2)
+    return last
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads the server's threads and files in /proc")
+def test_many_reads_leave_the_server_with_the_threads_and_files_it_had(server):
+    """Each request runs on a thread of its own; the threads are kept for the next requests (with their
+    database connections) instead of started and stopped for every request, and nothing piles up."""
+    api = Api(server, "Busy Desk")
+    api.create("Front desk")
+
+    def burst(requests: int) -> tuple[int, int]:
+        with httpx.Client(base_url=server.http_url, headers=api.client.headers, timeout=30) as client:
+
+            def read(_: int) -> int:
+                return client.get("/public/v1/agents").status_code
+
+            with ThreadPoolExecutor(8) as pool:
+                assert set(pool.map(read, range(requests))) == {200}
+        return _threads_and_files(server)
+
+    threads, files = burst(80)  # the server's threads for 8 concurrent requests, and their connections
+    more_threads, more_files = burst(400)
+    assert more_threads <= threads + 2, (threads, more_threads)
+    assert more_files <= files + 4, (files, more_files)
