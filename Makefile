@@ -21,24 +21,28 @@ LOOPBACK_NETWORKS := 127.0.0.0/8,::1/128
 # workers than cores pay. Schemathesis' module runs beside them in a pytest of its own: it builds its
 # cases while it is collected (~45 s of CPU), which every worker would do again; at the lowest CPU
 # priority, since it is CPU-bound while the real-time voice tests need the CPU when they need it.
-TEST_WORKERS ?= 3
+# On two cores 4 workers keep the machine about three-quarters busy (3 left it 61 % busy, and the run took
+# 390 s against 310 s).
+TEST_WORKERS ?= 4
 SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
 # The tests marked `serial` (pytest.ini: real-time outcomes, such as a 400 ms pause ending a turn) run after
-# the others, on one worker and with the machine to themselves: on two cores they failed now and then when
-# three workers' servers and speech models ran beside them.
+# the others, with the machine to themselves: on two cores they failed now and then when the other workers'
+# servers and speech models ran beside them. They run on SERIAL_WORKERS workers (whole modules each: the
+# turn-taking socket tests on one, the browser tests on the other), which keep the machine about a third busy.
+SERIAL_WORKERS ?= 2
 # $(call pytest_suite,MARKS): the tests that MARKS selects (a pytest -m expression), in the three runs above.
-# The serial run starts once the Schemathesis run has ended: both run without pytest-xdist, so they share one
-# test database name (and on SQLite one file), and neither may create it under the other. Fails when any run
+# The serial run starts once the Schemathesis run has ended (it has always ended before the suite: it runs
+# beside it, and its CPU would be the serial tests' CPU). Fails when any run
 # fails (a serial run that selects nothing passes), and then names what failed once more at the end, where a CI
 # log's tail shows it; the runs print their slowest tests (--durations).
 define pytest_suite
-	@echo 'pytest -n $(TEST_WORKERS) -m "($(1)) and not serial"  &  pytest $(SCHEMA_TESTS);  then pytest -m "($(1)) and serial"'
+	@echo 'pytest -n $(TEST_WORKERS) -m "($(1)) and not serial"  &  pytest $(SCHEMA_TESTS);  then pytest -n $(SERIAL_WORKERS) -m "($(1)) and serial"'
 	@log=$$(mktemp -d); \
 	nice -n 19 $(VENV)/bin/pytest -p no:xdist -rfE -m "$(1)" $(SCHEMA_TESTS) >$$log/schema 2>&1 & schema=$$!; \
 	{ $(VENV)/bin/pytest -n $(TEST_WORKERS) -rfE --durations=20 -m "($(1)) and not serial" --ignore=$(SCHEMA_TESTS); \
 	  echo $$? >$$log/suite.rc; } 2>&1 | tee $$log/suite; suite=$$(cat $$log/suite.rc); \
 	wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log/schema; \
-	{ $(VENV)/bin/pytest -p no:xdist -rfE --durations=5 -m "($(1)) and serial" --ignore=$(SCHEMA_TESTS); \
+	{ $(VENV)/bin/pytest -n $(SERIAL_WORKERS) -rfE --durations=5 -m "($(1)) and serial" --ignore=$(SCHEMA_TESTS); \
 	  echo $$? >$$log/serial.rc; } 2>&1 | tee $$log/serial; serial=$$(cat $$log/serial.rc); \
 	test $$serial = 5 && serial=0; \
 	if [ $$suite != 0 ] || [ $$serial != 0 ] || [ $$schema != 0 ]; then \
