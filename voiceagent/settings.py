@@ -180,7 +180,7 @@ CELERY_BEAT_SCHEDULE: dict = {}
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "kit.cache.SharedRedisCache",  # one Redis client per process (kit/cache.py)
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "va",
             "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
