@@ -163,21 +163,22 @@ def pending(queue: str) -> Iterator[None]:
 
 class Live:
     """A session (and its call once open) counted in the live gauges; `close` is idempotent. The
-    first live session of an event loop starts its lag sampler, the last one stops it."""
+    first live session of an event loop starts its lag sampler, the last one stops it. Not `counted`
+    (an agent test's session: no socket, no call record), it counts nowhere."""
 
-    def __init__(self, *, channel: str, engine: str) -> None:
-        self.channel, self.engine = channel, engine
+    def __init__(self, *, channel: str, engine: str, counted: bool = True) -> None:
+        self.channel, self.engine, self.counted = channel, engine, counted
         self._session = False
         self._call = False
 
     def session_started(self) -> None:
-        if not self._session:
+        if self.counted and not self._session:
             self._session = True
             LIVE_SESSIONS.labels(channel=self.channel, engine=self.engine).inc()
             _loop_watch(+1)
 
     def call_opened(self) -> None:
-        if not self._call:
+        if self.counted and not self._call:
             self._call = True
             LIVE_CALLS.labels(channel=self.channel, engine=self.engine).inc()
 

@@ -43,6 +43,8 @@ class MemoryRecorder(TranscriptOrder):
     or after `finish`, and a caller's message held until the next message, `release_caller_message()`
     or the end of the call (extended meanwhile by `extend_caller_message`)."""
 
+    counts_as_live = True  # as the database recorder
+
     def __init__(
         self,
         *,

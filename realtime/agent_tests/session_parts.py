@@ -50,6 +50,8 @@ class TestRecorder:
 
     __test__ = False
 
+    counts_as_live = False  # no socket and no call record: not in voiceagent_live_sessions / _calls
+
     def __init__(self, *, variables: dict[str, str] | None = None) -> None:
         self.channel = "web"
         self.to_number: str | None = None

@@ -320,6 +320,35 @@ def test_a_test_may_allow_real_tools(owner, olive, hook, inline_runs):
     assert not Call.objects.exists()
 
 
+def test_a_test_run_counts_in_no_live_gauge(owner, olive, hook, anonymous, inline_runs):
+    """/metrics read while a test's session waits on the agent's real tool: no live web session or call
+    (voiceagent_live_sessions and _calls count sockets and call records; a test has neither)."""
+    hook.reply(Reply(json={"message": "Order 3561 is out for delivery and arrives today."}, hold=True))
+    real = make_test(olive, "the real order service", turns=[{"user": ORDER}], allow_real_tools=True)
+    seen: dict[str, str] = {}
+
+    def read_metrics_mid_session() -> None:
+        deadline = time.monotonic() + 60
+        while not hook.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen["metrics"] = anonymous.get("/metrics").content.decode() if hook.requests else ""
+        hook.release()
+
+    reader = threading.Thread(target=read_metrics_mid_session)
+    reader.start()
+    done = run(owner, olive, testIds=[str(real.pk)])
+    reader.join()
+    [attempt] = done["results"][0]["attempts"]
+    assert attempt["toolCalls"][0]["mocked"] is False and attempt["toolCalls"][0]["status"] == "success"
+    assert "voiceagent_live_sessions" in seen["metrics"]  # read while the session waited on the tool
+    live = [
+        line
+        for line in seen["metrics"].splitlines()
+        if line.startswith(("voiceagent_live_sessions{", "voiceagent_live_calls{")) and float(line.split()[-1]) > 0
+    ]
+    assert live == []
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

@@ -61,6 +61,8 @@ class TranscriptOrder:
 
 
 class CallRecorder(TranscriptOrder):
+    counts_as_live = True  # a socket's session and its call record: in the live gauges
+
     def __init__(
         self,
         *,

@@ -282,7 +282,9 @@ class Session:
         started = time.monotonic()
         if self.pipeline is None:
             self.pipeline = (await self.run_blocking(text_pipeline_class if self.text else pipeline_class))()
-        live = self._live = metrics.Live(channel=self.recorder.channel, engine=self.pipeline.name)
+        live = self._live = metrics.Live(
+            channel=self.recorder.channel, engine=self.pipeline.name, counted=self.recorder.counts_as_live
+        )
         live.session_started()
         await self.pipeline.prepare(self)
         if not self.text:  # a typed session has no audio: no mixer, no playout, no recording
