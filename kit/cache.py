@@ -3,9 +3,10 @@
 Django makes a cache object per request context (its `caches` are context-local: under ASGI every request
 is a context of its own), and its RedisCache gives every object a client with a connection pool of its
 own. Every request that touched the cache (each API request does: the rate limiter) opened a new Redis
-connection, left open until the garbage collector got to it (a server held 70 more sockets after 500
-requests). Here every cache object of one configuration shares one client; redis-py's connection pool is
-thread-safe and hands each thread a connection of its own while it runs a command.
+connection, left open until the garbage collector got to it (a server held 73 Redis connections after
+480 requests, 6 with this backend). Here every cache object of one configuration shares one client;
+redis-py's connection pool is thread-safe and hands each thread a connection of its own while it runs a
+command.
 """
 
 from __future__ import annotations
