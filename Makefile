@@ -30,33 +30,33 @@ LOOPBACK_NETWORKS := 127.0.0.0/8,::1/128
 TEST_WORKERS ?= 4
 SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
 # The tests marked `serial` (pytest.ini: real-time outcomes, such as a 400 ms pause ending a turn) run after
-# the others, with the machine to themselves: on two cores they failed now and then when the other workers'
-# servers and speech models ran beside them. They run on SERIAL_WORKERS workers (whole modules each: the
+# the others (`make test` is `make test-parallel`, then `make test-serial`), with the machine to themselves:
+# on two cores they failed now and then when the other workers' servers and speech models ran beside them. They run on SERIAL_WORKERS workers (whole modules each: the
 # turn-taking socket tests on one, the browser tests on the other), which keep the machine about a third busy.
 SERIAL_WORKERS ?= 2
-# $(call pytest_suite,MARKS): the tests that MARKS selects (a pytest -m expression), in the three runs above.
-# The serial run starts once the Schemathesis run has ended (it has always ended before the suite: it runs
-# beside it, and its CPU would be the serial tests' CPU). Fails when any run
-# fails (a serial run that selects nothing passes), and then names what failed once more at the end, where a CI
-# log's tail shows it; the runs print their slowest tests (--durations).
-define pytest_suite
-	@echo 'pytest -n $(TEST_WORKERS) -m "($(1)) and not serial"  &  pytest $(SCHEMA_TESTS);  then pytest -n $(SERIAL_WORKERS) -m "($(1)) and serial"'
+# $(call pytest_parallel,MARKS): the tests that MARKS selects (a pytest -m expression) but the serial ones, on
+# TEST_WORKERS workers, with the Schemathesis module beside them; fails when either fails, and then names what
+# failed once more at the end, where a CI log's tail shows it; prints the slowest tests (--durations).
+define pytest_parallel
+	@echo 'pytest -n $(TEST_WORKERS) -m "($(1)) and not serial"  &  nice pytest $(SCHEMA_TESTS)'
 	@log=$$(mktemp -d); \
 	nice -n 19 $(VENV)/bin/pytest -p no:xdist -rfE -m "$(1)" $(SCHEMA_TESTS) >$$log/schema 2>&1 & schema=$$!; \
 	{ $(VENV)/bin/pytest -n $(TEST_WORKERS) -rfE --durations=20 -m "($(1)) and not serial" --ignore=$(SCHEMA_TESTS); \
 	  echo $$? >$$log/suite.rc; } 2>&1 | tee $$log/suite; suite=$$(cat $$log/suite.rc); \
 	wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log/schema; \
-	{ $(VENV)/bin/pytest -n $(SERIAL_WORKERS) -rfE --durations=5 -m "($(1)) and serial" --ignore=$(SCHEMA_TESTS); \
-	  echo $$? >$$log/serial.rc; } 2>&1 | tee $$log/serial; serial=$$(cat $$log/serial.rc); \
-	test $$serial = 5 && serial=0; \
-	if [ $$suite != 0 ] || [ $$serial != 0 ] || [ $$schema != 0 ]; then \
-		echo "=== what failed (suite $$suite, schema $$schema, serial $$serial) ==="; \
-		grep -h -E "^(FAILED|ERROR) " $$log/suite $$log/schema $$log/serial; \
+	if [ $$suite != 0 ] || [ $$schema != 0 ]; then \
+		echo "=== what failed (suite $$suite, schema $$schema) ==="; grep -h -E "^(FAILED|ERROR) " $$log/suite $$log/schema; \
 	fi; \
-	rm -rf $$log; test $$suite = 0 && test $$serial = 0 && test $$schema = 0
+	rm -rf $$log; test $$suite = 0 && test $$schema = 0
+endef
+# $(call pytest_serial,MARKS): the serial tests that MARKS selects, on SERIAL_WORKERS workers (none selected passes).
+define pytest_serial
+	@echo 'pytest -n $(SERIAL_WORKERS) -m "($(1)) and serial"'
+	@$(VENV)/bin/pytest -n $(SERIAL_WORKERS) -rfE --durations=5 -m "($(1)) and serial" --ignore=$(SCHEMA_TESTS); \
+	rc=$$?; test $$rc = 0 || test $$rc = 5
 endef
 
-.PHONY: setup run test test-fast lint bench worker clean
+.PHONY: setup run test test-parallel test-serial test-fast lint bench worker clean
 
 setup: $(STAMP)
 	@# The browser tests drive Debian's chromium: installed when missing and we are root; otherwise they are skipped.
@@ -92,17 +92,27 @@ run: setup
 	REALTIME_TOKEN_SECRET="$${REALTIME_TOKEN_SECRET:-$$(cat $(REALTIME_SECRET_FILE))}" \
 		$(PY) -m voiceagent.server -b $(HOST) -p $(PORT) voiceagent.asgi:application
 
-test: setup
+# The whole suite: everything but the serial tests, then the serial tests with the machine to themselves.
+test: test-parallel
+	$(MAKE) --no-print-directory test-serial
+
+# The checks, the JavaScript unit tests and every pytest test but the serial ones.
+test-parallel: setup
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
 	@# The public OpenAPI schema: valid OpenAPI, generated without a single warning.
 	$(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
-	$(call pytest_suite,slow or not slow)
 	node --test realtime/tests/js/
+	$(call pytest_parallel,slow or not slow)
+
+# The tests marked serial.
+test-serial: setup
+	$(call pytest_serial,slow or not slow)
 
 # The edit loop: the suite without the tests marked slow (real speech, real models, real servers).
 test-fast: setup
-	$(call pytest_suite,not slow)
+	$(call pytest_parallel,not slow)
+	$(call pytest_serial,not slow)
 
 # Style and mistakes (ruff, with the ASYNC rules), formatting, types (mypy with the Django and DRF plugins,
 # pyproject.toml: strict for kit and realtime.engine; its incremental cache is .mypy_cache) and the import

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from testing.server_forker import ForkedProcess, fork_server
 from testing.servers import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,7 +48,7 @@ class DaphneServer:
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
         self.env.pop("DJANGO_SETTINGS_MODULE", None)
         self.log_path = log_path
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | ForkedProcess | None = None
 
     @property
     def http_url(self) -> str:
@@ -57,24 +58,15 @@ class DaphneServer:
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 90.0) -> DaphneServer:
-        output = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "voiceagent.server",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "voiceagent.asgi:application",
-            ],
-            cwd=REPO,
-            env=self.env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
+    def start(self, timeout: float = 90.0, *, forked: bool = False) -> DaphneServer:
+        """Start it and wait until /livez answers; `forked`: from the tests' warm process (testing/server_forker.py)."""
+        argv = ["voiceagent.server", "-b", "127.0.0.1", "-p", str(self.port), "voiceagent.asgi:application"]
+        self.process = fork_server(argv, env=self.env, cwd=REPO, log=self.log_path) if forked else None
+        if self.process is None:
+            output = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", *argv], cwd=REPO, env=self.env, stdout=output, stderr=subprocess.STDOUT
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -84,7 +76,7 @@ class DaphneServer:
                     if response.status == 200:
                         return self
             except OSError:
-                time.sleep(0.2)
+                time.sleep(0.05)
         self.stop()
         raise RuntimeError("daphne did not start in time")
 
@@ -152,7 +144,7 @@ def start_test_server(logs: Any, name: str, env: dict[str, str] | None = None, *
     # Recordings of agents that record go to the test's temporary folder, not the repository's var/media.
     base["RECORDINGS_STORAGE_URL"] = f"file://{folder / 'recordings'}"
     log = folder / f"{name}.log"
-    return DaphneServer(env={**base, **(env or {})}, port=port, log_path=log).start()
+    return DaphneServer(env={**base, **(env or {})}, port=port, log_path=log).start(forked=True)
 
 
 def stop_test_server(server: DaphneServer) -> None:

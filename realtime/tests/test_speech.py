@@ -478,7 +478,7 @@ def test_a_dead_worker_fails_only_its_turn_and_is_replaced(module_lm_cache: Path
         doomed = asr_workers.RemoteRecognizer(pool, None)
         doomed.start()
         doomed.worker.process.kill()
-        doomed.worker.process.join(5)
+        doomed.worker.process.wait(5)
         doomed.feed(silence(100))
         assert doomed.finish() == ""  # no crash, no hang: the turn is simply not understood
         model = asr.language_model.language_model(asr.agent_texts(AgentStandIn()))
