@@ -4,6 +4,7 @@ does not wait for a cold load."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 
@@ -62,6 +63,7 @@ def preload_in_background() -> threading.Thread | None:
             session()  # the search_knowledge tool's model (exported on the first start of a machine)
         except Exception:
             logger.exception("knowledge embedding model preload failed; the first search will retry")
+        gc.freeze()  # the models live as long as the process: out of the collector's sight (voiceagent/asgi.py)
 
     thread = threading.Thread(target=run, name="voice-preload", daemon=True)
     thread.start()
