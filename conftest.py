@@ -114,10 +114,31 @@ def _redis_of_this_worker(settings: Any, app: Any) -> None:
     settings.CELERY_BROKER_URL = app.conf.broker_url = url
 
 
+# The fixtures through which a test reaches the database (pytest-django's; a server a test starts needs
+# django_db_setup, testing/daphne.py). django_db_blocker is not one: every test holds it.
+DATABASE_FIXTURES = frozenset(
+    {"db", "transactional_db", "django_db_setup", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}
+)
+
+
+def uses_database(item: pytest.Item) -> bool:
+    """Whether the test reaches the database (so also the cache, the channel layer and the servers of its suite)."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return item.get_closest_marker("django_db") is not None or bool(DATABASE_FIXTURES & fixtures)
+
+
 @pytest.hookimpl(trylast=True)  # after pytest-django's order (database tests, then transactional ones)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test`), the modules with the most slow tests come first, so that the
+    """DATABASE_TESTS_ONLY=true (.ci/run, in its PostgreSQL suite) leaves out the tests that reach no
+    database: they do the same on either, and the other suite runs them.
+
+    Under pytest-xdist (`make test`), the modules with the most slow tests come first, so that the
     longest runs start early (see pytest_xdist_make_scheduler)."""
+    if os.environ.get("DATABASE_TESTS_ONLY", "").lower() in ("1", "true", "yes"):
+        elsewhere = [item for item in items if not uses_database(item)]
+        if elsewhere:
+            config.hook.pytest_deselected(items=elsewhere)
+            items[:] = [item for item in items if uses_database(item)]
     if not hasattr(config, "workerinput"):  # a run without xdist, or its controller
         return
     modules: dict[str, list[pytest.Item]] = {}

@@ -170,7 +170,13 @@ async def test_a_browser_call_sends_started_ended_analyzed_in_order_signed_over_
     assert arrived("/agent")[0].headers["x-tenant"] == "acme"  # the agent's serverHeaders, as tool calls
     assert "x-tenant" not in arrived("/org")[0].headers
 
-    listed = await sync_to_async(deliveries)(owner, callId=call_id)
+    # A delivery is marked succeeded once the receiver's answer is read, which may be a moment after the
+    # receiver has the request.
+    def all_succeeded() -> list[dict[str, Any]] | None:
+        listed = deliveries(owner, callId=call_id)
+        return listed if {d["status"] for d in listed} == {"succeeded"} else None
+
+    listed = await sync_to_async(wait_for)(all_succeeded, what="the deliveries marked succeeded")
     assert len(listed) == 6 and {d["status"] for d in listed} == {"succeeded"}
     assert all(d["attemptLog"][0]["statusCode"] == 200 for d in listed)
 

@@ -131,6 +131,9 @@ def test_an_analysis_killed_with_its_server_is_resumed_when_a_server_starts_agai
         row = Call.objects.get(pk=call.pk)
         assert (row.status, row.analysis_status) == ("failed", "pending")
         assert row.analysis_claimed_at is not None  # taken by the dead process
+        # The next server sweeps as it starts (within a second): its lease (1 s, below) must be over by then.
+        claimed = row.analysis_claimed_at
+        wait_until(lambda: timezone.now() - claimed > timedelta(seconds=1.5), timeout=10, what="the lease's end")
 
         # The next server's start-up sweep resumes it once the dead worker's lease is over.
         chat.analysis(
