@@ -35,15 +35,19 @@ SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
 # turn-taking socket tests on one, the browser tests on the other), which keep the machine about a third busy.
 SERIAL_WORKERS ?= 2
 # $(call pytest_parallel,MARKS): the tests that MARKS selects (a pytest -m expression) but the serial ones, on
-# TEST_WORKERS workers, with the Schemathesis module beside them; fails when either fails, and then names what
-# failed once more at the end, where a CI log's tail shows it; prints the slowest tests (--durations).
+# TEST_WORKERS workers, with the Schemathesis module beside them unless SCHEMA_BESIDE=false (.ci/run runs it
+# with `make test-schema` later); fails when either fails, and then names what failed once more at the end,
+# where a CI log's tail shows it; prints the slowest tests (--durations).
+SCHEMA_BESIDE ?= true
 define pytest_parallel
-	@echo 'pytest -n $(TEST_WORKERS) -m "($(1)) and not serial"  &  nice pytest $(SCHEMA_TESTS)'
-	@log=$$(mktemp -d); \
-	nice -n 19 $(VENV)/bin/pytest -p no:xdist -rfE -m "$(1)" $(SCHEMA_TESTS) >$$log/schema 2>&1 & schema=$$!; \
+	@echo 'pytest -n $(TEST_WORKERS) -m "($(1)) and not serial"$(if $(filter true,$(SCHEMA_BESIDE)),  &  nice pytest $(SCHEMA_TESTS))'
+	@log=$$(mktemp -d); schema=; \
+	if [ "$(SCHEMA_BESIDE)" = true ]; then \
+		nice -n 19 $(VENV)/bin/pytest -p no:xdist -rfE -m "$(1)" $(SCHEMA_TESTS) >$$log/schema 2>&1 & schema=$$!; \
+	fi; \
 	{ $(VENV)/bin/pytest -n $(TEST_WORKERS) -rfE --durations=20 -m "($(1)) and not serial" --ignore=$(SCHEMA_TESTS); \
 	  echo $$? >$$log/suite.rc; } 2>&1 | tee $$log/suite; suite=$$(cat $$log/suite.rc); \
-	wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log/schema; \
+	if [ -n "$$schema" ]; then wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log/schema; else schema=0; touch $$log/schema; fi; \
 	if [ $$suite != 0 ] || [ $$schema != 0 ]; then \
 		echo "=== what failed (suite $$suite, schema $$schema) ==="; grep -h -E "^(FAILED|ERROR) " $$log/suite $$log/schema; \
 	fi; \
@@ -56,7 +60,7 @@ define pytest_serial
 	rc=$$?; test $$rc = 0 || test $$rc = 5
 endef
 
-.PHONY: setup run test test-parallel test-serial test-fast lint bench worker clean
+.PHONY: setup run test test-parallel test-serial test-schema test-fast lint bench worker clean
 
 setup: $(STAMP)
 	@# The browser tests drive Debian's chromium: installed when missing and we are root; otherwise they are skipped.
@@ -108,6 +112,10 @@ test-parallel: setup
 # The tests marked serial.
 test-serial: setup
 	$(call pytest_serial,slow or not slow)
+
+# The Schemathesis module alone, at the lowest CPU priority (CPU-bound; it runs beside real-time tests).
+test-schema: setup
+	nice -n 19 $(VENV)/bin/pytest -p no:xdist -rfE $(SCHEMA_TESTS)
 
 # The edit loop: the suite without the tests marked slow (real speech, real models, real servers).
 test-fast: setup
