@@ -200,9 +200,10 @@ def deliver_one(delivery_id: Any) -> bool:
     """Claim the delivery if it is due and send one attempt; False when it was not due or taken."""
     now = timezone.now()
     claim = now + timedelta(seconds=settings.EVENTS_TIMEOUT_SECONDS) + CLAIM_MARGIN
-    # The claim: a conditional UPDATE, so two senders never send the same attempt.
-    claimable = _due(now).filter(pk=delivery_id).values("pk")
-    if not WebhookDelivery.objects.filter(pk__in=claimable).update(claimed_until=claim):
+    # The claim: a conditional UPDATE, so two senders never send the same attempt. Its conditions are on the
+    # updated row itself: PostgreSQL checks them again on the row a concurrent claim has just committed (a
+    # `pk IN (subquery)` form was checked against the statement's snapshot, and both claims won).
+    if not _due(now).filter(pk=delivery_id).update(claimed_until=claim):
         return False
     delivery = WebhookDelivery.objects.select_related("event", "endpoint", "agent").get(pk=delivery_id)
     _attempt(delivery)

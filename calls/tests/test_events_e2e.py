@@ -292,6 +292,39 @@ def test_an_event_pending_while_the_server_restarts_is_delivered_after_the_resta
     assert delivered["status"] == "succeeded" and delivered["attemptLog"][0]["error"].startswith("Could not connect")
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("loopback")
+def test_senders_reaching_for_one_due_delivery_at_once_send_it_once(owner: Any, static_agent: Any) -> None:
+    """A process's sender threads, its start-up resend and other processes' senders may take the same due
+    delivery at the same moment (on PostgreSQL each claim waits on the other's row lock): one sends it."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from django.db import connections
+
+    from calls import events
+
+    rounds, senders = 6, 8
+    with LoopbackReceiver() as hook:
+        webhook(owner, hook.url(), ["call.started"])
+        for _ in range(rounds):  # the race is won or lost within a millisecond: several rounds
+            call = services.call_start(agent=static_agent, channel="web")
+            [pending] = deliveries(owner, callId=str(call.id))
+            barrier = Barrier(senders)
+
+            def send(_: int, delivery_id: str = pending["id"], barrier: Barrier = barrier) -> bool:
+                barrier.wait()
+                try:
+                    return events.deliver_one(delivery_id)
+                finally:
+                    connections.close_all()
+
+            with ThreadPoolExecutor(senders) as pool:
+                sent = list(pool.map(send, range(senders)))
+            assert sent.count(True) == 1
+        assert len(hook.requests) == rounds
+
+
 # --- the receivers of docs/webhooks.md -------------------------------------------------------------
 
 
