@@ -117,7 +117,14 @@ def _redis_of_this_worker(settings: Any, app: Any) -> None:
 # The fixtures through which a test reaches the database (pytest-django's; a server a test starts needs
 # django_db_setup, testing/daphne.py). django_db_blocker is not one: every test holds it.
 DATABASE_FIXTURES = frozenset(
-    {"db", "transactional_db", "django_db_setup", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}
+    {
+        "db",
+        "transactional_db",
+        "django_db_setup",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+        "live_server",
+    }
 )
 
 
