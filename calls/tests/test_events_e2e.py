@@ -307,7 +307,7 @@ def test_senders_reaching_for_one_due_delivery_at_once_send_it_once(owner: Any, 
     rounds, senders = 6, 8
     with LoopbackReceiver() as hook:
         webhook(owner, hook.url(), ["call.started"])
-        for _ in range(rounds):  # the race is won or lost within a millisecond: several rounds
+        for done in range(1, rounds + 1):  # the race is won or lost within a millisecond: several rounds
             call = services.call_start(agent=static_agent, channel="web")
             [pending] = deliveries(owner, callId=str(call.id))
             barrier = Barrier(senders)
@@ -320,8 +320,12 @@ def test_senders_reaching_for_one_due_delivery_at_once_send_it_once(owner: Any, 
                     connections.close_all()
 
             with ThreadPoolExecutor(senders) as pool:
-                sent = list(pool.map(send, range(senders)))
-            assert sent.count(True) == 1
+                sent = list(pool.map(send, range(senders)))  # a sender's error is raised here
+            # At most one of them sent it (none when this test process runs a delivery worker of its own,
+            # started by a test that built the ASGI application: it may take the delivery first).
+            assert sent.count(True) <= 1
+            wait_for(lambda done=done: len(hook.requests) >= done, what=f"delivery {done}")
+        wait_for(lambda: {d["status"] for d in deliveries(owner)} == {"succeeded"}, what="every delivery marked sent")
         assert len(hook.requests) == rounds
 
 
