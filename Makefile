@@ -31,8 +31,9 @@ TEST_WORKERS ?= 4
 SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
 # The tests marked `serial` (pytest.ini: real-time outcomes, such as a 400 ms pause ending a turn) run after
 # the others (`make test` is `make test-parallel`, then `make test-serial`), with the machine to themselves:
-# on two cores they failed now and then when the other workers' servers and speech models ran beside them. They run on SERIAL_WORKERS workers (whole modules each: the
-# turn-taking socket tests on one, the browser tests on the other), which keep the machine about a third busy.
+# on two cores they failed now and then when the other workers' servers and speech models ran beside them.
+# They run on SERIAL_WORKERS workers (whole modules each: the turn-taking socket tests on one, the browser
+# tests on the other), which keep the machine about a third busy.
 SERIAL_WORKERS ?= 2
 # $(call pytest_parallel,MARKS): the tests that MARKS selects (a pytest -m expression) but the serial ones, on
 # TEST_WORKERS workers, with the Schemathesis module beside them unless SCHEMA_BESIDE=false (.ci/run runs it
