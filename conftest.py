@@ -58,17 +58,13 @@ def pytest_configure() -> None:
 
 
 def _flush_retried_after_a_deadlock() -> None:
-    """A transactional test ends with a flush (one TRUNCATE of every table).
-
-    - On PostgreSQL it can meet a real server of the test's module still writing the end of a call the
-      test has just left (a transaction over several tables): the two take their locks in another order,
-      and PostgreSQL ends one of them with `deadlock detected`. When it ends the flush (which Django's
-      flush command wraps in a CommandError "couldn't be flushed", the database error as its cause), the
-      flush (rolled back whole) is run again once the server's transaction is through; a deadlock anywhere
-      else, or any other flush error, still fails the test.
-    - The flush also removes the plans that data migrations made: they are put back once it is through,
-      so that every test finds them as the migrations left them (a test's own changes to them are rolled
-      back with it, or flushed)."""
+    """A transactional test ends with a flush (one TRUNCATE of every table). On PostgreSQL it can meet
+    a real server of the test's module still writing the end of a call the test has just left (a
+    transaction over several tables): the two take their locks in another order, and PostgreSQL ends
+    one of them with `deadlock detected`. When it ends the flush (which Django's flush command wraps in
+    a CommandError "couldn't be flushed", the database error as its cause), the flush (rolled back
+    whole) is run again once the server's transaction is through; a deadlock anywhere else, or any
+    other flush error, still fails the test."""
     import time
 
     from django.test import TransactionTestCase
@@ -79,22 +75,13 @@ def _flush_retried_after_a_deadlock() -> None:
         for attempt in range(1, 4):
             try:
                 teardown(self)
-                break
+                return
             except Exception as exc:
                 if not _is_a_deadlock(exc) or attempt == 3:
                     raise
                 time.sleep(0.5 * attempt)
-        _seed_plans()
 
     TransactionTestCase._fixture_teardown = retried  # type: ignore[attr-defined]  # private: not in django-stubs
-
-
-def _seed_plans() -> None:
-    """The plans the data migrations make."""
-    from django.apps import apps
-
-    for migration in ("0002_seed_plans", "0004_seed_plan_limits", "0005_outbound_limit"):
-        importlib.import_module(f"accounts.migrations.{migration}").seed(apps, None)
 
 
 def _is_a_deadlock(exc: BaseException | None) -> bool:
@@ -208,6 +195,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def _module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
+
+
+@pytest.fixture(autouse=True)
+def _seeded_plans(request: Any) -> None:
+    """Plans come from a data migration; a transactional test's flush removes them, so put them back
+    for every test that uses the database."""
+    names = request.fixturenames
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in names or bool(marker and marker.kwargs.get("transaction"))
+    if not (marker or "db" in names or transactional):
+        return
+    request.getfixturevalue("transactional_db" if transactional else "db")
+    from django.apps import apps
+
+    importlib.import_module("accounts.migrations.0002_seed_plans").seed(apps, None)
+    importlib.import_module("accounts.migrations.0004_seed_plan_limits").seed(apps, None)
+    importlib.import_module("accounts.migrations.0005_outbound_limit").seed(apps, None)
 
 
 @dataclass
