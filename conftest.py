@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from rest_framework.test import APIClient
 
-from accounts.models import Organization
+from accounts.models import Organization, Plan
 from accounts.services import apikey_create, organization_create
 from agents.models import Agent
 from testing.factories import AgentFactory
@@ -75,11 +75,12 @@ def _flush_retried_after_a_deadlock() -> None:
         for attempt in range(1, 4):
             try:
                 teardown(self)
-                return
+                break
             except Exception as exc:
                 if not _is_a_deadlock(exc) or attempt == 3:
                     raise
                 time.sleep(0.5 * attempt)
+        _seed_plans()  # the flush removed the plans of the data migrations (_seeded_plans)
 
     TransactionTestCase._fixture_teardown = retried  # type: ignore[attr-defined]  # private: not in django-stubs
 
@@ -199,19 +200,26 @@ def _module_of(nodeid: str) -> str:
 
 @pytest.fixture(autouse=True)
 def _seeded_plans(request: Any) -> None:
-    """Plans come from a data migration; a transactional test's flush removes them, so put them back
-    for every test that uses the database."""
+    """Plans come from data migrations; a transactional test's flush removes them, and they are seeded
+    again once it is through (_flush_retried_after_a_deadlock). Every test that uses the database finds
+    them (and its fixtures can reach the database from the start): as the migrations left them, since a
+    test's own changes are rolled back with it or flushed. They are seeded here only when missing."""
     names = request.fixturenames
     marker = request.node.get_closest_marker("django_db")
     transactional = "transactional_db" in names or bool(marker and marker.kwargs.get("transaction"))
     if not (marker or "db" in names or transactional):
         return
     request.getfixturevalue("transactional_db" if transactional else "db")
+    if not Plan.objects.exists():
+        _seed_plans()
+
+
+def _seed_plans() -> None:
+    """The plans the data migrations make."""
     from django.apps import apps
 
-    importlib.import_module("accounts.migrations.0002_seed_plans").seed(apps, None)
-    importlib.import_module("accounts.migrations.0004_seed_plan_limits").seed(apps, None)
-    importlib.import_module("accounts.migrations.0005_outbound_limit").seed(apps, None)
+    for migration in ("0002_seed_plans", "0004_seed_plan_limits", "0005_outbound_limit"):
+        importlib.import_module(f"accounts.migrations.{migration}").seed(apps, None)
 
 
 @dataclass
