@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from testing.server_forker import ForkedProcess, fork_server
+from testing.server_forker import REPO, ForkedProcess, fork_server
 from testing.servers import free_port
 
-REPO = Path(__file__).resolve().parents[1]
 # The realtime token secret of the tests and of the servers they start (the realtime tests' settings).
 SECRET = "test-realtime-secret-0123456789abcdef"
 

@@ -1,7 +1,9 @@
 """Small stand-ins for the speech parts, for pipeline tests that drive time by hand.
 
 Caller audio: a sample value of 0 is silence, anything else is speech. The detector reports a start
-after 40 ms of speech and an end after 100 ms of silence; the recognizer answers scripted texts.
+after 40 ms of speech and an end after 100 ms of silence (with `pause_ms`, also a pause after that much
+silence, for the quick end of turn); the recognizer answers scripted texts (and, with `peeks`, tells the
+words so far: those its next utterance ends with).
 Synthesized speech lasts 100 ms per word at a constant level, so tests can reason about durations.
 """
 
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -46,13 +48,49 @@ class Event(NamedTuple):
 
 
 class FakeDetector:
-    def __init__(self, start_ms: int = 40, end_ms: int = 100) -> None:
-        self.start_ms, self.end_ms = start_ms, end_ms
+    def __init__(self, start_ms: int = 40, end_ms: int = 100, pause_ms: int = 0) -> None:
+        self.start_ms, self.end_ms, self.pause_ms = start_ms, end_ms, pause_ms
         self.speaking = False
         self.current_speech_ms = 0
+        self.pauses = 0
         self._voiced = 0
         self._quiet = 0
         self._pos = 0
+        self._pause_end_ms = 0
+        # The last pause the caller ended by speaking: (its number, its length, the position where speech
+        # came back, the speech before it in this utterance), all in ms.
+        self._resumed: tuple[int, int, int, int] | None = None
+
+    def use_quick_end(self) -> bool:
+        return self.pause_ms > 0
+
+    def in_pause(self, number: int) -> bool:
+        return self.speaking and self.pauses == number and self.pause_ms > 0 and self._quiet >= self.pause_ms
+
+    def end_pause(self, number: int, after_ms: int = 0) -> bool:
+        if not self.in_pause(number):
+            return False
+        if self._quiet < after_ms:
+            self._pause_end_ms = after_ms
+            return False
+        self._end()
+        return True
+
+    def split_at_pause(self, number: int, after_ms: int = 0) -> int | None:
+        resumed = self._resumed
+        if not self.speaking or resumed is None or resumed[0] != number or resumed[1] < after_ms:
+            return None
+        _, length, resumed_at, voiced_before = resumed
+        self._resumed = None
+        self._voiced -= voiced_before  # the new utterance is what was said since
+        self.current_speech_ms = self._voiced
+        return self._pos - resumed_at + length
+
+    def _end(self) -> None:
+        self.speaking = False
+        self._voiced = self._pause_end_ms = 0
+        self.current_speech_ms = 0
+        self._resumed = None
 
     @property
     def silence_ms(self) -> int:
@@ -65,8 +103,10 @@ class FakeDetector:
             voiced = any(pcm[i : i + IN_BYTES_PER_MS])
             self._pos += 1
             if voiced:
+                if self.speaking and self.pause_ms and self._quiet >= self.pause_ms:  # a pause, ended by speech
+                    self._resumed = (self.pauses, self._quiet, self._pos - 1, self._voiced)
                 self._voiced += 1
-                self._quiet = 0
+                self._quiet = self._pause_end_ms = 0
                 if not self.speaking and self._voiced >= self.start_ms:
                     self.speaking = True
                     events.append(Event("speech_start", self._pos))
@@ -74,10 +114,12 @@ class FakeDetector:
                 self._quiet += 1
                 if not self.speaking:
                     self._voiced = 0
-                elif self._quiet >= self.end_ms:
-                    self.speaking = False
-                    self._voiced = 0
+                elif self._quiet >= (self._pause_end_ms or self.end_ms):
+                    self._end()
                     events.append(Event("speech_end", self._pos))
+                elif self.pause_ms and self._quiet == self.pause_ms:
+                    self.pauses += 1
+                    events.append(Event("pause", self._pos))
             self.current_speech_ms = self._voiced if self.speaking else 0
         return events
 
@@ -87,6 +129,9 @@ class FakeRecognizer:
     texts: list[str]
     heard_bytes: list[int] = field(default_factory=list)
     _current: int = 0
+
+    def peek(self) -> str:
+        return self.texts[0] if self.texts else ""
 
     def start(self) -> None:
         self._current = 0
@@ -118,12 +163,18 @@ def split_sentences(text: str) -> list[str]:
     return [part.strip() for part in re.findall(r"[^.!?]+[.!?]*", text) if part.strip()]
 
 
-def make_kit(*, texts: Sequence[str] = (), has_bed: bool = False, recognizer: bool = True) -> tuple[VoiceKit, Any]:
+def make_kit(
+    *,
+    texts: Sequence[str] = (),
+    has_bed: bool = False,
+    recognizer: bool = True,
+    detector: Callable[[], FakeDetector] = FakeDetector,
+) -> tuple[VoiceKit, Any]:
     parts: dict[str, Any] = {"mixer": FakeMixer(has_bed), "recognizer": FakeRecognizer(list(texts))}
     kit = VoiceKit(
         name="fake",
         preload=lambda: None,
-        detector=FakeDetector,
+        detector=detector,
         recognizer=lambda agent, knowledge: parts["recognizer"] if recognizer else None,
         synthesize=synthesize,
         split_sentences=split_sentences,

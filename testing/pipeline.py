@@ -17,6 +17,7 @@ from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
 from realtime.engine.cascade import kit as voice
 from realtime.engine.cascade.kit import VoiceKit
+from realtime.engine.cascade.listener import RecognizerJob
 from realtime.engine.cascade.pipeline import CascadePipeline
 from realtime.engine.clock import ManualClock, settle
 from realtime.engine.contracts import TextPiece
@@ -30,6 +31,18 @@ GREETING = "Welcome to Acme. How can I help?"  # 7 words: 0.7 s in the scripted 
 async def inline(function: Any, *args: Any) -> Any:
     """run_blocking for tests: the blocking parts run on the loop (they take microseconds here)."""
     return function(*args)
+
+
+def lagging_recognizer(caught_up: asyncio.Event) -> Callable[..., Awaitable[Any]]:
+    """run_blocking for a recognizer that lags behind the caller's audio: the words at a pause (the
+    quick end of turn's question) come only once `caught_up` is set; everything else runs inline."""
+
+    async def run_blocking(function: Any, *args: Any) -> Any:
+        if getattr(function, "__name__", "") == "recognize" and any(kind is RecognizerJob.PEEK for kind, _ in args[0]):
+            await caught_up.wait()
+        return function(*args)
+
+    return run_blocking
 
 
 class EchoBrain:
@@ -56,11 +69,13 @@ class Harness:
         recorder: Any = None,
         kit: VoiceKit | None = None,
         vocabulary_texts: Callable[[], Awaitable[list[str]]] | None = None,
+        detector: Callable[[], FakeDetector] = FakeDetector,
+        run_blocking: Callable[..., Awaitable[Any]] = inline,
     ) -> None:
         self.clock = ManualClock()
         self.transport = RecordingTransport(self.clock)
         if kit is None:
-            self.kit, self.parts = make_kit(texts=texts, has_bed=has_bed, recognizer=recognizer)
+            self.kit, self.parts = make_kit(texts=texts, has_bed=has_bed, recognizer=recognizer, detector=detector)
         else:
             self.kit, self.parts = kit, {"mixer": FakeMixer(has_bed)}
         self.tools = tools or ScriptedTools()
@@ -73,7 +88,7 @@ class Harness:
             tools=self.tools,
             mixer=lambda ambient, volume, ducking: self.parts["mixer"],
             clock=self.clock,
-            run_blocking=inline,
+            run_blocking=run_blocking,
             recorder=recorder,
         )
         self.recorder = self.conversation.recorder

@@ -402,7 +402,8 @@ class VoicePipeline(Protocol):
 class Detector(Protocol):
     """Voice activity detection over caller audio: `feed` returns its events (speech start, pause,
     end). A detector that can report pauses for the quick end of turn also has `use_quick_end()`,
-    `pauses` and `end_pause(number, after_ms)` (realtime/engine/speech/vad.py)."""
+    `pauses`, `end_pause(number, after_ms)` and `split_at_pause(number, after_ms)`
+    (realtime/engine/speech/vad.py)."""
 
     @property
     def speaking(self) -> bool: ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from functools import partial
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -16,8 +17,8 @@ from realtime.engine.contracts import Ending, TextPiece, ToolCall, ToolOutcome, 
 from realtime.engine.registry import EngineUnavailable, pipeline_class
 from realtime.engine.session import shell as session_module
 from realtime.engine.session.shell import Session, open_session
-from testing.fakes import RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
-from testing.pipeline import GREETING, Harness, messages
+from testing.fakes import FakeDetector, RecordingTransport, ScriptedBrain, ScriptedTools, make_kit, silence, speech
+from testing.pipeline import GREETING, Harness, lagging_recognizer, messages
 from testing.recording import MemoryRecorder
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -216,6 +217,70 @@ async def test_a_caller_who_goes_on_as_the_answer_starts_playing_gets_it_dropped
         AgentLog.objects.filter(session_id=h.recorder.session_id).values_list("content__message", flat=True)
     )
     assert "caller went on before hearing the answer" in texts and "barge-in" not in texts
+
+
+QUICK_END = partial(FakeDetector, pause_ms=300, end_ms=700)  # VAD_QUICK_END_SILENCE_MS, VAD_UNFINISHED_SILENCE_MS
+
+
+@pytest.mark.parametrize("lagging", [False, True], ids=["words-on-time", "words-after-the-caller-went-on"])
+async def test_a_finished_sentence_ends_the_turn_in_its_pause_however_late_its_words_are_recognized(agent, lagging):
+    """A finished sentence, a 400 ms pause, more words: the turn ends in the pause (300 ms of silence
+    after words that read finished) whether the recognizer tells the words in the pause or only after
+    the caller has spoken again. Either way the caller went on before hearing the answer: two caller
+    turns, one answer to both, and each utterance's audio recognized on its own."""
+    caught_up = asyncio.Event()
+    if not lagging:
+        caught_up.set()
+    h = Harness(
+        agent,
+        recorder=MemoryRecorder(),
+        texts=[FIRST, SECOND],
+        detector=QUICK_END,
+        run_blocking=lagging_recognizer(caught_up),
+    )
+    await greeted(h)
+    await h.feed(speech(600) + silence(400) + speech(300))
+    assert (h.transport.transcripts()[-1] == ("user", FIRST)) is not lagging
+    caught_up.set()
+    await settle()
+    assert h.transport.transcripts()[-1] == ("user", FIRST)
+    await h.talk(300, then_silence_ms=2500)
+    joined = f"{FIRST} {SECOND}"
+    assert h.transport.transcripts()[1:] == [("user", FIRST), ("user", SECOND), ("assistant", f"You said: {joined}.")]
+    first, second = h.parts["recognizer"].heard_bytes
+    assert first <= (400 + 600 + 300 + 20) * 32  # the preroll, the sentence and the pause up to its end
+    assert second >= (100 + 600) * 32  # the rest of the pause and what the caller said after it
+    call = await h.stop()
+    assert await messages(call) == [
+        ("assistant", f"{DISCLOSURE} {GREETING}"),
+        ("user", joined),
+        ("assistant", f"You said: {joined}."),
+    ]
+
+
+@pytest.mark.parametrize("lagging", [False, True], ids=["words-on-time", "words-after-the-caller-went-on"])
+async def test_words_that_announce_more_keep_the_turn_whole_however_late_they_are_recognized(agent, lagging):
+    caught_up = asyncio.Event()
+    if not lagging:
+        caught_up.set()
+    h = Harness(
+        agent,
+        recorder=MemoryRecorder(),
+        texts=["my number is four five six"],
+        detector=QUICK_END,
+        run_blocking=lagging_recognizer(caught_up),
+    )
+    await greeted(h)
+    h.parts["recognizer"].peek = lambda: "my number is"  # the words at the pause
+    await h.feed(speech(600) + silence(400) + speech(300))
+    caught_up.set()
+    await h.talk(300, then_silence_ms=2500)
+    assert h.transport.transcripts()[1:] == [
+        ("user", "my number is four five six"),
+        ("assistant", "You said: my number is four five six."),
+    ]
+    assert len(h.parts["recognizer"].heard_bytes) == 1
+    await h.stop()
 
 
 async def test_speech_after_the_answer_has_been_heard_is_a_barge_in_and_a_turn_of_its_own(agent):

@@ -331,6 +331,33 @@ def test_end_silence_window_follows_the_argument_and_the_setting(padded_speech: 
     assert VoiceActivityDetector(end_silence_ms=1000).end_silence_ms == 1000  # the argument wins
 
 
+def test_an_utterance_splits_at_a_pause_the_caller_has_spoken_after(
+    speech_16k: bytes, second_16k: bytes, settings: Any
+) -> None:
+    """The quick end of turn's late case: the words at a pause read finished only once the caller has
+    spoken again. The utterance then ends at that pause, and what came after it is a new one."""
+    settings.VAD_QUICK_END_SILENCE_MS, settings.VAD_UNFINISHED_SILENCE_MS = 300, 700
+    detector = VoiceActivityDetector()
+    assert detector.use_quick_end()
+    events = detector.feed(silence(LEAD_MS) + speech_16k + silence(400))
+    assert events[0].kind == "speech_start" and events[-1].kind == "pause"
+    pause = detector.pauses
+    assert detector.split_at_pause(pause) is None  # still silent in it: that is end_pause's case
+    second_from, _ = speech_bounds_ms(second_16k)
+    detector.feed(second_16k[: 600 * BYTES_PER_MS_16K])
+    assert detector.split_at_pause(pause, after_ms=2000) is None  # the pause was shorter than that
+    since_ms = detector.split_at_pause(pause)
+    _, first_to = speech_bounds_ms(speech_16k)
+    fed_after_speech_ms = len(speech_16k) / BYTES_PER_MS_16K - first_to + 400 + 600
+    assert since_ms is not None and abs(since_ms - fed_after_speech_ms) <= 3 * vad.WINDOW_MS
+    assert detector.speaking
+    assert abs(detector.current_speech_ms - (600 - second_from)) <= 3 * vad.WINDOW_MS  # the new utterance
+    assert detector.split_at_pause(pause) is None  # once
+    rest = detector.feed(second_16k[600 * BYTES_PER_MS_16K :] + silence(TAIL_MS))
+    assert [event.kind for event in rest if event.kind != "pause"] == ["speech_end"]
+    assert detector.split_at_pause(detector.pauses) is None  # an ended utterance is not split
+
+
 # --- language models -------------------------------------------------------------------------------
 
 

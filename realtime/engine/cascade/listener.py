@@ -95,6 +95,16 @@ class Listener:
         self._in_utterance = False
         return True
 
+    def split_turn(self, pause: int, *, after_ms: int = 0) -> int | None:
+        """End the utterance at the given pause although the caller has spoken again since (the words at
+        the pause were recognized too late to end it there): what they said since goes on as a new
+        utterance. The milliseconds since the pause began, or None when it cannot be split there. The
+        recognizer's FINISH of the utterance and START of the new one are then the caller's to schedule,
+        before the audio that follows the pause."""
+        if not self._in_utterance:
+            return None
+        return self.detector.split_at_pause(pause, after_ms)  # type: ignore[attr-defined,no-any-return]  # an optional method: used only when quick_end (set in __init__) says it exists
+
     def recognize(self, jobs: list[tuple[RecognizerJob, bytes]]) -> list[tuple[RecognizerJob, str]]:
         """Do the recognizer's work (blocking); for each PEEK and FINISH job its kind and text:
         the words so far, or of the utterance that ended ('' = not understood, or no recognizer)."""
@@ -105,7 +115,8 @@ class Listener:
                 texts += [(kind, "")] if kind in (RecognizerJob.PEEK, RecognizerJob.FINISH) else []
             elif kind is RecognizerJob.START:
                 recognizer.start()
-                recognizer.feed(audio)
+                if audio:
+                    recognizer.feed(audio)
             elif kind is RecognizerJob.FEED:
                 recognizer.feed(audio)
             elif kind is RecognizerJob.PEEK:

@@ -237,14 +237,16 @@ class CascadePipeline:
             return not answer.cancelled
         return answer.heard_seconds(self.session.heard_by(now)) >= self.continue_turn_seconds
 
-    def _turn_ended(self, now: float) -> TurnTiming:
-        """The caller's turn ends now: the detector knows how long they have been silent."""
+    def _turn_ended(self, now: float, silence_ms: int | None = None) -> TurnTiming:
+        """The caller's turn ends now, `silence_ms` after they stopped speaking (by default the
+        detector's silence so far)."""
         assert self.listener is not None
-        silence_ms = getattr(self.listener.detector, "silence_ms", None)
+        if silence_ms is None:
+            silence_ms = getattr(self.listener.detector, "silence_ms", None)
         spoke = now - silence_ms / 1000 if isinstance(silence_ms, int | float) else None
         return TurnTiming(turn_ended_at=now, speech_ended_at=spoke)
 
-    def _finish_job(self, now: float) -> _Job:
+    def _finish_job(self, now: float, silence_ms: int | None = None) -> _Job:
         """The recognizer's last job for the utterance that ends now: whether it is the caller's turn
         (speech that began over the agent and never interrupted it is a backchannel), and whether it
         goes on with the caller's last turn."""
@@ -252,50 +254,73 @@ class CascadePipeline:
         joins = take and self._goes_on
         self._over_agent = self._barged = self._goes_on = False
         self._turns_in_flight += take
-        return _Job(RecognizerJob.FINISH, b"", take, None, self._turn_ended(now), joins)
+        return _Job(RecognizerJob.FINISH, b"", take, None, self._turn_ended(now, silence_ms), joins)
 
     async def _recognize(self) -> None:
-        assert self.listener is not None and self.session is not None
-        session = self.session
         while True:
             jobs = [await self._asr_q.get()]
             while not self._asr_q.empty() and jobs[-1].kind not in (RecognizerJob.FINISH, RecognizerJob.PEEK):
                 jobs.append(self._asr_q.get_nowait())
-            # Up to one question per call (the words at a pause, or an utterance's end): its answer
-            # is not held back by later audio, and a provider's failure costs only that utterance.
-            last = jobs[-1]
-            try:
-                texts = await session.run_blocking(self.listener.recognize, [(job.kind, job.audio) for job in jobs])
-            except ProviderError as exc:
-                if last.kind is RecognizerJob.FINISH:
-                    self._turns_in_flight -= bool(last.verdict)
-                    await self._recognition_failed(exc, take=bool(last.verdict))
-                continue
-            for kind, text in texts:
-                if kind is RecognizerJob.PEEK:
-                    self._paused(last.pause, text)
-                elif not last.verdict:
-                    session.recorder.log("debug", "short speech over the agent ignored")
-                else:
-                    self._turns_in_flight -= 1
-                    timing = last.timing or TurnTiming(turn_ended_at=session.clock.now())
-                    timing.recognized_at = session.clock.now()
-                    await self._take_turn(text, timing, joins=last.joins, spoken=True)
+            await self._recognize_jobs(jobs)
 
-    def _paused(self, pause: int | None, words: str) -> None:
+    async def _recognize_jobs(self, jobs: list[_Job]) -> None:
+        """Run the recognizer's jobs and act on the answer to the one question among them (the words at
+        a pause, or an utterance's end): up to one per call, so that its answer is not held back by
+        later audio, and a provider's failure costs only that utterance."""
+        assert self.listener is not None and self.session is not None
+        session = self.session
+        asked = next((job for job in jobs if job.kind in (RecognizerJob.FINISH, RecognizerJob.PEEK)), None)
+        try:
+            texts = await session.run_blocking(self.listener.recognize, [(job.kind, job.audio) for job in jobs])
+        except ProviderError as exc:
+            if asked is not None and asked.kind is RecognizerJob.FINISH:
+                self._turns_in_flight -= bool(asked.verdict)
+                await self._recognition_failed(exc, take=bool(asked.verdict))
+            return
+        for kind, text in texts:
+            assert asked is not None
+            if kind is RecognizerJob.PEEK:
+                split = self._paused(asked.pause, text)
+                if split is not None:  # before the audio that follows the pause, still queued
+                    await self._recognize_jobs([split, _Job(RecognizerJob.START, b"")])
+            elif not asked.verdict:
+                session.recorder.log("debug", "short speech over the agent ignored")
+            else:
+                self._turns_in_flight -= 1
+                timing = asked.timing or TurnTiming(turn_ended_at=session.clock.now())
+                timing.recognized_at = session.clock.now()
+                await self._take_turn(text, timing, joins=asked.joins, spoken=True)
+
+    def _paused(self, pause: int | None, words: str) -> _Job | None:
         """The caller has paused (VAD_QUICK_END_SILENCE_MS) after `words`: the turn ends now when they
         read as finished, after VAD_UNSURE_SILENCE_MS when they may be misheard, and otherwise after
         VAD_UNFINISHED_SILENCE_MS (realtime/engine/cascade/turn_taking.py); all only if the caller is still
-        silent."""
+        silent.
+
+        When the words come after the caller has already spoken again (the recognizer lagged behind the
+        audio), the turn ends at that pause all the same if it lasted as long as the words ask for: the
+        FINISH job of that utterance is returned, to run at once (before the audio that follows the pause),
+        and what the caller has said since goes on with the turn, as if they had started speaking once
+        it had ended there. So where a turn ends follows from the audio, whatever the machine's load."""
         assert self.listener is not None and self.session is not None
         if pause is None:
-            return
+            return None
         verdict = reading(words, self.session.agent.language, self._known_pairs)
         if verdict == UNFINISHED:
-            return
+            return None
         after_ms = int(settings.VAD_UNSURE_SILENCE_MS) if verdict == UNSURE else 0
+        now = self.session.clock.now()
         if self.listener.end_turn(pause, after_ms=after_ms):
-            self._asr_q.put_nowait(self._finish_job(self.session.clock.now()))
+            self._asr_q.put_nowait(self._finish_job(now))
+            return None
+        since_ms = self.listener.split_turn(pause, after_ms=after_ms)
+        if since_ms is None:
+            return None
+        self.session.recorder.log("debug", "turn ended at a pause the caller has spoken after", sincePauseMs=since_ms)
+        finish = self._finish_job(now, silence_ms=since_ms)
+        self._over_agent = self.session.agent_speaking()
+        self._goes_on = self._turn_unanswered(now)
+        return finish
 
     async def _recognition_failed(self, exc: ProviderError, *, take: bool) -> None:
         """The speech recognition provider failed on a caller turn: log it and, unless the turn was

@@ -23,6 +23,11 @@ before, at the price of most turns of the offline recognizer taking 500 ms. A mi
 Only languages with an offline recognizer have word lists (English); elsewhere every turn keeps the
 full window.
 
+The words at a pause may come only after the caller has spoken again (a recognizer that lags behind
+the audio on a busy machine): when they read as finished, the turn ends at that pause all the same, and
+what the caller said since goes on with it (realtime/engine/cascade/pipeline.py, `_paused`), so that
+where a turn ends depends on the audio and not on the machine's load.
+
 A turn ended too early is mended afterwards: a caller who goes on before hearing the answer (it is
 still being prepared, or has played less than REALTIME_CONTINUE_TURN_MS) continues the same turn, and
 the answer is dropped for one to the whole turn (realtime/engine/cascade/pipeline.py).

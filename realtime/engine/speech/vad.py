@@ -77,7 +77,9 @@ class VoiceActivityDetector:
     `pause` when the caller has been silent for VAD_QUICK_END_SILENCE_MS inside an utterance (once
     per pause): the listener ends the turn there (`end_pause`) when the words so far read as finished,
     after VAD_UNSURE_SILENCE_MS when they may be misheard, and otherwise the utterance ends after
-    VAD_UNFINISHED_SILENCE_MS of silence."""
+    VAD_UNFINISHED_SILENCE_MS of silence. When the words come only after the caller has spoken again
+    (a recognizer that lags on a busy machine), the listener can still end the utterance at that pause
+    (`split_at_pause`): where a turn ends follows from the audio, not from how soon it was recognized."""
 
     def __init__(self, *, end_silence_ms: int | None = None) -> None:
         self.end_silence_ms = end_silence_ms if end_silence_ms is not None else settings.VAD_END_SILENCE_MS
@@ -94,6 +96,9 @@ class VoiceActivityDetector:
         self._silent_ms = 0  # consecutive silence while speaking
         self._pause_end_ms = 0  # this pause ends the utterance after this much silence (0: the usual window)
         self._started_at_ms = 0
+        # The last pause of this utterance that the caller ended by speaking again:
+        # (its number, its length in ms, the position where the caller spoke again).
+        self._resumed: tuple[int, int, int] | None = None
 
     def use_quick_end(self) -> bool:
         """Report pauses (see the class); False when VAD_QUICK_END_SILENCE_MS turns it off."""
@@ -119,11 +124,26 @@ class VoiceActivityDetector:
         self.end_now()
         return True
 
+    def split_at_pause(self, number: int, after_ms: int = 0) -> int | None:
+        """End the utterance in the pause reported as `number` although the caller has spoken again
+        since: the utterance goes on as a new one from where they did. Only when that pause is the last
+        one of this utterance, the caller ended it by speaking, and it lasted `after_ms` (at least the
+        quick end's pause in any case). The milliseconds of audio since the pause began; None when it
+        cannot be split there."""
+        resumed = self._resumed
+        if not self.speaking or resumed is None or resumed[0] != number or resumed[1] < after_ms:
+            return None
+        _, pause_ms, resumed_at_ms = resumed
+        self._resumed = None
+        self._started_at_ms = resumed_at_ms
+        return self._position_ms - (resumed_at_ms - pause_ms)
+
     def end_now(self) -> Event:
         """End the current utterance at once."""
         self.speaking = False
         self._voiced_ms = 0
         self._pause_end_ms = 0
+        self._resumed = None
         return Event("speech_end", self._position_ms)
 
     @property
@@ -169,6 +189,8 @@ class VoiceActivityDetector:
             if probability < END_THRESHOLD:
                 self._silent_ms += WINDOW_MS
             else:
+                if self.pause_ms and self._silent_ms >= self.pause_ms:  # a reported pause, ended by speech
+                    self._resumed = (self.pauses, self._silent_ms, self._position_ms - WINDOW_MS)
                 self._silent_ms = self._pause_end_ms = 0
             too_long = self._position_ms - self._started_at_ms >= MAX_SPEECH_MS
             if self._silent_ms >= (self._pause_end_ms or self.end_silence_ms) or too_long:
