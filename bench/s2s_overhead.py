@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.voice_latency import cpu_seconds, percentile, seed  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import bench_database_url  # noqa: E402 - after the repository root is put on sys.path
 
 SECRET = "s2s-overhead-bench-secret"
 MODEL = "scripted-realtime"
@@ -40,13 +41,10 @@ MIC_SECONDS = 3.0
 
 
 def bench_env(provider_url: str) -> dict[str, str]:
-    path = ROOT / "var" / "bench-s2s.sqlite3"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
     return {
         "LOG_LEVEL": "WARNING",
         "REALTIME_TOKEN_SECRET": SECRET,
-        "DATABASE_URL": f"sqlite:///{path}",
+        "DATABASE_URL": bench_database_url("s2s", ROOT / "var"),
         "VOICE_ENGINE": "realtime",
         "REALTIME_PROVIDER_URL": provider_url,
         "REALTIME_PROVIDER_MODEL": MODEL,

@@ -1,4 +1,5 @@
-"""What the fault scripts share: a bench database (SQLite under var/, recreated per script), an
+"""What the fault scripts share: a bench database (recreated per script: testing/stores.py's
+bench_database_url, SQLite under var/ or PostgreSQL when DATABASE_URL names it), an
 organization with agents (browser and phone), sockets opened through the test kit, and the report
 of every call (status, duration, billed seconds, against the socket's lifetime as the client saw it).
 """
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.api_load import bench_organization  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import bench_database_url  # noqa: E402 - after the repository root is put on sys.path
 
 SECRET = "faults-bench-secret-0123456789abcdef"
 ACCOUNT_SID = "AC" + "9" * 32
@@ -27,14 +29,10 @@ CALLER = "+14155550199"
 
 
 def bench_env(name: str) -> dict[str, str]:
-    path = ROOT / "var" / f"bench-faults-{name}.sqlite3"
-    path.parent.mkdir(exist_ok=True)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
     return {
         "LOG_LEVEL": "WARNING",
         "REALTIME_TOKEN_SECRET": SECRET,
-        "DATABASE_URL": f"sqlite:///{path}",
+        "DATABASE_URL": bench_database_url(f"faults_{name}", ROOT / "var"),
         "DATABASE_POOL": "false",
     }
 

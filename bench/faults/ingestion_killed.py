@@ -2,7 +2,7 @@
 restarted. Prints each document's final status, error and the time it took to settle after the restart.
 
 Starts a real Daphne on a free loopback port against its own database (a fresh SQLite file under var/,
-or the PostgreSQL named by DATABASE_URL with `_faults` appended), in the embedded default (no broker:
+or the PostgreSQL named by DATABASE_URL with `_faults_ingestion` appended), in the embedded default (no broker:
 ingestion on the server's background worker). Uploads one small document (ready before the kill), one
 large one (being embedded at the kill) and two more queued behind it, kills the server, restarts it with
 KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS=--timeout (default 5) and CALLS_MAINTENANCE_SECONDS=1, and waits
@@ -27,21 +27,13 @@ sys.path.insert(0, str(ROOT))
 
 from testing.daphne import DaphneServer  # noqa: E402 - after the repository root is put on sys.path
 from testing.servers import free_port  # noqa: E402 - after the repository root is put on sys.path
-from testing.stores import recreate_postgres_database  # noqa: E402 - after the repository root is put on sys.path
+from testing.stores import bench_database_url  # noqa: E402 - after the repository root is put on sys.path
 
 
 def bench_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("REDIS_URL", None)  # the embedded default: no broker, ingestion in the serving process
-    url = env.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        base, _, name = url.rpartition("/")
-        env["DATABASE_URL"] = f"{base}/{name or 'voiceagent'}_faults"
-    else:
-        path = ROOT / "var" / "faults-ingestion.sqlite3"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        env["DATABASE_URL"] = f"sqlite:///{path}"
+    env["DATABASE_URL"] = bench_database_url("faults_ingestion", ROOT / "var")
     env.setdefault("LOG_LEVEL", "WARNING")
     env["REALTIME_PRELOAD"] = "false"
     env["REALTIME_TOKEN_SECRET"] = "faults-bench-secret-0123456789abcdef"
@@ -84,8 +76,6 @@ def main() -> None:
     args = parser.parse_args()
 
     env = bench_env()
-    if env["DATABASE_URL"].startswith("postgres"):
-        recreate_postgres_database(env["DATABASE_URL"])
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     key, agent_id = seed()
