@@ -32,12 +32,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.voice_latency import cpu_seconds, percentile, seed  # noqa: E402 - after the repository root is put on sys.path
+from realtime.engine.audio import OUT_BYTES_PER_MS  # noqa: E402 - after the repository root is put on sys.path
 from testing.stores import bench_database_url  # noqa: E402 - after the repository root is put on sys.path
 
 SECRET = "s2s-overhead-bench-secret"
 MODEL = "scripted-realtime"
 ANSWER = "Sure, I can help you with that order today."
 MIC_SECONDS = 3.0
+CHUNK_BYTES_AT_PROVIDER = 20 * OUT_BYTES_PER_MS  # a 20 ms chunk, resampled to the provider's 24 kHz PCM16
 
 
 def bench_env(provider_url: str) -> dict[str, str]:
@@ -82,10 +84,17 @@ async def one_session(
         sent.append(time.monotonic())
         await client.send_audio(chunk)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     await asyncio.sleep(0.3)
-    arrivals = connection.append_times[appended_before:]  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
-    # The resampler answers every chunk but the first (RESAMPLE_QUALITY): align from the end.
-    pairs = list(zip(sent[len(sent) - len(arrivals) :], arrivals, strict=False))
-    relays = [(arrived - at) * 1000 for at, arrived in pairs]
+    # The engine sends each chunk as one append while it keeps up and merges the chunks that queued up
+    # into one when it does not; the resampler holds back the last few milliseconds of each. So an
+    # append is matched by the audio it carries (as bench/session_load.py does): one that ends with the
+    # audio of chunk j was made possible by the send of chunk j + 1.
+    ends = connection.append_ends  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
+    before = ends[appended_before - 1] if appended_before else 0
+    arrivals = zip(connection.append_times[appended_before:], ends[appended_before:], strict=True)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
+    last = len(sent) - 1
+    relays = [
+        (arrived - sent[min((end - before) // CHUNK_BYTES_AT_PROVIDER, last)]) * 1000 for arrived, end in arrivals
+    ]
     for _ in range(turns):
         before = len(client.messages)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
         known = len(connection.first_audio_times)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
