@@ -219,7 +219,21 @@ async def test_a_caller_who_goes_on_as_the_answer_starts_playing_gets_it_dropped
     assert "caller went on before hearing the answer" in texts and "barge-in" not in texts
 
 
-QUICK_END = partial(FakeDetector, pause_ms=300, end_ms=700)  # VAD_QUICK_END_SILENCE_MS, VAD_UNFINISHED_SILENCE_MS
+def quick_end_harness(agent, texts: list[str], *, lagging: bool) -> tuple[Harness, asyncio.Event]:
+    """A session whose detector reports pauses (the quick end of turn: 300 ms, turns whose words do not
+    read finished end after 700 ms) and whose recognizer, when `lagging`, tells the words at a pause only
+    once the returned event is set."""
+    caught_up = asyncio.Event()
+    if not lagging:
+        caught_up.set()
+    h = Harness(
+        agent,
+        recorder=MemoryRecorder(),
+        texts=texts,
+        detector=partial(FakeDetector, pause_ms=300, end_ms=700),
+        run_blocking=lagging_recognizer(caught_up),
+    )
+    return h, caught_up
 
 
 @pytest.mark.parametrize("lagging", [False, True], ids=["words-on-time", "words-after-the-caller-went-on"])
@@ -228,16 +242,7 @@ async def test_a_finished_sentence_ends_the_turn_in_its_pause_however_late_its_w
     after words that read finished) whether the recognizer tells the words in the pause or only after
     the caller has spoken again. Either way the caller went on before hearing the answer: two caller
     turns, one answer to both, and each utterance's audio recognized on its own."""
-    caught_up = asyncio.Event()
-    if not lagging:
-        caught_up.set()
-    h = Harness(
-        agent,
-        recorder=MemoryRecorder(),
-        texts=[FIRST, SECOND],
-        detector=QUICK_END,
-        run_blocking=lagging_recognizer(caught_up),
-    )
+    h, caught_up = quick_end_harness(agent, [FIRST, SECOND], lagging=lagging)
     await greeted(h)
     await h.feed(speech(600) + silence(400) + speech(300))
     assert (h.transport.transcripts()[-1] == ("user", FIRST)) is not lagging
@@ -260,16 +265,9 @@ async def test_a_finished_sentence_ends_the_turn_in_its_pause_however_late_its_w
 
 @pytest.mark.parametrize("lagging", [False, True], ids=["words-on-time", "words-after-the-caller-went-on"])
 async def test_words_that_announce_more_keep_the_turn_whole_however_late_they_are_recognized(agent, lagging):
-    caught_up = asyncio.Event()
-    if not lagging:
-        caught_up.set()
-    h = Harness(
-        agent,
-        recorder=MemoryRecorder(),
-        texts=["my number is four five six"],
-        detector=QUICK_END,
-        run_blocking=lagging_recognizer(caught_up),
-    )
+    """ "My number is ... four five six" with a 400 ms pause: the words at the pause do not read finished,
+    so the turn goes on, whether they are told in the pause or after the caller has spoken again."""
+    h, caught_up = quick_end_harness(agent, ["my number is four five six"], lagging=lagging)
     await greeted(h)
     h.parts["recognizer"].peek = lambda: "my number is"  # the words at the pause
     await h.feed(speech(600) + silence(400) + speech(300))
