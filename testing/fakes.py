@@ -2,8 +2,8 @@
 
 Caller audio: a sample value of 0 is silence, anything else is speech. The detector reports a start
 after 40 ms of speech and an end after 100 ms of silence (with `pause_ms`, also a pause after that much
-silence, for the quick end of turn); the recognizer answers scripted texts (and, with `peeks`, tells the
-words so far: those its next utterance ends with).
+silence, for the quick end of turn); the recognizer answers scripted texts, and tells as the words so
+far (`peek`) those its current utterance will end with.
 Synthesized speech lasts 100 ms per word at a constant level, so tests can reason about durations.
 """
 
