@@ -3,8 +3,10 @@
 sentence-transformers loads the model (its transformer, mean pooling and normalization modules) and
 torch exports that pipeline once to an ONNX file in a disk cache (KNOWLEDGE_MODEL_CACHE, keyed by the
 model files and the exporter's version), in a process of its own (`python -m knowledge.embeddings PATH`);
-every process then runs the file with ONNX Runtime, without loading torch: not even the server or worker
-that needed the file first keeps torch's 200 MB for the rest of its life. For a short query this takes ~2 ms on 2 cores where torch's eager forward took ~8 ms.
+processes that need the file at the same time wait for that one export, under a lock file beside it.
+Every process then runs the file with ONNX Runtime, without loading torch: not even the server or worker
+that needed the file first keeps torch's 200 MB for the rest of its life. For a short query this takes
+~2 ms on 2 cores where torch's eager forward took ~8 ms.
 
 The same graph also scores a query against a matrix of stored vectors (cosine similarity of unit
 vectors: one matrix-vector product), so that a search runs one thread pool for both steps: two pools
@@ -14,8 +16,10 @@ model hub.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.metadata
+import logging
 import os
 import subprocess
 import sys
@@ -49,6 +53,7 @@ _EXPORT_FORMAT = "v1"
 _MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json", "modules.json", "1_Pooling/config.json")
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids", "matrix")
 
+logger = logging.getLogger(__name__)
 _session: onnxruntime.InferenceSession | None = None
 _session_lock = threading.Lock()
 
@@ -136,12 +141,22 @@ def session() -> onnxruntime.InferenceSession:
 
                 path = onnx_path()
                 if not path.exists():
-                    _export_apart(path)
+                    _export_once(path)
                 options = onnxruntime.SessionOptions()
                 options.intra_op_num_threads = min(os.cpu_count() or 1, MAX_THREADS)
                 options.log_severity_level = 3
                 _session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     return _session
+
+
+def _export_once(path: Path) -> None:
+    """Make the export at `path` unless another process is making it: processes that start at once (server
+    workers, Celery workers) wait for the one export instead of each making its own (13 s of CPU each)."""
+    with open(path.parent / f"{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            logger.info("exporting the embedding model to %s, in a process of its own (once per cache)", path)
+            _export_apart(path)
 
 
 def _export_apart(path: Path) -> None:
