@@ -268,6 +268,24 @@ async def test_barge_in_clears_cancels_and_truncates_to_what_was_played(agent, p
     assert (await messages(call))[-1] == cut
 
 
+async def test_a_call_ended_during_an_answer_cancels_it_and_keeps_the_usage_the_provider_bills(agent, provider):
+    h = Harness(agent)
+    await h.start()
+    await h.greeted()
+    connection = provider.last
+    story = Say("One two three four five six seven eight nine ten eleven twelve.", pace=0.05, usage=(90, 45))
+    await provider.run(lambda: connection.caller_turn("tell me a story", story))
+    await h.received(0.3)  # the answer is still arriving when the caller hangs up
+    call = await h.stop()
+    assert connection.events("response.cancel")
+    usage = await sync_to_async(list)(
+        LlmUsage.objects.filter(call=call)
+        .order_by("created_at", "sequence")
+        .values_list("input_tokens", "output_tokens")
+    )
+    assert usage == [(120, 60), (90, 45)]  # the greeting, and the cut answer
+
+
 async def test_the_disclosure_cannot_be_interrupted_but_the_greeting_can(agent, provider):
     h = Harness(agent, recorder=MemoryRecorder())
     await h.start()

@@ -75,6 +75,9 @@ MAX_PENDING_AUDIO_BYTES = 20 * PROVIDER_BYTES_PER_SECOND
 MAX_APPEND_BYTES = PROVIDER_BYTES_PER_SECOND
 MAX_TOOL_ROUNDS = 4
 ERROR_DETAIL_CHARS = 300
+# A call that ends while the provider answers: how long its response.done (and the usage the provider
+# bills for the cut answer) is waited for before the socket closes. Within the shell's STOP_GRACE_SECONDS.
+USAGE_WAIT_SECONDS = 1.0
 PCM_24K = {"type": "audio/pcm", "rate": PROVIDER_RATE}
 # soxr's low quality (80 % bandwidth: flat to 6.4 kHz, plenty for speech) answers every 20 ms chunk
 # and holds 19 ms of audio; its default HQ holds 33 ms and answers only two chunks in three.
@@ -333,9 +336,38 @@ class RealtimePipeline:
 
     async def aclose(self) -> None:
         if self._ws is not None:
+            await self._settle_usage()
             await self._ws.close()
         if self._client is not None:
             await self._client.close()
+
+    async def _settle_usage(self) -> None:
+        """The call ends while the provider is still answering: cancel the answer and wait (up to
+        USAGE_WAIT_SECONDS) for the response.done of every answer it has begun, whose usage it bills, so
+        that the call's usage has them. The session's reading stage has stopped: this reads the socket."""
+        assert self._ws is not None
+        if not self._turns or self._ws.closed:
+            return
+        deadline = asyncio.get_running_loop().time() + USAGE_WAIT_SECONDS
+        try:
+            if self._active is not None:
+                await self._send({"type": "response.cancel", "event_id": f"va_{next(self._event_ids)}"})
+            while self._turns:
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    return
+                message = await self._ws.receive(timeout=remaining)
+                if message.type != aiohttp.WSMsgType.TEXT:
+                    return
+                try:
+                    event = json.loads(message.data)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and event.get("type") == "response.done":
+                    body = event.get("response") or {}
+                    self._record_usage(body, self._turns.pop(str(body.get("id") or ""), None))
+        except (TimeoutError, ProviderError, aiohttp.ClientError, RuntimeError):
+            return  # the usage of what is left is not known
 
     # --- what we send --------------------------------------------------------------------------
 
