@@ -365,7 +365,7 @@ class RealtimePipeline:
                     continue
                 if isinstance(event, dict) and event.get("type") == "response.done":
                     body = event.get("response") or {}
-                    self._record_usage(body, self._turns.pop(str(body.get("id") or ""), None))
+                    self._record_usage(body, self._turns.pop(str(body.get("id") or self._active or ""), None))
         except (TimeoutError, ProviderError, aiohttp.ClientError, RuntimeError):
             return  # the usage of what is left is not known
 
