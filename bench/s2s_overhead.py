@@ -89,11 +89,11 @@ async def one_session(
     # append is matched by the audio it carries (as bench/session_load.py does): one that ends with the
     # audio of chunk j was made possible by the send of chunk j + 1.
     ends = connection.append_ends  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
-    before = ends[appended_before - 1] if appended_before else 0
+    bytes_before = ends[appended_before - 1] if appended_before else 0
     arrivals = zip(connection.append_times[appended_before:], ends[appended_before:], strict=True)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     last = len(sent) - 1
     relays = [
-        (arrived - sent[min((end - before) // CHUNK_BYTES_AT_PROVIDER, last)]) * 1000 for arrived, end in arrivals
+        (arrived - sent[min((end - bytes_before) // CHUNK_BYTES_AT_PROVIDER, last)]) * 1000 for arrived, end in arrivals
     ]
     for _ in range(turns):
         before = len(client.messages)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily

@@ -192,9 +192,7 @@ class CascadePipeline:
             now = session.clock.now()
             session.user_speaking = heard.speaking
             if heard.speech_started:
-                self._over_agent = session.agent_speaking()
-                self._barged = False
-                self._goes_on = self._turn_unanswered(now - heard.speech_ms / 1000)
+                self._utterance_began(now - heard.speech_ms / 1000)
             if not self._goes_on and self._answer is not None and self._heard(self._answer, now):
                 self._answer = None
                 session.recorder.release_caller_message()  # the caller's turn is complete
@@ -223,6 +221,14 @@ class CascadePipeline:
                     self._asr_q.put_nowait(self._finish_job(now))
                 else:
                     self._asr_q.put_nowait(_Job(kind, audio, None, heard.pause))
+
+    def _utterance_began(self, at: float) -> None:
+        """The caller began an utterance at `at`: over the agent or not, and going on with their last
+        turn if that is still unanswered."""
+        assert self.session is not None
+        self._over_agent = self.session.agent_speaking()
+        self._barged = False
+        self._goes_on = self._turn_unanswered(at)
 
     def _turn_unanswered(self, at: float) -> bool:
         """Whether the caller's last turn is still unanswered at `at`: its words are being recognized,
@@ -318,8 +324,7 @@ class CascadePipeline:
             return None
         self.session.recorder.log("debug", "turn ended at a pause the caller has spoken after", sincePauseMs=since_ms)
         finish = self._finish_job(now, silence_ms=since_ms)
-        self._over_agent = self.session.agent_speaking()
-        self._goes_on = self._turn_unanswered(now)
+        self._utterance_began(now - self.listener.detector.current_speech_ms / 1000)
         return finish
 
     async def _recognition_failed(self, exc: ProviderError, *, take: bool) -> None:

@@ -84,6 +84,16 @@ PCM_24K = {"type": "audio/pcm", "rate": PROVIDER_RATE}
 RESAMPLE_QUALITY = "LQ"
 
 
+def _event_of(frame: str) -> dict[str, Any] | None:
+    """The event a provider's text frame holds (None, with a warning, for one that is not a JSON object)."""
+    try:
+        event = json.loads(frame)
+    except ValueError:
+        logger.warning("the speech-to-speech provider sent a frame that is not JSON; ignored")
+        return None
+    return event if isinstance(event, dict) else None
+
+
 def _redact(text: str, key: str) -> str:
     return text.replace(key, "[redacted]") if key else text
 
@@ -359,13 +369,9 @@ class RealtimePipeline:
                 message = await self._ws.receive(timeout=remaining)
                 if message.type != aiohttp.WSMsgType.TEXT:
                     return
-                try:
-                    event = json.loads(message.data)
-                except ValueError:
-                    continue
-                if isinstance(event, dict) and event.get("type") == "response.done":
-                    body = event.get("response") or {}
-                    self._record_usage(body, self._turns.pop(str(body.get("id") or self._active or ""), None))
+                event = _event_of(message.data)
+                if event is not None and event.get("type") == "response.done":
+                    self._response_done(event.get("response") or {})
         except (TimeoutError, ProviderError, aiohttp.ClientError, RuntimeError):
             return  # the usage of what is left is not known
 
@@ -502,12 +508,8 @@ class RealtimePipeline:
         assert self._ws is not None
         async for message in self._ws:
             if message.type == aiohttp.WSMsgType.TEXT:
-                try:
-                    event = json.loads(message.data)
-                except ValueError:
-                    logger.warning("the speech-to-speech provider sent a frame that is not JSON; ignored")
-                    continue
-                if isinstance(event, dict):
+                event = _event_of(message.data)
+                if event is not None:
                     await self._handle(event)
             elif message.type == aiohttp.WSMsgType.ERROR:
                 break
@@ -698,12 +700,8 @@ class RealtimePipeline:
         assert self.session is not None
         session = self.session
         body = event.get("response") or {}
-        turn = self._turns.pop(str(body.get("id") or self._active or ""), None)
-        if turn is None and self._active is not None:
-            turn = self._turns.pop(self._active, None)
-        self._active = None
+        turn = self._response_done(body)
         self._pump()
-        self._record_usage(body, turn)
         if turn is None:
             return
         for item in [item for item in self._items.values() if item.response is turn.response]:
@@ -722,6 +720,16 @@ class RealtimePipeline:
             session.spawn(self._run_tools(turn), "provider-tools")
         elif not response.cancelled:
             session.finish_response(response)
+
+    def _response_done(self, body: dict[str, Any]) -> _Turn | None:
+        """The provider has finished a response (`body`, its response.done): no response is under way,
+        its usage is recorded; its turn, if it was one we know."""
+        turn = self._turns.pop(str(body.get("id") or self._active or ""), None)
+        if turn is None and self._active is not None:
+            turn = self._turns.pop(self._active, None)
+        self._active = None
+        self._record_usage(body, turn)
+        return turn
 
     def _record_usage(self, body: dict[str, Any], turn: _Turn | None) -> None:
         assert self.session is not None
