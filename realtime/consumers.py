@@ -24,14 +24,16 @@ from realtime.engine.audio import IN_BYTES_PER_SECOND, OUT_RATE
 from realtime.engine.contracts import Ending, ToolCall, ToolOutcome
 from realtime.engine.session.shell import Session, open_session
 from realtime.services import realtime_session_open
-from realtime.sockets import BAD_JSON, JsonSocketConsumer, call_control_group, parse_json
+from realtime.sockets import BAD_JSON, JsonSocketConsumer, Unstorable, call_control_group, parse_json
+from realtime.typed_input import FLOOD_WINDOW_SECONDS, Refusal, TypedBudget, TypedLimits
 
 logger = logging.getLogger(__name__)
 
 # Largest decoded input_audio chunk (10 s of 16 kHz PCM16); larger ones get an `error`.
 MAX_INPUT_CHUNK_BYTES = 10 * IN_BYTES_PER_SECOND
 MAX_MESSAGE_CHARS = MAX_INPUT_CHUNK_BYTES * 4 // 3 + 1024
-MAX_INPUT_TEXT_CHARS = 2000  # one typed caller turn
+# A client that keeps flooding typed input past its refusals (realtime.typed_input) is closed with this.
+CLOSE_TEXT_FLOOD = 4429
 
 
 class BrowserSession(JsonSocketConsumer):
@@ -42,6 +44,7 @@ class BrowserSession(JsonSocketConsumer):
     conversation: Session | None = None
     _run: asyncio.Task[None] | None = None
     text_only = False  # a typed session (modality text)
+    typed: TypedBudget | None = None  # what the socket may still type
 
     async def connect(self) -> None:
         # Accept first: a close code (and the `error` message before it) can only be sent on an open socket.
@@ -72,6 +75,7 @@ class BrowserSession(JsonSocketConsumer):
             metadata=opened.metadata,
             modality=opened.modality,
         )
+        self.typed = TypedBudget(TypedLimits.from_settings(), self.conversation.clock)
         self._run = asyncio.create_task(
             self.conversation.run(), name=f"conversation-{self.conversation.recorder.session_id}"
         )
@@ -89,6 +93,9 @@ class BrowserSession(JsonSocketConsumer):
         if message is BAD_JSON:
             await self._error("bad_message", "Messages must be JSON objects")
             return
+        if isinstance(message, Unstorable):  # a lone surrogate or NUL: nothing of it reaches the call
+            await self._error("bad_message", message.named("type"))
+            return
         kind = message.get("type") if isinstance(message, dict) else None
         if kind == "input_audio":
             if self.text_only:
@@ -105,16 +112,34 @@ class BrowserSession(JsonSocketConsumer):
 
     async def _input_text(self, text: Any) -> None:
         """A typed caller turn (text and audio sessions alike): taken like a spoken one, once the session
-        has started; it interrupts the agent like a barge-in."""
-        if not isinstance(text, str) or not text.strip():
-            await self._error("bad_text", "input_text.text must be a non-empty string")
+        has started; it interrupts the agent like a barge-in. Within the socket's budget only
+        (realtime.typed_input): a turn over it is refused and the call goes on, and a client that keeps
+        flooding is closed."""
+        assert self.conversation is not None and self.typed is not None
+        taken = self.typed.admit(text)
+        if isinstance(taken, Refusal):
+            await self._error(taken.code, taken.message)
+            if taken.flooding:
+                await self._flooded()
             return
-        if len(text) > MAX_INPUT_TEXT_CHARS:
-            await self._error("bad_text", f"input_text.text is limited to {MAX_INPUT_TEXT_CHARS} characters")
-            return
-        assert self.conversation is not None
         if await self.conversation.ready():
-            await self.conversation.caller_text(text.strip())
+            await self.conversation.caller_text(taken)
+
+    async def _flooded(self) -> None:
+        """The client keeps sending typed turns past their refusals: the call ends (the client's doing,
+        so completed, caller-hung-up) and the socket is closed with CLOSE_TEXT_FLOOD."""
+        assert self.conversation is not None and self.typed is not None
+        limits = self.typed.limits
+        self.conversation.recorder.log(
+            "warning", "typed input flood: the socket was closed", refused=self.typed.refused
+        )
+        await self._error(
+            "text_flood",
+            f"Too many refused input_text messages ({limits.flood_close} within "
+            f"{FLOOD_WINDOW_SECONDS:g} s): the session is closed",
+        )
+        await self.conversation.stop(CallStatus.COMPLETED, EndedReason.CALLER_HUNG_UP)
+        await self.close_once(CLOSE_TEXT_FLOOD, "typed input flood")
 
     async def _input_audio(self, audio: Any) -> None:
         if not isinstance(audio, str):

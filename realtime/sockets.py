@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from channels.exceptions import StopConsumer
@@ -32,6 +33,7 @@ from channels.utils import await_many_dispatch
 
 from calls.models import CallStatus, EndedReason
 from kit import shutdown
+from kit.text import unstorable_field
 
 logger = logging.getLogger(__name__)
 
@@ -54,13 +56,42 @@ def call_control_group(call_id: Any) -> str:
     return f"call-id.{call_id}"
 
 
+@dataclass(frozen=True)
+class Unstorable:
+    """A JSON message with a string (or key) that cannot be stored (kit.text: a lone surrogate, NUL):
+    `field` is its path in the message (`text`, `start.callSid`), `reason` says why; `message` is the
+    decoded value, for a consumer that names the field after the message's kind."""
+
+    field: str
+    reason: str
+    message: Any
+
+    def named(self, kind_key: str) -> str:
+        """`field: reason`, the field prefixed with the message's kind (its `kind_key`: `type`, `event`)
+        when that is a string that can be stored: `input_text.text: Must not contain ...`."""
+        kind = self.message.get(kind_key) if isinstance(self.message, dict) else None
+        field = self.field
+        if isinstance(kind, str) and field not in (kind_key, "message") and unstorable_field(kind) is None:
+            field = f"{kind}.{field}"
+        return f"{field}: {self.reason}"
+
+
 def parse_json(text: str) -> Any:
-    """The JSON value of `text`, or `BAD_JSON` when it is not JSON of any shape (including nesting
-    deeper than the decoder's recursion limit, which raises RecursionError, not ValueError)."""
+    """The JSON value of `text`; `BAD_JSON` when it is not JSON of any shape (including nesting deeper
+    than the decoder's recursion limit, which raises RecursionError, not ValueError); `Unstorable` when
+    a string in it cannot be stored. JSON's escapes let `"\\ud800"` and `"\\u0000"` through the
+    decoder; a text frame is valid UTF-8, so without a `\\u` escape there is nothing to look for (an
+    audio chunk is not walked)."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except (ValueError, RecursionError):
         return BAD_JSON
+    if "\\u" in text and (found := unstorable_field(value)) is not None:
+        field, reason = found
+        if field == "body" and reason.startswith("A key"):  # a key of the message itself
+            field = "message"
+        return Unstorable(field=field, reason=reason, message=value)
+    return value
 
 
 class JsonSocketConsumer(AsyncWebsocketConsumer):

@@ -16,7 +16,8 @@ functions of telephony/stream_messages.py):
 - `mark`: the echo of a mark sent after each audio chunk; it tells how far the caller has really
   heard the agent (`TwilioTransport.playback_lag`, which the session uses on barge-in).
 - `stop` ends the session (completed) and closes the socket.
-Bad messages (not JSON, unknown events, another streamSid, bad base64) are logged and ignored.
+Bad messages (not JSON, unknown events, another streamSid, bad base64, a string that cannot be stored:
+a lone surrogate or NUL, even in a `start`) are logged and ignored.
 
 The consumer joins `call_group(callSid)` for the life of the call: `call.ended` (Twilio's status
 callback, received by any process) and `call.hangup` (a hang-up asked for elsewhere) end the session.

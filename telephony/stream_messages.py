@@ -3,7 +3,9 @@ as pure functions: no socket, no session, no database, so each rule of the wire 
 
 telephony/consumers.py decides what a message means for the call (its order, its streamSid, what to log);
 this module only turns text into values and values into messages. A message it cannot read comes back as
-`Malformed(reason)`, and the reason is what the consumer logs.
+`Malformed(reason)`, and the reason is what the consumer logs: a string that could not be stored (a lone
+surrogate or NUL, kit.text, as in a `callSid` that would become the call record's) makes the whole frame
+malformed, named by its field, never by its value.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from realtime.sockets import BAD_JSON, parse_json
+from realtime.sockets import BAD_JSON, Unstorable, parse_json
 
 MAX_MESSAGE_CHARS = 64_000  # Twilio's messages are a few hundred characters
 _DIGIT = re.compile(r"^[0-9*#A-D]$")
@@ -46,6 +48,8 @@ def read_message(text_data: str | None) -> dict[str, Any] | Malformed:
     message = parse_json(text_data)
     if message is BAD_JSON:
         return Malformed("not JSON")
+    if isinstance(message, Unstorable):  # a lone surrogate or NUL (kit.text): nothing of it is stored
+        return Malformed(f"{message.field}: {message.reason}")
     if not isinstance(message, dict):
         return Malformed("not a JSON object")
     return message

@@ -385,6 +385,27 @@ REALTIME_OUTPUT_LEAD_MS = env.int("REALTIME_OUTPUT_LEAD_MS", default=200)
 REALTIME_PRELOAD = env.bool("REALTIME_PRELOAD", default=True)
 # A session whose client sends no audio for this long is ended (close code 4408), its call completed.
 REALTIME_INPUT_IDLE_SECONDS = env.int("REALTIME_INPUT_IDLE_SECONDS", default=60)
+# Typed input on a browser socket (`input_text`, docs/realtime.md "Typed input budget"): a turn has at
+# most REALTIME_TEXT_MAX_CHARS characters; a socket sends REALTIME_TEXT_PER_SECOND turns a second after a
+# burst of REALTIME_TEXT_BURST (a token bucket on the session's clock); a call takes at most
+# REALTIME_TEXT_MAX_MESSAGES_PER_CALL typed turns and REALTIME_TEXT_MAX_BYTES_PER_CALL bytes of them (UTF-8).
+# Past these a turn is refused with an `error` and the call goes on; a client whose refused input_text
+# messages reach REALTIME_TEXT_FLOOD_CLOSE within 10 s is flooding: its socket is closed (4429).
+REALTIME_TEXT_MAX_CHARS = env.int("REALTIME_TEXT_MAX_CHARS", default=2000)
+REALTIME_TEXT_PER_SECOND = env.float("REALTIME_TEXT_PER_SECOND", default=1.0)
+REALTIME_TEXT_BURST = env.int("REALTIME_TEXT_BURST", default=5)
+REALTIME_TEXT_MAX_MESSAGES_PER_CALL = env.int("REALTIME_TEXT_MAX_MESSAGES_PER_CALL", default=200)
+REALTIME_TEXT_MAX_BYTES_PER_CALL = env.int("REALTIME_TEXT_MAX_BYTES_PER_CALL", default=100_000)
+REALTIME_TEXT_FLOOD_CLOSE = env.int("REALTIME_TEXT_FLOOD_CLOSE", default=50)
+if (
+    min(REALTIME_TEXT_MAX_CHARS, REALTIME_TEXT_BURST, REALTIME_TEXT_MAX_MESSAGES_PER_CALL, REALTIME_TEXT_FLOOD_CLOSE)
+    < 1
+    or REALTIME_TEXT_PER_SECOND <= 0
+    or REALTIME_TEXT_MAX_BYTES_PER_CALL < REALTIME_TEXT_MAX_CHARS
+):
+    raise ImproperlyConfigured(
+        "REALTIME_TEXT_* must be positive, and REALTIME_TEXT_MAX_BYTES_PER_CALL at least REALTIME_TEXT_MAX_CHARS"
+    )
 # Caller silence that ends a turn (the end-of-turn window of the voice activity detector).
 VAD_END_SILENCE_MS = env.int("VAD_END_SILENCE_MS", default=500)
 # Quick end of turn (the offline recognizer, which can tell the words so far): after this much silence
