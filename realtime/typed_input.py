@@ -84,7 +84,7 @@ class TypedBudget:
         if self._filled_at is not None:
             self._tokens = min(float(limits.burst), self._tokens + (now - self._filled_at) * limits.per_second)
         self._filled_at = now
-        if self._tokens < 1:
+        if self._tokens < 1 - 1e-9:  # a whole token, give or take the float error of the clock
             return self._refuse(
                 "text_too_fast",
                 f"input_text is limited to {limits.per_second:g} messages a second (bursts of {limits.burst}); "

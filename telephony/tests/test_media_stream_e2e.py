@@ -198,6 +198,25 @@ async def test_a_socket_without_a_start_is_closed_and_messages_before_it_are_ign
     assert not await sync_to_async(Call.objects.exists)()
 
 
+async def test_a_start_with_text_that_cannot_be_stored_is_ignored_and_the_right_one_opens_the_call(server, ava):
+    """A NUL or a lone surrogate in any string of a frame makes it malformed (ignored, like a frame that
+    is not JSON): the token is not spent, no call record gets the value, and the next start is taken."""
+    call_sid = "CA" + "5" * 32
+    token = await sync_to_async(token_for)(ava, call_sid)
+    async with TwilioStream(stream_url(server), token, call_sid=call_sid) as twilio:
+        for bad_sid in (call_sid + "\\u0000", call_sid[:-1] + "\\ud800"):  # JSON escapes
+            start = {"streamSid": twilio.stream_sid, "callSid": "CALLSID", "customParameters": {"token": token}}
+            message = json.dumps({"event": "start", "streamSid": twilio.stream_sid, "start": start})
+            await twilio.send_raw(message.replace("CALLSID", bad_sid))
+        await twilio.start()
+        await twilio.wait_for(is_event("media"), timeout=60)
+        await twilio.stop()
+        assert await twilio.wait_closed() == 1000
+    call = await wait_call(call_sid, status="completed")
+    assert call.provider_call_id == call_sid
+    assert await sync_to_async(Call.objects.count)() == 1
+
+
 # --- a call -----------------------------------------------------------------------------------
 
 

@@ -29,6 +29,14 @@ def test_it_refuses_what_is_not_one_json_object():
     assert read_message('{"event": "connected"}') == {"event": "connected"}
 
 
+def test_a_string_that_cannot_be_stored_makes_the_frame_malformed_naming_the_field():
+    nul = '{"event": "start", "start": {"callSid": "CA1\\u0000", "customParameters": {"token": "t"}}}'
+    assert read_message(nul) == Malformed("start.callSid: Must not contain the NUL character (\\u0000).")
+    surrogate = read_message('{"event": "mark", "mark": {"name": "\\udc00"}}')
+    assert isinstance(surrogate, Malformed) and surrogate.reason.startswith("mark.name: Must not contain a lone")
+    assert read_message('{"event": "dtmf", "dtmf": {"digit": "\\u0031"}}') == {"event": "dtmf", "dtmf": {"digit": "1"}}
+
+
 def test_start_reads_the_token_and_falls_back_to_the_message_stream_sid():
     message = {"event": "start", "streamSid": "MZ1", "start": {"callSid": "CA1", "customParameters": {"token": "t"}}}
     assert read_start(message) == Start(stream_sid="MZ1", call_sid="CA1", token="t")
