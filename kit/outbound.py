@@ -440,9 +440,7 @@ async def _exchange(
         response = await client.send(request, stream=True, follow_redirects=False)
         try:
             following = response.next_request
-            if following is not None and not _follows(
-                redirects, response.status_code, origin, following.url, body
-            ):
+            if following is not None and not _follows(redirects, response.status_code, origin, following.url, body):
                 following = None
             if following is None:
                 body = bytearray()

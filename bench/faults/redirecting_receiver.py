@@ -136,7 +136,9 @@ def main() -> None:
 
         def settled() -> bool:
             b_done = WebhookDelivery.objects.filter(endpoint=ends["B (answers 200)"], status="succeeded").count()
-            a_tried = WebhookDelivery.objects.filter(organization=org_a, attempts__gte=1 if args.baseline else 2).count()
+            a_tried = WebhookDelivery.objects.filter(
+                organization=org_a, attempts__gte=1 if args.baseline else 2
+            ).count()
             a_same = WebhookDelivery.objects.filter(endpoint=ends["A 307 within its origin"], status="succeeded")
             return b_done == expected and a_same.count() == expected and a_tried >= len(REDIRECTS) * args.calls
 
@@ -158,9 +160,9 @@ def main() -> None:
             delays = []
             for row in rows:
                 first = (
-                    WebhookAttempt.objects.filter(delivery=row, succeeded=True).order_by("number").values_list(
-                        "started_at", flat=True
-                    )
+                    WebhookAttempt.objects.filter(delivery=row, succeeded=True)
+                    .order_by("number")
+                    .values_list("started_at", flat=True)
                 ).first()
                 if first is not None:
                     delays.append((first - row.created_at).total_seconds())
@@ -171,7 +173,9 @@ def main() -> None:
                 )
             print(line)
         moved = [length for method, path, length in same_origin.arrived if path == "/moved" and method == "POST"]
-        print(f"  A 307 within its origin: {len(moved)} POSTs with the body arrived at /moved (empty: {moved.count(0)})")
+        print(
+            f"  A 307 within its origin: {len(moved)} POSTs with the body arrived at /moved (empty: {moved.count(0)})"
+        )
         print(f"  the other origin (Location of A's redirects) received {len(elsewhere.requests)} requests")
 
 

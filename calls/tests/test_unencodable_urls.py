@@ -53,9 +53,7 @@ def test_a_tool_url_the_http_client_cannot_encode_is_a_400(owner, make_agent, ur
 
 
 @pytest.mark.parametrize(("url", "reason"), UNENCODABLE)
-def test_an_mcp_server_url_the_http_client_cannot_encode_is_refused_by_the_dashboard(
-    owner, admin_client, url, reason
-):
+def test_an_mcp_server_url_the_http_client_cannot_encode_is_refused_by_the_dashboard(owner, admin_client, url, reason):
     form = {"organization": str(owner.organization.pk), "name": "Orders", "url": url, "auth_type": ""}
     response = admin_client.post("/admin/agents/mcpserver/add/", form)
     assert response.status_code == 200  # the form again, with the error
