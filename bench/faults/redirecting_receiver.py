@@ -69,15 +69,6 @@ class MovedWithinItsOrigin(ScriptedServer):
         return web.json_response({"ok": True})
 
 
-def wait(predicate: Any, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return bool(predicate())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=10, help="calls per organization")
@@ -142,7 +133,10 @@ def main() -> None:
             a_same = WebhookDelivery.objects.filter(endpoint=ends["A 307 within its origin"], status="succeeded")
             return b_done == expected and a_same.count() == expected and a_tried >= len(REDIRECTS) * args.calls
 
-        done = wait(settled, timeout=120)
+        deadline = time.monotonic() + 120
+        while not settled() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        done = settled()
         print(
             f"{'baseline (no fault): ' if args.baseline else ''}{args.calls} calls per organization ({expected} events each per webhook), recorded in {recorded:.1f} s;"
             f" EVENTS_RETRY_BASE_SECONDS {args.retry_base:g}; settled: {done}"

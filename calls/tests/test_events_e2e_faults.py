@@ -6,57 +6,28 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from calls import services
 from calls.models import CallEvent, WebhookEndpoint
-from calls.tests.test_events_e2e import deliveries, kinds, signed, wait_for, webhook
-from testing.daphne import DaphneServer, shared_test_server
-from testing.webhooks import LoopbackReceiver, Reply
+from calls.tests.test_events_e2e import (  # the module's server, with quick retries, and its helpers
+    deliveries,
+    kinds,
+    loopback,
+    receivers,
+    server,
+    signed,
+    static_agent,
+    wait_for,
+    webhook,
+)
+from testing.daphne import DaphneServer
+from testing.webhooks import Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-FAST = {
-    "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-    "EVENTS_WORKER": "inprocess",
-    "EVENTS_RETRY_BASE_SECONDS": "0.3",
-    "EVENTS_POLL_SECONDS": "0.2",
-}
-
-
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    with shared_test_server(django_db_blocker, tmp_path_factory, "events-faults", FAST) as started:
-        yield started
-
-
-@pytest.fixture
-def loopback(settings: Any) -> Any:
-    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
-    return settings
-
-
-@pytest.fixture
-def receivers() -> Iterator[Callable[..., LoopbackReceiver]]:
-    """Receivers serving from threads; `default` answers every request past the scripted ones."""
-    started: list[LoopbackReceiver] = []
-
-    def make(*replies: Reply, default: Reply | None = None) -> LoopbackReceiver:
-        hook = LoopbackReceiver(default).reply(*replies).start()
-        started.append(hook)
-        return hook
-
-    yield make
-    for hook in started:
-        hook.stop()
-
-
-@pytest.fixture
-def static_agent(owner: Any, make_agent: Any) -> Any:
-    return make_agent(owner.organization, name="Desk", status="active", agent_type="static", server_url=None)
+__all__ = ["loopback", "receivers", "server", "static_agent"]  # fixtures
 
 
 # --- redirects -------------------------------------------------------------------------------------
@@ -69,7 +40,8 @@ def test_a_redirect_to_another_origin_is_a_failed_attempt_naming_its_location(
 ) -> None:
     elsewhere = receivers()  # another origin (its own port), which would answer 200
     moved = elsewhere.url("/moved")
-    hook = receivers(default=Reply(status=status, headers={"Location": moved}))
+    hook = receivers()
+    hook.default = Reply(status=status, headers={"Location": moved})
     org = webhook(owner, hook.url(), ["call.started"])
     services.call_start(agent=static_agent, channel="web")
 
