@@ -3,7 +3,9 @@ auto-disable (docs/webhooks.md).
 
 `event_record` writes the event (`call.started`, `call.ended`, `call.analyzed`) in the transaction that
 changes the call: one `CallEvent` row whose body is serialized once (the envelope
-`{"message": {"type", "id", "createdAt", "call": <the call detail of GET /public/v1/calls/{id}>}}`) and one
+`{"message": {"type", "id", "createdAt", "call": <the call detail of GET /public/v1/calls/{id}>, "callUrl",
+"messagesTruncated"}}`: the transcript's `messages` carry at most EVENTS_MAX_TRANSCRIPT_CHARS characters of
+content, the rest is read at `callUrl`) and one
 `WebhookDelivery` per target (the agent's serverUrl for webhook agents; every enabled organization
 endpoint that subscribes to the type and whose agent filter matches). Delivery is queued with
 `transaction.on_commit`: an event whose transaction rolls back is never sent.
@@ -17,10 +19,15 @@ twice: a delivery is claimed by a conditional UPDATE before it is sent.
 
 Every attempt POSTs the frozen body with `x-service-signature` (kit/signing.py, as tool calls),
 `x-service-event-id` (the same on every retry) and `x-service-attempt` (1, 2, ...), through the outbound
-guard, within EVENTS_TIMEOUT_SECONDS. Connection errors, timeouts, 408, 429 and 5xx are retried after
-EVENTS_RETRY_BASE_SECONDS * 2**(n-1), up to EVENTS_MAX_ATTEMPTS attempts; other answers are final.
+guard, within EVENTS_TIMEOUT_SECONDS. Redirects: a 307/308 to the same origin is followed with the same
+method, body and headers; any other redirect (301/302/303, which would drop the body, or one to another
+origin) is not followed and is a failed attempt naming its Location. Connection errors, timeouts,
+redirects, 408, 429 and 5xx are retried after EVENTS_RETRY_BASE_SECONDS * 2**(n-1), up to
+EVENTS_MAX_ATTEMPTS attempts; other answers are final, and so is a URL that cannot be sent (refused by the
+guard, or one the HTTP client cannot encode, saved before saving checked it). Staff may cancel a pending
+delivery (the dashboard's action): it is never sent, and the call's later events go on.
 Order: one call's later event reaches a target only once the earlier ones to that target have been
-delivered or have finally failed.
+delivered, have finally failed or were cancelled.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from kit.errors import ApiError
 from kit.fields import iso
 from kit.redaction import redact_for_agent
 from kit.signing import SIGNATURE_HEADER, json_body, merged_headers, signature
+from kit.text import storable
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +97,17 @@ def event_record(*, call: Call, event_type: str) -> CallEvent | None:
     now = timezone.now()
     event_id = uuid.uuid4()
     detail = call_detail(call_get(organization=Organization(pk=call.organization_id), call_id=str(call.pk)))
-    envelope = {"message": {"type": event_type, "id": str(event_id), "createdAt": iso(now), "call": detail}}
+    truncated = _bounded_transcript(detail)
+    envelope = {
+        "message": {
+            "type": event_type,
+            "id": str(event_id),
+            "createdAt": iso(now),
+            "call": detail,
+            "callUrl": f"{settings.PUBLIC_BASE_URL}/public/v1/calls/{call.pk}",
+            "messagesTruncated": truncated,
+        }
+    }
     event = CallEvent.objects.create(
         id=event_id,
         organization_id=call.organization_id,
@@ -120,6 +138,24 @@ def event_record(*, call: Call, event_type: str) -> CallEvent | None:
     ids = [row.pk for row in rows]
     transaction.on_commit(lambda: _queue(ids))
     return event
+
+
+def _bounded_transcript(detail: dict[str, Any]) -> bool:
+    """Cut the call's `messages` to EVENTS_MAX_TRANSCRIPT_CHARS characters of content, in order (the message
+    that crosses the bound keeps its start; later ones are left out); True when something was cut. The
+    whole transcript stays readable at the event's `callUrl`."""
+    budget = settings.EVENTS_MAX_TRANSCRIPT_CHARS
+    kept: list[dict[str, Any]] = []
+    for message in detail["messages"]:
+        content = message["content"] or ""
+        if len(content) > budget:
+            if budget:
+                kept.append({**message, "content": content[:budget]})
+            detail["messages"] = kept
+            return True
+        budget -= len(content)
+        kept.append(message)
+    return False
 
 
 def _targets(call: Call, event_type: str) -> list[tuple[WebhookEndpoint | None, Any, str, str]]:
@@ -269,6 +305,7 @@ def _attempt(delivery: WebhookDelivery) -> None:
                 content=body,
                 timeout_s=settings.EVENTS_TIMEOUT_SECONDS,
                 max_response_bytes=MAX_RESPONSE_BYTES,
+                redirects="same_request",
             )
         except outbound.OutboundUnresolved as exc:
             error, retry = exc.message, True
@@ -282,8 +319,9 @@ def _attempt(delivery: WebhookDelivery) -> None:
             error = "Too many redirects"
         except httpx.HTTPError as exc:
             error, retry = f"Could not connect ({type(exc).__name__})", True
-        except (ValueError, TypeError):
-            error = "Invalid URL or header"
+        except (httpx.InvalidURL, ValueError, TypeError) as exc:
+            # A URL saved before saving checked its encoding (or a header): no attempt can ever be made.
+            error = f"Invalid URL or header ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
         else:
             status_code = response.status_code
             snippet = response.content[:SNIPPET_CHARS].decode("utf-8", "replace")[:SNIPPET_CHARS]
@@ -291,10 +329,19 @@ def _attempt(delivery: WebhookDelivery) -> None:
             snippet = redact_for_agent(
                 Agent.objects.filter(calls=delivery.call_id).values("redact_pii", "language").first() or {}, snippet
             )
-            if not 200 <= status_code < 300:
+            if 300 <= status_code < 400 and "location" in response.headers:
+                error = _redirect_error(status_code, response.headers["location"])
+                retry = True
+            elif not 200 <= status_code < 300:
                 error = f"HTTP {status_code}"
                 retry = status_code in RETRIED_STATUSES or status_code >= 500
     _record(delivery, number, started, clock, status_code, snippet, error, retry)
+
+
+def _redirect_error(status_code: int, location: str) -> str:
+    """lastError of a redirect the guard did not follow (redirects="same_request")."""
+    why = "events follow only 307/308 within the same origin"
+    return storable(f"HTTP {status_code} redirect to {location[:300]} not followed ({why})")
 
 
 def backoff(number: int) -> timedelta:
@@ -333,15 +380,12 @@ def _record(
             status = DeliveryStatus.PENDING
         else:
             status = DeliveryStatus.FAILED
-        WebhookDelivery.objects.filter(pk=delivery.pk).update(
-            attempts=number,
-            status=status,
-            next_attempt_at=next_at,
-            claimed_until=None,
-            last_status_code=status_code,
-            last_error=error[:500],
-            updated_at=now,
-        )
+        recorded = {"attempts": number, "claimed_until": None, "last_status_code": status_code, "updated_at": now}
+        row = WebhookDelivery.objects.filter(pk=delivery.pk)
+        if not row.exclude(status=DeliveryStatus.CANCELLED).update(
+            status=status, next_attempt_at=next_at, last_error=error[:500], **recorded
+        ):
+            row.update(**recorded)  # cancelled while this attempt was on its way: it stays cancelled
     if status != DeliveryStatus.PENDING:
         wake()  # a later event of the call to this target may be waiting for this one
 
@@ -366,6 +410,21 @@ def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
         transaction.on_commit(lambda: _queue([delivery.pk]))
     delivery.refresh_from_db()
     return delivery
+
+
+def delivery_cancel(*, delivery: WebhookDelivery, by: str) -> bool:
+    """Cancel a pending delivery: it is never sent (again), and the call's later events to its target go on.
+    False when it was no longer pending (delivered, failed or already cancelled)."""
+    now = timezone.now()
+    cancelled = WebhookDelivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.PENDING).update(
+        status=DeliveryStatus.CANCELLED,
+        next_attempt_at=None,
+        last_error=f"Cancelled by {by} on {now:%Y-%m-%d %H:%M} UTC"[:500],
+        updated_at=now,
+    )
+    if cancelled:
+        transaction.on_commit(wake)  # a later event of the call to this target may be waiting for this one
+    return bool(cancelled)
 
 
 # --- upkeep jobs: old events, failing endpoints -----------------------------------------------------

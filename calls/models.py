@@ -329,6 +329,7 @@ class DeliveryStatus(models.TextChoices):
     PENDING = "pending"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # by staff (the dashboard): never sent
 
 
 class WebhookDelivery(models.Model):

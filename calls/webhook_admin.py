@@ -1,5 +1,5 @@
 """Dashboard pages of call events: organization webhooks (their secrets never shown), deliveries with every
-attempt and a redeliver action, and the deliveries of a call on the call page (calls/admin.py)."""
+attempt, a redeliver action and a cancel action (a pending delivery that must never be sent), and the deliveries of a call on the call page (calls/admin.py)."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     search_fields = ("url", "call__id", "event__id")
     list_select_related = ("organization",)
     show_full_result_count = False
-    actions = ["redeliver"]
+    actions = ["redeliver", "cancel"]
     inlines = [WebhookAttemptInline]
     fields = (
         "id",
@@ -182,3 +182,13 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
             self.message_user(request, f"{done} deliver{'y' if done == 1 else 'ies'} queued again.", messages.SUCCESS)
         if refused:
             self.message_user(request, f"{refused} skipped: their webhook is disabled.", messages.WARNING)
+
+    @admin.action(description="Cancel the selected pending deliveries (never send them)", permissions=["redeliver"])
+    def cancel(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
+        by = request.user.get_username() or "staff"
+        done = sum(events.delivery_cancel(delivery=delivery, by=by) for delivery in queryset)
+        skipped = queryset.count() - done
+        if done:
+            self.message_user(request, f"{done} deliver{'y' if done == 1 else 'ies'} cancelled.", messages.SUCCESS)
+        if skipped:
+            self.message_user(request, f"{skipped} skipped: no longer pending.", messages.WARNING)

@@ -14,7 +14,13 @@ replaced by that IP while the Host header and the TLS SNI/certificate check keep
 different DNS answer can therefore never be the one connected to.
 
 `send` follows up to MAX_REDIRECTS redirects itself, checking each hop, and drops the caller's
-headers (API keys of the destination) once a redirect leaves the original origin. It bounds the
+headers (API keys of the destination) once a redirect leaves the original origin. A redirect that would
+send the request's body again (307/308) is followed only within the original origin (scheme, host,
+port): a signed body, tool arguments or a token request's credentials never reach a host the caller did
+not name; the 307/308 answer itself is returned. With `redirects="same_request"` (call events) only those
+same-origin 307/308 are followed, which re-send the same method, body and headers: 301/302/303 (which
+would turn the POST into a GET without its body) and every redirect to another origin are returned as
+answered, for the caller to count as a failure. It bounds the
 whole exchange (DNS, connect, redirects, body) by the caller's timeout and caps the body size.
 `send_sync` runs the same code on a private event loop for code without one (Celery tasks,
 management commands, sync views). `mcp_http_client` gives the MCP SDK an httpx2 client
@@ -34,7 +40,7 @@ import ipaddress
 import socket
 import ssl
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import anyio
@@ -50,6 +56,9 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 MAX_REDIRECTS = 5
+# Which redirects `send` follows: "any" (within the rules above), "same_request" (only 307/308 to the origin).
+Redirects = Literal["any", "same_request"]
+BODY_KEEPING_REDIRECTS = frozenset({307, 308})
 DEFAULT_MAX_RESPONSE_BYTES = 5 * 1024 * 1024
 
 
@@ -106,6 +115,7 @@ _V4_REFUSED: tuple[tuple[str, str], ...] = (
     ("10.0.0.0/8", "private"),  # RFC 1918
     ("100.64.0.0/10", "shared (CGNAT)"),  # RFC 6598; some clouds' metadata (100.100.100.200)
     ("127.0.0.0/8", "loopback"),  # RFC 1122
+    ("168.63.129.16/32", "cloud host (Azure wire server)"),  # not in the IANA registries: Azure's host endpoint
     ("169.254.0.0/16", "link-local (cloud metadata)"),  # RFC 3927
     ("172.16.0.0/12", "private"),  # RFC 1918
     # RFC 6890; 192.0.0.192 is Oracle Cloud's metadata address.
@@ -381,8 +391,10 @@ async def send(
     content: bytes | str | None = None,
     timeout_s: float,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    redirects: Redirects = "any",
 ) -> httpx.Response:
-    """Send one request through the guard and return the response with its body read.
+    """Send one request through the guard and return the response with its body read (a redirect it does
+    not follow is that response: see the module's docstring for which it follows).
 
     Raises OutboundBlocked (refused destination, also after a redirect), OutboundTimeout (the whole
     exchange took longer than `timeout_s`), OutboundTooLarge, or another httpx.HTTPError.
@@ -394,7 +406,7 @@ async def send(
         with anyio.fail_after(timeout_s):
             async with _client(timeout_s) as client:
                 request = client.build_request(method, url, headers=headers, json=json, content=content)
-                return await _exchange(client, request, headers or {}, max_response_bytes)
+                return await _exchange(client, request, headers or {}, max_response_bytes, redirects)
     except TimeoutError:
         raise OutboundTimeout(f"No complete response within {timeout_s:g} s") from None
     except httpx.TimeoutException as exc:
@@ -405,16 +417,32 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     return url.scheme, url.host, url.port
 
 
+def _follows(redirects: Redirects, status: int, origin: tuple[str, str, int | None], to: httpx.URL, body: bool) -> bool:
+    """Whether `send` follows this redirect (see the module's docstring)."""
+    same_origin = _origin(to) == origin
+    if redirects == "same_request":
+        return status in BODY_KEEPING_REDIRECTS and same_origin
+    return same_origin or not (body and status in BODY_KEEPING_REDIRECTS)
+
+
 async def _exchange(
-    client: httpx.AsyncClient, request: httpx.Request, caller_headers: dict[str, str], max_response_bytes: int
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    caller_headers: dict[str, str],
+    max_response_bytes: int,
+    redirects: Redirects,
 ) -> httpx.Response:
     """Follow redirects by hand (every hop is checked by the transport); the caller's headers (API keys
-    of the destination) are not carried to another origin."""
+    of the destination) are not carried to another origin, nor is the body."""
     origin = _origin(request.url)
+    body = request.headers.get("content-length", "0") != "0" or "transfer-encoding" in request.headers
     for _ in range(MAX_REDIRECTS + 1):
         response = await client.send(request, stream=True, follow_redirects=False)
         try:
-            if response.next_request is None:
+            following = response.next_request
+            if following is not None and not _follows(redirects, response.status_code, origin, following.url, body):
+                following = None
+            if following is None:
                 body = bytearray()
                 async for chunk in response.aiter_raw():
                     body.extend(chunk)
@@ -428,7 +456,7 @@ async def _exchange(
                     request=response.request,
                     extensions={"http_version": response.extensions.get("http_version", b"HTTP/1.1")},
                 )
-            request = response.next_request
+            request = following
         finally:
             await response.aclose()
         if _origin(request.url) != origin:
@@ -446,6 +474,7 @@ def send_sync(
     content: bytes | str | None = None,
     timeout_s: float,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    redirects: Redirects = "any",
 ) -> httpx.Response:
     """`send` for code without a running event loop (Celery tasks, commands, sync views)."""
     try:
@@ -463,6 +492,7 @@ def send_sync(
             content=content,
             timeout_s=timeout_s,
             max_response_bytes=max_response_bytes,
+            redirects=redirects,
         )
     )
 

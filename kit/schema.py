@@ -218,7 +218,8 @@ class OutboundUrlFieldSchema(OpenApiSerializerFieldExtension):
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         return {
             "type": "string",
-            "description": "An http or https URL with a host and no credentials, at most 2048 characters. Private, "
+            "description": "An http or https URL with a host and no credentials, at most 2048 characters, that the "
+            "HTTP client can encode (an international host name must pass IDNA; no empty DNS label). Private, "
             "loopback and link-local addresses are refused (unless the operator allows them): when the URL is "
             "saved (a 400 naming the field) and when the service calls it. A host that does not resolve yet is "
             "accepted.",

@@ -6,12 +6,15 @@ import re
 import uuid
 from urllib.parse import urlsplit
 
+import httpx
 import phonenumbers
 
 from kit.errors import ApiError
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 _FORBIDDEN_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
+# How url_problem's refusals of a URL the HTTP client cannot send start (testing/schema_fuzzing.py knows it).
+UNENCODABLE_URL = "The HTTP client cannot encode this URL"
 
 
 def parse_uuid(value: str, what: str) -> uuid.UUID:
@@ -58,6 +61,25 @@ def url_problem(value: str) -> str | None:
         return "Credentials in the URL are not allowed; use headers instead."
     if any(c.isspace() for c in value):
         return "URLs may not contain white space."
+    return _encoding_problem(value)
+
+
+def _encoding_problem(value: str) -> str | None:
+    """Why the HTTP client (httpx) and the resolver cannot send `value` as it is written, or None: httpx
+    encodes an international host name with IDNA (UTS #46) and refuses what IDNA refuses (`a\u200b.example`);
+    the name it sends is then encoded for DNS (Python's `idna` codec in getaddrinfo), which refuses an empty
+    label or one over 63 characters (`a..b.example`). Checked when a URL is saved, so that every request to
+    it can at least be made."""
+    try:
+        host = httpx.URL(value).raw_host.decode("ascii")
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        return f"{UNENCODABLE_URL}: {str(exc).rstrip('.')}."
+    if not host or ":" in host or host.replace(".", "").isdigit():
+        return None  # an IP address (IPv6 literals keep their colons): no DNS name to encode
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return f"{UNENCODABLE_URL}: the host name {host!r} has an empty label or one longer than 63 characters."
     return None
 
 

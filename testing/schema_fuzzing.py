@@ -15,7 +15,8 @@ What the fuzzer is told beyond the schema:
   a phone number may appear only once in phoneNumberAssignments (uniqueness of one field of the items); a
   tool's parameterSchema and responseSchema (and an analysisPlan's structuredData.schema) must pass the JSON
   Schema meta-schema; a serverUrl or toolUrl
-  may not resolve to an address the outbound guard refuses (see _unstated_rule); an agent's timeZone must be
+  may not resolve to an address the outbound guard refuses nor have a host the HTTP client cannot encode
+  (see _unstated_rule); an agent's timeZone must be
   an IANA name the server knows and a call's metadata at most 16 KB as JSON; a byte range of a
   recording must lie within the stored file (416: its size is known only from the storage).
 """
@@ -38,6 +39,7 @@ from agents.models import Agent, AgentTool, McpServer, McpToolSelection
 from calls import services as calls
 from calls.models import AgentLog, Call, WebhookDelivery, WebhookEndpoint
 from calls.recordings import encode_stereo_ogg, recording_store
+from kit.validation import UNENCODABLE_URL
 from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
 from realtime.models import AgentTest
 from telephony.models import PhoneNumber
@@ -293,6 +295,8 @@ def _unstated_rule(issues: Any) -> bool:
         ({"parameterSchema", "responseSchema"}, "Not a valid JSON Schema"),
         ({"analysisPlan"}, "structuredData.schema: Not a valid JSON Schema"),
         ({"serverUrl", "toolUrl", "url"}, "Refused outbound request"),
+        # A host IDNA or DNS cannot encode (a zero-width space, an empty label): the pattern cannot say so.
+        ({"serverUrl", "toolUrl", "url"}, UNENCODABLE_URL),
         # An agent's timeZone must be an IANA name the server's zoneinfo knows; metadata at most 16 KB as JSON.
         ({"timeZone"}, "Unknown time zone"),
         ({"metadata"}, "Must be at most"),

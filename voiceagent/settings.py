@@ -537,6 +537,11 @@ if EVENTS_RETRY_BASE_SECONDS <= 0 or EVENTS_MAX_ATTEMPTS < 1 or EVENTS_TIMEOUT_S
 EVENTS_RETENTION_DAYS = env.int("EVENTS_RETENTION_DAYS", default=30)
 if EVENTS_RETENTION_DAYS < 1:
     raise ImproperlyConfigured("EVENTS_RETENTION_DAYS must be >= 1")
+# An event's body carries at most this many characters of transcript (the content of `messages`); the rest
+# is left out, `messagesTruncated` says so, and `callUrl` has the whole call (docs/webhooks.md).
+EVENTS_MAX_TRANSCRIPT_CHARS = env.int("EVENTS_MAX_TRANSCRIPT_CHARS", default=100_000)
+if EVENTS_MAX_TRANSCRIPT_CHARS < 0:
+    raise ImproperlyConfigured("EVENTS_MAX_TRANSCRIPT_CHARS must be >= 0")
 CELERY_BEAT_SCHEDULE["calls-deliver-events"] = {"task": "calls.deliver_due_events", "schedule": 10.0}
 
 # --- call recordings (calls/recordings.py, README "Recordings") -------------------------------------

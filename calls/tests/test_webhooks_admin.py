@@ -1,5 +1,5 @@
 """Dashboard: a call's event deliveries on the call page, a webhook's deliveries on its page (its secret
-never shown), and the redeliver action."""
+never shown), and the redeliver and cancel actions."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import re
 import pytest
 from django.contrib.auth.models import User
 
-from calls import services
+from calls import events, services
 from calls.models import WebhookDelivery, WebhookEndpoint
+from testing.webhooks import LoopbackReceiver
 
 
 @pytest.fixture
@@ -78,3 +79,34 @@ def test_the_links_to_a_calls_and_a_webhooks_deliveries_list_them(staff, deliver
     )
     listed = staff.get(endpoint_link)
     assert listed.status_code == 200 and "2 webhook deliveries" in listed.content.decode()
+
+
+def test_the_cancel_action_means_the_delivery_is_never_sent_and_the_calls_next_event_goes(
+    staff, owner, make_agent, settings
+):
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    agent = make_agent(owner.organization, name="Olive", status="active", agent_type="static", server_url=None)
+    with LoopbackReceiver() as hook:
+        created = owner.client.post(
+            "/public/v1/webhooks", {"url": hook.url(), "events": ["call.started", "call.ended"]}, format="json"
+        )
+        assert created.status_code == 201
+        call = services.call_start(agent=agent, channel="web")
+        started = WebhookDelivery.objects.get()  # pending: no sender runs in the test process
+
+        response = staff.post(
+            "/admin/calls/webhookdelivery/", {"action": "cancel", "_selected_action": [str(started.pk)]}, follow=True
+        )
+        assert "1 delivery cancelled." in response.content.decode()
+        listed = owner.client.get("/public/v1/webhook-deliveries", {"status": "cancelled"}).json()
+        assert [(d["id"], d["attempts"]) for d in listed] == [(str(started.pk), 0)]
+        assert listed[0]["lastError"].startswith("Cancelled by root on ")
+
+        services.call_finish(call=call, status="completed")
+        events.deliver_due()  # what every sender does: the cancelled one is not due, the next event is
+        assert [r.json()["message"]["type"] for r in hook.requests] == ["call.ended"]
+
+    again = staff.post(
+        "/admin/calls/webhookdelivery/", {"action": "cancel", "_selected_action": [str(started.pk)]}, follow=True
+    )
+    assert "1 skipped: no longer pending." in again.content.decode()

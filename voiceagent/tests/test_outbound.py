@@ -14,6 +14,7 @@ import pytest
 
 from kit import outbound
 from kit.errors import ApiError
+from kit.validation import url_problem
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -57,8 +58,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(404, b"{}")
 
     def do_POST(self) -> None:
+        port = self.server.server_address[1]
         length = int(self.headers.get("Content-Length", 0))
-        self._reply(200, json.dumps({"got": json.loads(self.rfile.read(length))}).encode())
+        body = self.rfile.read(length)
+        if self.path.startswith("/post-redirect/"):  # /post-redirect/<status>/<same|other>
+            status, where = self.path.split("/")[2:4]
+            host = "127.0.0.1" if where == "same" else "other.example.test"
+            self._reply(int(status), b"", {"Location": f"http://{host}:{port}/echo-post"})
+            return
+        echoed = {"got": json.loads(body)}
+        if self.path == "/echo-post":
+            echoed.update(path=self.path, x=self.headers.get("X-Test"))
+        self._reply(200, json.dumps(echoed).encode())
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +101,7 @@ def allow_loopback(settings):
         "172.16.0.1",
         "192.168.1.1",
         "169.254.169.254",  # cloud metadata
+        "168.63.129.16",  # Azure's wire server (the host's own endpoint, reachable from every VM)
         "fd00:ec2::254",  # AWS metadata over IPv6
         "100.100.100.200",  # shared address space (another cloud's metadata)
         "0.0.0.0",
@@ -410,3 +422,64 @@ async def test_a_redirect_to_the_metadata_address_is_refused(server, allow_loopb
     # Through a real exchange: the first hop (loopback, allowed) redirects to 192.0.0.192.
     with pytest.raises(outbound.OutboundBlocked, match=r"192\.0\.0\.192"):
         await outbound.send("GET", f"{server}/to-oracle-metadata", timeout_s=5)
+
+
+def _other_origin_on_loopback(monkeypatch):
+    async def resolver(host, port, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    monkeypatch.setattr(outbound.anyio, "getaddrinfo", resolver)
+
+
+@pytest.mark.parametrize("status", [307, 308])
+async def test_a_body_is_sent_again_only_within_its_origin(server, allow_loopback, monkeypatch, status):
+    _other_origin_on_loopback(monkeypatch)
+    signed = {"X-Test": "sha256=signature"}
+    same = await outbound.send(
+        "POST", f"{server}/post-redirect/{status}/same", headers=signed, json={"a": 1}, timeout_s=5
+    )
+    assert same.status_code == 200 and same.json() == {"got": {"a": 1}, "path": "/echo-post", "x": "sha256=signature"}
+    # To another origin the body (signed tool arguments, a token request's credentials) is not sent again:
+    # the redirect itself is the answer.
+    other = await outbound.send(
+        "POST", f"{server}/post-redirect/{status}/other", headers=signed, json={"a": 1}, timeout_s=5
+    )
+    assert other.status_code == status and other.headers["location"].startswith("http://other.example.test:")
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_call_events_follow_only_a_same_origin_307_or_308(server, allow_loopback, monkeypatch, status):
+    _other_origin_on_loopback(monkeypatch)
+    same = await outbound.send(
+        "POST", f"{server}/post-redirect/{status}/same", json={"a": 1}, timeout_s=5, redirects="same_request"
+    )
+    if status in (307, 308):
+        assert same.status_code == 200 and same.json()["got"] == {"a": 1}
+    else:  # followed, it would be a GET without the body
+        assert same.status_code == status and same.headers["location"].endswith("/echo-post")
+    other = await outbound.send(
+        "POST", f"{server}/post-redirect/{status}/other", json={"a": 1}, timeout_s=5, redirects="same_request"
+    )
+    assert other.status_code == status
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://a\u200b.example/hook", "Invalid IDNA hostname"),
+        ("http://a..b.example/hook", "empty label"),
+        (f"http://{'a' * 64}.example/hook", "longer than 63"),
+    ],
+)
+def test_a_url_the_http_client_cannot_encode_is_refused_before_any_request(url, reason):
+    with pytest.raises(outbound.OutboundBlocked, match=reason) as caught:
+        outbound.send_sync("POST", url, content=b"{}", timeout_s=5)
+    assert caught.value.message.startswith("Refused outbound URL: The HTTP client cannot encode this URL")
+    assert "\n" not in caught.value.message
+    with pytest.raises(ApiError, match=reason):
+        outbound.validate_destination(url, field="url")
+
+
+@pytest.mark.parametrize("url", ["https://münchen.example/hook", "http://a_b.example/x", "http://[2606:4700::1]:8080/"])
+def test_urls_the_http_client_encodes_are_accepted(url):
+    assert url_problem(url) is None
