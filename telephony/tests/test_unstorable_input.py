@@ -261,3 +261,24 @@ def test_a_tool_schema_typed_in_the_dashboard_with_a_lone_surrogate_is_refused_o
     assert response.status_code == 200  # the form again, with its error
     assert "properties.id.description: Must not contain a lone UTF-16 surrogate" in response.content.decode()
     assert not AgentTool.objects.exists()
+
+
+def test_a_session_whose_store_fails_holds_no_live_call_slot(owner: Any, ava: Any, monkeypatch: Any) -> None:
+    """Side effects only with the stored request: a realtime session whose metadata could not be stored
+    (the database failed) leaves the organization's one live-call slot free for the next session."""
+    from django.db import OperationalError
+
+    from realtime.models import SessionVariables
+
+    owner.organization.plan.max_concurrent_calls = 1
+    owner.organization.plan.save()
+    path = f"/public/v1/agents/{ava.pk}/realtime-sessions"
+
+    def broken(**fields: Any) -> Any:
+        raise OperationalError("could not extend file: No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SessionVariables.objects, "create", broken)
+        assert post_json(owner, path, {"metadata": {"crm": 7}}).status_code == 503
+
+    assert post_json(owner, path, {"metadata": {"crm": 7}}).status_code == 200
