@@ -14,7 +14,8 @@ from rest_framework.views import APIView
 
 from kit import metrics
 from kit.errors import ApiError
-from kit.parsers import JsonParser, refuse_unstorable_request
+from kit.parsers import JsonParser as JsonParser  # re-exported: views import it from here too
+from kit.parsers import refuse_unstorable_request
 from kit.renderers import RenderedJson
 from kit.throttling import rate_limit_take
 

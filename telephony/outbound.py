@@ -443,7 +443,6 @@ def outbound_close_stuck(*, older_than: timedelta | None = None) -> int:
         placed_at__lt=timezone.now() - older_than, call__status__in=(CallStatus.QUEUED, CallStatus.RINGING)
     ).values_list("call_id", flat=True)
 
-
     def fail(call_id: Any) -> bool:
         ended = call_end_unanswered(call_id=call_id, status=CallStatus.FAILED, ended_reason=EndedReason.PROVIDER_ERROR)
         call_slot_release(channel=CallChannel.PHONE, key=_slot_key(call_id))

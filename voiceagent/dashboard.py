@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
 from django.contrib import admin
@@ -86,6 +86,9 @@ def _home_links(at: datetime) -> dict[str, str]:
     }
 
 
+View = TypeVar("View", bound=Callable[..., Any])
+
+
 class DashboardSite(admin.AdminSite):
     site_header = "Voice Agent Service: dashboard"
     site_title = "Voice Agent dashboard"
@@ -98,7 +101,7 @@ class DashboardSite(admin.AdminSite):
             app["models"] = [m for m in app["models"] if m["model"]._meta.label_lower not in INTERNAL_TABLES]
         return [app for app in apps if app["models"]]
 
-    def admin_view(self, view: Callable[..., Any], cacheable: bool = False) -> Callable[..., Any]:
+    def admin_view(self, view: View, cacheable: bool = False) -> View:
         """Every page of the dashboard (each model's too): a query string or URL part with text that cannot
         be stored or searched for (NUL: `?q=%00` made PostgreSQL refuse the search, a 500) is a 400."""
         guarded = super().admin_view(view, cacheable)
@@ -111,7 +114,7 @@ class DashboardSite(admin.AdminSite):
                 return HttpResponseBadRequest(error.message, content_type="text/plain; charset=utf-8")
             return guarded(request, *args, **kwargs)
 
-        return checked
+        return cast("View", checked)
 
     def get_urls(self) -> list[URLResolver | URLPattern]:
         live = path("live-calls.json", self.admin_view(self.live_calls_view), name="live_calls")
