@@ -71,31 +71,20 @@ def lists_answer(persona: Any) -> None:
         assert persona.client.get(path).status_code == 200, path
 
 
+def origin(ava: Any) -> dict[str, str]:
+    """The agent and the number a call or a batch is placed with."""
+    return {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk)}
+
+
 # Each kind of body: (the request, given the owner and its agent) -> the field it names.
 BODIES: dict[str, Callable[[Any, Any, str], tuple[Any, str]]] = {
     "call variables": lambda owner, ava, bad: (
-        post_json(
-            owner,
-            "/public/v1/calls",
-            {
-                "agentId": str(ava.pk),
-                "phoneNumberId": str(ava.number.pk),
-                "to": "+14155550142",
-                "variables": {"name": f"Ada{bad}"},
-            },
-        ),
+        post_json(owner, "/public/v1/calls", {**origin(ava), "to": "+14155550142", "variables": {"name": f"Ada{bad}"}}),
         "variables.name",
     ),
     "call metadata key": lambda owner, ava, bad: (
         post_json(
-            owner,
-            "/public/v1/calls",
-            {
-                "agentId": str(ava.pk),
-                "phoneNumberId": str(ava.number.pk),
-                "to": "+14155550142",
-                "metadata": {"crm": {f"id{bad}": 7}},
-            },
+            owner, "/public/v1/calls", {**origin(ava), "to": "+14155550142", "metadata": {"crm": {f"id{bad}": 7}}}
         ),
         "metadata.crm",
     ),
@@ -139,8 +128,7 @@ BODIES: dict[str, Callable[[Any, Any, str], tuple[Any, str]]] = {
             "/public/v1/call-batches",
             {
                 "name": "Reminders",
-                "agentId": str(ava.pk),
-                "phoneNumberId": str(ava.number.pk),
+                **origin(ava),
                 "recipients": [{"to": "+14155551000"}, {"to": "+14155551001", "variables": {"day": f"Mon{bad}"}}],
             },
         ),
