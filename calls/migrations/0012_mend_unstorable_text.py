@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import migrations
 
-from kit.text import storable
+from kit.text import storable_value
 
 BATCH = 500
 
@@ -50,17 +50,6 @@ FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
-def mended(value: Any) -> Any:
-    """`value` (text, or a decoded JSON value, keys included) with every string made storable."""
-    if isinstance(value, str):
-        return storable(value)
-    if isinstance(value, list):
-        return [mended(item) for item in value]
-    if isinstance(value, dict):
-        return {mended(key): mended(item) for key, item in value.items()}
-    return value
-
-
 def mend_model(model: Any, fields: tuple[str, ...], using: str) -> int:
     """Mend `fields` of every row of `model`; returns how many rows changed."""
     present = {field.name for field in model._meta.concrete_fields}
@@ -82,7 +71,7 @@ def mend_model(model: Any, fields: tuple[str, ...], using: str) -> int:
             dirty = False
             for name in fields:
                 value = getattr(row, name)
-                fixed = mended(value)
+                fixed = storable_value(value)
                 if fixed != value:
                     setattr(row, name, fixed)
                     dirty = True
