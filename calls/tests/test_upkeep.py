@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from calls import maintenance
@@ -74,6 +75,7 @@ def test_a_call_whose_process_stopped_its_heartbeat_is_failed_and_a_beating_one_
     assert alive.status == "active"
 
 
+@pytest.mark.skipif(connection.vendor == "postgresql", reason="PostgreSQL cannot hold the poisoned row")
 def test_a_call_that_cannot_be_ended_does_not_stop_another_organizations_upkeep(owner, outsider, make_agent, caplog):
     """Organization A's stuck outbound call holds text stored before the edge refused it (a lone surrogate
     in its variables: its `call.ended` event cannot be written); organization B's unanswered call is past
