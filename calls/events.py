@@ -48,6 +48,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from agents.models import Agent, AgentType
+from calls.maintenance import rows_one_by_one
 from calls.models import (
     EVENT_RANK,
     Call,
@@ -456,8 +457,8 @@ def webhook_endpoints_disable_failing(*, after: timedelta = DISABLE_AFTER) -> in
     candidates = WebhookEndpoint.objects.filter(
         enabled=True, deliveries__attempt_log__succeeded=False, deliveries__attempt_log__started_at__lte=cutoff
     ).distinct()
-    disabled = 0
-    for endpoint in candidates:
+
+    def disable(endpoint: WebhookEndpoint) -> int:
         attempts = WebhookAttempt.objects.filter(delivery__endpoint=endpoint)
         last_success = attempts.filter(succeeded=True).aggregate(t=Max("started_at"))["t"]
         failures = attempts.filter(succeeded=False)
@@ -465,15 +466,17 @@ def webhook_endpoints_disable_failing(*, after: timedelta = DISABLE_AFTER) -> in
             failures = failures.filter(started_at__gt=last_success)
         first_failure = failures.aggregate(t=Min("started_at"))["t"]
         if first_failure is None or first_failure > cutoff:
-            continue
+            return 0
         last = failures.order_by("-started_at").values_list("error", flat=True).first() or ""
         reason = (
             f"Disabled on {now:%Y-%m-%d %H:%M} UTC: every delivery failed since {first_failure:%Y-%m-%d %H:%M} UTC"
-            f" (last error: {last})"
+            f" (last error: {storable(last)})"
         )[:300]
-        disabled += WebhookEndpoint.objects.filter(pk=endpoint.pk, enabled=True).update(
+        return WebhookEndpoint.objects.filter(pk=endpoint.pk, enabled=True).update(
             enabled=False, disabled_reason=reason, updated_at=now
         )
+
+    disabled = rows_one_by_one("disabledWebhooks", list(candidates), disable, row_id=lambda endpoint: endpoint.pk)
     if disabled:
         logger.info("disabled %d webhook endpoint(s) that failed every delivery for %s", disabled, after)
     return disabled

@@ -7,6 +7,12 @@ after a crash cleans up without waiting for a new call, then one every CALLS_MAI
 timer; default 300 without REDIS_URL, 0 with it, where Celery beat runs `calls.run_upkeep` from
 CELERY_BEAT_SCHEDULE instead). `manage.py calls_maintenance` runs one sweep, e.g. from cron.
 
+One bad row never stops the upkeep of the others: a job that goes through rows handles each in its own
+transaction (`rows_one_by_one`), and a row that fails (text stored before the edge refused what cannot be
+stored, a constraint) is logged in one line with its id and left for the next sweep, while the job goes on
+with the rows of every other organization; a job that fails as a whole is logged and the sweep goes on
+with the next job.
+
 Several processes may sweep at once: every job is a conditional write that a second sweep repeats
 harmlessly (a call is closed under a row lock only while still `active`, a document is failed only while
 still `processing`). The jobs are registered by the project shell (voiceagent/apps.py), as they belong
@@ -18,16 +24,21 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import close_old_connections, connections, transaction
+
+from kit.text import storable
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
 _jobs: dict[str, Callable[[], int]] = {}
+
+Row = TypeVar("Row")
 
 
 def register_job(name: str, job: Callable[[], int]) -> None:
@@ -52,6 +63,30 @@ def run_maintenance(*, strict: bool = False) -> dict[str, int]:
             failure = failure or exc
     if strict and failure is not None:
         raise failure
+    return done
+
+
+def rows_one_by_one(
+    job: str, rows: Iterable[Row], handle: Callable[[Row], Any], *, row_id: Callable[[Row], Any] = str
+) -> int:
+    """Run `handle` on each of `rows` (ids, or tuples `row_id` names) in a transaction of its own: a row
+    that raises is rolled back, logged in one ERROR line naming `job` and the row, and skipped, so the
+    others (another organization's) are still handled. Returns how many calls of `handle` returned a
+    true value."""
+    done = 0
+    for row in rows:
+        try:
+            with transaction.atomic():
+                done += bool(handle(row))
+        except Exception as exc:  # noqa: BLE001 - one bad row must not stop the others; logged below
+            reason = storable(" ".join(str(exc).split()))[:300]
+            logger.error(
+                "upkeep job %s: row %s failed, left for the next sweep: %s: %s",
+                job,
+                row_id(row),
+                type(exc).__name__,
+                reason,
+            )
     return done
 
 

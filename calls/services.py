@@ -25,7 +25,7 @@ from agents.models import Agent
 from calls import billing
 from calls.analysis import queue_analysis
 from calls.events import event_record
-from calls.maintenance import ensure_inprocess_maintenance
+from calls.maintenance import ensure_inprocess_maintenance, rows_one_by_one
 from calls.models import (
     AgentLog,
     AnalysisStatus,
@@ -460,8 +460,9 @@ def call_close_stale(*, idle_for: timedelta | None = None) -> int:
     stale = Call.objects.filter(idle | orphaned, status=CallStatus.ACTIVE).values_list(
         "pk", "started_at", "heartbeat_at"
     )
-    closed = 0
-    for call_id, started_at, heartbeat_at in list(stale[:1000]):
+
+    def close(row: tuple[UUID, datetime, datetime | None]) -> bool:
+        call_id, started_at, heartbeat_at = row
         last = [
             heartbeat_at,
             CallMessage.objects.filter(call_id=call_id).aggregate(t=Max("occurred_at"))["t"],
@@ -469,14 +470,10 @@ def call_close_stale(*, idle_for: timedelta | None = None) -> int:
             LlmUsage.objects.filter(call_id=call_id).aggregate(t=Max("created_at"))["t"],
         ]
         ended_at = max([started_at, *(t for t in last if t is not None)])
-        try:
-            finished = _finish(
-                call_id=call_id, status=CallStatus.FAILED, ended_at=ended_at, ended_reason=EndedReason.STALE
-            )
-        except Exception:
-            logger.exception("could not close stale call %s", call_id)
-            continue
-        closed += finished.status == CallStatus.FAILED and finished.ended_at == ended_at
+        finished = _finish(call_id=call_id, status=CallStatus.FAILED, ended_at=ended_at, ended_reason=EndedReason.STALE)
+        return finished.status == CallStatus.FAILED and finished.ended_at == ended_at
+
+    closed = rows_one_by_one("closedCalls", list(stale[:1000]), close, row_id=lambda row: row[0])
     if closed:
         logger.info("closed %d stale active call(s) as failed", closed)
     return closed
@@ -538,6 +535,12 @@ def recording_purge(*, older_than: timedelta | None = None, batch: int = 500) ->
             return 0
         older_than = timedelta(days=settings.RECORDING_RETENTION_DAYS)
     cutoff = timezone.now() - older_than
+
+    def purge(row: tuple[UUID, str]) -> int:
+        pk, key = row
+        recording_remove(key)
+        return Call.objects.filter(pk=pk, recording_key=key).update(recording_key="", recording_saved_at=None)
+
     purged = 0
     while True:
         before = purged
@@ -546,13 +549,7 @@ def recording_purge(*, older_than: timedelta | None = None, batch: int = 500) ->
             .exclude(recording_key="")
             .values_list("pk", "recording_key")[:batch]
         )
-        for pk, key in rows:
-            try:
-                recording_remove(key)
-            except Exception:
-                logger.warning("could not delete the recording of call %s", pk, exc_info=True)
-                continue
-            purged += Call.objects.filter(pk=pk, recording_key=key).update(recording_key="", recording_saved_at=None)
+        purged += rows_one_by_one("purgedRecordings", rows, purge, row_id=lambda row: row[0])
         if len(rows) < batch or purged == before:
             break
     if purged:

@@ -1,6 +1,8 @@
 """What the dashboard's forms share so that they refuse exactly what the API refuses.
 
 - `PhoneNumberFormField`: an E.164 number, checked by the API's own rule (kit.validation).
+- `StorableJSONField`: JSON typed in a text box, refused (naming the place) when a string in it cannot be
+  stored, as a JSON request body is (kit/parsers.py).
 - `check_with_service`: a form asks the service that will save it, in a savepoint that is always rolled
   back, and shows the service's ApiError on the field it names; the rule stays in the service.
 """
@@ -14,6 +16,7 @@ from django import forms
 from django.db import transaction
 
 from kit.errors import ApiError
+from kit.text import unstorable_field
 from kit.validation import e164_problem
 
 
@@ -28,6 +31,23 @@ class PhoneNumberFormField(forms.CharField):
         problem = e164_problem(value) if value not in self.empty_values else None
         if problem:
             raise forms.ValidationError(problem, code="invalid")
+
+
+class StorableJSONField(forms.JSONField):
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        # Refused text is shown again as it was typed (its escapes), never as the character itself, which
+        # the page could not be encoded with.
+        value = super().bound_data(data, initial)
+        if not isinstance(value, forms.fields.InvalidJSONInput) and unstorable_field(value) is not None:
+            return forms.fields.InvalidJSONInput(data)
+        return value
+
+    def validate(self, value: Any) -> None:
+        super().validate(value)
+        found = unstorable_field(value)
+        if found is not None:
+            where, reason = found
+            raise forms.ValidationError(f"{where}: {reason}" if where else reason, code="invalid")
 
 
 def add_api_error(

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 from django.conf import settings
 from django.http import HttpResponse
-from rest_framework import parsers
-from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kit import metrics
 from kit.errors import ApiError
+from kit.parsers import JsonParser as JsonParser  # re-exported: views import it from here too
+from kit.parsers import refuse_unstorable_request
 from kit.renderers import RenderedJson
 from kit.throttling import rate_limit_take
 
@@ -28,17 +28,6 @@ logger = logging.getLogger(__name__)
 RATE_LIMITED = "RATE_LIMITED"
 REFUSAL_LOG_INTERVAL_SECONDS = 60.0
 _refusals_logged: dict[Any, float] = {}  # API key id -> when this process last logged a refusal of it
-
-
-class JsonParser(parsers.JSONParser):
-    """DRF's JSON parser, with a too deeply nested document a 400 like any other malformed body
-    (the standard library raises RecursionError for it, which DRF does not catch)."""
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        try:
-            return super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            raise ParseError("JSON parse error - nested too deeply") from None
 
 
 class PublicApiView(APIView):
@@ -60,6 +49,7 @@ class PublicApiView(APIView):
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # authentication: a 401 spends no budget
         enforce_rate_limit(request.user)
+        refuse_unstorable_request(request.query_params, self.kwargs)
         limit = self.max_body_bytes()
         if limit is not None and content_length(request) > limit:
             raise ApiError("The request body is too large.", status_code=413, extra={"maxBytes": limit})

@@ -10,6 +10,8 @@ import orjson
 from rest_framework import renderers
 from rest_framework.utils.encoders import JSONEncoder
 
+from kit.text import storable_value
+
 
 class JsonRenderer(renderers.JSONRenderer):
     """DRF's JSON renderer, written by orjson: the same JSON as DRF's (compact, UTF-8, U+2028/U+2029
@@ -31,8 +33,15 @@ _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
 
 
 def dumps(data: Any) -> bytes:
-    """`data` as the API writes JSON (JsonRenderer; also for a body rendered ahead of its request)."""
-    text = orjson.dumps(data, default=_fallback, option=_OPTIONS)
+    """`data` as the API writes JSON (JsonRenderer; also for a body rendered ahead of its request). Text
+    that cannot be written (a lone surrogate in a row stored before the API refused it, kit/text.py) is
+    written mended (U+FFFD) rather than failing the whole response."""
+    try:
+        text = orjson.dumps(data, default=_fallback, option=_OPTIONS)
+    except orjson.JSONEncodeError as error:
+        if "surrogates not allowed" not in str(error):
+            raise
+        text = orjson.dumps(storable_value(data), default=_fallback, option=_OPTIONS)
     if b"\xe2\x80\xa8" in text or b"\xe2\x80\xa9" in text:  # line separators break JavaScript strings
         text = text.replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029")
     return text

@@ -49,3 +49,15 @@ def unstorable_field(value: Any, path: str = "") -> tuple[str, str] | None:
 def storable(value: str) -> str:
     """`value` with what cannot be stored mended: a lone surrogate becomes U+FFFD, NUL is dropped."""
     return _UNSTORABLE.sub(lambda found: "" if found.group() == "\x00" else "\ufffd", value)
+
+
+def storable_value(value: Any) -> Any:
+    """`value` (text, or a decoded JSON value: strings in lists and dicts, keys included) mended as `storable`
+    mends text; anything else as it is."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, list | tuple):
+        return [storable_value(item) for item in value]
+    if isinstance(value, dict):
+        return {storable_value(key): storable_value(item) for key, item in value.items()}
+    return value

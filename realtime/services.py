@@ -199,29 +199,32 @@ def realtime_session_create(
     if agent.status != AgentStatus.ACTIVE:
         raise ApiError.conflict(f"Agent is {agent.status}; only an active agent can start realtime sessions")
     token, claims = tokens.issue_token(agent_id=agent.pk, organization_id=organization.pk)
-    try:
-        call_slot_reserve(
-            organization_id=organization.pk,
-            channel=CallChannel.WEB,
-            key=claims.token_id,
-            expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),
-        )
-    except ConcurrentCallLimitExceeded as exc:
-        logger.info(
-            "realtime session refused: organization %s is at its %s concurrent calls", organization.pk, exc.limit
-        )
-        raise
-    if variables or metadata is not None or modality != CallModality.AUDIO or events:
-        expires_at = datetime.fromtimestamp(claims.expires_at, tz=UTC)
-        SessionVariables.objects.filter(expires_at__lt=timezone.now() - SPENT_TOKEN_MARGIN).delete()
-        SessionVariables.objects.create(
-            token_id=claims.token_id,
-            variables=variables,
-            metadata=metadata,
-            modality=modality,
-            events=events,
-            expires_at=expires_at,
-        )
+    # The live-call slot and what the session keeps are stored together: a store that fails never
+    # leaves a slot held until the token expires.
+    with transaction.atomic():
+        try:
+            call_slot_reserve(
+                organization_id=organization.pk,
+                channel=CallChannel.WEB,
+                key=claims.token_id,
+                expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),
+            )
+        except ConcurrentCallLimitExceeded as exc:
+            logger.info(
+                "realtime session refused: organization %s is at its %s concurrent calls", organization.pk, exc.limit
+            )
+            raise
+        if variables or metadata is not None or modality != CallModality.AUDIO or events:
+            expires_at = datetime.fromtimestamp(claims.expires_at, tz=UTC)
+            SessionVariables.objects.filter(expires_at__lt=timezone.now() - SPENT_TOKEN_MARGIN).delete()
+            SessionVariables.objects.create(
+                token_id=claims.token_id,
+                variables=variables,
+                metadata=metadata,
+                modality=modality,
+                events=events,
+                expires_at=expires_at,
+            )
     return RealtimeSession(
         token=token,
         expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),

@@ -6,14 +6,14 @@ import json
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from calls.serializers import CallSummarySchema, call_summary_item
-from kit.api import JsonParser, PublicApiView
+from kit.api import PublicApiView
 from kit.errors import ApiError
 from kit.fields import parse
+from kit.parsers import JsonParser, MultiPartParser, refuse_unstorable
 from telephony import batch_selectors, batches
 from telephony.batch_serializers import (
     BatchCallsQuery,
@@ -64,6 +64,9 @@ def _form_data(request: Request) -> dict[str, Any]:
             except ValueError:
                 raise ApiError.field(key, "Must be a JSON object (as text in a multipart form).") from None
     data["recipients"] = batches.recipients_from_csv(upload.read(batches.MAX_CSV_BYTES + 1))
+    # What was decoded here (the JSON texts, the CSV's cells: `recipients.<row>.variables.<column>`, rows
+    # counted from 0 after the header) is checked as a JSON body is by its parser.
+    refuse_unstorable(data)
     return data
 
 

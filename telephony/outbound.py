@@ -42,6 +42,7 @@ from accounts.models import Organization
 from agents.models import Agent, AgentStatus
 from agents.selectors import agent_get
 from calls.logging import LogSession, agent_log, new_session_id
+from calls.maintenance import rows_one_by_one
 from calls.models import Call, CallChannel, CallDirection, CallStatus, EndedReason
 from calls.services import call_end_unanswered
 from calls.variables import metadata_clean, variables_clean
@@ -441,11 +442,15 @@ def outbound_close_stuck(*, older_than: timedelta | None = None) -> int:
     stuck = OutboundCall.objects.filter(
         placed_at__lt=timezone.now() - older_than, call__status__in=(CallStatus.QUEUED, CallStatus.RINGING)
     ).values_list("call_id", flat=True)
-    failed = 0
-    for call_id in list(stuck[:1000]):
+
+    def fail(call_id: Any) -> bool:
         ended = call_end_unanswered(call_id=call_id, status=CallStatus.FAILED, ended_reason=EndedReason.PROVIDER_ERROR)
         call_slot_release(channel=CallChannel.PHONE, key=_slot_key(call_id))
-        failed += ended is not None and ended.status == CallStatus.FAILED
+        return ended is not None and ended.status == CallStatus.FAILED
+
+    # One by one: a call that cannot be ended (a row stored before its text was refused at the edge) is
+    # logged and left, and every other organization's stuck call is still ended.
+    failed = rows_one_by_one("failedOutboundCalls", list(stuck.order_by("placed_at")[:1000]), fail)
     if failed:
         logger.info("failed %d outbound call(s) the carrier never reported on", failed)
     return failed

@@ -9,12 +9,14 @@ calls.selectors. Only staff who may view calls see those figures.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, URLResolver, path, reverse
 from django.utils import timezone
@@ -28,7 +30,9 @@ from calls.selectors import (
     newest_calls,
 )
 from calls.timeline import clock
+from kit.errors import ApiError
 from kit.fields import iso
+from kit.parsers import refuse_unstorable_request
 
 # Tables the service keeps for itself: left out of the navigation (their pages still answer, linked from
 # the home page's "Internal tables" line).
@@ -82,6 +86,9 @@ def _home_links(at: datetime) -> dict[str, str]:
     }
 
 
+View = TypeVar("View", bound=Callable[..., Any])
+
+
 class DashboardSite(admin.AdminSite):
     site_header = "Voice Agent Service: dashboard"
     site_title = "Voice Agent dashboard"
@@ -93,6 +100,21 @@ class DashboardSite(admin.AdminSite):
         for app in apps:
             app["models"] = [m for m in app["models"] if m["model"]._meta.label_lower not in INTERNAL_TABLES]
         return [app for app in apps if app["models"]]
+
+    def admin_view(self, view: View, cacheable: bool = False) -> View:
+        """Every page of the dashboard (each model's too): a query string or URL part with text that cannot
+        be stored or searched for (NUL: `?q=%00` made PostgreSQL refuse the search, a 500) is a 400."""
+        guarded = super().admin_view(view, cacheable)
+
+        @functools.wraps(guarded)
+        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            try:
+                refuse_unstorable_request(request.GET, kwargs)
+            except ApiError as error:
+                return HttpResponseBadRequest(error.message, content_type="text/plain; charset=utf-8")
+            return guarded(request, *args, **kwargs)
+
+        return cast("View", checked)
 
     def get_urls(self) -> list[URLResolver | URLPattern]:
         live = path("live-calls.json", self.admin_view(self.live_calls_view), name="live_calls")

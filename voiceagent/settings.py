@@ -201,8 +201,9 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["kit.renderers.JsonRenderer"],
-    # JSON only: any other Content-Type is a 415. The knowledge upload adds multipart on its own view.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON only: any other Content-Type is a 415. The knowledge upload adds multipart on its own view. A
+    # string that cannot be stored (a lone surrogate, NUL) is a 400 naming its field (kit/parsers.py).
+    "DEFAULT_PARSER_CLASSES": ["kit.parsers.JsonParser"],
     "EXCEPTION_HANDLER": "kit.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,

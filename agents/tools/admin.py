@@ -21,6 +21,7 @@ from agents.models import AgentTool, McpAuthType, McpServer, McpServerStatus, Mc
 from agents.tools import services
 from agents.tools.serializers import ToolWriteSerializer, parse_header_lines
 from kit import outbound
+from kit.admin_forms import StorableJSONField
 from kit.errors import ApiError
 from kit.fields import parse
 from kit.validation import url_problem
@@ -159,7 +160,7 @@ class McpServerAdmin(admin.ModelAdmin):
             self._connect(request, server, None)
 
 
-class JsonTextField(forms.JSONField):
+class JsonTextField(StorableJSONField):
     """JSON in a text box, shown indented."""
 
     def prepare_value(self, value: Any) -> Any:

@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from calls import maintenance
@@ -72,3 +73,47 @@ def test_a_call_whose_process_stopped_its_heartbeat_is_failed_and_a_beating_one_
     assert (dead.ended_reason, alive.ended_reason) == ("stale", None)
     assert dead.duration_seconds == 10 * 60 - 90
     assert alive.status == "active"
+
+
+@pytest.mark.skipif(connection.vendor == "postgresql", reason="PostgreSQL cannot hold the poisoned row")
+def test_a_call_that_cannot_be_ended_does_not_stop_another_organizations_upkeep(owner, outsider, make_agent, caplog):
+    """Organization A's stuck outbound call holds text stored before the edge refused it (a lone surrogate
+    in its variables: its `call.ended` event cannot be written); organization B's unanswered call is past
+    its ring limit. One sweep through `manage.py calls_maintenance` ends B's call and leaves A's for later."""
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    from calls.models import Call, WebhookEndpoint
+    from telephony.models import OutboundCall
+
+    def stuck(persona, **fields):
+        agent = make_agent(persona.organization)
+        call = CallFactory(
+            agent=agent, channel="phone", direction="outbound", status="ringing", to_number="+14155550142", **fields
+        )
+        OutboundCall.objects.create(call=call, placed_at=timezone.now() - timedelta(hours=2))
+        return call
+
+    poisoned = stuck(owner, variables={"name": "\ud800"})  # as an old row holds it (SQLite kept the escape)
+    WebhookEndpoint.objects.create(
+        organization=owner.organization,
+        url="https://hooks.example.test/a",
+        events=["call.ended"],
+        secret="s" * 32,
+        created_at=timezone.now(),
+        updated_at=timezone.now(),
+    )
+    OutboundCall.objects.filter(pk=poisoned.pk).update(placed_at=timezone.now() - timedelta(hours=3))  # first
+    unanswered = stuck(outsider)
+
+    out = io.StringIO()
+    call_command("calls_maintenance", stdout=out)
+
+    assert json.loads(out.getvalue())["failedOutboundCalls"] == 1
+    assert Call.objects.get(pk=unanswered.pk).status == "failed"
+    assert Call.objects.get(pk=poisoned.pk).status == "ringing"  # left as it was, for the next sweep
+    [line] = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert f"upkeep job failedOutboundCalls: row {poisoned.pk} failed" in line and "\n" not in line
+    assert outsider.client.get("/public/v1/calls").status_code == 200
