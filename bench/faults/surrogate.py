@@ -148,7 +148,7 @@ def mend_stored_rows() -> int:
     from django.apps import apps
     from django.db import connection
 
-    migration = importlib.import_module("calls.migrations.0012_mend_unstorable_text")
+    migration = importlib.import_module("calls.migrations.0013_mend_unstorable_text")
     return int(migration.mend(apps, SimpleNamespace(connection=connection)))
 
 

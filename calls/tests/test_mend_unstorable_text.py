@@ -18,7 +18,7 @@ from testing.factories import CallFactory
 
 pytestmark = pytest.mark.django_db
 
-migration = importlib.import_module("calls.migrations.0012_mend_unstorable_text")
+migration = importlib.import_module("calls.migrations.0013_mend_unstorable_text")
 
 
 def mend() -> int:
