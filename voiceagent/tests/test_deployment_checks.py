@@ -103,7 +103,9 @@ def test_a_repeated_secret_stops_migrate_with_the_reason_not_the_value():
     env = {**documented_production_env(), "REALTIME_TOKEN_SECRET": "Q" * 40}
     result = manage("migrate", "--plan", env=env)
     assert result.returncode != 0
-    assert "voiceagent.E001" in result.stderr and "REALTIME_TOKEN_SECRET has too few different characters" in result.stderr
+    assert (
+        "voiceagent.E001" in result.stderr and "REALTIME_TOKEN_SECRET has too few different characters" in result.stderr
+    )
     assert "Q" * 40 not in result.stderr
 
 

@@ -27,7 +27,17 @@ def test_a_bad_close_timeout_is_refused_with_the_reason(value: str) -> None:
 def test_proxy_headers_are_refused_with_the_setting_to_use_instead() -> None:
     # Daphne would believe the first X-Forwarded-For entry, which the client writes (docs/deployment-security.md).
     finished = subprocess.run(
-        [sys.executable, "-m", "voiceagent.server", "-b", "127.0.0.1", "-p", "0", "--proxy-headers", "voiceagent.asgi:application"],
+        [
+            sys.executable,
+            "-m",
+            "voiceagent.server",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            "0",
+            "--proxy-headers",
+            "voiceagent.asgi:application",
+        ],
         env={**os.environ, "CALLS_MAINTENANCE_AT_START": "false", "REALTIME_PRELOAD": "false"},
         capture_output=True,
         text=True,
