@@ -307,7 +307,8 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
 
 
 def check_metrics_token(app_configs: object = None, **kwargs: object) -> list[checks.CheckMessage]:
-    """With DEBUG off, a METRICS_TOKEN shorter than MIN_TOKEN_CHARS or equal to an example is refused."""
+    """With DEBUG off, a weak METRICS_TOKEN is refused (kit/secret_strength.py, at least MIN_TOKEN_CHARS),
+    and an empty one behind a TLS proxy is warned about (/metrics then answers 401 to everyone)."""
     token = str(getattr(settings, "METRICS_TOKEN", "") or "")
     if settings.DEBUG:
         return []

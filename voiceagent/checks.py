@@ -3,8 +3,8 @@
 With DEBUG off, REALTIME_TOKEN_SECRET (whoever knows it mints voice sessions without an API key) and
 SECRET_KEY must be at least MIN_SECRET_BYTES long, of enough different characters (kit/secret_strength.py)
 and must not be a value the documentation shows: an example copied from the docs is known to everyone who
-read them. The examples are read from the docs
-and deploy files themselves, so an example added later is refused too.
+read them. The examples are read from the docs and deploy files themselves, so an example added later is
+refused too.
 """
 
 from __future__ import annotations
