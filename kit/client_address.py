@@ -84,11 +84,19 @@ def resolve_client_address(peer: str, forwarded_for: str, trusted: tuple[Network
 
 
 def client_address(request: Any) -> str:
-    """The client's address of a Django request (also axes' AXES_CLIENT_IP_CALLABLE)."""
+    """The client's address of a Django request, "unknown" when it has none (for log lines)."""
     meta: Mapping[str, Any] = getattr(request, "META", None) or {}
     peer = str(meta.get("REMOTE_ADDR") or "")
     trusted = _trusted(tuple(getattr(settings, "TRUSTED_PROXIES", ()) or ()))
     return resolve_client_address(peer, str(meta.get("HTTP_X_FORWARDED_FOR") or ""), trusted) or "unknown"
+
+
+def client_ip(request: Any) -> str | None:
+    """client_address as an IP address, None when the request has none (axes' AXES_CLIENT_IP_CALLABLE:
+    axes stores it in a GenericIPAddressField, an `inet` on PostgreSQL that refuses "unknown"; a login
+    without a request address, such as the test client's force_login, is stored with none, as axes does)."""
+    address = _address(client_address(request))
+    return str(address) if address is not None else None
 
 
 def is_loopback(address: str) -> bool:

@@ -326,7 +326,7 @@ AXES_SENSITIVE_PARAMETERS = ["password"]
 # Failed logins are kept (dashboard: Access failures), at most 1,000 per username.
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 # The address a lockout is keyed on: the one rule of kit/client_address.py (TRUSTED_PROXIES), not axes' own.
-AXES_CLIENT_IP_CALLABLE = "kit.client_address.client_address"
+AXES_CLIENT_IP_CALLABLE = "kit.client_address.client_ip"
 
 
 # --- telephony ---------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from axes.models import AccessLog
 from django.contrib.auth.models import User
 from django.test import Client
 
@@ -76,3 +77,10 @@ def test_behind_a_trusted_proxy_the_lockout_is_on_the_right_most_hop_it_does_not
     # and claims the locked address (its own header is not believed).
     assert _login(Client(), PASSWORD, "10.0.0.7", HTTP_X_FORWARDED_FOR="198.51.100.20").status_code == 302
     assert _login(Client(), PASSWORD, "192.0.2.5", HTTP_X_FORWARDED_FOR="203.0.113.9").status_code == 302
+
+
+def test_a_login_without_a_client_address_is_logged_with_none(staff):
+    # force_login's request has no REMOTE_ADDR: axes stores no address (an `inet` on PostgreSQL refuses
+    # the "unknown" of the log lines).
+    Client().force_login(staff)
+    assert list(AccessLog.objects.values_list("ip_address", flat=True)) == [None]
