@@ -29,4 +29,4 @@ USER app
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD python -c "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status == 200 else 1)"
-CMD ["python", "-m", "voiceagent.server", "-b", "0.0.0.0", "-p", "8000", "--proxy-headers", "voiceagent.asgi:application"]
+CMD ["python", "-m", "voiceagent.server", "-b", "0.0.0.0", "-p", "8000", "voiceagent.asgi:application"]

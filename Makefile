@@ -68,6 +68,10 @@ setup: $(STAMP)
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
 		echo "chromium is missing and could not be installed (needs root and apt-get): the browser tests will be skipped"
+	@# The deployment test (voiceagent/tests/test_behind_nginx.py) runs Debian's nginx in front of the service: the same.
+	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx; } || \
+		echo "nginx is missing and could not be installed (needs root and apt-get): the nginx deployment test will be skipped"
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -298,8 +298,8 @@ class CallDetailSchema(CallSummarySchema):
     recordingUrl = serializers.CharField(
         allow_null=True,
         help_text="The call's recording (Ogg/Opus, stereo: caller left, agent right) at a signed URL of this "
-        "service that needs no API key and expires after RECORDING_URL_TTL_SECONDS (24 hours by default); "
-        "absolute on PUBLIC_BASE_URL (else REALTIME_WS_URL's host, else the request's). Set from the end of "
+        "service that needs no API key and expires after RECORDING_URL_TTL_SECONDS (1 hour by default; read "
+        "the call again for a fresh one); absolute on PUBLIC_BASE_URL (else REALTIME_WS_URL's host, else the request's). Set from the end of "
         "the call; in the seconds the recording takes to be stored it answers 404 RECORDING_NOT_READY with "
         "Retry-After. Null when the call has no recording.",
     )

@@ -68,5 +68,8 @@ def _as_tuple(args: Any) -> tuple[Any, ...]:
 
 
 def _client_address(request: Any) -> str:
-    meta = getattr(request, "META", None) or {}
-    return str(meta.get("REMOTE_ADDR") or "unknown")
+    if request is None:
+        return "unknown"
+    from kit.client_address import client_address  # reads settings: not while logging is configured
+
+    return client_address(request)

@@ -11,7 +11,8 @@ samples there and the endpoint collects them all with MultiProcessCollector. Wit
 process's own registry is served.
 
 Protection: with METRICS_TOKEN set, a scrape needs `Authorization: Bearer <token>` (401 otherwise);
-without it, only loopback clients are answered (403 otherwise).
+without it, only loopback clients are answered (403 otherwise; the client's address as
+kit/client_address.py resolves it), and behind a TLS proxy (BEHIND_TLS_PROXY) nobody is (401).
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 
+from kit.client_address import client_address, is_loopback
+from kit.secret_strength import secret_weakness
+
 logger = logging.getLogger(__name__)
 
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client's own variable
-LOOPBACK = frozenset({"127.0.0.1", "::1", "::ffff:127.0.0.1"})
 MIN_TOKEN_CHARS = 16
 # Tokens that appear in the documentation and examples: never accepted in production.
 EXAMPLE_TOKENS = frozenset({"change-me", "changeme", "metrics-token", "example-metrics-token", "secret-token"})
@@ -295,20 +298,35 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         # Constant-time: the comparison does not tell how much of a guess was right.
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
             return _refused(401, "A valid metrics token is required", "unauthorized")
-    elif request.META.get("REMOTE_ADDR", "") not in LOOPBACK:
+    elif getattr(settings, "BEHIND_TLS_PROXY", False):
+        # Every request comes through the proxy: no client is "loopback" there.
+        return _refused(401, "Behind a TLS proxy /metrics needs METRICS_TOKEN", "unauthorized")
+    elif not is_loopback(client_address(request)):
         return _refused(403, "Metrics are served to loopback clients only (or set METRICS_TOKEN)", "forbidden")
     return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
 
 
 def check_metrics_token(app_configs: object = None, **kwargs: object) -> list[checks.CheckMessage]:
-    """With DEBUG off, a METRICS_TOKEN shorter than MIN_TOKEN_CHARS or equal to an example is refused."""
+    """With DEBUG off, a weak METRICS_TOKEN is refused (kit/secret_strength.py, at least MIN_TOKEN_CHARS),
+    and an empty one behind a TLS proxy is warned about (/metrics then answers 401 to everyone)."""
     token = str(getattr(settings, "METRICS_TOKEN", "") or "")
-    if not token or settings.DEBUG:
+    if settings.DEBUG:
         return []
-    if len(token) < MIN_TOKEN_CHARS or token.lower() in EXAMPLE_TOKENS:
+    if not token:
+        if not getattr(settings, "BEHIND_TLS_PROXY", False):
+            return []
+        return [
+            checks.Warning(
+                "METRICS_TOKEN is empty behind a TLS proxy: /metrics answers 401 to every scrape.",
+                hint='Set one: python -c "import secrets; print(secrets.token_urlsafe(32))" (docs/metrics.md).',
+                id="voiceagent.W101",
+            )
+        ]
+    problem = secret_weakness(token, min_bytes=MIN_TOKEN_CHARS, examples=EXAMPLE_TOKENS)
+    if problem:
         return [
             checks.Error(
-                f"METRICS_TOKEN is too weak: use at least {MIN_TOKEN_CHARS} random characters "
+                f"METRICS_TOKEN {problem}: use at least {MIN_TOKEN_CHARS} random characters "
                 '(python -c "import secrets; print(secrets.token_urlsafe(32))"), or leave it empty to serve '
                 "/metrics to loopback clients only.",
                 id="voiceagent.E101",

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,8 +42,11 @@ def database_url(settings_dict: dict[str, Any]) -> str:
 class DaphneServer:
     """One server process; `env` is added to this process's environment."""
 
-    def __init__(self, *, env: dict[str, str], port: int | None = None, log_path: Path | None = None) -> None:
+    def __init__(
+        self, *, env: dict[str, str], port: int | None = None, log_path: Path | None = None, args: Sequence[str] = ()
+    ) -> None:
         self.port = port or free_port()
+        self.args = list(args)
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
         self.env.pop("DJANGO_SETTINGS_MODULE", None)
         self.log_path = log_path
@@ -59,7 +62,7 @@ class DaphneServer:
 
     def start(self, timeout: float = 90.0, *, forked: bool = False) -> DaphneServer:
         """Start it and wait until /livez answers; `forked`: from the tests' warm process (testing/server_forker.py)."""
-        argv = ["voiceagent.server", "-b", "127.0.0.1", "-p", str(self.port), "voiceagent.asgi:application"]
+        argv = ["voiceagent.server", "-b", "127.0.0.1", "-p", str(self.port), *self.args, "voiceagent.asgi:application"]
         self.process = fork_server(argv, env=self.env, cwd=REPO, log=self.log_path) if forked else None
         if self.process is None:
             output = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
@@ -99,11 +102,13 @@ def _application_name(port: int) -> str:
     return f"voiceagent-test-server-{port}"
 
 
-def start_test_server(logs: Any, name: str, env: dict[str, str] | None = None, *, public: bool = False) -> DaphneServer:
+def start_test_server(
+    logs: Any, name: str, env: dict[str, str] | None = None, *, public: bool = False, args: Sequence[str] = ()
+) -> DaphneServer:
     """A server process on the database of the running tests (pytest), its log `name`.log in a temporary
     directory (`logs`: pytest's tmp_path_factory, or a folder); `env` adds settings
     (OUTBOUND_ALLOWED_NETWORKS, LLM_PROVIDER...); `public` makes its own address PUBLIC_BASE_URL (the URL
-    Twilio's webhooks and Media Streams reach).
+    Twilio's webhooks and Media Streams reach); `args` adds server options (Daphne's command line).
 
     The database is the one Django uses now: under pytest-django the test database (one per pytest-xdist
     worker, named after it). On PostgreSQL the server's connections carry an application_name of their
@@ -143,7 +148,7 @@ def start_test_server(logs: Any, name: str, env: dict[str, str] | None = None, *
     # Recordings of agents that record go to the test's temporary folder, not the repository's var/media.
     base["RECORDINGS_STORAGE_URL"] = f"file://{folder / 'recordings'}"
     log = folder / f"{name}.log"
-    return DaphneServer(env={**base, **(env or {})}, port=port, log_path=log).start(forked=True)
+    return DaphneServer(env={**base, **(env or {})}, port=port, log_path=log, args=args).start(forked=True)
 
 
 def stop_test_server(server: DaphneServer) -> None:
@@ -167,13 +172,19 @@ def stop_test_server(server: DaphneServer) -> None:
 
 @contextmanager
 def shared_test_server(
-    django_db_blocker: Any, logs: Any, name: str, env: dict[str, str] | None = None, *, public: bool = False
+    django_db_blocker: Any,
+    logs: Any,
+    name: str,
+    env: dict[str, str] | None = None,
+    *,
+    public: bool = False,
+    args: Sequence[str] = (),
 ) -> Iterator[DaphneServer]:
     """start_test_server for a fixture wider than a test (a module's server, started once for all its
     tests): pytest-django lets such a fixture reach the database only inside django_db_blocker.unblock(),
     which starting and stopping need (the database settings, the wait for its connections)."""
     with django_db_blocker.unblock():
-        started = start_test_server(logs, name, env, public=public)
+        started = start_test_server(logs, name, env, public=public, args=args)
     try:
         yield started
     finally:

@@ -1,9 +1,10 @@
 """System checks of the deployment's secrets (registered in voiceagent/apps.py), docs/deployment-security.md.
 
 With DEBUG off, REALTIME_TOKEN_SECRET (whoever knows it mints voice sessions without an API key) and
-SECRET_KEY must be at least MIN_SECRET_BYTES long and must not be a value the documentation shows: an
-example copied from the docs is known to everyone who read them. The examples are read from the docs
-and deploy files themselves, so an example added later is refused too.
+SECRET_KEY must be at least MIN_SECRET_BYTES long, of enough different characters (kit/secret_strength.py)
+and must not be a value the documentation shows: an example copied from the docs is known to everyone who
+read them. The examples are read from the docs and deploy files themselves, so an example added later is
+refused too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core import checks
+
+from kit.secret_strength import secret_weakness
 
 MIN_SECRET_BYTES = 32
 # Values that appeared in earlier versions of deploy/env.example and the README.
@@ -39,11 +42,7 @@ def documented_examples(base_dir: Path | None = None) -> frozenset[str]:
 
 
 def secret_problem(value: str, examples: frozenset[str]) -> str | None:
-    if value.strip() in examples:
-        return "is an example value from the documentation"
-    if len(value.encode()) < MIN_SECRET_BYTES:
-        return f"is shorter than {MIN_SECRET_BYTES} bytes"
-    return None
+    return secret_weakness(value, min_bytes=MIN_SECRET_BYTES, examples=examples)
 
 
 def check_secrets(app_configs: object = None, **kwargs: object) -> list[checks.CheckMessage]:

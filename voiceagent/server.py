@@ -1,6 +1,6 @@
 """The service's ASGI server: Daphne, with a WebSocket closing handshake that waits for slow clients.
 
-`python -m voiceagent.server` takes Daphne's own command line (`-b`, `-p`, `--proxy-headers`, ...,
+`python -m voiceagent.server` takes Daphne's own command line (`-b`, `-p`, ...,
 `voiceagent.asgi:application`); `make run`, the Docker image and the tests' servers start it.
 
 Why not `daphne` itself: Daphne leaves autobahn's closing-handshake timeout at its default of 1 s.
@@ -10,6 +10,14 @@ page is busy, a client process handling many sockets), autobahn aborts the TCP c
 reset, and the client, whose socket is reset before it has read the close frame, reports 1006 (an
 abnormal closure) instead of the code the service sent. Here the server waits
 WEBSOCKET_CLOSE_TIMEOUT_SECONDS (5 unless set; 1 to 60) for the reply before it drops the connection.
+
+Two more differences (docs/deployment-security.md):
+- The access log writes each request's path without its query string: a signed recording link
+  (`?expires=...&signature=...`), a socket's `?token=...` or any other credential a client puts in a
+  query would be in the log whole, and usable by whoever reads it.
+- `--proxy-headers` is refused: Daphne would take the client's address from the first (left-most)
+  `X-Forwarded-For` entry, which the client writes itself. The service resolves the address from the
+  proxies it trusts instead (TRUSTED_PROXIES, kit/client_address.py).
 """
 
 from __future__ import annotations
@@ -43,6 +51,30 @@ def close_timeout_seconds(environ: dict[str, str] | os._Environ[str] = os.enviro
     return seconds
 
 
+PROXY_HEADERS_REFUSED = (
+    "--proxy-headers is not supported: Daphne would believe the first X-Forwarded-For entry, which the client "
+    "writes. Set TRUSTED_PROXIES to your proxy's network instead (docs/deployment-security.md)."
+)
+
+
+def path_without_query(path: str) -> str:
+    """The path of a request target, without its query string (nor a fragment)."""
+    return path.split("?", 1)[0].split("#", 1)[0]
+
+
+class QuerylessAccessLog:
+    """Daphne's access log (the action logger it is handed), each path written without its query string."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __call__(self, protocol: str, action: str, details: dict[str, Any]) -> None:
+        path = details.get("path")
+        if isinstance(path, str):
+            details = {**details, "path": path_without_query(path)}
+        self.inner(protocol, action, details)
+
+
 class VoiceServer(Server):
     """Daphne's server; once its WebSocket factory exists, and before it accepts a connection, the
     closing handshake gets its timeout (protocol options are copied to each connection when it opens)."""
@@ -51,6 +83,10 @@ class VoiceServer(Server):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         ready = kwargs.pop("ready_callable", None)
+        if kwargs.get("proxy_forwarded_address_header"):
+            raise SystemExit(PROXY_HEADERS_REFUSED)
+        if kwargs.get("action_logger") is not None:
+            kwargs["action_logger"] = QuerylessAccessLog(kwargs["action_logger"])
 
         def configure_then_ready() -> None:
             self.ws_factory.setProtocolOptions(closeHandshakeTimeout=self.close_timeout)

@@ -12,6 +12,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from kit.client_address import parse_networks
 from kit.storage import storage_from_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -291,6 +292,14 @@ if OUTBOUND_CA_FILE:
 BEHIND_TLS_PROXY = env.bool("BEHIND_TLS_PROXY", default=False)
 # The proxy says which scheme the client used; nginx (deploy/nginx.conf) passes an upstream balancer's on.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_TLS_PROXY else None
+# The proxies whose X-Forwarded-For is believed (CIDRs, comma-separated; kit/client_address.py): the client
+# is the right-most hop that is not one of them. Empty (the default): forwarded headers are ignored and the
+# connection's address is the client. docker-compose: the network nginx reaches `web` from.
+TRUSTED_PROXIES = env.list("TRUSTED_PROXIES", default=[])
+try:
+    parse_networks(TRUSTED_PROXIES, name="TRUSTED_PROXIES")
+except ValueError as error:
+    raise ImproperlyConfigured(str(error)) from None
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=BEHIND_TLS_PROXY)
 # Load balancers probe over plain http: their health checks are answered, never redirected.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^livez$", *env.list("SECURE_REDIRECT_EXEMPT", default=[])]
@@ -317,6 +326,8 @@ AXES_VERBOSE = True  # lockouts are logged (WARNING "AXES: Locking out {username
 AXES_SENSITIVE_PARAMETERS = ["password"]
 # Failed logins are kept (dashboard: Access failures), at most 1,000 per username.
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
+# The address a lockout is keyed on: the one rule of kit/client_address.py (TRUSTED_PROXIES), not axes' own.
+AXES_CLIENT_IP_CALLABLE = "kit.client_address.client_ip"
 
 
 # --- telephony ---------------------------------------------------------------------------------
@@ -566,8 +577,9 @@ STORAGES = {
         name="RECORDINGS_STORAGE_URL",
     ),
 }
-# A recording's signed URL (recordingUrl) works for this long.
-RECORDING_URL_TTL_SECONDS = env.int("RECORDING_URL_TTL_SECONDS", default=86400)
+# A recording's signed URL (recordingUrl) works for this long: anyone holding it plays the recording without
+# an API key, so an hour (the API gives a fresh one with every read of the call).
+RECORDING_URL_TTL_SECONDS = env.int("RECORDING_URL_TTL_SECONDS", default=3600)
 # Recordings older than this many days are deleted by the upkeep sweep; 0 keeps them until deleted.
 RECORDING_RETENTION_DAYS = env.int("RECORDING_RETENTION_DAYS", default=90)
 if RECORDING_URL_TTL_SECONDS < 1 or RECORDING_RETENTION_DAYS < 0:
@@ -697,6 +709,8 @@ LOGGING = {
 # only loopback clients are answered. PROMETHEUS_MULTIPROC_DIR (read by prometheus-client itself) turns
 # on multi-process collection; OTEL_EXPORTER_OTLP_ENDPOINT (read by kit/tracing.py) turns on traces.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# Behind a TLS proxy every request reaches the service through the proxy, so "a loopback client" means
+# nothing there: without METRICS_TOKEN, /metrics then answers 401 to everyone (and check --deploy warns).
 
 # --- call batches (campaigns, telephony/batches.py, docs/campaigns.md) --------------------------------
 # Who runs the batch scheduler: "inprocess" (a thread of every serving process; the embedded default),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from axes.models import AccessLog
 from django.contrib.auth.models import User
 from django.test import Client
 
@@ -19,8 +20,9 @@ def staff(db):
     return User.objects.create_superuser("root", "root@example.com", PASSWORD)
 
 
-def _login(client: Client, password: str, address: str = "203.0.113.7"):
-    return client.post("/admin/login/?next=/admin/", {"username": "root", "password": password}, REMOTE_ADDR=address)
+def _login(client: Client, password: str, address: str = "203.0.113.7", **headers: str):
+    form = {"username": "root", "password": password}
+    return client.post("/admin/login/?next=/admin/", form, REMOTE_ADDR=address, **headers)
 
 
 def test_wrong_passwords_lock_the_login_and_the_lockout_is_logged(staff, settings, caplog):
@@ -55,3 +57,30 @@ def test_a_right_password_before_the_limit_resets_the_count(staff):
     for _ in range(4):
         assert _login(client, "wrong-password").status_code == 200
     assert _login(client, PASSWORD).status_code == 302
+
+
+def test_behind_a_trusted_proxy_the_lockout_is_on_the_right_most_hop_it_does_not_trust(staff, settings, caplog):
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]  # the load balancer and nginx
+    client = Client()
+    with caplog.at_level(logging.WARNING):
+        statuses = [
+            # What the client wrote, the address the balancer saw, the balancer as nginx saw it.
+            _login(client, "wrong-password", "10.0.0.7", HTTP_X_FORWARDED_FOR=f"198.51.100.{n}, 203.0.113.9, 10.0.0.2")
+            for n in range(5)
+        ]
+    assert [s.status_code for s in statuses] == [200] * 4 + [429]
+    (lockout,) = [r.getMessage() for r in caplog.records if "Locking out" in r.getMessage()]
+    assert _login(client, PASSWORD, "10.0.0.7", HTTP_X_FORWARDED_FOR="192.0.2.1, 203.0.113.9").status_code == 429
+    assert "203.0.113.9" in lockout and "198.51.100" not in lockout and "10.0.0" not in lockout
+
+    # Another client behind the same proxies still logs in; so does one that is not behind a trusted proxy
+    # and claims the locked address (its own header is not believed).
+    assert _login(Client(), PASSWORD, "10.0.0.7", HTTP_X_FORWARDED_FOR="198.51.100.20").status_code == 302
+    assert _login(Client(), PASSWORD, "192.0.2.5", HTTP_X_FORWARDED_FOR="203.0.113.9").status_code == 302
+
+
+def test_a_login_without_a_client_address_is_logged_with_none(staff):
+    # force_login's request has no REMOTE_ADDR: axes stores no address (an `inet` on PostgreSQL refuses
+    # the "unknown" of the log lines).
+    Client().force_login(staff)
+    assert list(AccessLog.objects.values_list("ip_address", flat=True)) == [None]

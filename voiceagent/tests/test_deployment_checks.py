@@ -21,9 +21,9 @@ def documented_production_env() -> dict[str, str]:
         if line.strip() and not line.lstrip().startswith("#"):
             name, _, value = line.partition("=")
             values[name.strip()] = value.strip()
-    assert values["SECRET_KEY"] == "" and values["REALTIME_TOKEN_SECRET"] == "", "secrets ship empty"
-    values["SECRET_KEY"] = secrets.token_urlsafe(48)
-    values["REALTIME_TOKEN_SECRET"] = secrets.token_urlsafe(48)
+    for name in ("SECRET_KEY", "REALTIME_TOKEN_SECRET", "METRICS_TOKEN"):
+        assert values[name] == "", f"secrets ship empty: {name}"
+        values[name] = secrets.token_urlsafe(48)
     return values
 
 
@@ -82,12 +82,31 @@ def test_the_secret_rules(settings, monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)
     assert _secret_errors(settings, monkeypatch) == []
     assert _secret_errors(settings, monkeypatch, REALTIME_TOKEN_SECRET="x" * 31) == ["voiceagent.E001"]
-    assert _secret_errors(settings, monkeypatch, REALTIME_TOKEN_SECRET="x" * 32) == []
+    assert _secret_errors(settings, monkeypatch, REALTIME_TOKEN_SECRET=secrets.token_urlsafe(24)) == []  # 32 characters
     assert _secret_errors(settings, monkeypatch, REALTIME_TOKEN_SECRET="") == []  # sessions off, nothing to mint
     assert _secret_errors(settings, monkeypatch, SECRET_KEY="k" * 20) == ["voiceagent.E002"]
     assert _secret_errors(settings, monkeypatch, DEBUG=True, REALTIME_TOKEN_SECRET="change-me-too") == []
     monkeypatch.delenv("SECRET_KEY", raising=False)
     assert _secret_errors(settings, monkeypatch, DATABASE_URL="postgres://u@db/voiceagent") == []
+
+
+def test_a_secret_of_one_repeated_character_is_refused_whatever_its_length(settings, monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    for weak in ("x" * 32, "x" * 64, "ab" * 32, "abcd" * 16):
+        assert _secret_errors(settings, monkeypatch, REALTIME_TOKEN_SECRET=weak) == ["voiceagent.E001"], weak
+        assert _secret_errors(settings, monkeypatch, SECRET_KEY=weak) == ["voiceagent.E002"], weak
+    for strong in (secrets.token_hex(16), secrets.token_urlsafe(32), secrets.token_urlsafe(48)):
+        assert _secret_errors(settings, monkeypatch, REALTIME_TOKEN_SECRET=strong, SECRET_KEY=strong) == []
+
+
+def test_a_repeated_secret_stops_migrate_with_the_reason_not_the_value():
+    env = {**documented_production_env(), "REALTIME_TOKEN_SECRET": "Q" * 40}
+    result = manage("migrate", "--plan", env=env)
+    assert result.returncode != 0
+    assert (
+        "voiceagent.E001" in result.stderr and "REALTIME_TOKEN_SECRET has too few different characters" in result.stderr
+    )
+    assert "Q" * 40 not in result.stderr
 
 
 def test_check_deploy_wants_one_secret_key_for_every_process(settings, monkeypatch):

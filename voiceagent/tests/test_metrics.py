@@ -35,6 +35,27 @@ def test_without_a_token_only_loopback_clients_are_answered(settings):
         assert answered.status_code == 200 and answered["Content-Type"].startswith("text/plain")
 
 
+def test_a_forwarded_loopback_address_is_believed_only_from_a_trusted_proxy(settings):
+    settings.METRICS_TOKEN = ""
+    spoofed = {"HTTP_X_FORWARDED_FOR": "127.0.0.1"}
+    assert Client(REMOTE_ADDR="10.0.0.7").get("/metrics", **spoofed).status_code == 403  # no trusted proxy
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    # The proxy appended the address it saw to what the client wrote: that one is the client.
+    relayed = {"HTTP_X_FORWARDED_FOR": "127.0.0.1, 203.0.113.9"}
+    assert Client(REMOTE_ADDR="10.0.0.7").get("/metrics", **relayed).status_code == 403
+    assert Client(REMOTE_ADDR="10.0.0.7").get("/metrics", HTTP_X_FORWARDED_FOR="::1").status_code == 200
+
+
+def test_behind_a_tls_proxy_metrics_need_the_token_even_from_loopback(settings):
+    settings.METRICS_TOKEN = ""
+    settings.BEHIND_TLS_PROXY = True
+    refused = Client(REMOTE_ADDR="127.0.0.1").get("/metrics", HTTP_X_FORWARDED_PROTO="https")
+    assert refused.status_code == 401 and refused.json()["code"] == "unauthorized"
+    settings.DEBUG = False
+    (warning,) = metrics.check_metrics_token()
+    assert warning.id == "voiceagent.W101"
+
+
 def test_with_a_token_a_bearer_is_required_from_any_address(settings):
     settings.METRICS_TOKEN = "a-long-random-metrics-token-9f3k"
     for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong"}, {"HTTP_AUTHORIZATION": "Basic a-long-random"}):
@@ -53,7 +74,7 @@ def test_a_rate_limit_refusal_is_counted_by_limit(settings):
     assert after == (before or 0) + 1
 
 
-@pytest.mark.parametrize("token", ["short-token", "change-me", "CHANGEME"])
+@pytest.mark.parametrize("token", ["short-token", "change-me", "CHANGEME", "m" * 40])
 def test_a_weak_token_is_refused_with_debug_off(settings, token):
     settings.DEBUG = False
     settings.METRICS_TOKEN = token
