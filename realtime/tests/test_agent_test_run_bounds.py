@@ -4,9 +4,10 @@ TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION runs queued or running; the worker tak
 organization; POST /test-runs/{id}/cancel stops a run, and so does deleting its agent. Test runs of an
 agent that redacts personal data are stored redacted; the run pages keep to the Content-Security-Policy.
 
-The fairness and stopping cases run on a real server with one worker thread: the big run's tool is a
-loopback server that never answers, so each of its attempts lasts the tool's 1 s timeout and every attempt
-is one request there (what the test counts to see that a stopped run makes no more)."""
+The fairness and stopping cases run on a real server with one worker thread: the big run's agent asks its
+server for its prompt at the start of every attempt, and that loopback server never answers, so each
+attempt lasts the request's 3 s timeout and is one request there (what the test counts to see that a
+stopped run makes no more)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents.models import AgentTool
 from realtime.agent_tests.services import agent_test_create_for
 from realtime.models import TestAttempt, TestRun
 from testing.conversations import agent_for
@@ -27,11 +27,6 @@ from testing.daphne import DaphneServer, shared_test_server
 from testing.factories import attempt_rows_create
 from testing.webhooks import LoopbackReceiver, Reply
 
-ORDER_NUMBER = {
-    "type": "object",
-    "properties": {"order_number": {"type": "string", "description": "The order number"}},
-    "required": ["order_number"],
-}
 HELLO = {"name": "hello", "kind": "reply", "turns": [{"user": "Hello"}], "expect": {"noToolCalls": True}}
 
 
@@ -152,32 +147,27 @@ def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) 
 
 
 @pytest.fixture
-def silent_tool() -> Iterator[LoopbackReceiver]:
-    """A tool server that never answers: each call lasts the tool's timeout (1 s)."""
+def silent_server() -> Iterator[LoopbackReceiver]:
+    """An agent's server that never answers: each request lasts its timeout."""
     with LoopbackReceiver(Reply(json={"status": "shipped"}, hold=True)) as receiver:
         yield receiver
 
 
-def big_agent(owner: Any, make_agent: Any, tool: LoopbackReceiver) -> tuple[Any, list[str]]:
-    """20 tests that each call the slow tool for real: 100 attempts of about 1 s with repeat 5."""
+def big_agent(owner: Any, make_agent: Any, server: LoopbackReceiver) -> Any:
+    """20 tests of an agent whose prompt comes from its server (a dynamic prompt), asked once at the start of
+    each attempt: 100 attempts of about 3 s (the request's timeout) with repeat 5."""
     agent = agent_for(
         owner,
         make_agent,
         name="Olive",
         instructions="You answer questions about the status of orders.",
         agent_type="webhook",
-        server_url=tool.url("/hooks/voice"),
+        prompt_type="dynamic",
+        server_url=server.url("/hooks/voice"),
         server_secret="whsec-bounds-7Qk2",
     )
-    AgentTool.objects.create(
-        agent=agent,
-        name="check_order_status",
-        description="Look up the delivery status of an order by its order number",
-        parameter_schema=ORDER_NUMBER,
-        timeout_ms=1000,
-    )
-    body = {"turns": [{"user": "What is the status of order 3561?"}], "expect": {}, "allowRealTools": True}
-    return agent, make_tests(agent, 20, **body)
+    make_tests(agent, 20, expect={})
+    return agent
 
 
 def small_agent(persona: Any, make_agent: Any) -> Any:
@@ -227,13 +217,13 @@ async def completed(http: httpx.AsyncClient, run_id: str, timeout: float = 60) -
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_db_threads")
 async def test_a_large_run_is_cancelled_while_another_organizations_runs_complete(
-    server, owner, outsider, make_agent, silent_tool
+    server, owner, outsider, make_agent, silent_server
 ):
-    olive, _ = await sync_to_async(big_agent)(owner, make_agent, silent_tool)
+    olive = await sync_to_async(big_agent)(owner, make_agent, silent_server)
     ava = await sync_to_async(small_agent)(outsider, make_agent)
     async with client(server, owner) as ours, client(server, outsider) as theirs:
         big = await run_of(ours, olive, repeat=5)
-        await until(lambda: asyncio.sleep(0, len(silent_tool.requests)), "the big run's first attempt", 60)
+        await until(lambda: asyncio.sleep(0, len(silent_server.requests)), "the big run's first attempt", 60)
         # Another organization's one-test run is served between two attempts of the big run.
         small = await completed(theirs, await run_of(theirs, ava), timeout=30)
         assert small["passed"] == 1
@@ -241,7 +231,7 @@ async def test_a_large_run_is_cancelled_while_another_organizations_runs_complet
 
         cancelled = await ours.post(f"/public/v1/test-runs/{big}/cancel")
         assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled", cancelled.text
-        calls_at_cancel = len(silent_tool.requests)
+        calls_at_cancel = len(silent_server.requests)
 
         async def stopped() -> bool:
             return (await status_of(ours, big))["status"] == "cancelled"
@@ -252,7 +242,7 @@ async def test_a_large_run_is_cancelled_while_another_organizations_runs_complet
         await completed(theirs, await run_of(theirs, ava), timeout=30)
         body = await status_of(ours, big)
     assert body["status"] == "cancelled"
-    assert len(silent_tool.requests) <= calls_at_cancel + 1
+    assert len(silent_server.requests) <= calls_at_cancel + 1
     attempts = sum(len(result["attempts"]) for result in body["results"])
     assert 1 <= attempts <= calls_at_cancel + 1 < 100
     assert await sync_to_async(TestAttempt.objects.filter(run_id=big).count)() == attempts
@@ -260,17 +250,17 @@ async def test_a_large_run_is_cancelled_while_another_organizations_runs_complet
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_db_threads")
-async def test_deleting_the_agent_stops_its_run(server, owner, outsider, make_agent, silent_tool):
-    olive, _ = await sync_to_async(big_agent)(owner, make_agent, silent_tool)
+async def test_deleting_the_agent_stops_its_run(server, owner, outsider, make_agent, silent_server):
+    olive = await sync_to_async(big_agent)(owner, make_agent, silent_server)
     ava = await sync_to_async(small_agent)(outsider, make_agent)
     async with client(server, owner) as ours, client(server, outsider) as theirs:
         big = await run_of(ours, olive, repeat=5)
-        await until(lambda: asyncio.sleep(0, len(silent_tool.requests)), "the big run's first attempt", 60)
+        await until(lambda: asyncio.sleep(0, len(silent_server.requests)), "the big run's first attempt", 60)
         deleted = await ours.delete(f"/public/v1/agents/{olive.pk}")
         assert deleted.status_code == 200, deleted.text
-        calls_at_delete = len(silent_tool.requests)
+        calls_at_delete = len(silent_server.requests)
         assert (await ours.get(f"/public/v1/test-runs/{big}")).status_code == 404
         await completed(theirs, await run_of(theirs, ava), timeout=30)
         await completed(theirs, await run_of(theirs, ava), timeout=30)
-    assert len(silent_tool.requests) <= calls_at_delete + 1
+    assert len(silent_server.requests) <= calls_at_delete + 1
     assert not await sync_to_async(TestAttempt.objects.filter(run_id=big).exists)()
