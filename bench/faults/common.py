@@ -49,6 +49,28 @@ def setup(env: dict[str, str]) -> Any:
     return organization
 
 
+def other_organization(organization: Any) -> tuple[Any, str, str]:
+    """A second organization beside `organization` (the one whose live work a fault must not touch), with
+    an API key of each: (the other organization, its key, the first one's key)."""
+    from accounts.services import apikey_create, organization_create
+
+    other, issued = organization_create(name="Other organization", plan_code="agency")
+    return other, issued.raw_key, apikey_create(organization=organization, name="bench").raw_key
+
+
+def start_server(env: dict[str, str], name: str, **settings: str) -> Any:
+    """One Daphne process on the bench database, its log var/bench-faults-NAME-daphne.log."""
+    from testing.daphne import DaphneServer
+    from testing.servers import free_port
+
+    port = free_port()
+    return DaphneServer(
+        env={**env, "REALTIME_WS_URL": f"ws://127.0.0.1:{port}", **settings},
+        port=port,
+        log_path=ROOT / "var" / f"bench-faults-{name}-daphne.log",
+    ).start()
+
+
 def make_agent(organization: Any, name: str, *, phone: bool = False, **fields: Any) -> Any:
     from django.utils import timezone
 

@@ -19,7 +19,7 @@ import statistics
 import time
 from typing import Any
 
-from common import ROOT, bench_env, make_agent, setup
+from common import bench_env, make_agent, other_organization, setup, start_server
 
 ORDER = {"type": "object", "properties": {"order_number": {"type": "string"}}, "required": ["order_number"]}
 STALLING = "(a+)+$"
@@ -28,11 +28,10 @@ STALLING = "(a+)+$"
 def organizations(env: dict[str, str], length: int) -> tuple[Any, Any, str, Any, str]:
     """A (a webhook agent with an order tool and the stalling test) and B (an agent to type to), with keys."""
     organization = setup(env)
-    from accounts.services import apikey_create, organization_create
     from agents.models import AgentTool
     from realtime.agent_tests.services import agent_test_create_for
 
-    other, issued = organization_create(name="Other organization", plan_code="agency")
+    other, other_key, key = other_organization(organization)
     olive = make_agent(
         organization,
         "Olive",
@@ -54,7 +53,7 @@ def organizations(env: dict[str, str], length: int) -> tuple[Any, Any, str, Any,
         },
     )
     ava = make_agent(other, "Ava")
-    return olive, ava, apikey_create(organization=organization, name="bench").raw_key, other, issued.raw_key
+    return olive, ava, key, other, other_key
 
 
 async def typed_session(server: Any, ava: Any, key: str) -> str:
@@ -134,17 +133,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="runs of the stalling test, one after the other")
     args = parser.parse_args()
 
-    from testing.daphne import DaphneServer
-    from testing.servers import free_port
-
     env = bench_env("regex")
     olive, ava, key, _other, other_key = organizations(env, args.length)
-    port = free_port()
-    server = DaphneServer(
-        env={**env, "REALTIME_WS_URL": f"ws://127.0.0.1:{port}", "TEST_RUNS_WORKER": "inprocess"},
-        port=port,
-        log_path=ROOT / "var" / "bench-faults-regex-daphne.log",
-    ).start()
+    server = start_server(env, "regex", TEST_RUNS_WORKER="inprocess")
     try:
         asyncio.run(run_all(server, olive, ava, key, other_key, args.runs))
     finally:

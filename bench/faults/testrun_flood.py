@@ -22,17 +22,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, bench_env, make_agent, setup
+from common import bench_env, make_agent, other_organization, setup, start_server
 
 HELLO = {"kind": "reply", "turns": [{"user": "Hello"}], "expect": {"noToolCalls": True}}
 
 
 def organizations(env: dict[str, str], prompt_url: str) -> tuple[Any, Any, str, str]:
     organization = setup(env)
-    from accounts.services import apikey_create, organization_create
     from realtime.agent_tests.services import agent_test_create_for
 
-    other, issued = organization_create(name="Other organization", plan_code="agency")
+    other, other_key, key = other_organization(organization)
     olive = make_agent(
         organization,
         "Olive",
@@ -45,7 +44,7 @@ def organizations(env: dict[str, str], prompt_url: str) -> tuple[Any, Any, str, 
         agent_test_create_for(agent=olive, body={**HELLO, "name": f"flood {index}"})
     ava = make_agent(other, "Ava")
     agent_test_create_for(agent=ava, body={**HELLO, "name": "hello"})
-    return olive, ava, apikey_create(organization=organization, name="bench").raw_key, issued.raw_key
+    return olive, ava, key, other_key
 
 
 def database_bytes(url: str) -> int:
@@ -140,25 +139,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="B's one-test runs, one after the other")
     args = parser.parse_args()
 
-    from testing.daphne import DaphneServer
-    from testing.servers import free_port
     from testing.webhooks import LoopbackReceiver, Reply
 
     env = bench_env("testrun_flood")
     with LoopbackReceiver(Reply(hold=True)) as prompt_server:
         olive, ava, ours, theirs = organizations(env, prompt_server.url("/hooks/voice"))
-        port = free_port()
-        server = DaphneServer(
-            env={
-                **env,
-                "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
-                "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-                "TEST_RUNS_WORKER": "inprocess",
-                "TEST_RUNS_WORKERS": "1",
-            },
-            port=port,
-            log_path=ROOT / "var" / "bench-faults-testrun-flood-daphne.log",
-        ).start()
+        server = start_server(
+            env,
+            "testrun-flood",
+            OUTBOUND_ALLOWED_NETWORKS="127.0.0.0/8",
+            TEST_RUNS_WORKER="inprocess",
+            TEST_RUNS_WORKERS="1",
+        )
         try:
             asyncio.run(run_all(server, olive, ava, ours, theirs, args.rounds, os.environ["DATABASE_URL"]))
         finally:

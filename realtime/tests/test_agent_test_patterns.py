@@ -4,8 +4,8 @@ and a tool schema's `pattern` are matched in linear time (kit/patterns.py, RE2);
 
 The end-to-end case runs on a real server: one organization's run matches `(a+)+$` against a mocked
 reply of 40 `a`s (with Python's backtracking `re`, about 2^40 steps holding the GIL) while another
-organization types to its agent; /livez, the other organization's answers and the run's reads each come
-within 1 s (awaited with that timeout, never measured)."""
+organization types to its agent; /livez and the other organization's answers each come
+within 1 s, the run's reads within 5 s (awaited with those timeouts, never measured)."""
 
 from __future__ import annotations
 
@@ -17,18 +17,15 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agents.models import AgentTool
+from realtime.tests.test_agent_test_runs import ORDER_NUMBER
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, socket_url
 from testing.daphne import DaphneServer, shared_test_server
+from testing.factories import AgentToolFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
 STALLING = "(a+)+$"
-ORDER_NUMBER = {
-    "type": "object",
-    "properties": {"order_number": {"type": "string", "description": "The order number"}},
-    "required": ["order_number"],
-}
 REPLY = {"name": "t", "kind": "reply", "turns": [{"user": "Hello"}]}
 
 
@@ -87,23 +84,24 @@ def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) 
         yield s
 
 
-def stalling_test(owner: Any, make_agent: Any) -> Any:
-    """Olive's order tool answers 40 `a`s (mocked); the test expects its replies to match `(a+)+$`."""
-    agent = agent_for(
-        owner,
+def order_agent(persona: Any, make_agent: Any, server_url: str, **fields: Any) -> Any:
+    """Olive, a webhook agent answering about orders (its server at `server_url`)."""
+    return agent_for(
+        persona,
         make_agent,
         name="Olive",
         instructions="You answer questions about the status of orders.",
         agent_type="webhook",
-        server_url="https://hooks.example.com/voice",
-        server_secret="whsec-patterns-7Qk2",
+        server_url=server_url,
+        server_secret="whsec-orders-7Qk2",
+        **fields,
     )
-    AgentTool.objects.create(
-        agent=agent,
-        name="check_order_status",
-        description="Look up the delivery status of an order by its order number",
-        parameter_schema=ORDER_NUMBER,
-    )
+
+
+def stalling_test(owner: Any, make_agent: Any) -> Any:
+    """Olive's order tool answers 40 `a`s (mocked); the test expects its replies to match `(a+)+$`."""
+    agent = order_agent(owner, make_agent, "https://hooks.example.com/voice")
+    AgentToolFactory(agent=agent, name="check_order_status", parameter_schema=ORDER_NUMBER)
     return agent
 
 
@@ -117,7 +115,7 @@ async def test_a_backtracking_pattern_stalls_neither_the_server_nor_another_orga
     )
     assert token.status_code == 200, token.content
     owner_key = {"Authorization": f"Bearer {owner.api_key}"}
-    async with httpx.AsyncClient(base_url=server.http_url, headers=owner_key, timeout=1.0) as http:
+    async with httpx.AsyncClient(base_url=server.http_url, headers=owner_key, timeout=30) as http:
         test = await http.post(
             f"/public/v1/agents/{olive.pk}/tests",
             json={
@@ -132,15 +130,15 @@ async def test_a_backtracking_pattern_stalls_neither_the_server_nor_another_orga
         async with VoiceClient(socket_url(server, ava, token.json()["token"])) as client:
             started = await client.wait_for(is_type("session.started"), timeout=60)
             await client.wait_for(is_type("transcript", role="assistant"), after=started, timeout=30)
-            created = await http.post(f"/public/v1/agents/{olive.pk}/test-runs", json={}, timeout=10)
+            created = await http.post(f"/public/v1/agents/{olive.pk}/test-runs", json={})
             assert created.status_code == 202, created.text
             run: dict[str, Any] = {}
             for _ in range(200):  # the other organization keeps typing until the run is over
-                assert (await http.get("/livez")).status_code == 200
+                assert (await http.get("/livez", timeout=1)).status_code == 200
                 before = len(client.messages)
                 await client.send_text("Hello")
                 await client.wait_for(is_type("transcript", role="assistant"), after=before, timeout=1)
-                run = (await http.get(f"/public/v1/test-runs/{created.json()['id']}")).json()
+                run = (await http.get(f"/public/v1/test-runs/{created.json()['id']}", timeout=5)).json()
                 if run["status"] not in ("queued", "running"):
                     break
     assert run["status"] == "completed", run

@@ -22,6 +22,7 @@ from asgiref.sync import sync_to_async
 
 from realtime.agent_tests.services import agent_test_create_for
 from realtime.models import TestAttempt, TestRun
+from realtime.tests.test_agent_test_patterns import order_agent
 from testing.conversations import agent_for
 from testing.daphne import DaphneServer, shared_test_server
 from testing.factories import attempt_rows_create
@@ -156,16 +157,7 @@ def silent_server() -> Iterator[LoopbackReceiver]:
 def big_agent(owner: Any, make_agent: Any, server: LoopbackReceiver) -> Any:
     """20 tests of an agent whose prompt comes from its server (a dynamic prompt), asked once at the start of
     each attempt: 100 attempts of about 3 s (the request's timeout) with repeat 5."""
-    agent = agent_for(
-        owner,
-        make_agent,
-        name="Olive",
-        instructions="You answer questions about the status of orders.",
-        agent_type="webhook",
-        prompt_type="dynamic",
-        server_url=server.url("/hooks/voice"),
-        server_secret="whsec-bounds-7Qk2",
-    )
+    agent = order_agent(owner, make_agent, server.url("/hooks/voice"), prompt_type="dynamic")
     make_tests(agent, 20, expect={})
     return agent
 
