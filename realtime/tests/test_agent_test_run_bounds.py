@@ -256,3 +256,50 @@ async def test_deleting_the_agent_stops_its_run(server, owner, outsider, make_ag
         await completed(theirs, await run_of(theirs, ava), timeout=30)
     assert len(silent_server.requests) <= calls_at_delete + 1
     assert not await sync_to_async(TestAttempt.objects.filter(run_id=big).exists)()
+
+
+# --- the data migration -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_moves_stored_results_into_attempt_rows(owner, make_agent):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("realtime", "0004_session_modality")], [("realtime", "0005_test_attempt_rows")]
+    agent = make_agent(owner.organization, name="Ava")
+    first, second = "5f0c3c1e-1d5e-4c55-9c0a-3f1a3d2b7e01", "5f0c3c1e-1d5e-4c55-9c0a-3f1a3d2b7e02"
+    results = [
+        {
+            "testId": first,
+            "name": "order status",
+            "kind": "tool_call",
+            "passRate": 0.5,
+            "attempts": [
+                {"verdict": "pass", "reasons": [], "transcript": [{"role": "user", "text": "Where is 42?"}]},
+                {"verdict": "fail", "reasons": ["replyContains: 'shipped' is not in the agent's replies"]},
+            ],
+        },
+        {"testId": second, "name": "hello", "kind": "reply", "passRate": None, "attempts": [{"verdict": "skipped"}]},
+    ]
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(before)
+        old = executor.loader.project_state(before).apps.get_model("realtime", "TestRun")
+        run = old.objects.create(
+            organization_id=owner.organization.pk,
+            agent_id=agent.pk,
+            status="running",
+            test_ids=[first, second],
+            repeat=2,
+            passed=1,
+            failed=1,
+            results=results,
+        )
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+    body = owner.client.get(f"/public/v1/test-runs/{run.pk}").json()
+    assert body["results"] == results and (body["passed"], body["failed"]) == (1, 1)
+    rows = list(TestAttempt.objects.filter(run_id=run.pk).values_list("position", "number", "verdict"))
+    assert rows == [(0, 0, "pass"), (0, 1, "fail"), (1, 0, "skipped")]
