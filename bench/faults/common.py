@@ -49,13 +49,21 @@ def setup(env: dict[str, str]) -> Any:
     return organization
 
 
-def other_organization(organization: Any) -> tuple[Any, str, str]:
-    """A second organization beside `organization` (the one whose live work a fault must not touch), with
-    an API key of each: (the other organization, its key, the first one's key)."""
+def two_organizations(env: dict[str, str]) -> tuple[Any, str, Any, str]:
+    """setup(env), and a second organization beside it (the one whose live work a fault must not touch),
+    with an API key of each: (the first, its key, the other, its key)."""
+    organization = setup(env)
     from accounts.services import apikey_create, organization_create
 
     other, issued = organization_create(name="Other organization", plan_code="agency")
-    return other, issued.raw_key, apikey_create(organization=organization, name="bench").raw_key
+    return organization, apikey_create(organization=organization, name="bench").raw_key, other, issued.raw_key
+
+
+def webhook_agent(organization: Any, server_url: str, **fields: Any) -> Any:
+    """Olive, a webhook agent whose server is `server_url`."""
+    return make_agent(
+        organization, "Olive", agent_type="webhook", server_url=server_url, server_secret="whsec-faults-bench", **fields
+    )
 
 
 def start_server(env: dict[str, str], name: str, **settings: str) -> Any:

@@ -19,7 +19,7 @@ import statistics
 import time
 from typing import Any
 
-from common import bench_env, make_agent, other_organization, setup, start_server
+from common import bench_env, make_agent, start_server, two_organizations, webhook_agent
 
 ORDER = {"type": "object", "properties": {"order_number": {"type": "string"}}, "required": ["order_number"]}
 STALLING = "(a+)+$"
@@ -27,18 +27,11 @@ STALLING = "(a+)+$"
 
 def organizations(env: dict[str, str], length: int) -> tuple[Any, Any, str, Any, str]:
     """A (a webhook agent with an order tool and the stalling test) and B (an agent to type to), with keys."""
-    organization = setup(env)
+    organization, key, other, other_key = two_organizations(env)
     from agents.models import AgentTool
     from realtime.agent_tests.services import agent_test_create_for
 
-    other, other_key, key = other_organization(organization)
-    olive = make_agent(
-        organization,
-        "Olive",
-        agent_type="webhook",
-        server_url="https://hooks.example.com/voice",
-        server_secret="whsec-faults-bench",
-    )
+    olive = webhook_agent(organization, "https://hooks.example.com/voice")
     AgentTool.objects.create(
         agent=olive, name="check_order_status", description="Look up an order", parameter_schema=ORDER
     )

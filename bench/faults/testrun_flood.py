@@ -22,24 +22,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import bench_env, make_agent, other_organization, setup, start_server
+from common import bench_env, make_agent, start_server, two_organizations, webhook_agent
 
 HELLO = {"kind": "reply", "turns": [{"user": "Hello"}], "expect": {"noToolCalls": True}}
 
 
 def organizations(env: dict[str, str], prompt_url: str) -> tuple[Any, Any, str, str]:
-    organization = setup(env)
+    organization, key, other, other_key = two_organizations(env)
     from realtime.agent_tests.services import agent_test_create_for
 
-    other, other_key, key = other_organization(organization)
-    olive = make_agent(
-        organization,
-        "Olive",
-        agent_type="webhook",
-        prompt_type="dynamic",
-        server_url=prompt_url,
-        server_secret="whsec-faults-bench",
-    )
+    olive = webhook_agent(organization, prompt_url, prompt_type="dynamic")
     for index in range(60):
         agent_test_create_for(agent=olive, body={**HELLO, "name": f"flood {index}"})
     ava = make_agent(other, "Ava")
