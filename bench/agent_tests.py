@@ -57,6 +57,7 @@ def main() -> None:
     from realtime.agent_tests.execution import test_run_execute
     from realtime.agent_tests.runner import attempt_run
     from realtime.agent_tests.runs import test_run_create
+    from realtime.agent_tests.selectors import test_run_results
     from realtime.models import AgentTest, TestRun
 
     settings.KNOWLEDGE_INGEST_INLINE = True
@@ -119,7 +120,7 @@ def main() -> None:
         test_run_execute(run_id=run.pk)
         elapsed = time.perf_counter() - started
         run = TestRun.objects.get(pk=run.pk)
-        attempts = [attempt for result in run.results for attempt in result["attempts"]]
+        attempts = [attempt for result in test_run_results(run) for attempt in result["attempts"]]
         durations = [attempt["durationMs"] for attempt in attempts if "durationMs" in attempt]
         latencies = [ms for attempt in attempts for ms in attempt.get("latencyMs") or [] if ms is not None]
         turns = sum(len(attempt.get("latencyMs") or []) for attempt in attempts)

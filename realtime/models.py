@@ -91,6 +91,10 @@ class TestRunStatus(models.TextChoices):
     RUNNING = "running"
     COMPLETED = "completed"  # every attempt has a verdict (pass, fail or error)
     FAILED = "failed"  # the run itself could not be carried out (see `error`)
+    CANCELLED = "cancelled"  # stopped by POST /test-runs/{id}/cancel (attempts stored before it are kept)
+
+
+UNFINISHED_TEST_RUN = (TestRunStatus.QUEUED, TestRunStatus.RUNNING)
 
 
 class TestRun(models.Model):
@@ -106,9 +110,7 @@ class TestRun(models.Model):
     test_ids = models.JSONField(default=list)
     tag = models.CharField(max_length=64, blank=True, default="")
     repeat = models.PositiveSmallIntegerField(default=1)
-    # Per test: {"testId", "name", "kind", "passRate", "attempts": [{"verdict", "reasons", "transcript",
-    # "toolCalls", "latencyMs", "criteria"}]}.
-    results = models.JSONField(default=list, blank=True)
+    # Counts of the attempts stored (TestAttempt rows, one per attempt: a run's rows are only ever added).
     passed = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
     errored = models.PositiveIntegerField(default=0)
@@ -118,6 +120,8 @@ class TestRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # A worker's lease on a queued or running run (another may take it over once expired).
     claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When a worker last took an attempt of it: the worker serves the organization served longest ago first.
+    served_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -128,3 +132,32 @@ class TestRun(models.Model):
 
     def __str__(self) -> str:
         return f"test run {self.id} ({self.status})"
+
+
+class TestAttempt(models.Model):
+    """One attempt of one test in a run (its result as the API shows it), written once when the attempt is
+    over. The `number`-th attempt (from 0) of the test at `position` in the run's test_ids."""
+
+    __test__ = False  # not a pytest test class
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(TestRun, on_delete=models.CASCADE, related_name="attempts")
+    position = models.PositiveIntegerField()
+    number = models.PositiveSmallIntegerField()
+    # The test as it was when attempted (it may be changed or deleted since).
+    test_id = models.UUIDField()
+    name = models.CharField(max_length=200, blank=True, default="")
+    kind = models.CharField(max_length=20, blank=True, default="")
+    verdict = models.CharField(max_length=10)
+    # {"verdict", "reasons", "transcript", "toolCalls", "latencyMs", "criteria", "transferred", "ended", "durationMs"}
+    result = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "position", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "position", "number"], name="testattempt_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of test {self.position} in run {self.run_id} ({self.verdict})"

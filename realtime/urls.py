@@ -12,4 +12,5 @@ urlpatterns = [
     path("calls/<str:call_id>/tests", test_apis.CallTestCreateApi.as_view(), name="call-tests"),
     path("agents/<str:agent_id>/test-runs", run_apis.TestRunCreateApi.as_view(), name="agent-test-runs"),
     path("test-runs/<str:run_id>", run_apis.TestRunDetailApi.as_view(), name="test-run"),
+    path("test-runs/<str:run_id>/cancel", run_apis.TestRunCancelApi.as_view(), name="test-run-cancel"),
 ]

@@ -12,6 +12,8 @@ API keys are stored hashed: `ApiKeyFactory` issues one through accounts.services
 
 from __future__ import annotations
 
+from typing import Any
+
 import factory
 from django.utils import timezone
 from factory.django import DjangoModelFactory
@@ -21,6 +23,7 @@ from accounts.services import apikey_create, plan_get
 from agents.models import Agent, AgentTool, McpServer
 from calls.models import Call
 from knowledge.models import KnowledgeDocument
+from realtime.models import TestAttempt, TestRun
 from telephony.models import PhoneNumber
 
 
@@ -116,3 +119,23 @@ class PhoneNumberFactory(DjangoModelFactory[PhoneNumber]):
 
     organization = factory.SubFactory(OrganizationFactory)
     phone_number = factory.Sequence(lambda n: f"+1415555{n % 10000:04d}")
+
+
+def attempt_rows_create(run: TestRun, results: list[dict[str, Any]]) -> list[TestAttempt]:
+    """The attempt rows of `run` for results in the API's shape ([{"testId", "name", "kind", "attempts"}],
+    the test at its place in run.test_ids), as a worker stores them one by one."""
+    order = [str(test_id) for test_id in run.test_ids]
+    return [
+        TestAttempt.objects.create(
+            run=run,
+            position=order.index(str(result["testId"])),
+            number=number,
+            test_id=result["testId"],
+            name=result.get("name", ""),
+            kind=result.get("kind", ""),
+            verdict=attempt.get("verdict", "error"),
+            result=attempt,
+        )
+        for result in results
+        for number, attempt in enumerate(result.get("attempts") or [])
+    ]

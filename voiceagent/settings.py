@@ -632,7 +632,8 @@ TEST_RUNS_WORKER = env.str(
 )
 if TEST_RUNS_WORKER not in ("inprocess", "celery"):
     raise ImproperlyConfigured("TEST_RUNS_WORKER must be inprocess or celery")
-# Runs one server process carries out at once (TEST_RUNS_WORKER=inprocess).
+# Attempts one server process carries out at once (TEST_RUNS_WORKER=inprocess), taken fairly across
+# organizations (round-robin, one attempt at a time).
 TEST_RUNS_WORKERS = env.int("TEST_RUNS_WORKERS", default=1)
 if TEST_RUNS_WORKERS < 1:
     raise ImproperlyConfigured("TEST_RUNS_WORKERS must be at least 1")
@@ -640,6 +641,14 @@ if TEST_RUNS_WORKERS < 1:
 TEST_RUNS_LEASE_SECONDS = env.int("TEST_RUNS_LEASE_SECONDS", default=600)
 if TEST_RUNS_LEASE_SECONDS < 1:
     raise ImproperlyConfigured("TEST_RUNS_LEASE_SECONDS must be at least 1")
+# The most attempts one run may make (tests x repeat): a bigger run is refused with a 400.
+TEST_RUNS_MAX_ATTEMPTS = env.int("TEST_RUNS_MAX_ATTEMPTS", default=100)
+if TEST_RUNS_MAX_ATTEMPTS < 1:
+    raise ImproperlyConfigured("TEST_RUNS_MAX_ATTEMPTS must be at least 1")
+# The most runs an organization may have queued or running at once: another is a 429 with Retry-After.
+TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION = env.int("TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION", default=3)
+if TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION < 1:
+    raise ImproperlyConfigured("TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION must be at least 1")
 # Tests: a run is carried out in the thread that created it, once its transaction committed.
 TEST_RUNS_INLINE = env.bool("TEST_RUNS_INLINE", default=False)
 

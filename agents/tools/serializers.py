@@ -21,6 +21,7 @@ from kit.fields import (
     StrictIntegerField,
     StrictUUIDField,
 )
+from kit.patterns import schema_pattern_problem
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 RESERVED_TOOL_NAMES = ("search_knowledge", "transfer_call", "end_call", "send_digits")
@@ -55,6 +56,10 @@ def schema_problem(schema: dict[str, Any], *, arguments: bool) -> str | None:
         return "Not a valid JSON Schema: too deeply nested or not JSON."
     if size > MAX_SCHEMA_BYTES:
         return f"At most {MAX_SCHEMA_BYTES} bytes of JSON."
+    # Its patterns are matched while calls run: only those the linear-time matcher runs (kit/patterns.py).
+    pattern = schema_pattern_problem(schema)
+    if pattern is not None:
+        return pattern
     if arguments and schema.get("type") != "object":
         return 'Tool arguments are an object: the schema needs "type": "object".'
     return None

@@ -49,6 +49,36 @@ def setup(env: dict[str, str]) -> Any:
     return organization
 
 
+def two_organizations(env: dict[str, str]) -> tuple[Any, str, Any, str]:
+    """setup(env), and a second organization beside it (the one whose live work a fault must not touch),
+    with an API key of each: (the first, its key, the other, its key)."""
+    organization = setup(env)
+    from accounts.services import apikey_create, organization_create
+
+    other, issued = organization_create(name="Other organization", plan_code="agency")
+    return organization, apikey_create(organization=organization, name="bench").raw_key, other, issued.raw_key
+
+
+def webhook_agent(organization: Any, server_url: str, **fields: Any) -> Any:
+    """Olive, a webhook agent whose server is `server_url`."""
+    return make_agent(
+        organization, "Olive", agent_type="webhook", server_url=server_url, server_secret="whsec-faults-bench", **fields
+    )
+
+
+def start_server(env: dict[str, str], name: str, **settings: str) -> Any:
+    """One Daphne process on the bench database, its log var/bench-faults-NAME-daphne.log."""
+    from testing.daphne import DaphneServer
+    from testing.servers import free_port
+
+    port = free_port()
+    return DaphneServer(
+        env={**env, "REALTIME_WS_URL": f"ws://127.0.0.1:{port}", **settings},
+        port=port,
+        log_path=ROOT / "var" / f"bench-faults-{name}-daphne.log",
+    ).start()
+
+
 def make_agent(organization: Any, name: str, *, phone: bool = False, **fields: Any) -> Any:
     from django.utils import timezone
 

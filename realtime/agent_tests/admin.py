@@ -24,6 +24,7 @@ from agents.models import Agent
 from kit.errors import ApiError
 from realtime.agent_tests import services
 from realtime.agent_tests.runs import test_run_create
+from realtime.agent_tests.selectors import test_run_results
 from realtime.models import AgentTest, TestRun
 
 # The form's JSON parts and their API names (an error on `toolMocks.0.tool` goes on the tool_mocks box).
@@ -191,7 +192,8 @@ def _start_run(request: HttpRequest, model_admin: admin.ModelAdmin, *, agent: Ag
     return run
 
 
-VERDICT_COLORS = {"pass": "#1a7f37", "fail": "#cf222e", "error": "#9a6700", "skipped": "#57606a"}
+# Colours in voiceagent/static/voiceagent/dashboard.css (no inline style: the Content-Security-Policy refuses it).
+VERDICT_CLASSES = {verdict: f"test-verdict-{verdict}" for verdict in ("pass", "fail", "error", "skipped")}
 
 
 @admin.register(TestRun)
@@ -228,10 +230,11 @@ class TestRunAdmin(admin.ModelAdmin):
     def verdicts(self, obj: TestRun) -> SafeString:
         """Each test with its pass rate, and each attempt's verdict with the reasons (failed expectations by
         name), the transcript and the tool calls."""
-        if not obj.results:
+        results = test_run_results(obj)
+        if not results:
             return format_html("<p>{}</p>", "No results yet." if obj.status in ("queued", "running") else "No results.")
         rows = []
-        for result in obj.results:
+        for result in results:
             attempts = result.get("attempts") or []
             for number, attempt in enumerate(attempts, start=1):
                 verdict = str(attempt.get("verdict", ""))
@@ -241,7 +244,7 @@ class TestRunAdmin(admin.ModelAdmin):
                     (
                         str(result.get("name", result.get("testId", ""))),
                         f"{number}/{len(attempts)}",
-                        VERDICT_COLORS.get(verdict, "inherit"),
+                        VERDICT_CLASSES.get(verdict, ""),
                         verdict,
                         _rate(result.get("passRate")),
                         "; ".join(_reason(reason) for reason in reasons) or "—",
@@ -251,7 +254,7 @@ class TestRunAdmin(admin.ModelAdmin):
                 )
         body = format_html_join(
             "",
-            '<tr><td>{}</td><td>{}</td><td><strong style="color:{}">{}</strong></td><td>{}</td><td>{}</td>'
+            '<tr><td>{}</td><td>{}</td><td><strong class="{}">{}</strong></td><td>{}</td><td>{}</td>'
             "<td><small>{}</small></td><td><small><code>{}</code></small></td></tr>",
             rows,
         )

@@ -1,4 +1,5 @@
-"""POST /public/v1/agents/{id}/test-runs and GET /public/v1/test-runs/{id} (docs/agent-test-runs.md)."""
+"""POST /public/v1/agents/{id}/test-runs, GET /public/v1/test-runs/{id} and POST /public/v1/test-runs/{id}/cancel
+(docs/agent-test-runs.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from rest_framework.response import Response
 from agents.selectors import agent_get
 from kit.api import PublicApiView
 from kit.errors import ApiError
-from realtime.agent_tests.runs import MAX_REPEAT, test_run_create
+from realtime.agent_tests.runs import MAX_REPEAT, test_run_cancel, test_run_create
 from realtime.agent_tests.selectors import test_run_get, test_run_json
 
 
@@ -57,7 +58,7 @@ class TestResultSerializer(serializers.Serializer):
 class TestRunSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     agentId = serializers.UUIDField()
-    status = serializers.ChoiceField(["queued", "running", "completed", "failed"])
+    status = serializers.ChoiceField(["queued", "running", "completed", "failed", "cancelled"])
     testIds = serializers.ListField(child=serializers.UUIDField())
     tag = serializers.CharField()
     repeat = serializers.IntegerField()
@@ -82,8 +83,15 @@ class TestRunCreateApi(PublicApiView):
         request=TestRunRequestSerializer,
         responses={
             202: TestRunQueuedSerializer,
-            400: OpenApiResponse(description="repeat outside 1-5, an unknown test id, or no test to run"),
+            400: OpenApiResponse(
+                description="repeat outside 1-5, an unknown test id, no test to run, or more attempts (tests x "
+                "repeat) than TEST_RUNS_MAX_ATTEMPTS (code TEST_RUN_TOO_BIG)"
+            ),
             404: OpenApiResponse(description="Agent not found"),
+            429: OpenApiResponse(
+                description="The organization has TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION runs queued or running "
+                "(code TEST_RUNS_BUSY; Retry-After)"
+            ),
         },
     )
     def post(self, request: Request, agent_id: str) -> Response:
@@ -110,3 +118,21 @@ class TestRunDetailApi(PublicApiView):
     )
     def get(self, request: Request, run_id: str) -> Response:
         return Response(test_run_json(test_run_get(organization=self.organization, run_id=run_id)))
+
+
+class TestRunCancelApi(PublicApiView):
+    @extend_schema(
+        operation_id="cancelTestRun",
+        tags=["Agent tests"],
+        summary="Cancel a test run",
+        description="Stops a queued or running run: it answers `cancelled` at once, and its worker stops before the "
+        "next attempt (attempts already stored are kept). Cancelling a cancelled run answers it again.",
+        request=None,
+        responses={
+            200: TestRunSerializer,
+            404: OpenApiResponse(description="Test run not found"),
+            409: OpenApiResponse(description="The run is already over, completed or failed (code TEST_RUN_FINISHED)"),
+        },
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        return Response(test_run_json(test_run_cancel(organization=self.organization, run_id=run_id)))

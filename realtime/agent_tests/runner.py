@@ -22,11 +22,11 @@ says each next line, up to `caller.maxTurns`; with the embedded brain that is an
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit.patterns import PatternError, pattern_search
 from realtime.agent_tests import judge
 from realtime.agent_tests.session_parts import (
     CollectingTransport,
@@ -193,10 +193,10 @@ def _checks(expect: dict[str, Any], conversation: Conversation, calls: list[dict
     pattern = expect.get("replyMatches")
     if pattern:
         try:
-            if re.search(str(pattern), replies) is None:
+            if not pattern_search(str(pattern), replies):
                 reasons.append(f"replyMatches: no reply matches /{pattern}/")
-        except re.error as exc:
-            reasons.append(f"replyMatches: invalid regular expression ({exc})")
+        except PatternError as exc:
+            reasons.append(f"replyMatches: {exc}")
     for key, happened in (("transferred", conversation.transferred), ("ended", conversation.ended)):
         if key in expect and expect[key] is not None and bool(expect[key]) != happened:
             reasons.append(f"{key}: expected {str(bool(expect[key])).lower()}, got {str(happened).lower()}")

@@ -2,7 +2,7 @@
 
 Stated in words only: reply and tool_call tests need turns and no caller, conversation tests a caller or
 turns; a mock has exactly one of result or error; tool names must be tools the agent offers (its stored
-state); noToolCalls true contradicts toolCalls; replyMatches must compile as a (Python) regular expression;
+state); noToolCalls true contradicts toolCalls; replyMatches must compile as a (Python) regular expression that RE2 runs (no backreferences, no lookaround);
 no JSON value may hold a NUL character; variables follow the per-call variables' rules."""
 
 from __future__ import annotations
@@ -101,7 +101,10 @@ EXPECT = {
             v.MAX_REPLY_CONTAINS,
             "Texts the agent's replies must contain (case-insensitive).",
         ),
-        "replyMatches": _text(v.MAX_REGEX_CHARS, "A regular expression (Python syntax) the replies must match."),
+        "replyMatches": _text(
+            v.MAX_REGEX_CHARS,
+            "A regular expression (Python syntax, matched by RE2 in linear time: no backreferences or lookaround) the replies must match.",
+        ),
         "transferred": {"type": "boolean", "description": "Whether the call must be transferred."},
         "ended": {"type": "boolean", "description": "Whether the agent must end the call."},
         "criteria": _array(

@@ -12,7 +12,7 @@ from agents.models import Agent
 from calls.models import Call, CallMessage, MessageRole, ToolInvocation
 from kit.db import row_get
 from kit.fields import iso
-from realtime.models import AgentTest, TestRun
+from realtime.models import AgentTest, TestAttempt, TestRun
 from realtime.selectors import session_tools_get
 
 # What realtime/engine/tools/dispatcher.py does to a name before offering it (MCP tools keep their own name
@@ -124,6 +124,28 @@ def test_run_get(*, organization: Organization, run_id: str) -> TestRun:
     )
 
 
+def _pass_rate(attempts: list[dict[str, Any]]) -> float | None:
+    judged = [attempt for attempt in attempts if attempt.get("verdict") != "skipped"]
+    if not judged:
+        return None
+    return round(sum(1 for attempt in judged if attempt.get("verdict") == "pass") / len(judged), 4)
+
+
+def test_run_results(run: TestRun) -> list[dict[str, Any]]:
+    """Per test attempted (in the run's order): {"testId", "name", "kind", "passRate", "attempts"}, from the
+    run's attempt rows."""
+    results: dict[int, dict[str, Any]] = {}
+    rows = TestAttempt.objects.filter(run=run).order_by("position", "number")
+    for position, test_id, name, kind, result in rows.values_list("position", "test_id", "name", "kind", "result"):
+        entry = results.setdefault(
+            position, {"testId": str(test_id), "name": name, "kind": kind, "passRate": None, "attempts": []}
+        )
+        entry["attempts"].append(result)
+    for entry in results.values():
+        entry["passRate"] = _pass_rate(entry["attempts"])
+    return list(results.values())
+
+
 def test_run_json(run: TestRun) -> dict[str, Any]:
     return {
         "id": str(run.pk),
@@ -136,7 +158,7 @@ def test_run_json(run: TestRun) -> dict[str, Any]:
         "failed": run.failed,
         "errored": run.errored,
         "error": run.error or None,
-        "results": run.results or [],
+        "results": test_run_results(run),
         "createdAt": iso(run.created_at),
         "startedAt": iso(run.started_at) if run.started_at else None,
         "finishedAt": iso(run.finished_at) if run.finished_at else None,

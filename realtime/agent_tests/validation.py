@@ -12,6 +12,7 @@ from typing import Any
 
 from calls.variables import variables_clean
 from kit.errors import ApiError
+from kit.patterns import pattern_problem
 from kit.schema import ANY, VISIBLE
 from realtime.models import AgentTestKind
 
@@ -196,10 +197,9 @@ def expect_clean(value: Any, offered: list[str]) -> dict[str, Any]:
         )
     if "replyMatches" in expect:
         pattern = _text(expect["replyMatches"], "expect.replyMatches", MAX_REGEX_CHARS)
-        try:
-            re.compile(pattern)
-        except (re.error, RecursionError, OverflowError) as error:
-            raise ApiError.field("expect.replyMatches", f"Not a valid regular expression: {error}.") from None
+        problem = pattern_problem(pattern)  # the engine the runner matches with (kit/patterns.py)
+        if problem is not None:
+            raise ApiError.field("expect.replyMatches", problem)
         cleaned["replyMatches"] = pattern
     if "criteria" in expect:
         cleaned["criteria"] = _texts(expect["criteria"], "expect.criteria", MAX_CRITERIA, MAX_CRITERION_CHARS)

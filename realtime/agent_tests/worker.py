@@ -4,12 +4,15 @@ once its transaction commits, through `test_run_queue`, which returns at once:
 - TEST_RUNS_WORKER=celery (the default with REDIS_URL): the Celery task `realtime.run_agent_tests`
   (realtime/tasks.py), published from a background thread; a broker that cannot be reached leaves the
   run queued for the upkeep sweep;
-- TEST_RUNS_WORKER=inprocess (the embedded default): a background thread of this process
-  (TEST_RUNS_WORKERS threads; runs one after the other on each);
-- TEST_RUNS_INLINE (tests): right away, in the caller's thread.
+- TEST_RUNS_WORKER=inprocess (the embedded default): TEST_RUNS_WORKERS background threads of this process,
+  woken by each new run;
+- TEST_RUNS_INLINE (tests): right away, in the caller's thread (that run alone, to its end).
 
-Durable: a run is queued or running in the database until it is completed, so one queued in a process
-that stopped, or running in a worker that died, is resumed by `test_runs_resume`, an upkeep job
+A worker (a thread or a task) takes attempts one at a time, each time of the run that is due, fairly across
+organizations, until none is left (execution.test_runs_drain).
+
+Durable: a run is queued or running in the database until it is over, so one queued in a process that
+stopped, or running in a worker that died, is resumed by `test_runs_resume`, an upkeep job
 (voiceagent/apps.py) run at every server start and every CALLS_MAINTENANCE_SECONDS.
 """
 
@@ -22,7 +25,7 @@ import threading
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from realtime.agent_tests.execution import test_run_execute, test_runs_resumable
+from realtime.agent_tests.execution import test_run_execute, test_runs_drain, test_runs_resumable
 from realtime.agent_tests.tasks import run_agent_tests
 
 logger = logging.getLogger(__name__)
@@ -38,9 +41,9 @@ def test_run_queue(run_id: str) -> None:
             test_run_execute(run_id=run_id)
             return
         if settings.TEST_RUNS_WORKER == "inprocess" or run_agent_tests.app.conf.task_always_eager:
-            _pool_of_this_process().submit(_run, run_id)
+            _pool_of_this_process().wake()
         else:
-            _pool_of_this_process().submit(_publish, run_id)
+            _pool_of_this_process().publish(run_id)
     except Exception:
         logger.exception("could not queue test run %s; the upkeep sweep will resume it", run_id)
 
@@ -62,31 +65,47 @@ def _pool_of_this_process() -> _Pool:
 
 
 class _Pool:
-    """Daemon threads taking runs from one queue (a run left behind by an exit is resumed at the next start)."""
+    """Daemon threads that drain the runs when woken (a run left behind by an exit is resumed at the next
+    start), and one that publishes Celery tasks (so a request never waits on the broker)."""
 
     def __init__(self, workers: int) -> None:
-        self._queue: queue.SimpleQueue[tuple[object, str]] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._waiting: set[str] = set()
-        for index in range(max(1, workers)):
-            threading.Thread(target=self._work, name=f"agent-tests-{index}", daemon=True).start()
+        self._changed = threading.Condition()
+        self._wakes = 0  # how many times the drainers were woken: a thread that saw fewer drains again
+        self._published: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"agent-tests-{index}", daemon=True)
+            for index in range(max(1, workers))
+        ]
+        self._threads.append(threading.Thread(target=self._publish_all, name="agent-tests-publish", daemon=True))
+        for thread in self._threads:
+            thread.start()
 
-    def submit(self, function: object, run_id: str) -> None:
-        with self._lock:
-            if run_id in self._waiting:
-                return
-            self._waiting.add(run_id)
-        self._queue.put((function, run_id))
+    def wake(self) -> None:
+        with self._changed:
+            self._wakes += 1
+            self._changed.notify_all()
+
+    def publish(self, run_id: str) -> None:
+        self._published.put(run_id)
 
     def _work(self) -> None:
+        seen = 0
         while True:
-            function, run_id = self._queue.get()
-            with self._lock:
-                self._waiting.discard(run_id)
+            with self._changed:
+                while self._wakes <= seen:
+                    self._changed.wait()
+                seen = self._wakes
             try:
-                function(run_id)  # type: ignore[operator]
+                close_old_connections()
+                test_runs_drain()
             except Exception:
-                logger.exception("background test run %s failed", run_id)
+                logger.exception("background test runs failed")
+            finally:
+                connections.close_all()  # this thread's connection only
+
+    def _publish_all(self) -> None:
+        while True:
+            _publish(self._published.get())
 
 
 def _publish(run_id: str) -> None:
@@ -96,11 +115,3 @@ def _publish(run_id: str) -> None:
         logger.warning(
             "could not queue test run %s (%s: %s); the upkeep sweep will resume it", run_id, type(exc).__name__, exc
         )
-
-
-def _run(run_id: str) -> None:
-    try:
-        close_old_connections()
-        test_run_execute(run_id=run_id)
-    finally:
-        connections.close_all()  # this thread's connection only

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 
 from calls.summary import summarize
+from kit.patterns import linear_validator
 from realtime.engine.brain.arguments import extract, parameters_of
 from realtime.engine.brain.spoken import Utterance
 
@@ -39,7 +40,9 @@ def structured_data(schema: dict[str, Any], messages: list[tuple[str, str]], tod
         found.update(extract(parameters, Utterance(content), today, fill_text=True))
     # Each value was checked against its property by the extractor; what the whole schema refuses
     # (a rule across properties) is dropped property by property.
-    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+    validator = linear_validator(jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator))(
+        schema
+    )
     for error in list(validator.iter_errors(found)):
         if error.path and error.path[0] in found:
             found.pop(error.path[0], None)

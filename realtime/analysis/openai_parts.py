@@ -23,6 +23,7 @@ import jsonschema
 from django.conf import settings
 from jsonschema.exceptions import best_match
 
+from kit.patterns import linear_validator
 from realtime.engine.brain.openai_chat import PLACEHOLDER_API_KEY, _detail, _redact, configuration_problems
 from realtime.engine.instructions import language_name
 
@@ -126,7 +127,9 @@ class OpenAIAnalyst:
             {"role": "system", "content": system},
             {"role": "user", "content": f"The transcript:\n\n{self.transcript}"},
         ]
-        validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+        validator = linear_validator(
+            jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        )(schema)
         text = self._complete(messages)
         problem, value = _check(text, validator)
         if problem is None:

@@ -12,6 +12,7 @@ from django.test import Client
 
 from agents.models import Agent, AgentTool
 from realtime.models import AgentTest, TestRun
+from testing.factories import attempt_rows_create
 
 pytestmark = pytest.mark.django_db
 
@@ -127,18 +128,24 @@ def test_the_run_button_queues_a_run_of_the_agents_tests(admin_client: Client, a
     assert response.status_code == 302 and TestRun.objects.count() == 2
 
 
+T1, T2 = "5f0c3c1e-1d5e-4c55-9c0a-3f1a3d2b7e01", "5f0c3c1e-1d5e-4c55-9c0a-3f1a3d2b7e02"
+
+
 def test_runs_are_listed_with_counts_and_a_run_shows_each_verdict(admin_client: Client, agent: Agent) -> None:
     run = TestRun.objects.create(
         organization=agent.organization,
         agent=agent,
         status="completed",
-        test_ids=["t1", "t2"],
+        test_ids=[T1, T2],
         passed=1,
         failed=1,
         errored=1,
-        results=[
+    )
+    attempt_rows_create(
+        run,
+        [
             {
-                "testId": "t1",
+                "testId": T1,
                 "name": "Order status",
                 "kind": "tool_call",
                 "passRate": 0.5,
@@ -160,7 +167,7 @@ def test_runs_are_listed_with_counts_and_a_run_shows_each_verdict(admin_client: 
                 ],
             },
             {
-                "testId": "t2",
+                "testId": T2,
                 "name": "Transfer",
                 "kind": "reply",
                 "passRate": 0.0,

@@ -15,6 +15,7 @@ from django.utils import timezone
 from agents.models import McpServer, McpServerStatus, McpToolSelection
 from realtime.models import TestRun
 from testing.dashboard import DashboardWorld
+from testing.factories import attempt_rows_create
 
 pytestmark = pytest.mark.django_db
 
@@ -52,13 +53,16 @@ def one_of_everything(dashboard_world: DashboardWorld, make_agent: Any) -> None:
         format="json",
     )
     assert response.status_code == 201, response.content
-    TestRun.objects.create(
+    run = TestRun.objects.create(
         organization=dashboard_world.organization,
         agent=agent,
         status="completed",
         test_ids=[response.json()["id"]],
         passed=1,
-        results=[
+    )
+    attempt_rows_create(
+        run,
+        [
             {
                 "testId": response.json()["id"],
                 "name": "Order status",

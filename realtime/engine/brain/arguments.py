@@ -34,6 +34,7 @@ from typing import Any
 
 from num2words import num2words
 
+from kit.patterns import PatternError, pattern_search
 from realtime.engine.brain import spoken
 from realtime.engine.brain.spoken import Span, Utterance
 from realtime.engine.brain.understanding import (
@@ -235,9 +236,9 @@ def valid(parameter: Parameter, value: Any) -> Any:
         pattern = schema.get("pattern")
         if pattern:
             try:
-                if not re.search(pattern, value):
+                if not pattern_search(str(pattern), value):
                     return None
-            except re.error:
+            except PatternError:
                 pass
     return value
 

@@ -48,6 +48,7 @@ from agents.models import Agent, AgentType, ToolOnError
 from agents.tools.mcp import Connection, McpSession
 from calls.models import CallChannel, ToolInvocationStatus
 from kit import metrics
+from kit.patterns import linear_validator
 from kit.providers import ProviderError, Registry
 from realtime.engine.contracts import Recorder, ToolCall, ToolOutcome, ToolSpec
 from realtime.engine.tools import end_call, search_knowledge, send_digits, transfer_call
@@ -95,7 +96,7 @@ def _validator(schema: dict[str, Any], *, check: bool = False) -> Any:
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     if check:
         cls.check_schema(schema)
-    return cls(schema)
+    return linear_validator(cls)(schema)  # the schema's patterns matched in linear time
 
 
 def _matches(validator: Any, value: Any) -> bool:

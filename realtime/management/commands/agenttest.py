@@ -14,8 +14,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.models import Agent
 from kit.errors import ApiError
-from realtime.agent_tests.execution import test_run_claim, test_run_execute
+from realtime.agent_tests.execution import test_run_execute
 from realtime.agent_tests.runs import test_run_create
+from realtime.agent_tests.selectors import test_run_results
 from realtime.models import TestRun
 
 
@@ -36,7 +37,7 @@ def junit_report(run: TestRun, agent_name: str) -> ElementTree.ElementTree:
     suite = ElementTree.Element("testsuite", name=f"agent tests: {agent_name}")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_seconds = 0.0
-    for result in run.results or []:
+    for result in test_run_results(run):
         attempts = result.get("attempts") or []
         seconds = sum(attempt.get("durationMs") or 0 for attempt in attempts) / 1000
         total_seconds += seconds
@@ -78,10 +79,9 @@ class Command(BaseCommand):
             run = test_run_create(agent=agent, tag=options["tag"], repeat=options["repeat"], queue=False)
         except ApiError as exc:
             raise CommandError(exc.message) from None
-        test_run_claim(run_id=run.pk)
-        test_run_execute(run_id=run.pk, claim=False)
+        test_run_execute(run_id=run.pk)
         run.refresh_from_db()
-        for result in run.results or []:
+        for result in test_run_results(run):
             verdicts = [attempt.get("verdict", "error") for attempt in result.get("attempts") or []]
             self.stdout.write(f"{'/'.join(verdicts):<12} {result.get('name')}")
             for attempt in result.get("attempts") or []:
