@@ -31,7 +31,8 @@ FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("telephony", "CallBatchRecipient"): ("to_number", "variables", "metadata"),
     ("realtime", "SessionVariables"): ("variables", "metadata"),
     ("realtime", "AgentTest"): ("name", "turns", "caller", "variables", "tool_mocks", "expect", "tags"),
-    ("realtime", "TestRun"): ("results", "error"),
+    ("realtime", "TestRun"): ("error",),
+    ("realtime", "TestAttempt"): ("name", "result"),
     ("agents", "Agent"): (
         "name",
         "identity",
@@ -101,7 +102,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("calls", "0012_delivery_cancelled"),
         ("telephony", "0004_agent_list_version"),
-        ("realtime", "0004_session_modality"),
+        ("realtime", "0005_test_attempt_rows"),
         ("agents", "0008_outbound"),
         ("knowledge", "0004_heartbeat"),
     ]
