@@ -69,11 +69,14 @@ BATCH_STATUS_CONFLICT = "BATCH_STATUS_CONFLICT"
 # --- validation ----------------------------------------------------------------------------------
 
 
-def e164_normalize(value: Any) -> tuple[str | None, str | None]:
+def e164_normalize(
+    value: Any, *, destinations: outbound.Destinations | None = None
+) -> tuple[str | None, str | None]:
     """(the number in E.164, None) or (None, why not). Spaces, dots, dashes and brackets are allowed
     around the digits (a spreadsheet's formatting); the leading + and country code are required. The digits
     then meet the checks of every number the API takes (kit.validation.e164_problem) and of every number
-    an agent calls (the blocklist, premium and shared-cost ranges)."""
+    an agent calls (outbound.outbound_number_problem: the blocklist, the toll-fraud ranges; with an
+    organization's `destinations`, its own numbers and its countries)."""
     if not isinstance(value, str) or not value.strip():
         return None, "A phone number in E.164 format is required, for example +14155550123."
     text = value.strip()
@@ -82,11 +85,13 @@ def e164_normalize(value: Any) -> tuple[str | None, str | None]:
     number = "+" + re.sub(r"[^0-9]", "", text)
     if e164_problem(number):
         return None, f"{text[:40]!r} is not a valid phone number."
-    refused = outbound.outbound_number_problem(number)
+    refused = outbound.outbound_number_problem(number, destinations=destinations)
     return (None, refused) if refused else (number, None)
 
 
-def recipients_clean(rows: Any, *, from_csv: bool = False) -> list[dict[str, Any]]:
+def recipients_clean(
+    rows: Any, *, from_csv: bool = False, organization: Organization | None = None
+) -> list[dict[str, Any]]:
     """The recipients given, checked and normalized ({to, variables, metadata}); every invalid row is
     listed in one 400 (`issues` keyed `recipients.<index>.<field>`; the message counts CSV rows from 1
     after the header), duplicates in another."""
@@ -96,6 +101,7 @@ def recipients_clean(rows: Any, *, from_csv: bool = False) -> list[dict[str, Any
         raise ApiError.field("recipients", "At least one recipient is required.")
     if len(rows) > MAX_RECIPIENTS:
         raise ApiError.field("recipients", f"At most {MAX_RECIPIENTS:,} recipients per batch, not {len(rows):,}.")
+    destinations = outbound.outbound_destinations(organization=organization) if organization else None
     issues: dict[str, list[str]] = {}
     cleaned: list[dict[str, Any]] = []
     for index, row in enumerate(rows):
@@ -106,7 +112,7 @@ def recipients_clean(rows: Any, *, from_csv: bool = False) -> list[dict[str, Any
         unknown = sorted(set(row) - {"to", "variables", "metadata"})
         if unknown:
             issues[prefix] = [f"Unknown field(s): {', '.join(map(str, unknown))}."]
-        number, problem = e164_normalize(row.get("to"))
+        number, problem = e164_normalize(row.get("to"), destinations=destinations)
         if problem:
             issues[f"{prefix}.to"] = [problem]
         item: dict[str, Any] = {"to": number}
@@ -285,7 +291,7 @@ def batch_create(*, organization: Organization, data: dict[str, Any], from_csv: 
     window = window_clean(data.get("window"), agent=agent)
     retry = retry_clean(data.get("retry"))
     concurrency = concurrency_clean(data.get("concurrency"), organization=organization)
-    recipients = recipients_clean(data.get("recipients"), from_csv=from_csv)
+    recipients = recipients_clean(data.get("recipients"), from_csv=from_csv, organization=organization)
     with transaction.atomic():
         batch = CallBatch.objects.create(
             organization=organization,

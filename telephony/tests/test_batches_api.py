@@ -14,6 +14,8 @@ from telephony.models import CallBatch, CallBatchRecipient
 from telephony.services.numbers import phone_number_claim
 
 URL = "/public/v1/call-batches"
+# The line the calls are placed from: outside the recipients' range (numbers()), its own number is refused.
+LINE = "+14155560100"
 
 
 @pytest.fixture
@@ -23,7 +25,7 @@ def agent(owner, make_agent):
 
 @pytest.fixture
 def number(owner, outbound_ready):
-    return phone_number_claim(organization=owner.organization, number="+14155550100", friendly_name="Line")
+    return phone_number_claim(organization=owner.organization, number=LINE, friendly_name="Line")
 
 
 def numbers(count: int, start: int = 1000) -> list[str]:
@@ -332,7 +334,7 @@ def test_the_batch_calls_are_listed_as_call_summaries(owner, agent, number):
     calls = owner.client.get(f"{URL}/{batch_id}/calls").json()
     assert sorted(c["toNumber"] for c in calls) == numbers(2)
     assert {(c["status"], c["fromNumber"], c["agentId"], c["channel"]) for c in calls} == {
-        ("queued", "+14155550100", str(agent.id), "phone")
+        ("queued", LINE, str(agent.id), "phone")
     }
     running = owner.client.get(f"{URL}/{batch_id}").json()
     assert running["status"] == "running"
