@@ -186,6 +186,28 @@ def body_of(agent, number, recipients):
     return payload(agent, number, recipients=recipients)
 
 
+def test_rows_to_toll_fraud_ranges_own_numbers_and_other_countries_are_refused_by_row(owner, agent, number):
+    recipients = [
+        {"to": "+14155551000"},
+        {"to": "+44 70 1234 5678"},  # a UK personal number
+        {"to": "+881612345678"},  # a satellite phone
+        {"to": LINE},  # the line the batch calls from
+        {"to": "+44 20 7183 8750"},  # London: the organization's numbers are all American
+    ]
+    body = assert_refused(create(owner, body_of(agent, number, recipients)))
+    assert set(body["issues"]) == {f"recipients.{i}.to" for i in (1, 2, 3, 4)}
+    assert "a personal number" in body["issues"]["recipients.1.to"][0]
+    assert "a satellite phone number (+881)" in body["issues"]["recipients.2.to"][0]
+    assert "one of the organization's own numbers" in body["issues"]["recipients.3.to"][0]
+    assert "+442071838750 is in GB, outside the organization's destination countries (US)" in (
+        body["issues"]["recipients.4.to"][0]
+    )
+
+    owner.client.patch("/public/v1/organization", {"outboundCountries": ["US", "GB"]}, format="json")
+    accepted = create(owner, body_of(agent, number, [recipients[0], recipients[4]]))
+    assert accepted.status_code == 201, accepted.json()
+
+
 def test_bad_variables_are_named_with_their_row(owner, agent, number):
     recipients = [{"to": "+14155551000", "variables": {"n": 1}}, {"to": "+14155551001", "extra": True}]
     body = assert_refused(create(owner, body_of(agent, number, recipients)))
