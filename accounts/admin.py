@@ -71,7 +71,7 @@ class OrganizationForm(forms.ModelForm):
 
     class Meta:
         model = Organization
-        fields = "__all__"
+        fields = ("name", "plan", "billing_period_start", "outbound_countries")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import phonenumbers
-
 from django.db import transaction
 from django.utils import timezone
 
@@ -90,7 +89,7 @@ def outbound_countries_clean(value: Any, *, field: str = "outboundCountries") ->
         raise ApiError.field(
             field,
             f"Must be null (the countries of the organization's numbers) or a non-empty list of at most "
-            f"{MAX_OUTBOUND_COUNTRIES} ISO 3166-1 alpha-2 country codes, for example [\"US\", \"CA\"].",
+            f'{MAX_OUTBOUND_COUNTRIES} ISO 3166-1 alpha-2 country codes, for example ["US", "CA"].',
         )
     codes: set[str] = set()
     for item in value:

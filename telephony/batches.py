@@ -15,14 +15,13 @@ goes above the batch's concurrency.
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import logging
 import re
 import threading
 from datetime import datetime, time, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
@@ -31,6 +30,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from agents.models import Agent, AgentStatus
+from agents.time_zones import time_zone_problem
 from calls.models import OPEN_STATUSES, Call, CallStatus, EndedReason
 from calls.variables import MAX_NAME_LENGTH, MAX_VARIABLES, metadata_clean, variables_clean
 from calls.variables import NAME as VARIABLE_NAME
@@ -69,9 +69,7 @@ BATCH_STATUS_CONFLICT = "BATCH_STATUS_CONFLICT"
 # --- validation ----------------------------------------------------------------------------------
 
 
-def e164_normalize(
-    value: Any, *, destinations: outbound.Destinations | None = None
-) -> tuple[str | None, str | None]:
+def e164_normalize(value: Any, *, destinations: outbound.Destinations | None = None) -> tuple[str | None, str | None]:
     """(the number in E.164, None) or (None, why not). Spaces, dots, dashes and brackets are allowed
     around the digits (a spreadsheet's formatting); the leading + and country code are required. The digits
     then meet the checks of every number the API takes (kit.validation.e164_problem) and of every number
@@ -208,8 +206,9 @@ def window_clean(value: Any, *, agent: Agent) -> dict[str, Any] | None:
     if end <= start:
         raise ApiError.field("window.end", "end must be after start (the same day, in the window's time zone).")
     zone = value.get("timeZone", agent.time_zone or "UTC")
-    if not isinstance(zone, str) or not _zone_valid(zone):
-        raise ApiError.field("window.timeZone", "Must be an IANA time zone, for example Europe/Paris.")
+    problem = time_zone_problem(zone)
+    if problem:
+        raise ApiError.field("window.timeZone", problem)
     return {
         "days": [day for day in DAYS if day in days],
         "start": start.strftime("%H:%M"),
@@ -225,21 +224,6 @@ def _clock(value: Any, field: str) -> time:
         return time(int(value[:2]), int(value[3:]))
     except ValueError:
         raise ApiError.field(field, 'Must be a time of day "HH:MM" (24-hour), for example "09:00".') from None
-
-
-@functools.cache
-def _zones() -> frozenset[str]:
-    return frozenset(available_timezones())
-
-
-def _zone_valid(zone: str) -> bool:
-    if zone not in _zones():
-        return False
-    try:
-        ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True
 
 
 def retry_clean(value: Any) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from rest_framework.response import Response
 
 from accounts.models import Organization
 from accounts.services import organization_outbound_countries_set
-from kit.errors import ApiError
 from kit.api import PublicApiView
+from kit.errors import ApiError
 from telephony.selectors import outbound_countries_in_effect
 
 TAGS = ["Organization"]

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 

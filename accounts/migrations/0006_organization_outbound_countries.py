@@ -4,15 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0005_outbound_limit'),
+        ("accounts", "0005_outbound_limit"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='organization',
-            name='outbound_countries',
-            field=models.JSONField(blank=True, default=None, help_text="Countries outbound calls may go to (ISO codes such as US, GB). Empty: the countries of the organization's phone numbers.", null=True),
+            model_name="organization",
+            name="outbound_countries",
+            field=models.JSONField(
+                blank=True,
+                default=None,
+                help_text="Countries outbound calls may go to (ISO codes such as US, GB). Empty: the countries of the organization's phone numbers.",
+                null=True,
+            ),
         ),
     ]

@@ -199,8 +199,9 @@ def test_rows_to_toll_fraud_ranges_own_numbers_and_other_countries_are_refused_b
     assert "a personal number" in body["issues"]["recipients.1.to"][0]
     assert "a satellite phone number (+881)" in body["issues"]["recipients.2.to"][0]
     assert "one of the organization's own numbers" in body["issues"]["recipients.3.to"][0]
-    assert "+442071838750 is in GB, outside the organization's destination countries (US)" in (
-        body["issues"]["recipients.4.to"][0]
+    assert (
+        "+442071838750 is in GB, outside the organization's destination countries (US)"
+        in (body["issues"]["recipients.4.to"][0])
     )
 
     owner.client.patch("/public/v1/organization", {"outboundCountries": ["US", "GB"]}, format="json")
@@ -268,8 +269,10 @@ def test_an_agent_of_another_organization_is_not_found(owner, outsider, make_age
         ({"days": ["monday"], "start": "09:00", "end": "17:00"}, "window.days", "Must be a non-empty list"),
         ({"days": [], "start": "09:00", "end": "17:00"}, "window.days", "Must be a non-empty list"),
         ({"start": "09:00", "end": "17:00", "timeZone": "Mars/Olympus"}, "window.timeZone", "IANA time zone"),
+        ({"start": "09:00", "end": "17:00", "timeZone": "localtime"}, "window.timeZone", "Unknown time zone"),
+        ({"start": "09:00", "end": "17:00", "timeZone": "US/Pacific"}, "window.timeZone", "use America/Los_Angeles"),
     ],
-    ids=["end-before-start", "end-at-start", "bad-start", "bad-end", "bad-day", "no-day", "bad-zone"],
+    ids=["end-before-start", "end-at-start", "bad-start", "bad-end", "bad-day", "no-day", "bad-zone", "local", "alias"],
 )
 def test_a_bad_window_is_refused(owner, agent, number, window, field, message):
     body = assert_refused(create(owner, payload(agent, number, window=window)))

@@ -338,7 +338,10 @@ def test_a_country_outside_the_organizations_list_is_refused_until_it_is_added(
     ]
     assert not Call.objects.exists()
 
-    assert outsider.client.patch("/public/v1/organization", {"outboundCountries": ["GB"]}, format="json").status_code == 200
+    assert (
+        outsider.client.patch("/public/v1/organization", {"outboundCountries": ["GB"]}, format="json").status_code
+        == 200
+    )
     assert _place(owner, ava, to=london).status_code == 400  # another organization's list is its own
 
     allowed = owner.client.patch("/public/v1/organization", {"outboundCountries": ["gb", "US"]}, format="json")
