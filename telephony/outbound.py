@@ -116,10 +116,10 @@ def outbound_number_problem(to: Any, *, destinations: Destinations | None = None
         if to.startswith(blocked):
             return f"{to} is on this service's blocklist of outbound destinations."
     parsed = phonenumbers.parse(to, None)
-    country = phonenumbers.region_code_for_number(parsed)
+    country, code = phonenumbers.region_code_for_number(parsed), parsed.country_code or 0
     kind = _REFUSED_TYPES.get(phonenumbers.number_type(parsed))
-    if parsed.country_code in _NON_GEOGRAPHIC or country == "001":
-        kind = _NON_GEOGRAPHIC.get(parsed.country_code, f"a non-geographic number (+{parsed.country_code})")
+    if code in _NON_GEOGRAPHIC or country == "001":
+        kind = _NON_GEOGRAPHIC.get(code, f"a non-geographic number (+{code})")
     if kind:
         return (
             f"{to} is {kind}; outbound calls to premium, shared-cost, personal, satellite and other "
