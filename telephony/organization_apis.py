@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import phonenumbers
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Organization
-from accounts.services import organization_outbound_countries_set
+from accounts.services import MAX_OUTBOUND_COUNTRIES, organization_outbound_countries_set
 from kit.api import PublicApiView
 from kit.errors import ApiError
 from telephony.selectors import outbound_countries_in_effect
@@ -38,12 +39,20 @@ class OrganizationSerializer(serializers.Serializer[Any]):
     )
 
 
-class OrganizationUpdateSerializer(serializers.Serializer[Any]):
-    outboundCountries = serializers.ListField(
-        child=serializers.CharField(),
-        allow_null=True,
-        help_text="A non-empty list of ISO 3166-1 alpha-2 codes, or null for the countries of the numbers.",
-    )
+# The body of PATCH /organization as a raw schema: no other field is taken (a 400 names it).
+UPDATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "outboundCountries": {
+            "type": ["array", "null"],
+            "items": {"type": "string", "enum": sorted(phonenumbers.SUPPORTED_REGIONS)},
+            "minItems": 1,
+            "maxItems": MAX_OUTBOUND_COUNTRIES,
+            "description": "A non-empty list of ISO 3166-1 alpha-2 codes, or null for the countries of the numbers.",
+        }
+    },
+    "additionalProperties": False,
+}
 
 
 def organization_body(organization: Organization) -> dict[str, Any]:
@@ -73,7 +82,7 @@ class OrganizationApi(PublicApiView):
         summary="Update the organization's outbound settings",
         description="Sets `outboundCountries`: outbound calls (POST /calls, call batches) to a number of "
         "another country are refused with a 400.",
-        request=OrganizationUpdateSerializer,
+        request={"application/json": UPDATE_SCHEMA},
         responses={200: OrganizationSerializer, 400: OpenApiResponse(description="Invalid or unknown field")},
     )
     def patch(self, request: Request) -> Response:
