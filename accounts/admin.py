@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from django import forms
@@ -10,7 +11,15 @@ from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 
 from accounts.models import ApiKey, Organization, Plan
-from accounts.services import apikey_create, apikey_revoke, organization_create, organization_set_plan
+from accounts.services import (
+    apikey_create,
+    apikey_revoke,
+    organization_create,
+    organization_outbound_countries_set,
+    organization_set_plan,
+    outbound_countries_clean,
+)
+from kit.errors import ApiError
 
 
 @admin.register(Plan)
@@ -50,6 +59,33 @@ def _show_new_key(model_admin: admin.ModelAdmin, request: HttpRequest, raw_key: 
     model_admin.message_user(request, f"New API key (shown only now, copy it): {raw_key}", level=messages.WARNING)
 
 
+class OrganizationForm(forms.ModelForm):
+    """The destination countries as a line of codes ("US, CA"); empty for the countries of the numbers."""
+
+    outbound_countries = forms.CharField(
+        required=False,
+        label="Outbound countries",
+        help_text="Countries outbound calls may go to, as ISO codes separated by commas or spaces (US, CA, GB). "
+        "Empty: the countries of the organization's claimed phone numbers.",
+    )
+
+    class Meta:
+        model = Organization
+        fields = ("name", "plan", "billing_period_start", "outbound_countries")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "outbound_countries" in self.fields:
+            self.initial["outbound_countries"] = ", ".join(self.instance.outbound_countries or [])
+
+    def clean_outbound_countries(self) -> list[str] | None:
+        codes = [code for code in re.split(r"[\s,;]+", self.cleaned_data.get("outbound_countries") or "") if code]
+        try:
+            return outbound_countries_clean(codes or None, field="outbound_countries")
+        except ApiError as error:
+            raise forms.ValidationError(next(iter((error.issues or {}).values()), [error.message])[0]) from None
+
+
 @admin.register(Organization)
 class OrganizationAdmin(admin.ModelAdmin):
     list_display = ("name", "id", "plan", "on_trial", "active_agents", "billing_period_start", "created_at")
@@ -59,6 +95,7 @@ class OrganizationAdmin(admin.ModelAdmin):
     # The calls app adds its usage chart to this page (calls/admin.py): calls depend on accounts.
     readonly_fields: ClassVar[tuple[str, ...]] = ("id", "on_trial", "created_at")
     add_fields = ("name", "plan")
+    form = OrganizationForm
     inlines = [ApiKeyInline]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
@@ -89,6 +126,8 @@ class OrganizationAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if "plan" in form.changed_data:
             organization_set_plan(organization=obj, plan_code=obj.plan.code)  # the one rule for on_trial
+        if "outbound_countries" in form.changed_data:
+            organization_outbound_countries_set(organization=obj, countries=obj.outbound_countries)
 
 
 class ApiKeyCreateForm(forms.ModelForm):

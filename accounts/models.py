@@ -58,6 +58,15 @@ class Organization(models.Model):
     on_trial = models.BooleanField(default=False)
     billing_period_start = models.DateTimeField(default=timezone.now)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The countries (ISO 3166-1 alpha-2 codes) outbound calls may go to; null: the countries of the
+    # organization's claimed numbers (telephony.selectors.outbound_countries_in_effect). docs/outbound.md.
+    outbound_countries = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Countries outbound calls may go to (ISO codes such as US, GB). "
+        "Empty: the countries of the organization's phone numbers.",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
+import phonenumbers
 from django.db import transaction
 from django.utils import timezone
 
@@ -70,4 +72,37 @@ def organization_set_plan(*, organization: Organization, plan_code: str) -> Orga
     organization.plan = plan
     organization.on_trial = plan.code == "trial"
     organization.save(update_fields=["plan", "on_trial"])
+    return organization
+
+
+# The most countries an organization lists (ISO 3166-1 has 249): a longer list is a mistake.
+MAX_OUTBOUND_COUNTRIES = 250
+
+
+def outbound_countries_clean(value: Any, *, field: str = "outboundCountries") -> list[str] | None:
+    """The destination-country allowlist as stored: null (the default: the countries of the organization's
+    numbers), or a sorted list of ISO 3166-1 alpha-2 codes phone numbers exist in (upper case; `gb` is
+    read as `GB`). 400 naming `field` for anything else, an empty list included (null restores the default)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or len(value) > MAX_OUTBOUND_COUNTRIES:
+        raise ApiError.field(
+            field,
+            f"Must be null (the countries of the organization's numbers) or a non-empty list of at most "
+            f'{MAX_OUTBOUND_COUNTRIES} ISO 3166-1 alpha-2 country codes, for example ["US", "CA"].',
+        )
+    codes: set[str] = set()
+    for item in value:
+        code = item.strip().upper() if isinstance(item, str) else ""
+        if code not in phonenumbers.SUPPORTED_REGIONS:
+            shown = item[:20] if isinstance(item, str) else item
+            raise ApiError.field(field, f"{shown!r} is not an ISO 3166-1 alpha-2 country code with phone numbers.")
+        codes.add(code)
+    return sorted(codes)
+
+
+def organization_outbound_countries_set(*, organization: Organization, countries: Any) -> Organization:
+    """Set the countries outbound calls of the organization may go to (outbound_countries_clean)."""
+    organization.outbound_countries = outbound_countries_clean(countries)
+    organization.save(update_fields=["outbound_countries"])
     return organization

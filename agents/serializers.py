@@ -19,7 +19,7 @@ from agents.models import (
     GreetingType,
     PromptType,
 )
-from agents.time_zones import time_zone_known
+from agents.time_zones import time_zone_problem
 from agents.voicemail import ACTIONS, DETECTIONS, VoicemailError, normalize_voicemail
 from kit import redaction
 from kit.fields import (
@@ -178,10 +178,9 @@ class AgentWriteSerializer(serializers.Serializer):
         return value
 
     def validate_timeZone(self, value: str) -> str:
-        if not time_zone_known(value):
-            raise serializers.ValidationError(
-                f'Unknown time zone {value[:64]!r}: use an IANA name such as "Europe/Madrid".'
-            )
+        problem = time_zone_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
         return value
 
     def validate_serverSecret(self, value: str | None) -> str | None:

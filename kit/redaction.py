@@ -166,23 +166,36 @@ def _select(spans: list[Span]) -> list[Span]:
 
 
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
-# E-mail: the WHATWG HTML "valid e-mail address" grammar, found inside text (its domain needs a dot).
-_EMAIL = re.compile(
-    r"(?<![\w.!#$%&'*+/=?^`{|}~-])[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@"
-    r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)+"
-)
-# Said aloud: "john dot smith at example dot com", "j smith underscore 2 at mail dot example dot co dot uk".
-_SPOKEN_SEPARATOR = r"(?:\s+(?:dot|period|point|underscore|dash|hyphen|minus)\s+|[._-])"
+# E-mail: the WHATWG HTML "valid e-mail address" grammar, widened to internationalised addresses
+# (RFC 6530: letters and digits of any script in the user part and the domain, "maría@exämple.de"), found
+# inside text (its domain needs a dot). `[^\W_]` is a letter or digit of any script.
+_LABEL = r"[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?"
+_EMAIL = re.compile(rf"(?<![\w.!#$%&'*+/=?^`{{|}}~-])[\w.!#$%&'*+/=?^`{{|}}~-]+[@\uff20]{_LABEL}(?:\.{_LABEL})+")
+# Written out to dodge harvesters or said aloud: "maria (at) example (dot) com", "maria [at] example.com",
+# "maria @ example . com", "john dot smith at example dot com", "j smith underscore 2 at mail dot co dot uk".
+# Spaces around the markers are bounded ({0,3}): a long run of spaces costs no backtracking.
+_MARKED_DOT = r"\s{0,3}[(\[{<]\s{0,3}(?:dot|period|point)\s{0,3}[)\]}>]\s{0,3}"
+_WORD_DOT = r"\s{1,3}(?:dot|period|point)\s{1,3}"
+_SPOKEN_SEPARATOR = rf"(?:\s{{1,3}}(?:dot|period|point|underscore|dash|hyphen|minus)\s{{1,3}}|{_MARKED_DOT}|[._+-])"
 _TLDS = (
     "com|org|net|edu|gov|mil|int|info|biz|io|ai|co|me|us|uk|ca|au|de|fr|es|it|nl|be|ch|at|se|no|dk|fi|ie|pt|br|"
     "mx|ar|in|jp|cn|ru|pl|eu|app|dev|xyz|online|email"
 )
-# Found from each " at ": the user part in the 64 characters before it, the domain in the 128 after it
-# (bounded windows, so that no text makes the search slow).
-_SPOKEN_AT = re.compile(r"\s+at\s+", re.IGNORECASE)
-_SPOKEN_USER = re.compile(rf"\b[a-z0-9]+(?:{_SPOKEN_SEPARATOR}[a-z0-9]+)*\Z", re.IGNORECASE)
+# Found from each "at": the user part in the 64 characters before it, the domain in the 128 after it
+# (bounded windows, so that no text makes the search slow). After a marked "at" ("(at)", "[at]", "{at}", a
+# spaced "@") the domain may end in any top-level domain and its dots may be spaced ("example . com"); after
+# a bare spoken " at " only in a common one, with a spoken or written dot ("meet me at the office dot").
+_SPOKEN_AT = re.compile(
+    r"\s{0,3}[(\[{<]\s{0,3}at\s{0,3}[)\]}>]\s{0,3}|\s{0,3}[@\uff20]\s{0,3}|\s{1,3}at\s{1,3}", re.IGNORECASE
+)
+_SPOKEN_USER = re.compile(rf"(?<![\w.+-])[^\W_]+(?:{_SPOKEN_SEPARATOR}[^\W_]+)*\Z", re.IGNORECASE)
 _SPOKEN_DOMAIN = re.compile(
-    rf"[a-z0-9]+(?:{_SPOKEN_SEPARATOR}[a-z0-9]+)*(?:\s+(?:dot|period|point)\s+|\.)(?:{_TLDS})\b", re.IGNORECASE
+    rf"[^\W_]+(?:{_SPOKEN_SEPARATOR}[^\W_]+)*(?:{_WORD_DOT}|{_MARKED_DOT}|\.)(?:{_TLDS})\b", re.IGNORECASE
+)
+_MARKED_DOMAIN = re.compile(
+    rf"[^\W_]+(?:(?:{_SPOKEN_SEPARATOR}|\s{{0,3}}\.\s{{0,3}})[^\W_]+)*"
+    rf"(?:{_WORD_DOT}|{_MARKED_DOT}|\s{{0,3}}\.\s{{0,3}})[^\W\d_]{{2,24}}\b",
+    re.IGNORECASE,
 )
 
 
@@ -191,7 +204,8 @@ def _spoken_emails(text: str) -> list[Span]:
     for at in _SPOKEN_AT.finditer(text):
         window = max(0, at.start() - 64)
         user = _SPOKEN_USER.search(text, window, at.start())
-        domain = _SPOKEN_DOMAIN.match(text, at.end(), min(len(text), at.end() + 128))
+        pattern = _SPOKEN_DOMAIN if at.group().strip().lower() == "at" else _MARKED_DOMAIN
+        domain = pattern.match(text, at.end(), min(len(text), at.end() + 128))
         if user is not None and domain is not None:
             spans.append((user.start(), domain.end(), "email"))
     return spans

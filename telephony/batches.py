@@ -15,14 +15,13 @@ goes above the batch's concurrency.
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import logging
 import re
 import threading
 from datetime import datetime, time, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
@@ -31,6 +30,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from agents.models import Agent, AgentStatus
+from agents.time_zones import time_zone_problem
 from calls.models import OPEN_STATUSES, Call, CallStatus, EndedReason
 from calls.variables import MAX_NAME_LENGTH, MAX_VARIABLES, metadata_clean, variables_clean
 from calls.variables import NAME as VARIABLE_NAME
@@ -69,11 +69,12 @@ BATCH_STATUS_CONFLICT = "BATCH_STATUS_CONFLICT"
 # --- validation ----------------------------------------------------------------------------------
 
 
-def e164_normalize(value: Any) -> tuple[str | None, str | None]:
+def e164_normalize(value: Any, *, destinations: outbound.Destinations | None = None) -> tuple[str | None, str | None]:
     """(the number in E.164, None) or (None, why not). Spaces, dots, dashes and brackets are allowed
     around the digits (a spreadsheet's formatting); the leading + and country code are required. The digits
     then meet the checks of every number the API takes (kit.validation.e164_problem) and of every number
-    an agent calls (the blocklist, premium and shared-cost ranges)."""
+    an agent calls (outbound.outbound_number_problem: the blocklist, the toll-fraud ranges; with an
+    organization's `destinations`, its own numbers and its countries)."""
     if not isinstance(value, str) or not value.strip():
         return None, "A phone number in E.164 format is required, for example +14155550123."
     text = value.strip()
@@ -82,11 +83,13 @@ def e164_normalize(value: Any) -> tuple[str | None, str | None]:
     number = "+" + re.sub(r"[^0-9]", "", text)
     if e164_problem(number):
         return None, f"{text[:40]!r} is not a valid phone number."
-    refused = outbound.outbound_number_problem(number)
+    refused = outbound.outbound_number_problem(number, destinations=destinations)
     return (None, refused) if refused else (number, None)
 
 
-def recipients_clean(rows: Any, *, from_csv: bool = False) -> list[dict[str, Any]]:
+def recipients_clean(
+    rows: Any, *, from_csv: bool = False, organization: Organization | None = None
+) -> list[dict[str, Any]]:
     """The recipients given, checked and normalized ({to, variables, metadata}); every invalid row is
     listed in one 400 (`issues` keyed `recipients.<index>.<field>`; the message counts CSV rows from 1
     after the header), duplicates in another."""
@@ -96,6 +99,7 @@ def recipients_clean(rows: Any, *, from_csv: bool = False) -> list[dict[str, Any
         raise ApiError.field("recipients", "At least one recipient is required.")
     if len(rows) > MAX_RECIPIENTS:
         raise ApiError.field("recipients", f"At most {MAX_RECIPIENTS:,} recipients per batch, not {len(rows):,}.")
+    destinations = outbound.outbound_destinations(organization=organization) if organization else None
     issues: dict[str, list[str]] = {}
     cleaned: list[dict[str, Any]] = []
     for index, row in enumerate(rows):
@@ -106,7 +110,7 @@ def recipients_clean(rows: Any, *, from_csv: bool = False) -> list[dict[str, Any
         unknown = sorted(set(row) - {"to", "variables", "metadata"})
         if unknown:
             issues[prefix] = [f"Unknown field(s): {', '.join(map(str, unknown))}."]
-        number, problem = e164_normalize(row.get("to"))
+        number, problem = e164_normalize(row.get("to"), destinations=destinations)
         if problem:
             issues[f"{prefix}.to"] = [problem]
         item: dict[str, Any] = {"to": number}
@@ -202,8 +206,9 @@ def window_clean(value: Any, *, agent: Agent) -> dict[str, Any] | None:
     if end <= start:
         raise ApiError.field("window.end", "end must be after start (the same day, in the window's time zone).")
     zone = value.get("timeZone", agent.time_zone or "UTC")
-    if not isinstance(zone, str) or not _zone_valid(zone):
-        raise ApiError.field("window.timeZone", "Must be an IANA time zone, for example Europe/Paris.")
+    problem = time_zone_problem(zone)
+    if problem:
+        raise ApiError.field("window.timeZone", problem)
     return {
         "days": [day for day in DAYS if day in days],
         "start": start.strftime("%H:%M"),
@@ -219,21 +224,6 @@ def _clock(value: Any, field: str) -> time:
         return time(int(value[:2]), int(value[3:]))
     except ValueError:
         raise ApiError.field(field, 'Must be a time of day "HH:MM" (24-hour), for example "09:00".') from None
-
-
-@functools.cache
-def _zones() -> frozenset[str]:
-    return frozenset(available_timezones())
-
-
-def _zone_valid(zone: str) -> bool:
-    if zone not in _zones():
-        return False
-    try:
-        ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True
 
 
 def retry_clean(value: Any) -> dict[str, Any]:
@@ -285,7 +275,7 @@ def batch_create(*, organization: Organization, data: dict[str, Any], from_csv: 
     window = window_clean(data.get("window"), agent=agent)
     retry = retry_clean(data.get("retry"))
     concurrency = concurrency_clean(data.get("concurrency"), organization=organization)
-    recipients = recipients_clean(data.get("recipients"), from_csv=from_csv)
+    recipients = recipients_clean(data.get("recipients"), from_csv=from_csv, organization=organization)
     with transaction.atomic():
         batch = CallBatch.objects.create(
             organization=organization,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -54,6 +55,7 @@ from realtime.sockets import call_control_group
 from realtime.tokens import TokenError
 from telephony.models import CallBatchRecipient, OutboundCall, PhoneNumber, PhoneNumberStatus, TelephonyAccount
 from telephony.providers import PhoneProvider, provider_for
+from telephony.selectors import outbound_countries_in_effect
 from telephony.services.accounts import public_urls
 from telephony.streams import STREAM_TOKEN_TTL_SECONDS, call_group, stream_token_issue
 from telephony.voicemail import amd_callback_url, amd_params
@@ -61,28 +63,79 @@ from telephony.voicemail import amd_callback_url, amd_params
 logger = logging.getLogger(__name__)
 
 OUTBOUND_NOT_ALLOWED = "OUTBOUND_NOT_ALLOWED"
-# Number types no outbound call goes to (phonenumbers' classification of the number's range).
+# Number types no outbound call goes to (phonenumbers' classification of the number's range): the
+# ranges toll fraud pumps calls to. UAN (company numbers such as the UK's 03) and VoIP ranges are allowed.
 _REFUSED_TYPES = {
     phonenumbers.PhoneNumberType.PREMIUM_RATE: "a premium-rate number",
     phonenumbers.PhoneNumberType.SHARED_COST: "a shared-cost number",
+    phonenumbers.PhoneNumberType.PERSONAL_NUMBER: "a personal number (a forwarding range such as the UK's +4470)",
+    phonenumbers.PhoneNumberType.PAGER: "a pager number",
+}
+# The ITU's non-geographic country codes: in no country, and billed at satellite or network rates.
+_NON_GEOGRAPHIC = {
+    800: "an international freephone number (+800)",
+    808: "an international shared-cost number (+808)",
+    870: "an Inmarsat satellite number (+870)",
+    878: "a Universal Personal Telecommunications number (+878)",
+    881: "a satellite phone number (+881)",
+    882: "an international network number (+882)",
+    883: "an international network number (+883)",
+    888: "a number of the UN's humanitarian network (+888)",
+    979: "an international premium-rate number (+979)",
 }
 
 
 # --- queueing ------------------------------------------------------------------------------------
 
 
-def outbound_number_problem(to: Any) -> str | None:
+@dataclass(frozen=True)
+class Destinations:
+    """What an organization's outbound calls may not go to beyond the service's rules: its own numbers
+    (read once for a whole batch) and the countries they may go to."""
+
+    own_numbers: frozenset[str]
+    countries: tuple[str, ...]
+
+
+def outbound_destinations(*, organization: Organization) -> Destinations:
+    own = PhoneNumber.objects.filter(organization=organization).exclude(status=PhoneNumberStatus.RELEASED)
+    return Destinations(
+        own_numbers=frozenset(own.values_list("phone_number", flat=True)),
+        countries=tuple(outbound_countries_in_effect(organization=organization)),
+    )
+
+
+def outbound_number_problem(to: Any, *, destinations: Destinations | None = None) -> str | None:
     """Why an outbound call may not go to `to`, or None: not E.164, on OUTBOUND_CALL_BLOCKLIST (a
-    number or a prefix), or a premium-rate or shared-cost number."""
+    number or a prefix), a premium-rate, shared-cost, personal or pager number, a non-geographic
+    (satellite, UPT, international network) number; and, with an organization's `destinations`, one of
+    its own numbers (the call would loop back to the service) or a number outside its countries."""
     problem = e164_problem(to)
     if problem:
         return problem
     for blocked in settings.OUTBOUND_CALL_BLOCKLIST:
         if to.startswith(blocked):
             return f"{to} is on this service's blocklist of outbound destinations."
-    kind = _REFUSED_TYPES.get(phonenumbers.number_type(phonenumbers.parse(to, None)))
+    parsed = phonenumbers.parse(to, None)
+    country, code = phonenumbers.region_code_for_number(parsed), parsed.country_code or 0
+    kind = _REFUSED_TYPES.get(phonenumbers.number_type(parsed))
+    if code in _NON_GEOGRAPHIC or country == "001":
+        kind = _NON_GEOGRAPHIC.get(code, f"a non-geographic number (+{code})")
     if kind:
-        return f"{to} is {kind}; outbound calls to non-geographic premium ranges are not allowed."
+        return (
+            f"{to} is {kind}; outbound calls to premium, shared-cost, personal, satellite and other "
+            "non-geographic ranges are not allowed."
+        )
+    if destinations is None:
+        return None
+    if to in destinations.own_numbers:
+        return f"{to} is one of the organization's own numbers; a call to it would loop back to the service."
+    if country not in destinations.countries:
+        return (
+            f"{to} is in {country}, outside the organization's destination countries "
+            f"({', '.join(destinations.countries) or 'none'}); add {country} to outboundCountries "
+            "(PATCH /organization) to call it."
+        )
     return None
 
 
@@ -145,7 +198,7 @@ def outbound_call_request(
     agent, number = outbound_origin(organization=organization, agent_id=agent_id, phone_number_id=phone_number_id)
     if to is None or to == "":
         raise ApiError.field("to", "Required: the number to call, in E.164 format, for example +14155550123.")
-    problem = outbound_number_problem(to)
+    problem = outbound_number_problem(to, destinations=outbound_destinations(organization=organization))
     if problem:
         raise ApiError.field("to", problem)
     return outbound_call_create(

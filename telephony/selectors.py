@@ -6,7 +6,8 @@ from django.db.models import F
 
 from accounts.models import Organization
 from agents.models import Agent
-from telephony.models import PhoneNumber
+from kit.validation import region_of
+from telephony.models import PhoneNumber, PhoneNumberStatus
 
 
 def phone_number_list(*, organization: Organization) -> list[dict[str, Any]]:
@@ -53,3 +54,12 @@ def assigned_number_handoff(*, agent_id: Any, phone_number: str) -> str | None:
         .values_list("handoff_phone_number", flat=True)
         .first()
     ) or None
+
+
+def outbound_countries_in_effect(*, organization: Organization) -> list[str]:
+    """The countries (ISO codes, sorted) outbound calls of the organization may go to: its own list when
+    it set one, else the countries of its claimed numbers (a call is always placed from one of them)."""
+    if organization.outbound_countries is not None:
+        return list(organization.outbound_countries)
+    numbers = PhoneNumber.objects.filter(organization=organization, status=PhoneNumberStatus.CLAIMED)
+    return sorted({region_of(number) for number in numbers.values_list("phone_number", flat=True)} - {""})

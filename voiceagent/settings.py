@@ -246,6 +246,7 @@ SPECTACULAR_SETTINGS = {
         {"name": "MCP", "description": "Connected tool servers and each agent's selection of their tools."},
         {"name": "Knowledge", "description": "Documents an agent searches with search_knowledge."},
         {"name": "Phone numbers", "description": "The organization's numbers and their assignment to agents."},
+        {"name": "Organization", "description": "The organization of the API key and its outbound destinations."},
         {"name": "Calls", "description": "Call history with transcripts, tool invocations and usage."},
         {"name": "Logs", "description": "Agents' runtime logs of the last 24 hours."},
         {

@@ -67,3 +67,31 @@ def test_a_new_organization_gets_an_api_key_shown_once_and_its_trial_follows_the
     page = staff_client.get(f"/admin/accounts/organization/{organization.pk}/change/").content.decode()
     assert raw not in page
     assert 'name="on_trial"' not in page  # shown, not edited: it follows the plan
+
+
+def test_the_dashboard_sets_the_organizations_destination_countries(staff_client, owner):
+    organization = owner.organization
+    url = f"/admin/accounts/organization/{organization.pk}/change/"
+    form = {
+        "name": organization.name,
+        "plan": organization.plan_id,
+        "billing_period_start_0": "2026-11-01",
+        "billing_period_start_1": "00:00:00",
+        "api_keys-TOTAL_FORMS": "1",
+        "api_keys-INITIAL_FORMS": "1",
+        "api_keys-0-id": str(ApiKey.objects.get(organization=organization).pk),
+        "api_keys-0-organization": str(organization.pk),
+    }
+
+    refused = staff_client.post(url, {**form, "outbound_countries": "US, Narnia"})
+    assert refused.status_code == 200  # the form again, with the error
+    assert "is not an ISO 3166-1 alpha-2 country code" in refused.content.decode()
+    organization.refresh_from_db()
+    assert organization.outbound_countries is None
+
+    assert staff_client.post(url, {**form, "outbound_countries": "us gb,CA"}).status_code == 302
+    assert owner.client.get("/public/v1/organization").json()["outboundCountriesInEffect"] == ["CA", "GB", "US"]
+    assert 'value="CA, GB, US"' in staff_client.get(url).content.decode()
+
+    assert staff_client.post(url, {**form, "outbound_countries": ""}).status_code == 302
+    assert owner.client.get("/public/v1/organization").json()["outboundCountries"] is None

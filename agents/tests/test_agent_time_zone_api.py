@@ -1,5 +1,6 @@
 """The agent's timeZone through the public API (README, "Per-call variables": {{now}} is in it): "UTC" by
-default, any IANA name zoneinfo knows, a 400 "Unknown time zone" otherwise; and on the dashboard form."""
+default, a canonical IANA name (agents/time_zones.py), a 400 naming the field otherwise (an old alias names the
+zone to use); and on the dashboard form."""
 
 from __future__ import annotations
 
@@ -48,6 +49,34 @@ def test_an_unknown_time_zone_is_a_400_naming_the_field(owner, value):
     if isinstance(value, str) and 0 < len(value) <= 64:
         assert "Unknown time zone" in " ".join(issues["timeZone"])
     assert not Agent.objects.exists()
+
+
+@pytest.mark.parametrize("value", ["localtime", "posixrules", "Factory", "Etc/Unknown", "right/UTC", "zone.tab"])
+def test_names_that_are_not_zones_are_refused_whatever_the_server_holds(owner, value):
+    response = create(owner, timeZone=value)
+    assert response.status_code == 400, response.json()
+    assert response.json()["issues"]["timeZone"] == [
+        f'Unknown time zone {value!r}: use an IANA time zone name such as "Europe/Madrid".'
+    ]
+    assert not Agent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("alias", "zone"),
+    [("US/Eastern", "America/New_York"), ("Asia/Calcutta", "Asia/Kolkata"), ("GMT", "Etc/GMT")],
+)
+def test_an_old_alias_is_refused_with_the_zone_to_use(owner, alias, zone):
+    response = create(owner, timeZone=alias)
+    assert response.status_code == 400, response.json()
+    assert response.json()["issues"]["timeZone"] == [f"{alias!r} is an old alias of the time zone {zone}: use {zone}."]
+    assert create(owner, timeZone=zone).status_code == 200
+
+
+@pytest.mark.parametrize("value", ["UTC", "Etc/GMT+5", "Europe/Amsterdam", "America/Argentina/Buenos_Aires"])
+def test_canonical_zones_and_country_zones_are_taken(owner, value):
+    response = create(owner, timeZone=value)
+    assert response.status_code == 200, response.json()
+    assert owner.client.get(f"/public/v1/agents/{response.json()['id']}").json()["timeZone"] == value
 
 
 def test_the_dashboard_form_sets_it_through_the_service(staff_client, owner):

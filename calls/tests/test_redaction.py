@@ -24,6 +24,16 @@ CASES = [
     ("email", "meet me at the office dot", "meet me at the office dot"),
     ("email", "see you at five dot thirty", "see you at five dot thirty"),  # not a domain
     ("email", "name@localhost is not an address with a domain", "name@localhost is not an address with a domain"),
+    # internationalised addresses, and addresses written out to dodge harvesters
+    ("email", "write to maria@exämple.de today", "write to [EMAIL] today"),
+    ("email", "maría.garcía@correo.es", "[EMAIL]"),
+    ("email", "mail maria (at) example (dot) com now", "mail [EMAIL] now"),
+    ("email", "maria[at]example[dot]com", "[EMAIL]"),
+    ("email", "maria {AT} mail (dot) example (dot) co (dot) uk ok", "[EMAIL] ok"),
+    ("email", "maria [at] exämple.de", "[EMAIL]"),
+    ("email", "maria @ example . org", "[EMAIL]"),
+    ("email", "call me at home. It is late", "call me at home. It is late"),
+    ("email", "prices (at) cost (dot)", "prices (at) cost (dot)"),
     # phone numbers: national and international, grouped or not, and said digit by digit
     ("phone_number", "call 555 123 4567 now", "call [PHONE_NUMBER] now"),
     ("phone_number", "my cell is +1 415 555 0100.", "my cell is [PHONE_NUMBER]."),
@@ -156,6 +166,63 @@ def test_the_call_record_stores_placeholders_and_off_stores_the_values(make_agen
             assert first["request"] == {"email": "[EMAIL]", "nested": [{"phone": "[PHONE_NUMBER]"}]}
             assert json.loads(first["response"]) == {"saved": "[EMAIL]"}
             assert second["response"] == "plain [EMAIL]"
+
+
+def test_internationalised_and_written_out_emails_are_kept_out_of_the_call_record_and_its_analysis(
+    make_agent, owner, django_capture_on_commit_callbacks
+):
+    from agents.analysis_plan import normalize_plan
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "email": {"type": "string", "format": "email", "description": "The caller's e-mail address"},
+            "backup_email": {"type": "string", "format": "email", "description": "Another e-mail address"},
+        },
+    }
+    agent = make_agent(
+        owner.organization,
+        status="active",
+        redact_pii=["email"],
+        analysis_plan=normalize_plan({"structuredData": {"schema": schema}}),
+    )
+    call = services.call_start(agent=agent, channel="web")
+    services.call_message_add(call=call, role="user", content="My e-mail is maria@exämple.de.")
+    services.call_message_add(call=call, role="user", content="Or write to maria (at) example (dot) com.")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.call_finish(call=call, status="completed")
+
+    detail = owner.client.get(f"/public/v1/calls/{call.pk}").json()
+    assert [m["content"] for m in detail["messages"]] == ["My e-mail is [EMAIL].", "Or write to [EMAIL]."]
+    assert "maria" not in json.dumps(detail, ensure_ascii=False)
+    assert detail["analysis"]["status"] == "completed" and "structuredData" in detail["analysis"]["parts"]
+
+
+def test_the_analysis_reads_the_transcript_redacted_when_redaction_was_turned_on_during_the_call(
+    make_agent, owner, django_capture_on_commit_callbacks
+):
+    from agents.analysis_plan import normalize_plan
+
+    schema = {
+        "type": "object",
+        "properties": {"birth_date": {"type": "string", "format": "date", "description": "The caller's birth date"}},
+    }
+    agent = make_agent(
+        owner.organization, status="active", analysis_plan=normalize_plan({"structuredData": {"schema": schema}})
+    )
+    call = services.call_start(agent=agent, channel="web")
+    services.call_message_add(call=call, role="user", content="I was born on March 3, 1990.")
+    url = f"/public/v1/agents/{agent.pk}"
+    stamp = owner.client.get(url).json()["updatedAt"]
+    turned_on = owner.client.patch(url, {"expectedUpdatedAt": stamp, "redactPii": "all"}, format="json")
+    assert turned_on.status_code == 200, turned_on.json()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.call_finish(call=call, status="completed")
+
+    detail = owner.client.get(f"/public/v1/calls/{call.pk}").json()
+    assert detail["analysis"]["status"] == "completed"
+    assert detail["analysis"]["structuredData"] == {}  # not the bare date "1990-03-03", which no rule would catch
+    assert "1990" not in detail["summary"]
 
 
 def test_agent_log_lines_are_redacted_at_any_depth_when_written(make_agent, owner):

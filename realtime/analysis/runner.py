@@ -14,6 +14,7 @@ the result with calls.services.call_analysis_save. The statuses:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import timedelta
 from typing import Any
@@ -22,10 +23,12 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from agents.analysis_plan import enabled_parts
+from agents.models import Agent
 from calls.models import AnalysisStatus
 from calls.selectors import AnalysisInput, call_analysis_input
 from calls.services import call_analysis_claim, call_analysis_save
 from calls.summary import SPEAKERS
+from kit.redaction import categories_of, redact_for_agent
 from realtime.analysis import embedded_parts
 from realtime.analysis.openai_parts import OpenAIAnalyst, PartFailed
 
@@ -45,6 +48,7 @@ def analysis_run(*, call_id: Any) -> str:
     found = call_analysis_input(call_id=call_id)
     if found is None:
         return ""
+    found = redacted_input(found)
     try:
         analysis = analyze(found)
     except DatabaseError:
@@ -54,6 +58,18 @@ def analysis_run(*, call_id: Any) -> str:
         analysis = {"status": AnalysisStatus.FAILED, "error": f"Unexpected error ({type(exc).__name__})"}
     stored = call_analysis_save(call_id=call_id, analysis=analysis)
     return analysis["status"] if stored else ""
+
+
+def redacted_input(found: AnalysisInput) -> AnalysisInput:
+    """The input as an agent with redactPii lets it be read: every message redacted (kit/redaction.py), so
+    that neither the extractor nor a model reads what the call record does not keep (messages stored
+    before the setting was turned on, and what is only found as a whole, such as a birth date that the
+    extractor would store as a bare date)."""
+    redaction = Agent.objects.filter(calls=found.call_id).values("redact_pii", "language").first()
+    if not redaction or not categories_of(redaction["redact_pii"]):
+        return found
+    messages = [(role, redact_for_agent(redaction, content)) for role, content in found.messages]
+    return dataclasses.replace(found, messages=messages)
 
 
 def _skipped(reason: str) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from telephony.models import CallBatch, CallBatchRecipient
 from telephony.services.numbers import phone_number_claim
 
 URL = "/public/v1/call-batches"
+# The line the calls are placed from: outside the recipients' range (numbers()), its own number is refused.
+LINE = "+14155560100"
 
 
 @pytest.fixture
@@ -23,7 +25,7 @@ def agent(owner, make_agent):
 
 @pytest.fixture
 def number(owner, outbound_ready):
-    return phone_number_claim(organization=owner.organization, number="+14155550100", friendly_name="Line")
+    return phone_number_claim(organization=owner.organization, number=LINE, friendly_name="Line")
 
 
 def numbers(count: int, start: int = 1000) -> list[str]:
@@ -184,6 +186,29 @@ def body_of(agent, number, recipients):
     return payload(agent, number, recipients=recipients)
 
 
+def test_rows_to_toll_fraud_ranges_own_numbers_and_other_countries_are_refused_by_row(owner, agent, number):
+    recipients = [
+        {"to": "+14155551000"},
+        {"to": "+44 70 1234 5678"},  # a UK personal number
+        {"to": "+881612345678"},  # a satellite phone
+        {"to": LINE},  # the line the batch calls from
+        {"to": "+44 20 7183 8750"},  # London: the organization's numbers are all American
+    ]
+    body = assert_refused(create(owner, body_of(agent, number, recipients)))
+    assert set(body["issues"]) == {f"recipients.{i}.to" for i in (1, 2, 3, 4)}
+    assert "a personal number" in body["issues"]["recipients.1.to"][0]
+    assert "a satellite phone number (+881)" in body["issues"]["recipients.2.to"][0]
+    assert "one of the organization's own numbers" in body["issues"]["recipients.3.to"][0]
+    assert (
+        "+442071838750 is in GB, outside the organization's destination countries (US)"
+        in (body["issues"]["recipients.4.to"][0])
+    )
+
+    owner.client.patch("/public/v1/organization", {"outboundCountries": ["US", "GB"]}, format="json")
+    accepted = create(owner, body_of(agent, number, [recipients[0], recipients[4]]))
+    assert accepted.status_code == 201, accepted.json()
+
+
 def test_bad_variables_are_named_with_their_row(owner, agent, number):
     recipients = [{"to": "+14155551000", "variables": {"n": 1}}, {"to": "+14155551001", "extra": True}]
     body = assert_refused(create(owner, body_of(agent, number, recipients)))
@@ -244,8 +269,10 @@ def test_an_agent_of_another_organization_is_not_found(owner, outsider, make_age
         ({"days": ["monday"], "start": "09:00", "end": "17:00"}, "window.days", "Must be a non-empty list"),
         ({"days": [], "start": "09:00", "end": "17:00"}, "window.days", "Must be a non-empty list"),
         ({"start": "09:00", "end": "17:00", "timeZone": "Mars/Olympus"}, "window.timeZone", "IANA time zone"),
+        ({"start": "09:00", "end": "17:00", "timeZone": "localtime"}, "window.timeZone", "Unknown time zone"),
+        ({"start": "09:00", "end": "17:00", "timeZone": "US/Pacific"}, "window.timeZone", "use America/Los_Angeles"),
     ],
-    ids=["end-before-start", "end-at-start", "bad-start", "bad-end", "bad-day", "no-day", "bad-zone"],
+    ids=["end-before-start", "end-at-start", "bad-start", "bad-end", "bad-day", "no-day", "bad-zone", "local", "alias"],
 )
 def test_a_bad_window_is_refused(owner, agent, number, window, field, message):
     body = assert_refused(create(owner, payload(agent, number, window=window)))
@@ -332,7 +359,7 @@ def test_the_batch_calls_are_listed_as_call_summaries(owner, agent, number):
     calls = owner.client.get(f"{URL}/{batch_id}/calls").json()
     assert sorted(c["toNumber"] for c in calls) == numbers(2)
     assert {(c["status"], c["fromNumber"], c["agentId"], c["channel"]) for c in calls} == {
-        ("queued", "+14155550100", str(agent.id), "phone")
+        ("queued", LINE, str(agent.id), "phone")
     }
     running = owner.client.get(f"{URL}/{batch_id}").json()
     assert running["status"] == "running"

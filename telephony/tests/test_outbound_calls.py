@@ -290,6 +290,85 @@ def test_blocked_numbers_and_prefixes_are_refused(
     assert _place(owner, ava, to="+14155550143").status_code == 201
 
 
+@pytest.mark.parametrize(
+    ("to", "kind"),
+    [
+        ("+447012345678", "a personal number (a forwarding range such as the UK's +4470)"),
+        ("+447640123456", "a pager number"),
+        ("+881612345678", "a satellite phone number (+881)"),
+        ("+870773111632", "an Inmarsat satellite number (+870)"),
+        ("+878101234567890", "a Universal Personal Telecommunications number (+878)"),
+        ("+8823421234", "an international network number (+882)"),
+        ("+883510012345", "an international network number (+883)"),
+    ],
+)
+def test_personal_satellite_and_upt_ranges_are_refused_as_toll_fraud(
+    owner: Any, ava: Any, twilio_api: LoopbackReceiver, to: str, kind: str
+) -> None:
+    owner.client.patch("/public/v1/organization", {"outboundCountries": ["GB", "US"]}, format="json")
+    response = _place(owner, ava, to=to)
+    assert response.status_code == 400, response.json()
+    assert response.json()["issues"]["to"] == [
+        f"{to} is {kind}; outbound calls to premium, shared-cost, personal, satellite and other non-geographic "
+        "ranges are not allowed."
+    ]
+    assert not Call.objects.exists() and outbound_dispatch() == 0 and not twilio_api.requests
+
+
+def test_a_call_to_one_of_the_organizations_own_numbers_is_refused(
+    owner: Any, ava: Any, twilio_api: LoopbackReceiver
+) -> None:
+    other_line = phone_number_claim(organization=owner.organization, number="+14155550177")
+    for to in (NUMBER, other_line.phone_number):
+        response = _place(owner, ava, to=to)
+        assert response.status_code == 400, response.json()
+        assert "is one of the organization's own numbers" in response.json()["issues"]["to"][0]
+    assert not Call.objects.exists() and outbound_dispatch() == 0 and not twilio_api.requests
+
+
+def test_a_country_outside_the_organizations_list_is_refused_until_it_is_added(
+    owner: Any, outsider: Any, ava: Any, twilio_api: LoopbackReceiver
+) -> None:
+    london = "+442071838750"
+    response = _place(owner, ava, to=london)
+    assert response.status_code == 400, response.json()
+    assert response.json()["issues"]["to"] == [
+        f"{london} is in GB, outside the organization's destination countries (US); add GB to outboundCountries "
+        "(PATCH /organization) to call it."
+    ]
+    assert not Call.objects.exists()
+
+    assert (
+        outsider.client.patch("/public/v1/organization", {"outboundCountries": ["GB"]}, format="json").status_code
+        == 200
+    )
+    assert _place(owner, ava, to=london).status_code == 400  # another organization's list is its own
+
+    allowed = owner.client.patch("/public/v1/organization", {"outboundCountries": ["gb", "US"]}, format="json")
+    assert allowed.status_code == 200, allowed.json()
+    assert allowed.json()["outboundCountries"] == allowed.json()["outboundCountriesInEffect"] == ["GB", "US"]
+    assert _place(owner, ava, to=london).status_code == 201
+    assert _place(owner, ava, to="+33142685300").status_code == 400  # France is still outside
+
+
+def test_the_organization_shows_and_sets_its_destination_countries(owner: Any, ava: Any) -> None:
+    body = owner.client.get("/public/v1/organization").json()
+    assert body["id"] == str(owner.organization.pk) and body["name"] == owner.organization.name
+    assert (body["outboundCountries"], body["outboundCountriesInEffect"]) == (None, ["US"])  # its number's
+
+    for bad in ([], ["ZZ"], "US", [1], ["United Kingdom"]):
+        response = owner.client.patch("/public/v1/organization", {"outboundCountries": bad}, format="json")
+        assert response.status_code == 400, (bad, response.json())
+        assert list(response.json()["issues"]) == ["outboundCountries"]
+    unknown = owner.client.patch("/public/v1/organization", {"name": "Mine now"}, format="json")
+    assert unknown.status_code == 400 and "name" in unknown.json()["issues"]
+    assert owner.client.patch("/public/v1/organization", [1], format="json").status_code == 400
+
+    owner.client.patch("/public/v1/organization", {"outboundCountries": ["CA"]}, format="json")
+    reset = owner.client.patch("/public/v1/organization", {"outboundCountries": None}, format="json").json()
+    assert (reset["outboundCountries"], reset["outboundCountriesInEffect"]) == (None, ["US"])
+
+
 def test_bad_requests_are_clear_4xx_and_nothing_is_placed(
     owner: Any, outsider: Any, ava: Any, make_agent: Any, twilio_api: LoopbackReceiver
 ) -> None:
