@@ -18,7 +18,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from kit import liveness
+from kit import liveness, memory
 from knowledge import admission, ingestion
 from knowledge.models import KnowledgeDocument
 
@@ -60,4 +60,5 @@ def _run(document_id: str) -> None:
     finally:
         admission.slots.ingest_done()
         liveness.release(KnowledgeDocument, document_id)
-        connections.close_all()  # this thread's connection only
+        connections.close_all()
+        memory.trim()  # a large document's text and chunks are freed: give the memory back  # this thread's connection only

@@ -15,16 +15,11 @@ A knowledge upload takes its slot of the process's bound on documents being proc
 application in the scope (admission.SCOPE_KEY). One that arrives while the process is at the bound is answered
 429 with Retry-After; the body the client still sends is discarded as it arrives (neither kept in memory
 nor written to disk) and no application is started for it.
-
-`return_freed_memory` makes glibc give large freed blocks back to the system: by default it raises its
-mmap threshold after the first large free (up to 32 MiB), so an upload's 20 MiB buffers came from the
-heap and the process stayed that much larger after every upload.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -42,17 +37,6 @@ logger = logging.getLogger(__name__)
 # in memory already: Twisted keeps them in a BytesIO).
 LAZY_BODY_BYTES = 100_000
 BODY_CHUNK_BYTES = 64 * 1024
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's default, kept fixed
-
-
-def return_freed_memory() -> None:
-    """Blocks of MMAP_THRESHOLD_BYTES or more are mapped on their own and unmapped when freed (glibc only)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
-    except (OSError, AttributeError):  # not glibc
-        logger.debug("mallopt is not available; large freed blocks may stay with the process")
 
 
 class _Discarded:

@@ -23,8 +23,8 @@ from typing import Any
 from daphne.cli import CommandLineInterface  # type: ignore[import-untyped]  # Daphne ships no types
 from daphne.server import Server  # type: ignore[import-untyped]  # Daphne ships no types
 
-from kit import shutdown
-from voiceagent.bodies import BoundedBodyRequest, FileBody, return_freed_memory
+from kit import memory, shutdown
+from voiceagent.bodies import BoundedBodyRequest, FileBody
 
 CLOSE_TIMEOUT_ENV = "WEBSOCKET_CLOSE_TIMEOUT_SECONDS"
 CLOSE_TIMEOUT_DEFAULT = 5.0
@@ -106,7 +106,7 @@ class VoiceServerCommand(CommandLineInterface):
 
 def main(argv: list[str] | None = None) -> None:
     VoiceServer.close_timeout = close_timeout_seconds()
-    return_freed_memory()
+    memory.map_large_blocks()  # an upload's large buffers go back to the system when freed
     VoiceServerCommand().run(sys.argv[1:] if argv is None else argv)
 
 

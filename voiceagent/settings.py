@@ -198,8 +198,9 @@ KNOWLEDGE_MAX_CONCURRENT_UPLOADS = env.int("KNOWLEDGE_MAX_CONCURRENT_UPLOADS", d
 if KNOWLEDGE_MAX_CONCURRENT_UPLOADS < 1:
     raise ImproperlyConfigured("KNOWLEDGE_MAX_CONCURRENT_UPLOADS must be at least 1")
 # Knowledge documents an organization may have being processed (`processing`, every process and worker,
-# plus its uploads being received); one more upload is answered 429 with Retry-After.
-KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION = env.int("KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION", default=3)
+# plus its uploads being received); one more upload is answered 429 with Retry-After. Below the process's
+# bound, so that one organization never holds every slot of a process for long.
+KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION = env.int("KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION", default=2)
 if KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION < 1:
     raise ImproperlyConfigured("KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION must be at least 1")
 
