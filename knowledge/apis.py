@@ -16,7 +16,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.selectors import agent_get
-from kit import memory
 from kit.api import JsonParser, PublicApiView, content_length
 from kit.errors import ApiError, response_headers
 from kit.fields import parse
@@ -153,6 +152,5 @@ def upload_bound(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
             return await run(request, *args, **kwargs)
         finally:
             ticket.release()
-            memory.trim()  # the upload's body, text and parsed parts are freed: give the memory back
 
     return bounded
