@@ -43,11 +43,11 @@ class ProcessSlots:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.receiving: Counter[Any] = Counter()  # organization id -> uploads being received
-        self.ingesting = 0
+        self.ingesting: set[str] = set()  # documents queued or ingesting on this process's worker
 
     @property
     def in_use(self) -> int:
-        return self.receiving.total() + self.ingesting
+        return self.receiving.total() + len(self.ingesting)
 
     def full(self) -> bool:
         return self.in_use >= settings.KNOWLEDGE_MAX_CONCURRENT_UPLOADS
@@ -75,13 +75,14 @@ class ProcessSlots:
         with self._lock:
             return self.receiving[organization_id]
 
-    def ingest_queued(self) -> None:
+    def ingest_queued(self, document_id: str) -> None:
         with self._lock:
-            self.ingesting += 1
+            self.ingesting.add(str(document_id))
 
-    def ingest_done(self) -> None:
+    def ingest_done(self, document_id: str) -> None:
+        """The document's work is done (or stopped); called again, it does nothing."""
         with self._lock:
-            self.ingesting -= 1
+            self.ingesting.discard(str(document_id))
 
 
 slots = ProcessSlots()

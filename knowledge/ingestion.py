@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from kit import liveness
+from knowledge import admission
 from knowledge.chunking import chunk_pages, embedding_text
 from knowledge.embeddings import DIMENSIONS, embed, to_bytes
 from knowledge.models import AgentKnowledgeIndex, DocumentStatus, DocumentType, KnowledgeChunk, KnowledgeDocument
@@ -28,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 def document_fail(*, document_id: Any, message: str) -> None:
     """Mark a document that is still `processing` as `failed` with the message shown to its owner."""
+    _work_done(document_id)
     KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
         status=DocumentStatus.FAILED, error=message
     )
@@ -76,6 +78,13 @@ def too_many_chunks(count: int) -> str:
     )
 
 
+def _work_done(document_id: Any) -> None:
+    """The document's chunking and embedding are over: its slot of this process's bound is free before
+    its final status is written, so that an upload sent as soon as the document shows `ready` or `failed`
+    finds the slot free (knowledge/admission.py; the worker frees it again, harmlessly, when it returns)."""
+    admission.slots.ingest_done(document_id)
+
+
 def _still_wanted(document_id: Any) -> bool:
     """The document still exists and is still `processing` (not deleted, nor failed by the sweep)."""
     return KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).exists()
@@ -112,6 +121,7 @@ def _ingest(document_id: str) -> None:
         )
         return
 
+    _work_done(document.pk)
     with transaction.atomic():
         locked = (
             KnowledgeDocument.objects.select_for_update()

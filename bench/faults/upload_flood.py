@@ -199,7 +199,9 @@ async def run(server: Any, orgs: dict[str, Any], args: argparse.Namespace) -> No
     after = server.rss_bytes()
 
     sent = args.uploads * args.waves
-    print(f"organization A: {sent} uploads of {args.mib} MiB ({args.waves} waves of {args.uploads}) in {flood_seconds:.1f} s")
+    print(
+        f"organization A: {sent} uploads of {args.mib} MiB ({args.waves} waves of {args.uploads}) in {flood_seconds:.1f} s"
+    )
     await loop.run_in_executor(None, report, agent_a, results)
     print("organization B (live work during the flood):")
     if latencies:
