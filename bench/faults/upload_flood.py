@@ -74,11 +74,14 @@ class Memory:
         self._thread.join()
 
 
-async def typed_turns(server: Any, key: str, agent: Any, flooding: threading.Event) -> list[float]:
+async def typed_turns(
+    server: Any, key: str, agent: Any, flooding: threading.Event, greeted: asyncio.Event
+) -> list[float]:
     """B's typed session: a turn after each answer while A floods; each turn's answer time in ms."""
     from testing.clients import VoiceClient, is_type
 
-    async with httpx.AsyncClient(base_url=server.http_url, headers={"Authorization": f"Bearer {key}"}) as http:
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=server.http_url, headers=headers, timeout=60) as http:
         response = await http.post(f"/public/v1/agents/{agent.pk}/realtime-sessions", json={"modality": "text"})
         response.raise_for_status()
         token = response.json()["token"]
@@ -86,6 +89,7 @@ async def typed_turns(server: Any, key: str, agent: Any, flooding: threading.Eve
     async with VoiceClient(f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}") as client:
         started = await client.wait_for(is_type("session.started"), timeout=60)
         await client.wait_for(is_type("transcript", role="assistant"), after=started, timeout=60)
+        greeted.set()
         while not flooding.is_set():
             await asyncio.sleep(0.05)
         turn = 0
@@ -184,7 +188,9 @@ async def run(server: Any, orgs: dict[str, Any], args: argparse.Namespace) -> No
     before = server.rss_bytes()
     flooding = threading.Event()
     with Memory(server) as memory:
-        turns = asyncio.create_task(typed_turns(server, key_b, agent_b, flooding))
+        greeted = asyncio.Event()
+        turns = asyncio.create_task(typed_turns(server, key_b, agent_b, flooding, greeted))
+        await asyncio.wait_for(greeted.wait(), 60)  # B's session is live before the flood starts
         loop = asyncio.get_running_loop()
         flooding.set()
         flood_started = time.monotonic()
@@ -224,6 +230,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from testing.daphne import DaphneServer
+    from testing.servers import free_port
 
     env = {**bench_env("upload_flood"), "REALTIME_PRELOAD": "false", "REDIS_URL": ""}
     orgs: dict[str, Any] = {}
@@ -231,7 +238,9 @@ def main() -> None:
         org, key = organization(env, f"Upload flood {label}")
         orgs[label] = (org, key, text_agent(org, f"Agent {label}"))
     log = ROOT / "var" / "bench-faults-upload-flood-daphne.log"
-    with DaphneServer(env=env, log_path=log) as server:
+    port = free_port()
+    env["REALTIME_WS_URL"] = f"ws://127.0.0.1:{port}"
+    with DaphneServer(env=env, port=port, log_path=log) as server:
         # A first small document loads the embedding model (memory the server keeps whatever follows).
         _, key_b, agent_b = orgs["B"]
         print(f"warm-up upload of organization B: {small_upload(server, key_b, agent_b)}")
