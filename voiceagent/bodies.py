@@ -84,10 +84,11 @@ class _HandedOver:
         self.file.close()  # Twisted closes the content when the connection is lost
 
 
-class BoundedBodyRequest(WebRequest):  # type: ignore[misc]  # Daphne ships no types
+class BoundedBodyRequest(WebRequest):
     """Daphne's request with the two rules above."""
 
     refusal: ApiError | None = None
+    content: Any  # Twisted's body file, or one of the stand-ins above
     body_file: Any = None
     upload_ticket: Ticket | None = None  # this upload's slot, taken as its headers arrived
 
