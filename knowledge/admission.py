@@ -112,28 +112,29 @@ def ticket_take() -> Ticket | None:
     return Ticket() if slots.try_receive() else None
 
 
-def process_busy() -> ApiError:
-    metrics.record_rate_limit_refusal("uploads")
-    limit = settings.KNOWLEDGE_MAX_CONCURRENT_UPLOADS
-    return ApiError.too_many(
-        f"Too many knowledge documents being processed on this server ({limit} at once per server process: "
+# Each bound: its setting, its message (with the bound), and the Retry-After of its refusal.
+BOUNDS = {
+    "process": (
+        "KNOWLEDGE_MAX_CONCURRENT_UPLOADS",
+        "Too many knowledge documents being processed on this server ({limit} at once per server process: "
         "uploads being received and documents being indexed); retry shortly.",
-        code=UPLOADS_BUSY,
-        retry_after=UPLOADS_RETRY_AFTER_SECONDS,
-        limit=limit,
-    )
-
-
-def organization_busy() -> ApiError:
-    metrics.record_rate_limit_refusal("uploads")
-    limit = settings.KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION
-    return ApiError.too_many(
-        f"Your organization already has {limit} knowledge documents being processed (uploaded and still "
+        UPLOADS_RETRY_AFTER_SECONDS,
+    ),
+    "organization": (
+        "KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION",
+        "Your organization already has {limit} knowledge documents being processed (uploaded and still "
         "indexing); retry when one of them is ready.",
-        code=UPLOADS_BUSY,
-        retry_after=ORGANIZATION_RETRY_AFTER_SECONDS,
-        limit=limit,
-    )
+        ORGANIZATION_RETRY_AFTER_SECONDS,
+    ),
+}
+
+
+def busy(bound: str) -> ApiError:
+    """The 429 of an upload over the process's or the organization's bound."""
+    setting, message, retry_after = BOUNDS[bound]
+    limit = getattr(settings, setting)
+    metrics.record_rate_limit_refusal("uploads")
+    return ApiError.too_many(message.format(limit=limit), code=UPLOADS_BUSY, retry_after=retry_after, limit=limit)
 
 
 def organization_full(*, organization_id: Any, processing: int) -> bool:

@@ -94,7 +94,7 @@ class KnowledgeListCreateApi(PublicApiView):
             ticket.assign(self.organization.pk)
         processing = selectors.document_processing_count(organization_id=self.organization.pk)
         if admission.organization_full(organization_id=self.organization.pk, processing=processing):
-            raise admission.organization_busy()
+            raise admission.busy("organization")
         try:
             body = request.data
         except RequestDataTooBig:
@@ -143,7 +143,7 @@ def upload_bound(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
         scope = getattr(request, "scope", None) or {}
         ticket = scope.get(admission.SCOPE_KEY) or admission.ticket_take()
         if ticket is None:
-            error = admission.process_busy()
+            error = admission.busy("process")
             response = JsonResponse(error.body(), status=429, headers=response_headers(error))
             response._has_been_logged = True  # type: ignore[attr-defined]  # Django's private flag (not in the stubs): expected under load; not a WARNING line per refusal
             return response

@@ -105,7 +105,7 @@ def document_create(
             document_processing_count(organization_id=organization.pk)
             >= settings.KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION
         ):
-            raise admission.organization_busy()
+            raise admission.busy("organization")
         agent = agent_get(organization=organization, agent_id=str(agent.pk), for_update=True)
         document = KnowledgeDocument.objects.create(
             organization=organization,

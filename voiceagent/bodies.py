@@ -110,7 +110,7 @@ class BoundedBodyRequest(WebRequest):
             if admission.is_upload(method, target):
                 self.upload_ticket = admission.ticket_take()
                 if self.upload_ticket is None:
-                    self.refusal = admission.process_busy()
+                    self.refusal = admission.busy("process")
         except Exception:  # never let the check break the server's HTTP handling
             logger.exception("upload admission check failed")
         if self.refusal is not None:

@@ -211,10 +211,8 @@ async def run(server: Any, orgs: dict[str, Any], args: argparse.Namespace) -> No
     await loop.run_in_executor(None, report, agent_a, results)
     print("organization B (live work during the flood):")
     if latencies:
-        print(
-            f"  typed turns: {len(latencies)}, answer time p50 {statistics.median(latencies):.0f} ms, "
-            f"max {max(latencies):.0f} ms"
-        )
+        p50, worst = statistics.median(latencies), max(latencies)
+        print(f"  typed turns: {len(latencies)}, answer time p50 {p50:.0f} ms, max {worst:.0f} ms")
     print(f"  small upload: {small}")
     print(
         f"server memory (VmRSS): before {before / MIB:.0f} MiB, peak {memory.peak / MIB:.0f} MiB, "
@@ -222,11 +220,17 @@ async def run(server: Any, orgs: dict[str, Any], args: argparse.Namespace) -> No
     )
 
 
+OPTIONS = {
+    "--uploads": (8, "concurrent uploads of organization A per wave"),
+    "--mib": (19, "size of each upload in MiB"),
+    "--waves": (2, "waves of concurrent uploads, one after the other"),
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--uploads", type=int, default=8, help="concurrent uploads of organization A per wave")
-    parser.add_argument("--mib", type=int, default=19, help="size of each upload in MiB")
-    parser.add_argument("--waves", type=int, default=2)
+    for option, (default, help_text) in OPTIONS.items():
+        parser.add_argument(option, type=int, default=default, help=help_text)
     args = parser.parse_args()
 
     from testing.daphne import DaphneServer

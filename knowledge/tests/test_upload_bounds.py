@@ -18,8 +18,9 @@ from django.db import transaction
 from accounts.models import ApiKey
 from agents.models import AgentStatus
 from knowledge import ingestion
-from knowledge.models import DocumentStatus, DocumentType, KnowledgeChunk, KnowledgeDocument
+from knowledge.models import DocumentStatus, KnowledgeChunk, KnowledgeDocument
 from testing.daphne import DaphneServer, shared_test_server, wait_until_indexed
+from testing.factories import KnowledgeDocumentFactory
 
 MIB = 1024 * 1024
 # Distinct paragraphs, each long enough to be a chunk of its own.
@@ -124,15 +125,7 @@ def test_an_organization_over_its_bound_of_documents_processing_gets_a_429(
     settings.KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION = 1
     agent = make_agent(owner.organization)
     # A document uploaded earlier and still being indexed (by this or another process).
-    waiting = KnowledgeDocument.objects.create(
-        organization=owner.organization,
-        agent=agent,
-        name="Earlier",
-        type=DocumentType.MARKDOWN,
-        size_bytes=10,
-        status=DocumentStatus.PROCESSING,
-        pages=["Earlier"],
-    )
+    waiting = KnowledgeDocumentFactory.create(agent=agent, status=DocumentStatus.PROCESSING)
 
     refused = owner.client.post(url(agent), {"content": PARAGRAPHS[0]}, format="json")
     body = assert_busy(refused, retry_after=15)
