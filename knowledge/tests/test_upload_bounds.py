@@ -48,6 +48,7 @@ def assert_busy(response: Any, *, retry_after: int) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
     env = {
+        "REDIS_URL": "",  # the embedded default: documents are indexed by the server's own worker
         "REALTIME_PRELOAD": "false",
         "KNOWLEDGE_MAX_CONCURRENT_UPLOADS": "1",
         "KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION": "10",
