@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -17,12 +16,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.selectors import agent_get
-from kit import metrics
 from kit.api import JsonParser, PublicApiView, content_length
 from kit.errors import ApiError, response_headers
 from kit.fields import parse
+from knowledge import admission, selectors, services
 from knowledge import schema as _schema  # noqa: F401 - registers the OpenAPI description of uploads
-from knowledge import selectors, services
 from knowledge.serializers import (
     DocumentContentSerializer,
     DocumentCreatedSerializer,
@@ -76,9 +74,10 @@ class KnowledgeListCreateApi(PublicApiView):
                 description="Larger than the maximum upload size (KNOWLEDGE_MAX_UPLOAD_BYTES); `maxBytes` gives it"
             ),
             429: OpenApiResponse(
-                description="Over the API key's rate limit (`RATE_LIMITED`), or this server is handling its "
-                "maximum of concurrent uploads (`UPLOADS_BUSY`, KNOWLEDGE_MAX_CONCURRENT_UPLOADS); "
-                "`Retry-After` says when to try again"
+                description="Over the API key's rate limit (`RATE_LIMITED`), or over a bound on documents being "
+                "processed (`UPLOADS_BUSY`): this server process's (KNOWLEDGE_MAX_CONCURRENT_UPLOADS: uploads "
+                "being received plus documents being indexed) or the organization's (documents `processing`, "
+                "KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION); `Retry-After` says when to try again, `limit` gives the bound"
             ),
         },
         description="Adds a document to the agent's knowledge: JSON with `content` (text or Markdown), or "
@@ -89,6 +88,13 @@ class KnowledgeListCreateApi(PublicApiView):
     def post(self, request: Request, agent_id: str) -> Response:
         if content_length(request) > settings.KNOWLEDGE_MAX_UPLOAD_BYTES + REQUEST_OVERHEAD_BYTES:
             raise services.too_large()
+        # The organization's bound, before the body (on disk so far) is parsed.
+        ticket = getattr(request, "upload_ticket", None)
+        if ticket is not None:
+            ticket.assign(self.organization.pk)
+        processing = selectors.document_processing_count(organization_id=self.organization.pk)
+        if admission.organization_full(organization_id=self.organization.pk, processing=processing):
+            raise admission.busy("organization")
         try:
             body = request.data
         except RequestDataTooBig:
@@ -120,58 +126,31 @@ class KnowledgeDetailApi(PublicApiView):
         return Response({"id": str(pk)})
 
 
-# --- the per-process bound on concurrent uploads (docs/limits.md) -----------------------------------
-UPLOADS_BUSY = "UPLOADS_BUSY"
-UPLOADS_RETRY_AFTER_SECONDS = 5
-
-
-class _UploadSlots:
-    """KNOWLEDGE_MAX_CONCURRENT_UPLOADS uploads in this process at once; a counter under a lock (a
-    non-blocking semaphore whose bound is read from settings at each request)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.in_use = 0
-
-    def try_acquire(self) -> bool:
-        with self._lock:
-            if self.in_use >= settings.KNOWLEDGE_MAX_CONCURRENT_UPLOADS:
-                return False
-            self.in_use += 1
-            return True
-
-    def release(self) -> None:
-        with self._lock:
-            self.in_use -= 1
-
-
-upload_slots = _UploadSlots()
-
-
+# --- the bounds on documents being processed (knowledge/admission.py, docs/limits.md) ---------------
 def upload_bound(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
-    """Wrap the upload view: a POST over the bound is a 429 UPLOADS_BUSY with Retry-After. The slot is
+    """Wrap the upload view: a POST over the process's bound is a 429 UPLOADS_BUSY with Retry-After. The slot is
     taken here, in the server's event loop, because under Daphne every sync view of a process runs in one
-    thread: uploads queued behind a long one are counted too, not only the one running."""
+    thread: uploads queued behind a long one are counted too, not only the one running. Under the service's
+    server the slot was taken earlier, as the upload's headers arrived, and one over the bound was refused
+    before its body was read (voiceagent/bodies.py)."""
 
     @functools.wraps(view)
     async def bounded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         run = sync_to_async(view)
         if request.method != "POST":
             return await run(request, *args, **kwargs)
-        if not upload_slots.try_acquire():
-            metrics.record_rate_limit_refusal("uploads")
-            limit = settings.KNOWLEDGE_MAX_CONCURRENT_UPLOADS
-            error = ApiError.too_many(
-                f"Too many knowledge uploads in progress ({limit} at once per server process); retry shortly.",
-                code=UPLOADS_BUSY,
-                retry_after=UPLOADS_RETRY_AFTER_SECONDS,
-            )
+        # Taken by the server as the upload's headers arrived (voiceagent/bodies.py), else here.
+        scope = getattr(request, "scope", None) or {}
+        ticket = scope.get(admission.SCOPE_KEY) or admission.ticket_take()
+        if ticket is None:
+            error = admission.busy("process")
             response = JsonResponse(error.body(), status=429, headers=response_headers(error))
             response._has_been_logged = True  # type: ignore[attr-defined]  # Django's private flag (not in the stubs): expected under load; not a WARNING line per refusal
             return response
+        request.upload_ticket = ticket  # type: ignore[attr-defined]  # read by the view once it knows the organization
         try:
             return await run(request, *args, **kwargs)
         finally:
-            upload_slots.release()
+            ticket.release()
 
     return bounded

@@ -13,12 +13,15 @@ import logging
 import uuid
 from typing import Any
 
+import numpy as np
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from kit import liveness
+from knowledge import admission
 from knowledge.chunking import chunk_pages, embedding_text
-from knowledge.embeddings import embed, to_bytes
+from knowledge.embeddings import DIMENSIONS, embed, to_bytes
 from knowledge.models import AgentKnowledgeIndex, DocumentStatus, DocumentType, KnowledgeChunk, KnowledgeDocument
 
 logger = logging.getLogger(__name__)
@@ -26,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 def document_fail(*, document_id: Any, message: str) -> None:
     """Mark a document that is still `processing` as `failed` with the message shown to its owner."""
+    _work_done(document_id)
     KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).update(
         status=DocumentStatus.FAILED, error=message
     )
@@ -61,6 +65,31 @@ def document_hold_queued(*, document_id: str) -> None:
     liveness.hold(KnowledgeDocument, document_id)
 
 
+# Chunks embedded between two checks that the document is still wanted: deleting a document stops
+# its ingestion within one batch.
+INGEST_BATCH_CHUNKS = 64
+
+
+def too_many_chunks(count: int) -> str:
+    limit = settings.KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT
+    return (
+        f"The document is too long to index: it makes {count} chunks, more than the limit of {limit} per "
+        "document (KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT); split it into smaller documents."
+    )
+
+
+def _work_done(document_id: Any) -> None:
+    """The document's chunking and embedding are over: its slot of this process's bound is free before
+    its final status is written, so that an upload sent as soon as the document shows `ready` or `failed`
+    finds the slot free (knowledge/admission.py; the worker frees it again, harmlessly, when it returns)."""
+    admission.slots.ingest_done(document_id)
+
+
+def _still_wanted(document_id: Any) -> bool:
+    """The document still exists and is still `processing` (not deleted, nor failed by the sweep)."""
+    return KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).exists()
+
+
 def _ingest(document_id: str) -> None:
     document = KnowledgeDocument.objects.filter(pk=document_id, status=DocumentStatus.PROCESSING).first()
     if document is None:
@@ -72,7 +101,19 @@ def _ingest(document_id: str) -> None:
         if not chunks:
             document_fail(document_id=document.pk, message="No text could be indexed in this document.")
             return
-        vectors = embed([embedding_text(c.text, c.heading_path) for c in chunks])
+        if len(chunks) > settings.KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT:
+            document_fail(document_id=document.pk, message=too_many_chunks(len(chunks)))
+            return
+        texts = [embedding_text(c.text, c.heading_path) for c in chunks]
+        # Longest first, as embed() orders one call's texts: batches of similar lengths pad little.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        vectors = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        for start in range(0, len(order), INGEST_BATCH_CHUNKS):
+            if start and not _still_wanted(document.pk):
+                logger.info("ingestion of knowledge document %s stopped: deleted or no longer processing", document.pk)
+                return
+            batch = order[start : start + INGEST_BATCH_CHUNKS]
+            vectors[batch] = embed([texts[i] for i in batch])
     except Exception:
         logger.exception("ingestion of knowledge document %s failed", document.pk)
         document_fail(
@@ -80,6 +121,7 @@ def _ingest(document_id: str) -> None:
         )
         return
 
+    _work_done(document.pk)
     with transaction.atomic():
         locked = (
             KnowledgeDocument.objects.select_for_update()

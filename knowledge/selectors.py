@@ -64,3 +64,8 @@ def agent_knowledge_texts(*, agent_id: Any) -> list[str]:
 def agent_has_ready_documents(*, agent_id: Any) -> bool:
     """Whether the agent has at least one `ready` knowledge document (search_knowledge is offered)."""
     return KnowledgeDocument.objects.filter(agent_id=agent_id, status=DocumentStatus.READY).exists()
+
+
+def document_processing_count(*, organization_id: Any) -> int:
+    """The organization's documents still `processing` (uploaded, not yet indexed), every agent's."""
+    return KnowledgeDocument.objects.filter(organization_id=organization_id, status=DocumentStatus.PROCESSING).count()

@@ -24,9 +24,10 @@ from accounts.models import Organization
 from agents.selectors import agent_get
 from kit.db import row_get
 from kit.errors import ApiError
-from knowledge import ingestion
+from knowledge import admission, ingestion
 from knowledge.extraction import extract_upload, looks_binary, normalize
 from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
+from knowledge.selectors import document_processing_count
 from knowledge.suggest import suggest_description, suggest_name
 from knowledge.tasks import ingest_document, ingest_in_background
 
@@ -97,6 +98,14 @@ def document_create(
         description = suggest_description(text)
 
     with transaction.atomic():
+        # The organization's bound on documents being processed, exact across processes: racing uploads
+        # count and insert one after the other under the organization's row lock.
+        Organization.objects.select_for_update().filter(pk=organization.pk).first()
+        if (
+            document_processing_count(organization_id=organization.pk)
+            >= settings.KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION
+        ):
+            raise admission.busy("organization")
         agent = agent_get(organization=organization, agent_id=str(agent.pk), for_update=True)
         document = KnowledgeDocument.objects.create(
             organization=organization,

@@ -18,8 +18,8 @@ from celery import shared_task
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from kit import liveness
-from knowledge import ingestion
+from kit import liveness, memory
+from knowledge import admission, ingestion
 from knowledge.models import KnowledgeDocument
 
 logger = logging.getLogger(__name__)
@@ -38,10 +38,16 @@ def ingest_in_background(document_id: str) -> None:
     """Queue the ingestion on this process's background worker (call after the document's commit)."""
     global _pool
     ingestion.document_hold_queued(document_id=document_id)
+    # The document holds one of the process's slots until its ingestion ends (knowledge/admission.py).
+    admission.slots.ingest_queued(document_id)
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=settings.KNOWLEDGE_INGEST_WORKERS, thread_name_prefix="ingest")
-    _pool.submit(_run, document_id)
+    try:
+        _pool.submit(_run, document_id)
+    except RuntimeError:  # the pool is shut down (the process is stopping)
+        admission.slots.ingest_done(document_id)
+        raise
 
 
 def _run(document_id: str) -> None:
@@ -52,5 +58,7 @@ def _run(document_id: str) -> None:
     except Exception:
         logger.exception("background ingestion of knowledge document %s failed", document_id)
     finally:
+        admission.slots.ingest_done(document_id)
         liveness.release(KnowledgeDocument, document_id)
-        connections.close_all()  # this thread's connection only
+        connections.close_all()
+        memory.trim()  # a large document's text and chunks are freed: give the memory back  # this thread's connection only

@@ -82,6 +82,14 @@ class DaphneServer:
         self.stop()
         raise RuntimeError("daphne did not start in time")
 
+    def rss_bytes(self) -> int:
+        """The server process's resident memory (VmRSS of /proc/<pid>/status)."""
+        assert self.process is not None
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise LookupError(f"no VmRSS for process {self.process.pid}")
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()

@@ -22,14 +22,17 @@ Two more differences (docs/deployment-security.md):
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+from functools import partial
 from typing import Any
 
 from daphne.cli import CommandLineInterface  # type: ignore[import-untyped]  # Daphne ships no types
 from daphne.server import Server  # type: ignore[import-untyped]  # Daphne ships no types
 
-from kit import shutdown
+from kit import memory, shutdown
+from voiceagent.bodies import BoundedBodyRequest, FileBody
 
 CLOSE_TIMEOUT_ENV = "WEBSOCKET_CLOSE_TIMEOUT_SECONDS"
 CLOSE_TIMEOUT_DEFAULT = 5.0
@@ -90,10 +93,41 @@ class VoiceServer(Server):
 
         def configure_then_ready() -> None:
             self.ws_factory.setProtocolOptions(closeHandshakeTimeout=self.close_timeout)
+            build = self.http_factory.buildProtocol
+
+            def build_protocol(addr: Any) -> Any:
+                protocol = build(addr)
+                if protocol is not None:
+                    protocol.requestFactory = BoundedBodyRequest  # large bodies stay on disk (voiceagent/bodies.py)
+                return protocol
+
+            self.http_factory.buildProtocol = build_protocol
             if ready is not None:
                 ready()
 
         super().__init__(*args, ready_callable=configure_then_ready, **kwargs)
+
+    def create_application(self, protocol: Any, scope: dict[str, Any]) -> Any:
+        """Daphne's, except that a body kept in a file (BoundedBodyRequest) is read from it as the
+        application asks (FileBody), not queued whole, and that an upload's slot goes in the scope."""
+        ticket = getattr(protocol, "upload_ticket", None)
+        if ticket is not None:
+            from knowledge.admission import SCOPE_KEY  # here: this module is imported before Django is set up
+
+            scope[SCOPE_KEY] = ticket
+        body = getattr(protocol, "body_file", None)
+        if body is None:
+            return super().create_application(protocol, scope)
+        assert "application_instance" not in self.connections[protocol]
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        scope.setdefault("asgi", {"version": "3.0"})
+        instance = self.application(
+            scope=scope, receive=FileBody(body, queue).receive, send=partial(self.handle_reply, protocol)
+        )
+        if protocol not in self.connections:
+            return None
+        self.connections[protocol]["application_instance"] = asyncio.ensure_future(instance)
+        return queue
 
     def kill_all_applications(self) -> Any:
         # Daphne cancels every live connection before the reactor exits (SIGTERM, SIGINT): the calls
@@ -108,6 +142,7 @@ class VoiceServerCommand(CommandLineInterface):
 
 def main(argv: list[str] | None = None) -> None:
     VoiceServer.close_timeout = close_timeout_seconds()
+    memory.map_large_blocks()  # an upload's large buffers go back to the system when freed
     VoiceServerCommand().run(sys.argv[1:] if argv is None else argv)
 
 

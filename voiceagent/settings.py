@@ -192,10 +192,18 @@ else:
 # Per-API-key rate limits from the organization's plan (api_requests_per_second, api_burst); false: off.
 API_RATE_LIMITS = env.bool("API_RATE_LIMITS", default=True)
 API_RATE_LIMIT_CACHE = "default"
-# Knowledge uploads one server process handles at once; more are answered 429 with Retry-After.
+# Knowledge documents one server process handles at once: uploads being received plus documents queued or
+# indexing on its background worker; more are answered 429 with Retry-After, before their body is read
+# when the process is already at the bound (knowledge/admission.py).
 KNOWLEDGE_MAX_CONCURRENT_UPLOADS = env.int("KNOWLEDGE_MAX_CONCURRENT_UPLOADS", default=3)
 if KNOWLEDGE_MAX_CONCURRENT_UPLOADS < 1:
     raise ImproperlyConfigured("KNOWLEDGE_MAX_CONCURRENT_UPLOADS must be at least 1")
+# Knowledge documents an organization may have being processed (`processing`, every process and worker,
+# plus its uploads being received); one more upload is answered 429 with Retry-After. Below the process's
+# bound, so that one organization never holds every slot of a process for long.
+KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION = env.int("KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION", default=2)
+if KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION < 1:
+    raise ImproperlyConfigured("KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION must be at least 1")
 
 # --- REST framework and OpenAPI ---------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -595,6 +603,11 @@ KNOWLEDGE_MAX_UPLOAD_BYTES = env.int("KNOWLEDGE_MAX_UPLOAD_BYTES", default=20 * 
 # Django refuses larger non-file bodies before DRF parses them; JSON knowledge `content` may be as large
 # as a file upload (plus room for JSON quoting and the other fields).
 DATA_UPLOAD_MAX_MEMORY_SIZE = KNOWLEDGE_MAX_UPLOAD_BYTES + 1024 * 1024
+# Most chunks one document is cut into; a document that makes more is marked `failed` (before anything
+# is embedded) with an error that asks for smaller documents. 2,000 chunks is about 1.5 MB of prose.
+KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT = env.int("KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT", default=2000)
+if KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT < 1:
+    raise ImproperlyConfigured("KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT must be at least 1")
 # Agents whose vectors each process keeps in memory for search (least recently used dropped first).
 KNOWLEDGE_SEARCH_CACHE_AGENTS = env.int("KNOWLEDGE_SEARCH_CACHE_AGENTS", default=32)
 # Folder of the embedding model exported to ONNX (made on first use); empty: <temp dir>/voiceagent-embeddings.
