@@ -266,7 +266,7 @@ def test_schemas_with_a_declared_draft_are_checked_against_that_draft(owner, web
 def test_schemas_holding_a_nul_character_are_400_on_every_database(owner, webhook_agent, schema):
     response = owner.client.post(tools_url(webhook_agent.pk), {**TOOL, "parameterSchema": schema}, format="json")
     assert response.status_code == 400
-    assert "parameterSchema" in response.json()["issues"]
+    assert [key.split(".")[0] for key in response.json()["issues"]] == ["parameterSchema"]
     response = owner.client.post(tools_url(webhook_agent.pk), {**TOOL, "responseSchema": schema}, format="json")
     assert response.status_code == 400
     assert not AgentTool.objects.exists()
