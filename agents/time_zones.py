@@ -37,7 +37,7 @@ def _aliases() -> dict[str, str]:
 def time_zone_problem(name: object) -> str | None:
     """Why `name` is not a canonical IANA time zone this server knows, or None when it is one."""
     if not isinstance(name, str) or not name or len(name) > MAX_LENGTH:
-        return f"Must be an IANA time zone name such as {EXAMPLE}."
+        return f"Unknown time zone: use an IANA time zone name such as {EXAMPLE}."
     if name in canonical_time_zones():
         try:
             ZoneInfo(name)
@@ -47,7 +47,7 @@ def time_zone_problem(name: object) -> str | None:
             return None
     target = _aliases().get(name)
     if target in canonical_time_zones():
-        return f"{name!r} is an old alias of the time zone {target}: use {target}."
+        return f"Unknown time zone {name!r}: an old alias of the time zone {target}; use {target}."
     return f"Unknown time zone {name!r}: use an IANA time zone name such as {EXAMPLE}."
 
 

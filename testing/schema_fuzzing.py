@@ -304,7 +304,8 @@ def _unstated_rule(issues: Any) -> bool:
         ({"serverUrl", "toolUrl", "url"}, "Refused outbound request"),
         # A host IDNA or DNS cannot encode (a zero-width space, an empty label): the pattern cannot say so.
         ({"serverUrl", "toolUrl", "url"}, UNENCODABLE_URL),
-        # An agent's timeZone must be an IANA name the server's zoneinfo knows; metadata at most 16 KB as JSON.
+        # An agent's timeZone must be a canonical IANA name (agents/time_zones.py: every refusal starts so);
+        # metadata at most 16 KB as JSON.
         ({"timeZone"}, "Unknown time zone"),
         ({"metadata"}, "Must be at most"),
     )

@@ -68,7 +68,9 @@ def test_names_that_are_not_zones_are_refused_whatever_the_server_holds(owner, v
 def test_an_old_alias_is_refused_with_the_zone_to_use(owner, alias, zone):
     response = create(owner, timeZone=alias)
     assert response.status_code == 400, response.json()
-    assert response.json()["issues"]["timeZone"] == [f"{alias!r} is an old alias of the time zone {zone}: use {zone}."]
+    assert response.json()["issues"]["timeZone"] == [
+        f"Unknown time zone {alias!r}: an old alias of the time zone {zone}; use {zone}."
+    ]
     assert create(owner, timeZone=zone).status_code == 200
 
 
