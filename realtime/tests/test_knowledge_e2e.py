@@ -67,6 +67,7 @@ def upload_faq(server: DaphneServer, api_key: str, agent_id: str) -> dict[str, A
         return wait_until_indexed(listed, response.json()["id"])
 
 
+@pytest.mark.serial  # five spoken questions in turn: each must be heard whole while the caller waits
 async def test_each_question_about_an_uploaded_faq_is_answered_with_its_own_fact(
     server, voice, owner, make_agent, realtime_settings
 ):

@@ -252,6 +252,7 @@ SENTENCE = "I would like to book a table for four people tomorrow evening."
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_db_threads")
+@pytest.mark.serial  # real-time speech through real models: it needs the CPU when the caller speaks
 async def test_a_spoken_conversation_with_whisper_and_piper_through_a_real_server(
     whisper_dir, owner, make_agent, realtime_settings, tmp_path_factory
 ):
