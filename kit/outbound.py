@@ -435,12 +435,14 @@ async def _exchange(
     """Follow redirects by hand (every hop is checked by the transport); the caller's headers (API keys
     of the destination) are not carried to another origin, nor is the body."""
     origin = _origin(request.url)
-    body = request.headers.get("content-length", "0") != "0" or "transfer-encoding" in request.headers
+    sends_body = request.headers.get("content-length", "0") != "0" or "transfer-encoding" in request.headers
     for _ in range(MAX_REDIRECTS + 1):
         response = await client.send(request, stream=True, follow_redirects=False)
         try:
             following = response.next_request
-            if following is not None and not _follows(redirects, response.status_code, origin, following.url, body):
+            if following is not None and not _follows(
+                redirects, response.status_code, origin, following.url, sends_body
+            ):
                 following = None
             if following is None:
                 body = bytearray()
