@@ -68,6 +68,7 @@ SETTINGS = (
     "recording_enabled",
     "time_zone",
     "voicemail",
+    "interruption",
 )
 LABELS = {
     "agent_type": "Agent type",
@@ -89,6 +90,7 @@ LABELS = {
     "recording_enabled": "Record calls",
     "time_zone": "Time zone",
     "voicemail": "Voicemail",
+    "interruption": "Interruptions",
 }
 HELP = {
     "status": "Active agents take calls and count against the plan's allowance of active agents.",
@@ -114,6 +116,9 @@ HELP = {
     "time_zone": "An IANA name such as Europe/Madrid: the time {{now}} gives in the prompt and greeting.",
     "voicemail": 'JSON: {"detection": "off" or "provider", "action": "hang-up" or "leave-message", "message": '
     '"..."}: answering machines on outbound calls (README: Voicemail). Leave blank to keep the stored setting.',
+    "interruption": 'JSON: {"mode": "adaptive", "vad" or "off", "minWords": 0 to 5, "backchannels": ["okay", ...] or '
+    "null for the language's list, \"resumeAfterMs\": 0 to 5000}: what the caller's speech does while the agent "
+    "speaks (README: Interruptions). Leave blank to keep the stored setting.",
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {
@@ -201,6 +206,7 @@ class AgentForm(ServiceModelForm):
             "identity": forms.Textarea(attrs={"rows": 2}),
             "analysis_plan": forms.Textarea(attrs={"rows": 8, "cols": 80}),
             "voicemail": forms.Textarea(attrs={"rows": 3, "cols": 80}),
+            "interruption": forms.Textarea(attrs={"rows": 3, "cols": 80}),
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -223,8 +229,9 @@ class AgentForm(ServiceModelForm):
         body = {wire: data[source] for wire, source in wire_sources(AgentWriteSerializer).items() if source in data}
         if body.get("analysisPlan") is None:
             body.pop("analysisPlan", None)  # left blank: the stored plan stays
-        if body.get("voicemail") is None:
-            body.pop("voicemail", None)  # left blank: the stored setting stays
+        for blank_keeps in ("voicemail", "interruption"):
+            if body.get(blank_keeps) is None:
+                body.pop(blank_keeps, None)  # left blank: the stored setting stays
         if data.get("clear_server_headers"):
             body["serverHeaders"] = {}
         elif data.get("new_server_headers", "").strip():
@@ -277,7 +284,7 @@ class AgentForm(ServiceModelForm):
             for name in shown
             # A blank analysis plan keeps the stored one: it differs from nothing.
             if submitted.get(name) != getattr(current, name)
-            and not (name in ("analysis_plan", "voicemail") and not submitted.get(name))
+            and not (name in ("analysis_plan", "voicemail", "interruption") and not submitted.get(name))
         ]
         self.data = {name: getattr(current, name) for name in shown}
         if "analysis_plan" in self.data:
@@ -286,8 +293,9 @@ class AgentForm(ServiceModelForm):
         self.data.update(keypad_timeout_ms=keypad["timeoutMs"], keypad_terminator=keypad["terminator"])
         if keypad["enabled"]:
             self.data["keypad_enabled"] = "on"
-        if "voicemail" in self.data:
-            self.data["voicemail"] = json.dumps(self.data["voicemail"])
+        for as_json in ("voicemail", "interruption"):
+            if as_json in self.data:
+                self.data[as_json] = json.dumps(self.data[as_json])
         self.data["expected_updated_at"] = iso(current.updated_at)
         changed = f" Your values differ in: {', '.join(differing)}." if differing else ""
         self.add_error(
@@ -390,6 +398,7 @@ class AgentAdmin(admin.ModelAdmin):
             ("Recording", {"fields": ["recording_enabled"]}),
             ("Per-call variables", {"fields": ["time_zone"]}),
             ("Voicemail (outbound calls)", {"fields": ["voicemail"]}),
+            ("Interruptions", {"fields": ["interruption"]}),
             (
                 "Record",
                 {

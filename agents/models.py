@@ -75,12 +75,21 @@ DEFAULT_VOICEMAIL: dict[str, Any] = {"detection": "off", "action": "hang-up", "m
 DEFAULT_KEYPAD: dict[str, Any] = {"enabled": True, "timeoutMs": 2000, "terminator": "#"}
 
 
+# How the caller's speech while the agent speaks is told apart (agents/interruption.py): adaptive waits for
+# words that are not a backchannel; backchannels None is the agent language's default list.
+DEFAULT_INTERRUPTION: dict[str, Any] = {"mode": "adaptive", "minWords": 1, "backchannels": None, "resumeAfterMs": 400}
+
+
 def default_voicemail() -> dict[str, Any]:
     return copy.deepcopy(DEFAULT_VOICEMAIL)
 
 
 def default_keypad() -> dict[str, Any]:
     return copy.deepcopy(DEFAULT_KEYPAD)
+
+
+def default_interruption() -> dict[str, Any]:
+    return copy.deepcopy(DEFAULT_INTERRUPTION)
 
 
 # The range of an agent's maxDurationSeconds (30 s to 4 h; default 30 minutes).
@@ -131,6 +140,8 @@ class Agent(models.Model):
     voicemail = models.JSONField(default=default_voicemail, blank=True)
     # Caller keypad (DTMF) gathering (stored normalized).
     keypad = models.JSONField(default=default_keypad, blank=True)
+    # What the caller's speech does while the agent speaks: cut it, or not (stored normalized).
+    interruption = models.JSONField(default=default_interruption, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -13,6 +13,7 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 
 from agents.analysis_plan import MAX_PROMPT_CHARS, MAX_PROPERTIES, SCALES
+from agents.interruption import MAX_BACKCHANNEL_CHARS, MAX_BACKCHANNELS, MIN_WORDS_RANGE, MODES, RESUME_AFTER_MS_RANGE
 from agents.keypad import TERMINATORS as KEYPAD_TERMINATORS
 from agents.keypad import TIMEOUT_MS_RANGE as KEYPAD_TIMEOUT_MS_RANGE
 from agents.serializers import LANGUAGE_PATTERN
@@ -228,3 +229,49 @@ class VoicemailFieldSchema(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         return VOICEMAIL
+
+
+# --- interruption (agents/interruption.py) --------------------------------------------------------------
+INTERRUPTION: dict[str, Any] = {
+    "type": "object",
+    "description": "What the caller's speech does while the agent speaks (README: Interruptions). A key left out "
+    "takes its default.",
+    "additionalProperties": False,
+    "properties": {
+        "mode": {
+            "enum": list(MODES),
+            "description": "adaptive (default): only words that are not a backchannel cut the agent; a cough, noise or "
+            '"okay" does not. vad: any speech cuts the agent, which resumes its sentence after resumeAfterMs when '
+            "what cut it held no words. off: the caller cannot cut the agent; what they say is the next turn. The AI "
+            "identity disclosure and a goodbye are never cut.",
+        },
+        "minWords": {
+            "type": "integer",
+            "minimum": MIN_WORDS_RANGE[0],
+            "maximum": MIN_WORDS_RANGE[1],
+            "description": "adaptive: how many words that are not backchannels make a real interruption (0 and 1: "
+            "one word). Default 1.",
+        },
+        "backchannels": {
+            "type": ["array", "null"],
+            "maxItems": MAX_BACKCHANNELS,
+            "items": {"type": "string", "maxLength": MAX_BACKCHANNEL_CHARS, "pattern": f"^{ANY}*{VISIBLE}{ANY}*$"},
+            "description": 'Phrases that acknowledge without taking the turn ("okay", "mm-hmm", "I see"); matched '
+            "without case, punctuation or hyphens. null (default): the agent language's default list; []: none.",
+        },
+        "resumeAfterMs": {
+            "type": "integer",
+            "minimum": RESUME_AFTER_MS_RANGE[0],
+            "maximum": RESUME_AFTER_MS_RANGE[1],
+            "description": "vad: how long after a false interruption (no words) the agent resumes. Default 400.",
+        },
+    },
+}
+
+
+class InterruptionFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "agents.serializers.InterruptionField"
+    priority = 1
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return INTERRUPTION

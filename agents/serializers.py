@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.analysis_plan import SCALES, PlanError, normalize_plan
+from agents.interruption import MODES, InterruptionError, normalize_interruption
 from agents.keypad import KeypadError, normalize_keypad
 from agents.models import (
     BUILTIN_VOICES,
@@ -90,6 +91,18 @@ class VoicemailField(serializers.JSONField):
             raise serializers.ValidationError(str(exc)) from None
 
 
+class InterruptionField(serializers.JSONField):
+    """interruption: validated and normalized by agents/interruption.py (a bad setting is a 400 naming the key
+    inside it: `interruption.mode`)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        try:
+            return normalize_interruption(data)
+        except InterruptionError as exc:
+            detail: Any = {exc.key: [exc.message]} if exc.key else exc.message
+            raise serializers.ValidationError(detail) from None
+
+
 class PhoneAssignmentSerializer(serializers.Serializer):
     phoneNumberId = StrictUUIDField(source="phone_number_id")
     handoffPhoneNumber = E164Field(source="handoff_phone_number", required=False, allow_null=True, default=None)
@@ -169,6 +182,12 @@ class AgentWriteSerializer(serializers.Serializer):
         help_text="Outbound calls: answering-machine detection and what to do on a machine (README: Voicemail). "
         "A key left out takes its default (detection off, action hang-up, message empty).",
     )
+    interruption = InterruptionField(
+        required=False,
+        help_text="What the caller's speech does while the agent speaks (README: Interruptions). A key left out "
+        'takes its default {"mode": "adaptive", "minWords": 1, "backchannels": null, "resumeAfterMs": 400}; '
+        "backchannels null is the agent language's default list.",
+    )
 
     def validate_language(self, value: str) -> str:
         import re
@@ -243,6 +262,13 @@ class VoicemailSchema(serializers.Serializer):
     message = serializers.CharField(help_text="Spoken after the beep with leave-message ({{variables}} filled).")
 
 
+class InterruptionSchema(serializers.Serializer):
+    mode = serializers.ChoiceField([(m, m) for m in MODES])
+    minWords = serializers.IntegerField()
+    backchannels = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    resumeAfterMs = serializers.IntegerField()
+
+
 class AgentListItemSerializer(serializers.Serializer):
     """Documentation of the list item (the list itself is rendered by telephony.agent_selectors for speed)."""
 
@@ -281,3 +307,4 @@ class AgentListItemSerializer(serializers.Serializer):
     timeZone = serializers.CharField()
     keypad = KeypadField()
     voicemail = VoicemailSchema()
+    interruption = InterruptionSchema()

@@ -21,6 +21,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import (
     DEFAULT_ANALYSIS_PLAN,
+    DEFAULT_INTERRUPTION,
     DEFAULT_KEYPAD,
     DEFAULT_VOICEMAIL,
     MAX_DURATION_DEFAULT,
@@ -64,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "time_zone": "UTC",
     "keypad": DEFAULT_KEYPAD,
     "voicemail": DEFAULT_VOICEMAIL,
+    "interruption": DEFAULT_INTERRUPTION,
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}
@@ -84,6 +86,7 @@ WIRE_NAMES = {
     "time_zone": "timeZone",
     "keypad": "keypad",
     "voicemail": "voicemail",
+    "interruption": "interruption",
 }
 
 

@@ -180,6 +180,7 @@ LIST_COLUMNS = (
     "time_zone",
     "keypad",
     "voicemail",
+    "interruption",
 )
 
 
@@ -220,6 +221,7 @@ def agent_item(row: tuple[Any, ...]) -> dict[str, Any]:
         time_zone,
         keypad,
         voicemail,
+        interruption,
     ) = row
     return {
         "id": uuid_text(id_),
@@ -257,4 +259,5 @@ def agent_item(row: tuple[Any, ...]) -> dict[str, Any]:
         "timeZone": time_zone,
         "keypad": json_column(keypad),
         "voicemail": json_column(voicemail),
+        "interruption": json_column(interruption),
     }
