@@ -83,6 +83,8 @@ class ToolInvocationStatus(models.TextChoices):
     SUCCESS = "success"
     ERROR = "error"
     TIMEOUT = "timeout"
+    # A request whose result was no longer needed (the caller interrupted, went on speaking, or hung up).
+    CANCELLED = "cancelled"
 
 
 class AnalysisStatus(models.TextChoices):
@@ -208,7 +210,7 @@ class ToolInvocation(models.Model):
     tool_name = models.CharField(max_length=128)
     request = models.JSONField(default=dict)
     response = models.TextField(blank=True, default="")
-    status = models.CharField(max_length=8, choices=ToolInvocationStatus.choices)
+    status = models.CharField(max_length=10, choices=ToolInvocationStatus.choices)
     duration_ms = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField()
     sequence = models.BigIntegerField()

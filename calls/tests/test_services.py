@@ -224,3 +224,27 @@ def test_the_maintenance_command_closes_stale_calls_and_purges_logs(agent, capsy
         "failedOutboundCalls": 0,
         "resumedTestRuns": 0,
     }
+
+
+def test_a_request_no_longer_needed_is_logged_as_cancelled_and_shown_so(owner, agent, client):
+    """Status cancelled (the caller interrupted, went on speaking or hung up): stored, in the API's log
+    and drawn apart from failures on the call's page."""
+    from django.contrib.auth.models import User
+
+    call = services.call_start(agent=agent, channel="web")
+    services.call_tool_invocation_add(
+        call=call,
+        tool_name="track_parcel",
+        request={"parcel": "P-1"},
+        response='{"cancelled":true}',
+        status="cancelled",
+        duration_ms=800,
+    )
+    services.call_finish(call=call, status="completed")
+    log = owner.client.get(f"/public/v1/calls/{call.id}").json()["toolInvocationsLog"]
+    assert [(t["toolName"], t["status"], t["response"]) for t in log] == [
+        ("track_parcel", "cancelled", '{"cancelled":true}')
+    ]
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    page = client.get(f"/admin/calls/call/{call.pk}/change/").content.decode()
+    assert '<span class="status-cancelled">cancelled</span>' in page

@@ -118,7 +118,7 @@ class BrainContext:
 @dataclass(frozen=True)
 class ToolOutcome:
     result: str  # the JSON string the brain gets (a JSON object serialized)
-    status: str  # "success" | "error" | "timeout"  (calls.models.ToolInvocationStatus values)
+    status: str  # "success" | "error" | "timeout" | "cancelled"  (calls.models.ToolInvocationStatus values)
     transfer_to: str | None = None  # set by transfer_call: the E.164 destination the shell must transfer to
     end_call: bool = False  # set by end_call: the shell ends the call once the agent's goodbye has played
     reason: str | None = None  # a failure in plain words, as in the agent log (no URL, secret or argument)

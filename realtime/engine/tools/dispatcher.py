@@ -77,6 +77,8 @@ RESERVED_NAMES = frozenset({"search_knowledge", "transfer_call", "end_call", "se
 DEFAULT_TIMEOUT_SECONDS = 10.0
 # The kinds bound their own requests by the time limit; this backstop only catches a kind that overruns.
 TIMEOUT_GRACE_SECONDS = 0.5
+# The logged response of a request whose result was no longer needed (status cancelled).
+CANCELLED_RESULT: dict[str, Any] = {"cancelled": True}
 _UNSAFE_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_-]")
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -197,10 +199,9 @@ class ToolDispatcher:
                     permanent=True,
                 )
         except asyncio.CancelledError:
-            # The brain's response was cancelled (barge-in, hang-up) while the tool ran.
-            self._done(
-                call, offered, {"error": "The call was interrupted."}, ToolInvocationStatus.ERROR, started, "cancelled"
-            )
+            # The brain's response was cancelled (barge-in, the caller went on speaking, hang-up) while the
+            # tool ran: its result is no longer needed. Not a failure of the tool (README: Tool invocations).
+            self._done(call, offered, CANCELLED_RESULT, ToolInvocationStatus.CANCELLED, started, "cancelled")
             raise
         except TimeoutError:
             failure = ToolTimeout(f"The tool did not answer within {seconds_words(offered.timeout_s)}")
