@@ -84,7 +84,7 @@ TURN_LATENCY = Histogram(
 TOOL_CALLS = Histogram(
     "voiceagent_tool_call_duration_seconds",
     "Tool calls by kind (webhook, http, mcp, search_knowledge, transfer_call, end_call, unknown) and outcome "
-    "(success, error, timeout).",
+    "(success, error, timeout, cancelled: the result was no longer needed).",
     ["kind", "outcome"],
     buckets=TOOL_BUCKETS,
 )
@@ -103,6 +103,20 @@ RATE_LIMIT_REFUSALS = Counter(
     "voiceagent_rate_limit_refusals_total",
     "Requests and sessions refused by a limit, by limit name.",
     ["limit"],
+)
+# What the caller's speech over the agent was (agents/interruption.py; README: Interruptions).
+INTERRUPTION_KINDS = ("real", "false", "backchannel", "ignored")
+INTERRUPTIONS = Counter(
+    "voiceagent_interruptions_total",
+    "Caller speech over the agent, by kind: real (words that cut the agent), false (cut the agent but held no "
+    "words), backchannel (an acknowledgement that did not cut it), ignored (noise that did not cut it); and engine.",
+    ["kind", "engine"],
+)
+RESPONSE_TIMEOUTS = Counter(
+    "voiceagent_response_timeouts_total",
+    "Caller turns whose answer did not start within RESPONSE_TIMEOUT_SECONDS: the agent spoke an apology "
+    "instead, by engine.",
+    ["engine"],
 )
 QUEUE_DEPTH = Gauge(
     "voiceagent_queue_depth",
@@ -139,6 +153,18 @@ def record_rate_limit_refusal(limit: str) -> None:
 
 def record_provider_error(provider: str, *, permanent: bool) -> None:
     PROVIDER_ERRORS.labels(provider=provider, permanent="true" if permanent else "false").inc()
+
+
+def record_interruption(kind: str, engine: str) -> None:
+    """One stretch of caller speech over the agent, by `kind` (INTERRUPTION_KINDS)."""
+    if kind not in INTERRUPTION_KINDS:
+        raise ValueError(f"Unknown interruption kind {kind!r}; the kinds are {', '.join(INTERRUPTION_KINDS)}.")
+    INTERRUPTIONS.labels(kind=kind, engine=engine).inc()
+
+
+def record_response_timeout(engine: str) -> None:
+    """One caller turn that met RESPONSE_TIMEOUT_SECONDS without an answer (the apology was spoken)."""
+    RESPONSE_TIMEOUTS.labels(engine=engine).inc()
 
 
 def record_tool_call(*, kind: str, outcome: str, seconds: float) -> None:

@@ -74,6 +74,30 @@ def test_a_rate_limit_refusal_is_counted_by_limit(settings):
     assert after == (before or 0) + 1
 
 
+def test_interruptions_are_counted_by_kind_and_engine_and_response_timeouts_by_engine(settings):
+    settings.METRICS_TOKEN = ""
+
+    def scrape() -> str:
+        return Client().get("/metrics").content.decode()
+
+    kinds = ("real", "false", "backchannel", "ignored")
+    before = {kind: value(scrape(), "voiceagent_interruptions_total", kind=kind, engine="embedded") for kind in kinds}
+    for kind, times in zip(kinds, (1, 2, 3, 4), strict=True):
+        for _ in range(times):
+            metrics.record_interruption(kind, "embedded")
+    after = scrape()
+    for kind, times in zip(kinds, (1, 2, 3, 4), strict=True):
+        assert (
+            value(after, "voiceagent_interruptions_total", kind=kind, engine="embedded") == (before[kind] or 0) + times
+        )
+    with pytest.raises(ValueError, match="Unknown interruption kind 'cough'"):
+        metrics.record_interruption("cough", "embedded")
+
+    timeouts = value(after, "voiceagent_response_timeouts_total", engine="realtime")
+    metrics.record_response_timeout("realtime")
+    assert value(scrape(), "voiceagent_response_timeouts_total", engine="realtime") == (timeouts or 0) + 1
+
+
 @pytest.mark.parametrize("token", ["short-token", "change-me", "CHANGEME", "m" * 40])
 def test_a_weak_token_is_refused_with_debug_off(settings, token):
     settings.DEBUG = False
