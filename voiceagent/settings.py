@@ -402,6 +402,12 @@ REALTIME_BARGE_IN_MS = env.int("REALTIME_BARGE_IN_MS", default=300)
 REALTIME_CONTINUE_TURN_MS = env.int("REALTIME_CONTINUE_TURN_MS", default=500)
 # How far agent audio may run ahead of real time at the listener (what a barge-in can still cut).
 REALTIME_OUTPUT_LEAD_MS = env.int("REALTIME_OUTPUT_LEAD_MS", default=200)
+# Every caller turn the engine takes ends in an answer, an action or a spoken apology within this bound:
+# a brain or tool that has produced nothing by then is given up on for that turn, the agent apologizes
+# (the `slow_answer` phrase) and the call goes on (counted in voiceagent_response_timeouts_total).
+RESPONSE_TIMEOUT_SECONDS = env.float("RESPONSE_TIMEOUT_SECONDS", default=10.0)
+if not 1 <= RESPONSE_TIMEOUT_SECONDS <= 120:
+    raise ImproperlyConfigured(f"RESPONSE_TIMEOUT_SECONDS must be 1-120 seconds, not {RESPONSE_TIMEOUT_SECONDS:g}")
 # Load the speech models when the ASGI app starts (off: on the first session).
 REALTIME_PRELOAD = env.bool("REALTIME_PRELOAD", default=True)
 # A session whose client sends no audio for this long is ended (close code 4408), its call completed.
