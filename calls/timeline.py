@@ -10,6 +10,12 @@ tool invocation is written when it finished, with its duration. So a turn's star
   a second), and not to start before the previous turn of the same speaker ended (an estimate, shown
   with "~" where it yields a latency).
 
+Interruptions come from the log's "interruption" lines (the engine writes one per stretch of caller speech
+over the agent, with `kind` and `speechMs`): each is a mark on the caller row at the line's time, with the
+speech it held drawn before it, shaped and coloured by kind (real: the caller's words cut the agent; false:
+speech cut the agent but held no words; backchannel: an "okay" that did not cut it; ignored: a noise that did
+not), and counted per kind in the legend.
+
 Barge-ins come from the log's "assistant turn cut" lines; when the session has no log lines (they are
 purged after AGENT_LOG_RETENTION_HOURS) an agent turn counts as cut (inferred) when the next caller turn
 ended sooner after it than even fast speech (200 words a minute) could have said it, i.e. the caller was
@@ -44,7 +50,24 @@ ROW_GAP = 14
 TOP = 22  # room for the latency labels above the agent row
 ROWS = ("caller", "agent", "tools")
 ROW_TITLES = {"caller": "Caller", "agent": "Agent", "tools": "Tools"}
-COLOURS = {"caller": "#2f6fb3", "agent": "#2e8b57", "tool": "#d98c1f", "tool-failed": "#b23a2e", "cut": "#b23a2e"}
+COLOURS = {
+    "caller": "#2f6fb3",
+    "agent": "#2e8b57",
+    "tool": "#d98c1f",
+    "tool-failed": "#b23a2e",
+    "tool-cancelled": "#9e9e9e",
+    "cut": "#b23a2e",
+}
+# The kinds of the agent log's "interruption" lines, in legend order, with their colour and what they mean.
+INTERRUPTION_KINDS = ("real", "false", "backchannel", "ignored")
+INTERRUPTION_COLOURS = {"real": "#b23a2e", "false": "#e07b00", "backchannel": "#2e8b57", "ignored": "#8a8a8a"}
+INTERRUPTION_NOTES = {
+    "real": "the caller's words cut the agent",
+    "false": "cut the agent but held no words",
+    "backchannel": "a backchannel: the agent went on",
+    "ignored": "a noise: the agent went on",
+}
+LEGEND_ROW = 16
 TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
 MAX_TICKS = 12
 
@@ -76,15 +99,30 @@ class CutMark:
 
 
 @dataclass(frozen=True)
+class InterruptionMark:
+    """Caller speech over the agent, as the engine judged it (an "interruption" line of the agent log)."""
+
+    kind: str  # one of INTERRUPTION_KINDS
+    at: float  # when the line was written
+    speech_ms: int | None
+
+
+@dataclass(frozen=True)
 class Timeline:
     turns: tuple[Turn, ...]
     tools: tuple[ToolSpan, ...]
     lone_cuts: tuple[CutMark, ...]
     total: float  # seconds shown on the axis
+    interruptions: tuple[InterruptionMark, ...] = ()
 
     @property
     def cut_turns(self) -> int:
         return sum(1 for turn in self.turns if turn.cut) + len(self.lone_cuts)
+
+    @property
+    def interruption_counts(self) -> dict[str, int]:
+        """Interruptions per kind, every kind listed (INTERRUPTION_KINDS order)."""
+        return {kind: sum(1 for mark in self.interruptions if mark.kind == kind) for kind in INTERRUPTION_KINDS}
 
 
 def _seconds(at: datetime, origin: datetime) -> float:
@@ -177,10 +215,23 @@ def build_timeline(
             ToolSpan(invocation.tool_name, invocation.status, max(0.0, end - invocation.duration_ms / 1000), end)
         )
     cuts = tuple(CutMark(_seconds(line.timestamp, started_at)) for line in lone)
+    interruptions = tuple(_interruptions(log_lines, started_at))
     ends = [0.0, *(t.end for t in turns), *(s.end for s in spans), *(c.at for c in cuts)]
+    ends.extend(mark.at for mark in interruptions)
     if ended_at is not None:
         ends.append(_seconds(ended_at, started_at))
-    return Timeline(tuple(turns), tuple(spans), cuts, max(1.0, max(ends)))
+    return Timeline(tuple(turns), tuple(spans), cuts, max(1.0, max(ends)), interruptions)
+
+
+def _interruptions(lines: Sequence[Any], started_at: datetime) -> Iterable[InterruptionMark]:
+    """The "interruption" lines of a known kind (a line of another kind, written by a later engine, is left out)."""
+    for line in lines:
+        content = line.content
+        if content.get("message") != "interruption" or content.get("kind") not in INTERRUPTION_KINDS:
+            continue
+        speech = content.get("speechMs")
+        speech_ms = round(speech) if isinstance(speech, int | float) and not isinstance(speech, bool) else None
+        yield InterruptionMark(content["kind"], _seconds(line.timestamp, started_at), speech_ms)
 
 
 def clock(seconds: float, *, tenths: bool = False) -> str:
@@ -245,16 +296,17 @@ def timeline_svg(timeline: Timeline) -> SafeString:
         )
     tools = []
     for number, tool in enumerate(timeline.tools, start=1):
-        failed = tool.status != "success"
+        # A cancelled request (its result no longer needed) is not a failure of the tool.
+        outcome = {"success": "ok", "cancelled": "cancelled"}.get(tool.status, "failed")
         tools.append(
             {
-                "outcome": "failed" if failed else "ok",
+                "outcome": outcome,
                 "number": number,
                 "x": x(tool.start),
                 "y": row_y("tools"),
                 "width": w(tool.start, tool.end),
                 "height": ROW_HEIGHT,
-                "fill": COLOURS["tool-failed" if failed else "tool"],
+                "fill": COLOURS[{"ok": "tool", "cancelled": "tool-cancelled"}.get(outcome, "tool-failed")],
                 "name": tool.name,
                 "status": tool.status,
                 "start": clock(tool.start, tenths=True),
@@ -262,23 +314,45 @@ def timeline_svg(timeline: Timeline) -> SafeString:
                 "duration_ms": round((tool.end - tool.start) * 1000),
             }
         )
+    interruptions = [_interruption_mark(mark, x, row_y("caller"), scale) for mark in timeline.interruptions]
+    counts = timeline.interruption_counts
+    legend_y = axis_y + 30
+    interruption_legend = None
+    if timeline.interruptions:
+        interruption_legend = {
+            "y": legend_y + LEGEND_ROW,
+            "x": LEFT,
+            "items": [
+                {
+                    "kind": kind,
+                    "count": counts[kind],
+                    "x": LEFT + 90 + slot * 150,
+                    "colour": INTERRUPTION_COLOURS[kind],
+                    "label": f"{counts[kind]} {kind}",
+                    "symbol": _symbol(kind, LEFT + 90 + slot * 150 + 5, legend_y + LEGEND_ROW - 4),
+                }
+                for slot, kind in enumerate(INTERRUPTION_KINDS)
+            ],
+        }
     step = next((s for s in TICK_STEPS if timeline.total / s <= MAX_TICKS), TICK_STEPS[-1])
     ticks = []
     tick = 0
     while tick <= timeline.total + 1e-9:
         ticks.append({"x": x(tick), "label": clock(tick)})
         tick += step
+    title = [
+        _count(sum(1 for t in timeline.turns if t.role == "caller"), "caller turn"),
+        _count(sum(1 for t in timeline.turns if t.role == "agent"), "agent turn"),
+        _count(len(timeline.tools), "tool call"),
+        _count(timeline.cut_turns, "barge-in"),
+    ]
+    if timeline.interruptions:
+        kinds = ", ".join(f"{counts[kind]} {kind}" for kind in INTERRUPTION_KINDS)
+        title.append(f"{_count(len(timeline.interruptions), 'interruption')} ({kinds})")
     context = {
         "width": WIDTH,
-        "height": axis_y + 34,
-        "title": ", ".join(
-            (
-                _count(sum(1 for t in timeline.turns if t.role == "caller"), "caller turn"),
-                _count(sum(1 for t in timeline.turns if t.role == "agent"), "agent turn"),
-                _count(len(timeline.tools), "tool call"),
-                _count(timeline.cut_turns, "barge-in"),
-            )
-        ),
+        "height": axis_y + 34 + (LEGEND_ROW if timeline.interruptions else 0),
+        "title": ", ".join(title),
         "rows": [
             {
                 "x": LEFT,
@@ -294,13 +368,15 @@ def timeline_svg(timeline: Timeline) -> SafeString:
         "turns": turns,
         "lone_cuts": [_cut_marker(x(mark.at), row_y("agent"), "log") for mark in timeline.lone_cuts],
         "tools": tools,
+        "interruptions": interruptions,
+        "interruption_legend": interruption_legend,
         "axis": {
             "x1": LEFT,
             "x2": LEFT + span,
             "y": axis_y,
             "tick_y": axis_y + 4,
             "label_y": axis_y + 16,
-            "legend_y": axis_y + 30,
+            "legend_y": legend_y,
         },
         "ticks": ticks,
     }
@@ -316,3 +392,39 @@ def _cut_marker(x: str, y: int, kind: str) -> dict[str, Any]:
     """A barge-in mark (calls/templates/calls/timeline_cut.svg): a line across the agent row at `x`,
     dashed when inferred."""
     return {"kind": kind, "x": x, "top": y - 4, "bottom": y + ROW_HEIGHT + 4, "tip": y - 2, "colour": COLOURS["cut"]}
+
+
+def _symbol(kind: str, cx: float, cy: float) -> dict[str, Any]:
+    """An interruption's shape: real a filled diamond, false a hollow diamond, backchannel a filled circle,
+    ignored a small hollow circle (told apart without colour too)."""
+    colour = INTERRUPTION_COLOURS[kind]
+    if kind in ("real", "false"):
+        path = f"M{cx:.1f} {cy - 5:.1f} l5 5 l-5 5 l-5 -5 z"
+        return {"shape": "path", "d": path, "fill": colour if kind == "real" else "#fff", "stroke": colour}
+    radius = 4 if kind == "backchannel" else 3
+    return {
+        "shape": "circle",
+        "cx": f"{cx:.1f}",
+        "cy": f"{cy:.1f}",
+        "r": radius,
+        "fill": colour if kind == "backchannel" else "#fff",
+        "stroke": colour,
+    }
+
+
+def _interruption_mark(mark: InterruptionMark, x: Any, caller_y: int, scale: float) -> dict[str, Any]:
+    """An interruption on the caller row (calls/templates/calls/timeline.svg): the speech it held as a thin
+    band ending at the mark, and the kind's symbol above the row."""
+    speech_s = (mark.speech_ms or 0) / 1000
+    start = max(0.0, mark.at - speech_s)
+    at_x = float(x(mark.at))
+    speech = f", {mark.speech_ms} ms of speech" if mark.speech_ms is not None else ""
+    return {
+        "kind": mark.kind,
+        "band_x": x(start),
+        "band_y": caller_y + ROW_HEIGHT - 4,
+        "band_width": f"{max(2.0, (mark.at - start) * scale):.1f}",
+        "colour": INTERRUPTION_COLOURS[mark.kind],
+        "symbol": _symbol(mark.kind, at_x, caller_y - 1),
+        "note": f"Interruption ({mark.kind}) at {clock(mark.at, tenths=True)}{speech}: {INTERRUPTION_NOTES[mark.kind]}",
+    }

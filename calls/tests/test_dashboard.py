@@ -159,6 +159,61 @@ def test_the_timeline_draws_one_bar_per_turn_the_tool_the_cut_and_the_latencies(
     assert log_link in page
 
 
+def test_the_timeline_marks_each_interruption_by_kind_and_counts_them(superuser_client, agent, clock, monkeypatch):
+    """The engine's "interruption" lines (kind, speechMs): a mark per line on the caller row, a legend with
+    the count per kind; the barge-in of the "assistant turn cut" line is still drawn."""
+    t0 = clock.now
+    call = services.call_start(agent=agent, channel="web")
+    session = LogSession(agent.organization_id, agent.pk, "sess02")
+    clock.at(t0, 0.1)
+    agent_log(session, "info", "session started", callId=str(call.pk))
+    clock.at(t0, 2.0)
+    services.call_message_add(call=call, role="user", content="What are your opening hours?")
+    for at, kind, speech_ms in ((4.0, "backchannel", 420), (5.0, "ignored", 300), (6.5, "false", 250)):
+        clock.at(t0, at)
+        agent_log(session, "info", "interruption", kind=kind, speechMs=speech_ms)
+    clock.at(t0, 8.0)
+    agent_log(session, "info", "interruption", kind="real", speechMs=610)
+    agent_log(session, "info", "assistant turn cut", heardWords=12, plannedSentences=3)
+    services.call_message_add(call=call, role="assistant", content="We open at nine and close at six on weekdays")
+    clock.at(t0, 8.1)
+    agent_log(session, "info", "interruption", kind="sneeze", speechMs=100)  # a kind this page does not know
+    clock.at(t0, 10.0)
+    services.call_message_add(call=call, role="user", content="Stop. What time do you open on Sunday?")
+    services.call_finish(call=call, status="completed")
+    flush_agent_logs()
+    monkeypatch.undo()
+
+    page = _page(superuser_client, call)
+    svg = page[page.index('<svg class="call-timeline"') : page.index("</svg>", page.index("call-timeline"))]
+
+    for kind in ("real", "false", "backchannel", "ignored"):
+        assert svg.count(f'class="interruption {kind}"') == 1, kind
+    assert "sneeze" not in svg
+    assert "Interruption (backchannel) at 0:04.0, 420 ms of speech: a backchannel: the agent went on" in svg
+    assert "Interruption (false) at 0:06.5, 250 ms of speech: cut the agent but held no words" in svg
+    assert "Interruption (real) at 0:08.0, 610 ms of speech: the caller&#x27;s words cut the agent" in svg
+    assert "4 interruptions (1 real, 1 false, 1 backchannel, 1 ignored)" in svg
+    legend = svg[svg.index('class="interruption-legend"') :]
+    assert [
+        re.search(rf'class="legend-{kind}".*?>(\d+ {kind})</text>', legend).group(1)
+        for kind in ("real", "false", "backchannel", "ignored")
+    ] == [
+        "1 real",
+        "1 false",
+        "1 backchannel",
+        "1 ignored",
+    ]
+    assert svg.count('class="cut-marker log"') == 1  # the barge-in, as before
+    assert "1 barge-in" in svg
+    assert "Caller speech over the agent: 1 real, 1 false, 1 backchannel, 1 ignored" in page
+
+
+def test_a_call_without_interruption_lines_has_no_interruption_legend(superuser_client, recorded_call):
+    page = _page(superuser_client, recorded_call)
+    assert 'class="interruption' not in page and "Caller speech over the agent" not in page
+
+
 def test_the_timeline_is_the_same_every_time(superuser_client, recorded_call):
     first = _page(superuser_client, recorded_call)
     second = _page(superuser_client, recorded_call)

@@ -248,3 +248,4 @@ def test_a_request_no_longer_needed_is_logged_as_cancelled_and_shown_so(owner, a
     client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
     page = client.get(f"/admin/calls/call/{call.pk}/change/").content.decode()
     assert '<span class="status-cancelled">cancelled</span>' in page
+    assert 'class="tool cancelled"' in page and 'class="tool failed"' not in page  # on the timeline, not a failure
