@@ -1,5 +1,4 @@
-"""An agent's `interruption`: what the caller's speech does while the agent is speaking (README: Interruptions,
-docs/conversation.md).
+"""An agent's `interruption`: what the caller's speech does while the agent is speaking (README: Interruptions).
 
 `{mode, minWords, backchannels, resumeAfterMs}` (default `{"mode": "adaptive", "minWords": 1,
 "backchannels": null, "resumeAfterMs": 400}`):
@@ -277,11 +276,11 @@ def _backchannels(value: Any) -> list[str] | None:
         key = f"backchannels.{index}"
         if not isinstance(phrase, str):
             raise InterruptionError(key, "Must be a string.")
-        phrase = _SPACES.sub(" ", phrase).strip()
         if len(phrase) > MAX_BACKCHANNEL_CHARS:
             raise InterruptionError(key, f"At most {MAX_BACKCHANNEL_CHARS} characters (this one has {len(phrase)}).")
         if any(0xD800 <= ord(c) <= 0xDFFF or c == "\x00" for c in phrase):
             raise InterruptionError(key, "May not contain NUL or surrogate characters.")
+        phrase = _SPACES.sub(" ", phrase).strip()
         words = normalize_text(phrase)
         if not words:
             raise InterruptionError(key, "Must hold at least one word.")

@@ -255,7 +255,8 @@ INTERRUPTION: dict[str, Any] = {
         "backchannels": {
             "type": ["array", "null"],
             "maxItems": MAX_BACKCHANNELS,
-            "items": {"type": "string", "maxLength": MAX_BACKCHANNEL_CHARS, "pattern": f"^{ANY}*{VISIBLE}{ANY}*$"},
+            # At least one letter or digit: a phrase of punctuation alone is refused (it holds no word).
+            "items": {"type": "string", "maxLength": MAX_BACKCHANNEL_CHARS, "pattern": f"^{ANY}*[^\\W_]{ANY}*$"},
             "description": 'Phrases that acknowledge without taking the turn ("okay", "mm-hmm", "I see"); matched '
             "without case, punctuation or hyphens. null (default): the agent language's default list; []: none.",
         },
