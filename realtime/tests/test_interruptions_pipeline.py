@@ -5,6 +5,7 @@ cuts. The session shell and the cascade on the hand-moved clock, with scripted s
 from __future__ import annotations
 
 import pytest
+
 from realtime.engine.contracts import TextPiece
 from testing.fakes import ScriptedBrain, silence, speech
 from testing.pipeline import GREETING, Harness
