@@ -114,8 +114,8 @@ INTERRUPTIONS = Counter(
 )
 RESPONSE_TIMEOUTS = Counter(
     "voiceagent_response_timeouts_total",
-    "Caller turns whose answer did not start within RESPONSE_TIMEOUT_SECONDS: the agent spoke an apology "
-    "instead, by engine.",
+    "Caller turns whose answer did not begin within RESPONSE_TIMEOUT_SECONDS (the agent said it was still "
+    "working, or apologized), by engine.",
     ["engine"],
 )
 QUEUE_DEPTH = Gauge(
@@ -163,7 +163,7 @@ def record_interruption(kind: str, engine: str) -> None:
 
 
 def record_response_timeout(engine: str) -> None:
-    """One caller turn that met RESPONSE_TIMEOUT_SECONDS without an answer (the apology was spoken)."""
+    """One caller turn that met RESPONSE_TIMEOUT_SECONDS without an answer begun."""
     RESPONSE_TIMEOUTS.labels(engine=engine).inc()
 
 

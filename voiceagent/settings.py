@@ -403,8 +403,8 @@ REALTIME_CONTINUE_TURN_MS = env.int("REALTIME_CONTINUE_TURN_MS", default=500)
 # How far agent audio may run ahead of real time at the listener (what a barge-in can still cut).
 REALTIME_OUTPUT_LEAD_MS = env.int("REALTIME_OUTPUT_LEAD_MS", default=200)
 # Every caller turn the engine takes ends in an answer, an action or a spoken apology within this bound:
-# a brain or tool that has produced nothing by then is given up on for that turn, the agent apologizes
-# (the `slow_answer` phrase) and the call goes on (counted in voiceagent_response_timeouts_total).
+# when no answer has begun by then, the agent says it is still working while a tool runs (`still_working`),
+# or apologizes (`slow_answer`) when the model hangs; the call goes on (voiceagent_response_timeouts_total).
 RESPONSE_TIMEOUT_SECONDS = env.float("RESPONSE_TIMEOUT_SECONDS", default=10.0)
 if not 1 <= RESPONSE_TIMEOUT_SECONDS <= 120:
     raise ImproperlyConfigured(f"RESPONSE_TIMEOUT_SECONDS must be 1-120 seconds, not {RESPONSE_TIMEOUT_SECONDS:g}")

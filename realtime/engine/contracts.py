@@ -261,6 +261,12 @@ class Response:
         self.then_end = (ending, message)
         self.end_reason = reason
 
+    def withdraw(self) -> None:
+        """Its transfer or end of call is taken back (the caller went on with the turn it answered)."""
+        self.transfer_to = None
+        self.then_end = None
+        self.end_reason = None
+
     def said_in_history(self) -> None:
         """The sentences said so far are in the history (said before a tool call)."""
         self.in_history = len(self.sentences)
@@ -360,6 +366,8 @@ class Conversation(Protocol):
     def agent_speaking(self) -> bool: ...
     def heard_by(self, now: float) -> float: ...
     async def interrupt(self, now: float, *, forget: bool = False) -> None: ...
+    def interruption(self, kind: str, speech_ms: int) -> None: ...  # caller speech over the agent, judged
+    async def heard_out(self, response: Response) -> None: ...  # until it has played, was cut or dropped
     async def user_said(self, text: str, *, interrupt: bool = True) -> bool: ...
     async def user_went_on(self, text: str) -> bool: ...
     async def run_tool(self, call: ToolCall) -> ToolOutcome: ...

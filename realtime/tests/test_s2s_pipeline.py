@@ -545,3 +545,21 @@ async def test_the_provider_transcript_is_sent_as_agent_speech_sentence_by_sente
     sentences = [DISCLOSURE, "Welcome to Acme.", "How can I help?"]
     h.transport.assert_captioned(sentences, [0.0, 1.3, 1.6], f"{DISCLOSURE} {GREETING}")
     await h.stop()
+
+
+async def test_with_interruption_off_caller_speech_never_cuts_the_answer(agent, provider):
+    agent.interruption = {**(getattr(agent, "interruption", None) or {}), "mode": "off"}
+    h = Harness(agent, recorder=MemoryRecorder())
+    await h.start()
+    await h.greeted()
+    connection = provider.last
+    long = "One two three four five six seven eight nine ten eleven twelve."
+    await provider.run(lambda: connection.caller_turn("tell me a story", Say(long)))
+    await h.received(1.2)
+    await provider.run(connection.speech_started)
+    await h.clock.advance(1.0)
+    assert "clear" not in h.transport.kinds()
+    assert not connection.events("response.cancel")
+    await h.clock.advance(1.0)
+    assert h.transport.transcripts()[-1] == ("assistant", long)
+    await h.stop()

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from agents.interruption import interruption_for
 from kit import metrics
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_BYTES_PER_MS
@@ -47,14 +48,16 @@ from realtime.engine.timing import TurnTiming
 from realtime.selectors import agent_vocabulary_texts
 
 MAX_TOOL_ROUNDS = 4
+PEEK_EVERY_MS = 100  # adaptive interruptions: the words of speech over the agent are asked for this often
 MAX_PENDING_INPUT = 500  # chunks waiting for the listener (about 10 s of 20 ms chunks)
 COALESCE_BYTES = 250 * IN_BYTES_PER_MS  # the listener takes waiting chunks together, up to 250 ms of audio
 
 
 @dataclass(frozen=True)
 class _Job:
-    """Work for the recognizer: START | FEED (audio), PEEK (the words at pause number `pause`),
-    FINISH (`verdict`: the utterance is the caller's turn, not a backchannel)."""
+    """Work for the recognizer: START | FEED (audio), PEEK (the words at pause number `pause`, or, with
+    `barge`, whether speech over the agent is a real interruption yet), FINISH (`verdict`: the utterance
+    is a caller turn; False: speech over the agent that did not cut it, judged by its words)."""
 
     kind: RecognizerJob
     audio: bytes
@@ -62,6 +65,10 @@ class _Job:
     pause: int | None = None
     timing: TurnTiming | None = None  # FINISH: when the caller stopped speaking and the turn ended
     joins: bool = False  # FINISH: the utterance goes on with the caller's last turn
+    barge: bool = False  # PEEK: asked for the interruption decision of utterance number `utterance`
+    utterance: int = 0
+    by_sound: bool = False  # FINISH: the utterance cut the agent on its sound alone (it may hold no words)
+    speech_ms: int = 0  # FINISH: how long the caller spoke
 
 
 @dataclass(eq=False)
@@ -105,6 +112,13 @@ class CascadePipeline:
         self._over_agent = False  # the current utterance began while the agent was speaking
         self._barged = False  # ... and has already interrupted it
         self._goes_on = False  # the current utterance began before the answer to the last turn was heard
+        self._utterance = 0  # the number of the current utterance
+        self._speech_ms = 0  # ... how long it has been speech so far
+        self._peeked_ms: int | None = None  # ... its speech when its words were last asked for (-1: ask now)
+        self._by_sound = False  # ... it cut the agent on its sound alone
+        self._resume_from: tuple[Response, int] | None = None  # what to say again if that held no words
+        self.interruption = interruption_for(None)
+        self._words_decide = False  # the recognizer tells the words so far: interruptions are judged by them
         self._turns_in_flight = 0  # caller turns that have ended and whose words are not taken yet
         # The answer to the caller's last spoken turn, until it has been heard (the caller may still go
         # on with that turn); cancelled when dropped for that.
@@ -132,6 +146,8 @@ class CascadePipeline:
             texts = await database_sync_to_async(agent_vocabulary_texts)(agent_id=agent.pk)
         recognizer = await session.run_blocking(kit.recognizer, agent, texts)
         self.listener = Listener(detector=kit.detector(), recognizer=recognizer)
+        self.interruption = interruption_for(agent)
+        self._words_decide = callable(getattr(recognizer, "peek", None))
         pairs = getattr(recognizer, "known_word_pairs", None)
         self._known_pairs = await session.run_blocking(pairs) if self.listener.quick_end and pairs else None
         if recognizer is None:
@@ -196,39 +212,162 @@ class CascadePipeline:
             if not self._goes_on and self._answer is not None and self._heard(self._answer, now):
                 self._answer = None
                 session.recorder.release_caller_message()  # the caller's turn is complete
-            response = session.response
-            joins = self._goes_on and response is not None and response is self._answer
-            if (
-                heard.speaking
-                and (self._over_agent or joins)
-                and not self._barged
-                and heard.speech_ms >= self.barge_in_ms
-                and response is not None
-                and not response.done
-                and response.interruptible(now)
-                and not session.transferring
-            ):
-                self._barged = True
-                if joins:
-                    session.recorder.log("info", "caller went on before hearing the answer", speechMs=heard.speech_ms)
-                    await session.interrupt(now, forget=True)
-                else:
-                    session.recorder.log("info", "barge-in", speechMs=heard.speech_ms)
-                    self._answer = None
-                    await session.interrupt(now)
+            if heard.speaking:
+                self._speech_ms = max(self._speech_ms, heard.speech_ms)
+                await self._maybe_cut(now, heard.speech_ms)
             for kind, audio in heard.jobs:
                 if kind is RecognizerJob.FINISH:
                     self._asr_q.put_nowait(self._finish_job(now))
                 else:
                     self._asr_q.put_nowait(_Job(kind, audio, None, heard.pause))
+            if self._peeked_ms == -1:  # asked for in _maybe_cut: after the audio it is about
+                self._peeked_ms = self._speech_ms
+                self._asr_q.put_nowait(_Job(RecognizerJob.PEEK, b"", barge=True, utterance=self._utterance))
+
+    def _cuttable(self, now: float) -> Response | None:
+        """The response the caller's current utterance may cut now: one it began over, or the answer to
+        the turn it goes on with, past the part that cannot be cut (the disclosure, a handoff or goodbye),
+        the call not closing; None when nothing may be cut, or the utterance has cut it already."""
+        assert self.session is not None
+        response = self.session.response
+        if (
+            self._barged
+            or response is None
+            or response.done
+            or not (self._over_agent or (self._goes_on and response is self._answer))
+            or not response.interruptible(now)
+            or self.session.transferring
+        ):
+            return None
+        return response
+
+    async def _maybe_cut(self, now: float, speech_ms: int) -> None:
+        """The caller is speaking over the agent: cut it as the agent's interruption settings say. `vad`
+        (and `adaptive` with a recognizer that cannot tell the words so far): after REALTIME_BARGE_IN_MS
+        of speech; `adaptive`: once the words so far are a real interruption (not a backchannel, at least
+        minWords words), asked of the recognizer every PEEK_EVERY_MS of speech; `off`: never."""
+        mode = self.interruption.mode
+        if mode == "off" or self._cuttable(now) is None:
+            return
+        if mode == "adaptive" and self._words_decide:
+            peeked = self._peeked_ms
+            if peeked is None or (peeked >= 0 and speech_ms - peeked >= PEEK_EVERY_MS):
+                self._peeked_ms = -1
+            return
+        if speech_ms >= self.barge_in_ms:
+            await self._cut(now, speech_ms, by_sound=True)
+
+    async def _cut(self, now: float, speech_ms: int, *, by_sound: bool) -> None:
+        """Cut the agent for the caller's utterance: an answer to the turn the caller is still speaking is
+        dropped (the words join that turn); anything else is a barge-in."""
+        assert self.session is not None
+        session = self.session
+        response = session.response
+        assert response is not None
+        self._barged = True
+        if self._goes_on and response is self._answer:
+            session.recorder.log("info", "caller went on before hearing the answer", speechMs=speech_ms)
+            await session.interrupt(now, forget=True)
+            return
+        session.recorder.log("info", "barge-in", speechMs=speech_ms)
+        self._by_sound = by_sound
+        if by_sound:  # if it turns out to hold no words, the agent says again what it was cut in
+            self._resume_from = (response, self._cut_sentence(response, session.heard_by(now)))
+        else:
+            session.interruption("real", speech_ms)
+        self._answer = None
+        await session.interrupt(now)
+
+    @staticmethod
+    def _cut_sentence(response: Response, heard_by: float) -> int:
+        """The number of the first sentence of `response` the caller has not heard whole by `heard_by`."""
+        for segment in response.segments:
+            if segment.heard_fraction(heard_by) < 1.0:
+                return segment.index
+        return response.segments[-1].index + 1 if response.segments else response.in_history
+
+    async def _barge_words(self, job: _Job, words: str) -> None:
+        """The words so far of an utterance over the agent (`adaptive`): a real interruption cuts it."""
+        assert self.session is not None
+        if job.utterance != self._utterance:
+            return
+        self._peeked_ms = max(self._peeked_ms or 0, 0)
+        now = self.session.clock.now()
+        if not self.session.user_speaking or self._cuttable(now) is None:
+            return
+        if self.interruption.kind_of(words) == "real":
+            await self._cut(now, self._speech_ms, by_sound=False)
+
+    def _resume(self, job: _Job, words: str) -> bool:
+        """An utterance cut the agent on its sound alone and holds no real interruption (a cough, a
+        noise; a backchannel unless the mode is `vad`, where any words are a turn): the agent says again,
+        after resumeAfterMs, the sentence it was cut in and the rest it had. False when it is a turn."""
+        assert self.session is not None
+        session = self.session
+        kind = self.interruption.kind_of(words)
+        if self.interruption.mode == "vad" and words.strip():
+            return False
+        session.interruption("backchannel" if kind == "backchannel" else "false", job.speech_ms)
+        cut, self._resume_from = self._resume_from, None
+        if cut is not None and not session.transferring:
+            session.spawn(self._say_again(*cut), "resume")
+        return True
+
+    async def _say_again(self, cut: Response, index: int) -> None:
+        assert self.session is not None
+        session = self.session
+        await session.clock.sleep_until(session.clock.now() + self.interruption.resume_after_ms / 1000)
+        sentences = [sentence for sentence in cut.sentences[index:] if sentence.strip()]
+        if not sentences or session.user_speaking or session.agent_speaking() or session.transferring:
+            return
+        session.recorder.log("info", "the agent resumes what it was cut in", sentences=len(sentences))
+        response = session.begin_response()
+        for sentence in sentences:
+            self.say(response, sentence)
+        self.end(response)
+
+    async def _heard_over(self, words: str, job: _Job) -> None:
+        """An utterance over the agent that did not cut it, now that its words are known: a backchannel or
+        a noise is no turn; real words cut the agent now (`adaptive`, recognized only at the end) or,
+        where the agent may not be cut (`off`, the disclosure, a handoff or goodbye), are the caller's
+        next turn, answered once the agent has finished."""
+        assert self.session is not None
+        session = self.session
+        kind = self.interruption.kind_of(words)
+        if kind != "real":
+            session.interruption("backchannel" if kind == "backchannel" else "ignored", job.speech_ms)
+            return
+        timing = job.timing or TurnTiming(turn_ended_at=session.clock.now())
+        now = session.clock.now()
+        response = session.response
+        if self.interruption.mode != "off" and response is not None and not response.done:
+            if response.interruptible(now) and not session.transferring:
+                session.interruption("real", job.speech_ms)
+                self._answer = None
+                await session.interrupt(now)
+                await self._take_turn(words, timing, spoken=True)
+                return
+        session.recorder.log("info", "caller spoke while the agent could not be cut; heard as the next turn")
+        session.spawn(self._next_turn(response, words), "next-turn")
+
+    async def _next_turn(self, response: Response | None, words: str) -> None:
+        """Words the caller said while the agent could not be cut: their turn once it has finished."""
+        assert self.session is not None
+        session = self.session
+        if response is not None:
+            await session.heard_out(response)
+        await self._take_turn(words, TurnTiming(turn_ended_at=session.clock.now()), spoken=True)
 
     def _utterance_began(self, at: float) -> None:
         """The caller began an utterance at `at`: over the agent or not, and going on with their last
         turn if that is still unanswered."""
         assert self.session is not None
         self._over_agent = self.session.agent_speaking()
-        self._barged = False
+        self._barged = self._by_sound = False
         self._goes_on = self._turn_unanswered(at)
+        self._utterance += 1
+        self._speech_ms = 0
+        self._peeked_ms = None
 
     def _turn_unanswered(self, at: float) -> bool:
         """Whether the caller's last turn is still unanswered at `at`: its words are being recognized,
@@ -253,14 +392,26 @@ class CascadePipeline:
         return TurnTiming(turn_ended_at=now, speech_ended_at=spoke)
 
     def _finish_job(self, now: float, silence_ms: int | None = None) -> _Job:
-        """The recognizer's last job for the utterance that ends now: whether it is the caller's turn
-        (speech that began over the agent and never interrupted it is a backchannel), and whether it
-        goes on with the caller's last turn."""
-        take = not (self._over_agent and not self._barged)
+        """The recognizer's last job for the utterance that ends now: whether it is a caller turn (speech
+        that began over the agent and did not cut it is judged by its words once they are known:
+        `_heard_over`), and whether it goes on with the caller's last turn."""
+        take = self._barged or self._goes_on or not self._over_agent
         joins = take and self._goes_on
-        self._over_agent = self._barged = self._goes_on = False
+        job = _Job(
+            RecognizerJob.FINISH,
+            b"",
+            take,
+            None,
+            self._turn_ended(now, silence_ms),
+            joins,
+            utterance=self._utterance,
+            by_sound=self._by_sound,
+            speech_ms=self._speech_ms,
+        )
+        self._over_agent = self._barged = self._goes_on = self._by_sound = False
+        self._peeked_ms = None
         self._turns_in_flight += take
-        return _Job(RecognizerJob.FINISH, b"", take, None, self._turn_ended(now, silence_ms), joins)
+        return job
 
     async def _recognize(self) -> None:
         while True:
@@ -285,16 +436,22 @@ class CascadePipeline:
             return
         for kind, text in texts:
             assert asked is not None
-            if kind is RecognizerJob.PEEK:
+            if kind is RecognizerJob.PEEK and asked.barge:
+                await self._barge_words(asked, text)
+            elif kind is RecognizerJob.PEEK:
                 split = self._paused(asked.pause, text)
                 if split is not None:  # before the audio that follows the pause, still queued
                     await self._recognize_jobs([split, _Job(RecognizerJob.START, b"")])
             elif not asked.verdict:
-                session.recorder.log("debug", "short speech over the agent ignored")
+                await self._heard_over(text, asked)
             else:
                 self._turns_in_flight -= 1
                 timing = asked.timing or TurnTiming(turn_ended_at=session.clock.now())
                 timing.recognized_at = session.clock.now()
+                if asked.by_sound and self.interruption.kind_of(text) != "real" and self._resume(asked, text):
+                    continue
+                if asked.by_sound:
+                    session.interruption("real", asked.speech_ms)
                 await self._take_turn(text, timing, joins=asked.joins, spoken=True)
 
     def _paused(self, pause: int | None, words: str) -> _Job | None:
@@ -356,9 +513,14 @@ class CascadePipeline:
         answer = self._answer if joins else None
         if answer is not None and answer.done and not answer.cancelled:
             answer = None  # it has played whole meanwhile: these words are a turn of their own
-        if answer is not None and not answer.cancelled and not text.strip():
-            session.recorder.log("info", "caller speech not recognised")  # a sound: the answer goes on
-            return
+        if answer is not None and not answer.cancelled:
+            kind = self.interruption.kind_of(text)
+            if kind != "real":  # a sound or a backchannel: the answer goes on
+                session.recorder.log("info", "caller speech not recognised" if kind == "noise" else "backchannel")
+                return
+            if self.interruption.mode == "off":  # the answer is not cut: the words are the next turn
+                session.spawn(self._next_turn(answer, text), "next-turn")
+                return
         if answer is not None:
             if not answer.done:
                 await session.interrupt(session.clock.now(), forget=True)
@@ -370,6 +532,22 @@ class CascadePipeline:
             response.answers(timing)
             self._answer = response if spoken else None
             self._respond_task = session.spawn(self._respond(response), "respond")
+
+    def overdue(self, response: Response, *, tool_running: bool) -> None:
+        """The shell's RESPONSE_TIMEOUT_SECONDS passed and `response` has not begun: while a tool is
+        still working the caller is told so (its answer follows); a brain that hangs is given up on and
+        the caller hears an apology (the call goes on)."""
+        assert self.session is not None
+        language = self.session.agent.language
+        if response.cancelled:
+            return
+        if tool_running:
+            self.say(response, phrase("still_working", language))
+            return
+        if self._respond_task is not None and not self._respond_task.done():
+            self._respond_task.cancel()
+        self.say(response, phrase("slow_answer", language), offline=True)
+        self.end(response)
 
     async def _respond(self, response: Response) -> None:
         """Ask the brain, speak its sentences as they complete, run its tool calls through the shell

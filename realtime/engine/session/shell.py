@@ -35,9 +35,11 @@ when the tool runs. Caller turns arrive through `caller_text`; `settled()` waits
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -95,6 +97,16 @@ STOP_GRACE_SECONDS = 5.0
 CLOSING_GRACE_SECONDS = 20.0
 
 
+@dataclass(eq=False)
+class _ToolRequest:
+    """A tool request sent for the caller's current request: its result is shared by every round that
+    asks the same tool with the same arguments (`Session.run_tool`)."""
+
+    task: asyncio.Task[ToolOutcome]
+    owner: Response | None  # the response whose brain asked for it last
+    keys_pressed: bool = False
+
+
 def _default_mixer(ambient: str | None, volume: float, ducking: bool) -> Mixer:
     return sound_mixer.Mixer(ambient=ambient, volume=volume, ducking=ducking)
 
@@ -146,6 +158,11 @@ class Session:
         self._stopping = False
         self._transferring = False
         self._closing = False  # end_call or the max duration: the closing line plays, then the call ends
+        self._closing_timer: asyncio.Task[None] | None = None  # end_call's CLOSING_GRACE_SECONDS bound
+        # Tool requests of the caller's current request (since an answer was last heard whole), by tool
+        # and arguments: the same request asked again (the caller went on speaking) gets the same result.
+        self._requests: dict[tuple[str, str], _ToolRequest] = {}
+        self.response_timeout = float(settings.RESPONSE_TIMEOUT_SECONDS)
         self.ended_reason: str | None = None  # why the call ended (calls.models.EndedReason), set by stop
         self._failure: asyncio.Task[None] | None = None
         self._ending: asyncio.Task[None] | None = None
@@ -447,8 +464,31 @@ class Session:
         return task
 
     def begin_response(self, *, turn_ended_at: float | None = None, locked: int = 0) -> Response:
-        self.response = Response(locked=locked, turn_ended_at=turn_ended_at)
-        return self.response
+        """A new response; one that answers a caller turn (`turn_ended_at`) is bound in time: see
+        `_answer_due`."""
+        response = self.response = Response(locked=locked, turn_ended_at=turn_ended_at)
+        if turn_ended_at is not None and self.response_timeout > 0 and not self._stopping:
+            self.spawn(self._answer_due(response, turn_ended_at), "answer-due")
+        return response
+
+    async def _answer_due(self, response: Response, since: float) -> None:
+        """No caller turn goes unanswered: when the agent has begun no answer RESPONSE_TIMEOUT_SECONDS
+        after the turn ended (a brain or a tool that hangs), the pipeline says so (`overdue`: an
+        apology, or a word that a tool is still working) and the call goes on."""
+        await self.clock.sleep_until(since + self.response_timeout)
+        if response.done or response.cancelled or response.sentences or self._stopping or self.pipeline is None:
+            return
+        engine = self.pipeline.name
+        metrics.record_response_timeout(engine)
+        waiting = self._tools_running > 0
+        self.recorder.log(
+            "warn",
+            "no answer in time; the caller is told" + (" that a tool is still working" if waiting else ""),
+            timeoutSeconds=self.response_timeout,
+        )
+        overdue = getattr(self.pipeline, "overdue", None)
+        if overdue is not None:
+            overdue(response, tool_running=waiting)
 
     def play(self, response: Response, text: str, audio: bytes, index: int) -> None:
         """Queue synthesized speech of `response` (sentence number `index`) for playout; in a typed
@@ -479,7 +519,9 @@ class Session:
 
     def finish_response(self, response: Response) -> None:
         """Everything of `response` is queued: once it has played, it is committed to the history (in a
-        typed session, at once)."""
+        typed session, at once). A tool request still running for an answer that was dropped, and that
+        this response's brain did not ask for again, is no longer needed: it is cancelled."""
+        self._cancel_unclaimed(response)
         if response.cancelled:
             return
         if self.text:
@@ -554,6 +596,8 @@ class Session:
         their turn before hearing it: see `user_went_on`)."""
         response = self.response
         if response is not None:
+            if forget and not response.done:
+                self._withdraw(response)
             response.cancel()
         heard_by = self.heard_by(now)
         # Keypad tones on their way to the listener are never cut (send_digits): nothing is cleared.
@@ -576,7 +620,27 @@ class Session:
 
     async def run_tool(self, call: ToolCall) -> ToolOutcome:
         """Run one tool call of the brain through the dispatcher, with the background sound and the
-        client's tool events (`tool.finished` says how it went, and why a failed one failed)."""
+        client's tool events (`tool.finished` says how it went, and why a failed one failed).
+
+        A request is sent once for the caller's request: when the brain asks the same tool with the same
+        arguments again before the caller has heard an answer whole (the caller went on speaking, and
+        the turn was answered again), it gets the first request's result, waiting for it if it is still
+        out. A request runs as a task of its own, so that the answer it was for can be dropped without
+        cutting it; `finish_response` cancels one nobody asked for again (status `cancelled`)."""
+        key = (call.name, json.dumps(call.arguments, sort_keys=True, default=str))
+        request = self._requests.get(key)
+        if request is None or request.task.cancelled():
+            request = self._requests[key] = _ToolRequest(self.spawn(self._send_tool(call), "tool"), self.response)
+        else:
+            request.owner = self.response
+            self.recorder.log("info", "tool request already sent; its result is used again", tool=call.name[:128])
+        outcome = await asyncio.shield(request.task)
+        if outcome.digits and not request.keys_pressed:
+            request.keys_pressed = True
+            self._press_keys(outcome.digits)
+        return outcome
+
+    async def _send_tool(self, call: ToolCall) -> ToolOutcome:
         self._tools_running += 1
         if self.playout is not None:
             self.playout.wake.set()  # the keyboard may start playing over silence
@@ -591,15 +655,59 @@ class Session:
             finished["status"] = outcome.status
             if outcome.status != ToolInvocationStatus.SUCCESS and outcome.reason:
                 finished["error"] = outcome.reason
+        except asyncio.CancelledError:
+            finished["status"] = ToolInvocationStatus.CANCELLED
+            raise
         finally:
             self._tools_running -= 1
-            await self.transport.send_event(finished)
+            if not self._stopping:
+                await self.transport.send_event(finished)
         returned = getattr(self.transport, "tool_returned", None)
         if returned is not None:
             await returned(call, outcome, round((time.monotonic() - began) * 1000))
-        if outcome.digits:
-            self._press_keys(outcome.digits)
         return outcome
+
+    def _cancel_unclaimed(self, response: Response) -> None:
+        for key, request in list(self._requests.items()):
+            owner = request.owner
+            if not request.task.done() and owner is not response and (owner is None or owner.cancelled):
+                self.recorder.log("info", "tool request no longer needed; cancelled", tool=key[0][:128])
+                request.task.cancel()
+
+    def _forget_requests(self) -> None:
+        """An answer was heard whole: the caller's next words are a new request."""
+        for key, request in list(self._requests.items()):
+            if request.task.done():
+                del self._requests[key]
+
+    def interruption(self, kind: str, speech_ms: int) -> None:
+        """Caller speech while the agent spoke, as the engine judged it (`real`: it cut the agent; `false`:
+        it cut the agent but held no words; `backchannel`, `ignored`: it did not cut it): on the call's
+        turn timeline (the agent log) and in the metrics."""
+        self.recorder.log("info", "interruption", kind=kind, speechMs=int(speech_ms))
+        metrics.record_interruption(kind, self.pipeline.name if self.pipeline is not None else "unknown")
+
+    async def heard_out(self, response: Response) -> None:
+        """Wait until `response` has played out, was cut or dropped, or the session ended."""
+        while not (response.done or self._ended.is_set()):
+            await self._changed.wait()
+
+    def _withdraw(self, response: Response) -> None:
+        """The caller went on with the turn that `response` answered before hearing it: a transfer or end
+        of call it decided is taken back, and the whole turn goes to the brain again."""
+        if response.transfer_to:
+            self._transferring = False
+            what = "transfer"
+        elif response.end_reason == EndedReason.AGENT_ENDED_CALL:
+            self._closing = False
+            if self._closing_timer is not None:
+                self._closing_timer.cancel()
+                self._closing_timer = None
+            what = "end of call"
+        else:
+            return
+        response.withdraw()
+        self.recorder.log("info", f"the caller went on speaking; the {what} is decided again with the whole turn")
 
     def _press_keys(self, digits: str) -> None:
         """send_digits: the keys' tones join the outgoing audio after what is already queued (so that
@@ -630,7 +738,7 @@ class Session:
                 self._closing = True
                 self.recorder.log("info", "the agent ends the call")
                 response.end_after(Ending.COMPLETED, reason=EndedReason.AGENT_ENDED_CALL)
-                self.spawn(self._close_by(EndedReason.AGENT_ENDED_CALL), "closing")
+                self._closing_timer = self.spawn(self._close_by(EndedReason.AGENT_ENDED_CALL), "closing")
         if response.end_reason != EndedReason.AGENT_ENDED_CALL:
             if self.text and said.strip() and not response.cancelled:
                 # A typed session shows what the agent said before the tool ran, in order, as it would be heard.
@@ -674,6 +782,7 @@ class Session:
         if response.turn_ended_at is not None and response.segments and response.segments[0].play_start:
             fields["latencyMs"] = round((response.segments[0].play_start - response.turn_ended_at) * 1000)
         await self._speech_ended(response, interrupted=False)
+        self._forget_requests()
         await self._commit_assistant(text, "assistant turn", fields)
         if self.text:
             self._last_input = self.clock.now()  # the caller reads the answer: the idle time starts again

@@ -47,6 +47,7 @@ import numpy as np
 import soxr
 from django.conf import settings
 
+from agents.interruption import interruption_for
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_RATE, OUT_BYTES_PER_SECOND, OUT_FRAME_BYTES, OUT_RATE
 from realtime.engine.brain.openai_chat import parse_arguments
@@ -177,6 +178,7 @@ class RealtimePipeline:
 
     def __init__(self) -> None:
         self.session: Conversation | None = None
+        self.caller_cuts = True  # the agent's interruption mode is not `off`: caller speech cuts the agent
         self.url = settings.REALTIME_PROVIDER_URL.strip()
         self.model = settings.REALTIME_PROVIDER_MODEL.strip()
         self._api_key = settings.REALTIME_PROVIDER_API_KEY
@@ -229,6 +231,7 @@ class RealtimePipeline:
         """Open the provider socket (before the call record exists: a provider that cannot be reached
         refuses the session)."""
         self.session = session
+        self.caller_cuts = interruption_for(session.agent).mode != "off"
         self._resampler = soxr.ResampleStream(IN_RATE, PROVIDER_RATE, 1, dtype="int16", quality=RESAMPLE_QUALITY)
         headers = {"api-key": self._api_key} if self.host.endswith(".azure.com") else {}
         if self._api_key and not headers:
@@ -559,7 +562,13 @@ class RealtimePipeline:
             if not (playing.done or playing.cancelled) and len(playing.heard_text(now).split()) < words:
                 session.recorder.log("debug", "caller speech during the disclosure; not interrupted")
                 return
+        # The provider's voice activity detection tells speech, not words: `adaptive` and `vad` both cut
+        # here (the provider's own threshold keeps short noises out); `off` never cuts, and the provider
+        # answers what was said once its answer has played.
+        if not self.caller_cuts:
+            return
         session.recorder.log("info", "barge-in")
+        session.interruption("real", 0)
         await session.interrupt(now)
 
     async def _on_speech_stopped(self, event: dict[str, Any]) -> None:
