@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Awaitable, Callable, Container, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -33,8 +33,6 @@ SAMPLE_RATE = 16000
 WINDOW_SECONDS = 8  # the model hears the last 8 s, padded with silence at the start
 THRESHOLD = 0.5  # above: finished (as pipecat reads it)
 _WINDOW_BYTES = WINDOW_SECONDS * SAMPLE_RATE * 2
-
-T = TypeVar("T")
 
 
 def model_path() -> Path:
@@ -144,11 +142,11 @@ class TurnEnd:
             self._audio += audio
         del self._audio[:-_WINDOW_BYTES]
 
-    async def read(self, words: str, run_blocking: Callable[..., Awaitable[T]]) -> str:
+    async def read(self, words: str, run_blocking: Callable[..., Awaitable[Any]]) -> str:
         """How the pause reads: by the words, or by the model (off the loop with `run_blocking`)."""
         if self.detector != SMART_TURN:
             return reading(words, self.language, self.known_pairs)
-        probability: float = await run_blocking(smart_turn().complete, bytes(self._audio))  # type: ignore[assignment]
+        probability = float(await run_blocking(smart_turn().complete, bytes(self._audio)))
         return FINISHED if probability > THRESHOLD else UNFINISHED
 
 
