@@ -6,6 +6,7 @@ channel layer and Celery tasks run in-process. Every variable is documented in t
 
 import secrets
 import ssl
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -447,6 +448,15 @@ VAD_UNFINISHED_SILENCE_MS = env.int("VAD_UNFINISHED_SILENCE_MS", default=700)
 # callers cut off at a pause inside a sentence, but most turns of the offline recognizer (which mishears
 # about a third of the words) then take 500 ms (bench/voice_latency.py --scenario pauses; README).
 VAD_UNSURE_SILENCE_MS = env.int("VAD_UNSURE_SILENCE_MS", default=300)
+# How a pause is read (docs/conversation.md "How turns end"; bench/end_of_turn.py): `words`, the words
+# recognized at the pause (realtime/engine/cascade/turn_taking.py), or `smart-turn`, the Smart Turn v3 model
+# of the audio (realtime/engine/cascade/end_of_turn.py), whose file `make setup` extracts from the pinned
+# pipecat-ai wheel into SMART_TURN_MODEL_PATH (the virtualenv's share/smart-turn/ by default; never
+# downloaded at run time: a missing file fails `manage.py check`).
+TURN_END_DETECTOR = _choice("TURN_END_DETECTOR", "words", ("words", "smart-turn"))
+SMART_TURN_MODEL_PATH = env.str(
+    "SMART_TURN_MODEL_PATH", default=str(Path(sys.prefix) / "share" / "smart-turn" / "smart-turn-v3.2-cpu.onnx")
+)
 # Speech recognition worker processes per server process (PocketSphinx holds the GIL: decoding in the
 # server process would starve its event loop). 0 decodes in the server process.
 ASR_WORKERS = env.int("ASR_WORKERS", default=2)

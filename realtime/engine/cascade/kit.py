@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
+from realtime.engine.cascade import end_of_turn
 from realtime.engine.contracts import Detector, Recognizer
 from realtime.engine.speech import asr, providers, tts, vad
 
@@ -41,6 +42,7 @@ def _embedded_kit() -> VoiceKit:
         vad.preload()
         asr.preload()
         tts.preload()
+        end_of_turn.preload()
 
     return VoiceKit(
         name="embedded",
@@ -74,6 +76,7 @@ def _speech_kit(asr_provider: str, tts_provider: str) -> VoiceKit:
         if asr_provider == providers.EMBEDDED:
             asr.preload()  # a provider's recognizer needs no PocketSphinx workers
         tts.preload()  # the offline voice speaks whenever a provider fails
+        end_of_turn.preload()
         for provider in chosen:
             if hasattr(provider, "preload"):
                 provider.preload()  # the models of the in-process providers (whisper, piper)
@@ -90,8 +93,11 @@ def _speech_kit(asr_provider: str, tts_provider: str) -> VoiceKit:
 
 
 def configuration_problems() -> list[str]:
-    """Why the configured speech providers of the cascade cannot run, empty when fine."""
-    return providers.configuration_problems(settings.ASR_PROVIDER, settings.TTS_PROVIDER)
+    """Why the configured speech providers and end-of-turn detector of the cascade cannot run, empty when fine."""
+    return (
+        providers.configuration_problems(settings.ASR_PROVIDER, settings.TTS_PROVIDER)
+        + end_of_turn.configuration_problems()
+    )
 
 
 _kits: dict[tuple[str, str], VoiceKit] = {}

@@ -39,9 +39,10 @@ from kit.providers import ProviderError
 from realtime.engine.audio import IN_BYTES_PER_MS
 from realtime.engine.brain import brain_for, brain_problems
 from realtime.engine.cascade import kit as speech_kit
+from realtime.engine.cascade.end_of_turn import TurnEnd
 from realtime.engine.cascade.kit import VoiceKit, ensure_preloaded, voice_kit
 from realtime.engine.cascade.listener import Listener, RecognizerJob
-from realtime.engine.cascade.turn_taking import UNFINISHED, UNSURE, reading
+from realtime.engine.cascade.turn_taking import UNFINISHED, UNSURE
 from realtime.engine.contracts import Brain, Conversation, Response, TextPiece, ToolCall, Usage
 from realtime.engine.phrases import phrase
 from realtime.engine.timing import TurnTiming
@@ -150,6 +151,7 @@ class CascadePipeline:
         self._words_decide = callable(getattr(recognizer, "peek", None))
         pairs = getattr(recognizer, "known_word_pairs", None)
         self._known_pairs = await session.run_blocking(pairs) if self.listener.quick_end and pairs else None
+        self.turn_end = TurnEnd(agent.language, self._known_pairs)  # how a pause reads (TURN_END_DETECTOR)
         if recognizer is None:
             session.recorder.log(
                 "warn",
@@ -427,8 +429,10 @@ class CascadePipeline:
         assert self.listener is not None and self.session is not None
         session = self.session
         asked = next((job for job in jobs if job.kind in (RecognizerJob.FINISH, RecognizerJob.PEEK)), None)
+        work = [(job.kind, job.audio) for job in jobs]
+        self.turn_end.hear(work)
         try:
-            texts = await session.run_blocking(self.listener.recognize, [(job.kind, job.audio) for job in jobs])
+            texts = await session.run_blocking(self.listener.recognize, work)
         except ProviderError as exc:
             if asked is not None and asked.kind is RecognizerJob.FINISH:
                 self._turns_in_flight -= bool(asked.verdict)
@@ -439,7 +443,7 @@ class CascadePipeline:
             if kind is RecognizerJob.PEEK and asked.barge:
                 await self._barge_words(asked, text)
             elif kind is RecognizerJob.PEEK:
-                split = self._paused(asked.pause, text)
+                split = self._paused(asked.pause, await self.turn_end.read(text, session.run_blocking))
                 if split is not None:  # before the audio that follows the pause, still queued
                     await self._recognize_jobs([split, _Job(RecognizerJob.START, b"")])
             elif not asked.verdict:
@@ -454,11 +458,11 @@ class CascadePipeline:
                     session.interruption("real", asked.speech_ms)
                 await self._take_turn(text, timing, joins=asked.joins, spoken=True)
 
-    def _paused(self, pause: int | None, words: str) -> _Job | None:
-        """The caller has paused (VAD_QUICK_END_SILENCE_MS) after `words`: the turn ends now when they
-        read as finished, after VAD_UNSURE_SILENCE_MS when they may be misheard, and otherwise after
-        VAD_UNFINISHED_SILENCE_MS (realtime/engine/cascade/turn_taking.py); all only if the caller is still
-        silent.
+    def _paused(self, pause: int | None, verdict: str) -> _Job | None:
+        """The caller has paused (VAD_QUICK_END_SILENCE_MS) and the pause reads as `verdict` (by the words
+        or the audio: realtime/engine/cascade/end_of_turn.py): the turn ends now when finished, after
+        VAD_UNSURE_SILENCE_MS when the words may be misheard, and otherwise after VAD_UNFINISHED_SILENCE_MS
+        (realtime/engine/cascade/turn_taking.py); all only if the caller is still silent.
 
         When the words come after the caller has already spoken again (the recognizer lagged behind the
         audio), the turn ends at that pause all the same if it lasted as long as the words ask for: the
@@ -468,7 +472,6 @@ class CascadePipeline:
         assert self.listener is not None and self.session is not None
         if pause is None:
             return None
-        verdict = reading(words, self.session.agent.language, self._known_pairs)
         if verdict == UNFINISHED:
             return None
         after_ms = int(settings.VAD_UNSURE_SILENCE_MS) if verdict == UNSURE else 0
