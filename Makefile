@@ -63,6 +63,12 @@ endef
 
 .PHONY: setup run test test-parallel test-serial test-schema test-fast lint bench worker clean
 
+# The Smart Turn v3 end-of-turn model (TURN_END_DETECTOR=smart-turn; BSD-2, by Daily) with its licence, taken
+# from the pinned pipecat-ai wheel at install time (the package itself is not installed), into the git-ignored
+# virtualenv where SMART_TURN_MODEL_PATH looks by default; the service never downloads it.
+PIPECAT_AI_VERSION := 1.14.0
+SMART_TURN := $(VENV)/share/smart-turn/smart-turn-v3.2-cpu.onnx
+SMART_TURN_SHA256 := 2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f
 setup: $(STAMP) $(SMART_TURN)
 	@# The browser tests drive Debian's chromium: installed when missing and we are root; otherwise they are skipped.
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
@@ -73,12 +79,6 @@ setup: $(STAMP) $(SMART_TURN)
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx; } || \
 		echo "nginx is missing and could not be installed (needs root and apt-get): the nginx deployment test will be skipped"
 
-# The Smart Turn v3 end-of-turn model (TURN_END_DETECTOR=smart-turn; BSD-2, by Daily) with its licence, taken
-# from the pinned pipecat-ai wheel at install time (the package itself is not installed), into the git-ignored
-# virtualenv where SMART_TURN_MODEL_PATH looks by default; the service never downloads it.
-PIPECAT_AI_VERSION := 1.14.0
-SMART_TURN := $(VENV)/share/smart-turn/smart-turn-v3.2-cpu.onnx
-SMART_TURN_SHA256 := 2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f
 $(SMART_TURN): | $(STAMP)
 	$(PY) -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
 		--dest $(VENV)/cache/pipecat-ai pipecat-ai==$(PIPECAT_AI_VERSION)
