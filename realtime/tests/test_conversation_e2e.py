@@ -196,10 +196,12 @@ def parcel_agent(owner: Any, make_agent: Any, hook: LoopbackReceiver, name: str,
 
 
 async def set_interruption(owner: Any, agent: Any, **interruption: Any) -> None:
-    """The agent's interruption settings, through the public API."""
-    response = await sync_to_async(owner.client.patch)(
-        f"/public/v1/agents/{agent.pk}", {"interruption": interruption}, format="json"
-    )
+    """The agent's interruption settings, through the public API (PATCH with the agent's updatedAt)."""
+    url = f"/public/v1/agents/{agent.pk}"
+    current = await sync_to_async(owner.client.get)(url)
+    assert current.status_code == 200, current.content
+    body = {"expectedUpdatedAt": current.json()["updatedAt"], "interruption": interruption}
+    response = await sync_to_async(owner.client.patch)(url, body, format="json")
     assert response.status_code == 200, response.content
 
 
@@ -406,10 +408,10 @@ async def test_a_backchannel_and_a_noise_do_not_cut_a_long_answer(
             except (TimeoutError, ConnectionError) as exc:
                 raise AssertionError(f"no assistant transcript ({exc}): {story(client.messages, started)}") from None
             await line.wait(3.0)  # time for an answer to the "okay", if one were coming
-        ended = client.messages[whole].at
-        assert okay.ended < ended and noise.ended < ended  # both while the agent spoke
         assert "clear" not in kinds_between(client, started), story(client.messages, started)
         assert client.messages[whole].message["text"] == LONG_ANSWER, story(client.messages, started)
+        ended = client.messages[whole].at
+        assert okay.ended < ended and noise.ended < ended  # both while the agent spoke
         assert [
             m.message.get("interrupted") for m in client.messages[started:] if m.message["type"] == "agent_speech.ended"
         ] == [False]
