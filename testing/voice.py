@@ -83,11 +83,12 @@ def pink_noise(ms: int, level: float, seed: int = 7) -> bytes:
     return (noise / np.sqrt(np.mean(noise**2)) * level).astype("<i2").tobytes()
 
 
-def mumble(pcm16: bytes, ms: int) -> bytes:
+def mumble(pcm16: bytes, ms: int, *, from_ms: int = 0) -> bytes:
     """A wordless sound that voice activity detection takes for speech (a mumble, a cough into the phone):
-    `ms` of a recording played backwards, from where its speech begins. Silero VAD reports speech in
-    300 ms of it; the offline recognizer makes at most a letter of it ("a")."""
+    `ms` of a recording played backwards, `from_ms` after where its backwards speech begins. Silero VAD
+    reports speech in 300 ms of such a sound; the offline recognizer mostly makes a word or two of it
+    ("a", "the", "yes"), and nothing of some (which a test that needs "no words" must pick)."""
     backwards = np.frombuffer(pcm16, dtype="<i2")[::-1].copy()
     begins, _ = speech_bounds(backwards.tobytes())
-    start = int(begins * IN_RATE)
+    start = int(begins * IN_RATE) + IN_RATE * from_ms // 1000
     return backwards[start : start + IN_RATE * ms // 1000].tobytes()
