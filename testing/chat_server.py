@@ -180,6 +180,14 @@ class ChatServer(ScriptedServer):
         self._script.extend(items)
         return self
 
+    def reset(self, *items: ScriptItem, fallback: ScriptItem | None = None) -> ChatServer:
+        """A new script for the next test of a shared server: what is left of the last one goes, `items`
+        and `fallback` replace it (requests already recorded stay)."""
+        self._script.clear()
+        self._script.extend(items)
+        self.fallback = fallback
+        return self
+
     def analysis(self, *items: ScriptItem) -> ChatServer:
         """Replies to the JSON-output requests (response_format), in order."""
         self._analysis_script.extend(items)

@@ -4,9 +4,12 @@ agent's whole answer (`Exchange`: what the server heard, what the agent said, th
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from realtime import tokens
 from testing.clients import VoiceClient, is_type
@@ -92,3 +95,89 @@ async def conversation(
 
 def tool_events(exchange: Exchange) -> list[tuple[str, str]]:
     return [(e["type"], e["name"]) for e in exchange.events if e["type"].startswith("tool.")]
+
+
+@dataclass(frozen=True)
+class Spoken:
+    """Where a sound the caller made lies on the line's audio timeline (loop times: a line sends its
+    audio at real time, so the loop time at which a frame is sent is where it lies in the caller's audio)."""
+
+    began: float  # its first frame
+    ended: float  # the end of its last frame
+
+
+class OpenLine:
+    """A caller's microphone that stays open: a frame of silence every 20 ms at real time, and what the
+    caller says (`say`) in place of the silence from the next frame on. `send` sends one frame of
+    `frame_bytes`; `OpenLine.browser(client)` and `OpenLine.phone(twilio)` are the two transports.
+    Use it as an async context manager around the part of the call where the caller listens and speaks."""
+
+    FRAME_SECONDS = 0.02
+
+    def __init__(self, send: Callable[[bytes], Awaitable[None]], *, frame_bytes: int, silence_byte: int = 0) -> None:
+        self._send = send
+        self.frame_bytes = frame_bytes
+        self._silence = bytes([silence_byte]) * frame_bytes
+        self._queue: deque[tuple[bytes, asyncio.Future[Spoken]]] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._start = 0.0
+        self._index = 0  # frames sent so far
+
+    @classmethod
+    def browser(cls, client: VoiceClient) -> OpenLine:
+        return cls(client.send_audio, frame_bytes=640)
+
+    @classmethod
+    def phone(cls, twilio: Any) -> OpenLine:
+        from telephony import audio
+
+        return cls(twilio.send_media, frame_bytes=audio.FRAME_BYTES, silence_byte=audio.SILENCE_BYTE)
+
+    async def __aenter__(self) -> Self:
+        self._start = asyncio.get_running_loop().time()
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await self._task
+
+    def now(self) -> float:
+        """Where the line is on its audio timeline: the loop time of the next frame's start."""
+        return self._start + self._index * self.FRAME_SECONDS
+
+    async def say(self, sound: bytes) -> Spoken:
+        """`sound` in place of the silence from the next free frame on (after what was said before);
+        returns once its last frame has been sent and its audio has run out."""
+        done: asyncio.Future[Spoken] = asyncio.get_running_loop().create_future()
+        self._queue.append((sound, done))
+        return await done
+
+    async def wait(self, seconds: float) -> None:
+        """The caller listens for `seconds` of the line's audio (silence)."""
+        await self.say(self._silence * max(1, round(seconds / self.FRAME_SECONDS)))
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._queue:
+                sound, done = self._queue.popleft()
+                began = self.now()
+                for offset in range(0, len(sound), self.frame_bytes):
+                    frame = sound[offset : offset + self.frame_bytes]
+                    await self._frame(loop, frame + self._silence[len(frame) :])
+                ended = self.now()
+                await asyncio.sleep(max(0.0, ended - loop.time()))  # a microphone cannot run ahead of time
+                if not done.done():
+                    done.set_result(Spoken(began=began, ended=ended))
+            else:
+                await self._frame(loop, self._silence)
+
+    async def _frame(self, loop: asyncio.AbstractEventLoop, frame: bytes) -> None:
+        delay = self.now() - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await self._send(frame)
+        self._index += 1

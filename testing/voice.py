@@ -57,3 +57,38 @@ def record_voice(sentences: tuple[str, ...], folder: Path, voice_name: str = "ev
 def rms(pcm16: bytes) -> float:
     samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float64)
     return float(np.sqrt(np.mean(samples**2))) if samples.size else 0.0
+
+
+def speech_bounds(pcm16: bytes, *, threshold: float = 300.0, window_ms: int = 10) -> tuple[float, float]:
+    """Where the speech of a recording (PCM16 16 kHz) begins and ends, in seconds from its start: the first
+    and the last `window_ms` window louder than `threshold` (RMS). eSpeak NG leads and trails its words
+    with a little silence; a test that times the caller's first or last word measures from these."""
+    size = IN_RATE * window_ms // 1000
+    samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float64)
+    windows = [samples[start : start + size] for start in range(0, samples.size, size)]
+    loud = [index for index, window in enumerate(windows) if window.size and np.sqrt(np.mean(window**2)) > threshold]
+    if not loud:
+        raise ValueError("the recording holds no speech")
+    return loud[0] * window_ms / 1000, (loud[-1] + 1) * window_ms / 1000
+
+
+def pink_noise(ms: int, level: float, seed: int = 7) -> bytes:
+    """`ms` of pink noise (PCM16 16 kHz) at RMS `level` (a speech recording's, from `rms`), the same in every
+    run. Silero VAD never takes it for speech (300 ms at a speech level: no speech start)."""
+    count = IN_RATE * ms // 1000
+    spectrum = np.fft.rfft(np.random.default_rng(seed).standard_normal(count))
+    frequencies = np.arange(spectrum.size, dtype=np.float64)
+    frequencies[0] = 1.0
+    noise = np.fft.irfft(spectrum / np.sqrt(frequencies), count)
+    return (noise / np.sqrt(np.mean(noise**2)) * level).astype("<i2").tobytes()
+
+
+def mumble(pcm16: bytes, ms: int, *, from_ms: int = 0) -> bytes:
+    """A wordless sound that voice activity detection takes for speech (a mumble, a cough into the phone):
+    `ms` of a recording played backwards, `from_ms` after where its backwards speech begins. Silero VAD
+    reports speech in 300 ms of such a sound; the offline recognizer mostly makes a word or two of it
+    ("a", "the", "yes"), and nothing of some (which a test that needs "no words" must pick)."""
+    backwards = np.frombuffer(pcm16, dtype="<i2")[::-1].copy()
+    begins, _ = speech_bounds(backwards.tobytes())
+    start = int(begins * IN_RATE) + IN_RATE * from_ms // 1000
+    return backwards[start : start + IN_RATE * ms // 1000].tobytes()
