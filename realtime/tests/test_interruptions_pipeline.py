@@ -4,8 +4,6 @@ cuts. The session shell and the cascade on the hand-moved clock, with scripted s
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from realtime.engine.contracts import TextPiece, ToolCall, ToolOutcome
@@ -166,54 +164,3 @@ async def test_a_transfer_decided_on_the_first_sentence_happens_when_the_caller_
     transferred_at = next(at for at, kind, _ in h.transport.events if kind == "transfer")
     assert transferred_at - last_word <= 10
     assert [turn.text for turn in brain.seen[-1] if turn.role == "user"] == [f"{FIRST} {SECOND}"]
-
-
-async def test_a_tool_request_is_sent_once_when_the_caller_goes_on_and_the_brain_asks_again(agent):
-    tools = ScriptedTools({"track_parcel": ToolOutcome(result='{"status": "on its way"}', status="success")}, wait=True)
-    ask = [ToolCall(name="track_parcel", arguments={"parcel": "any"}, id="p1")]
-    brain = ScriptedBrain(ask, [ToolCall(name="track_parcel", arguments={"parcel": "any"}, id="p2")])
-    h = Harness(
-        agent,
-        recorder=MemoryRecorder(),
-        texts=["where is my parcel", "please track my parcel"],
-        brain=brain,
-        tools=tools,
-    )
-    await h.start()
-    await h.feed(silence(2300))
-    await h.talk(600, then_silence_ms=300)  # the request goes out and hangs for now
-    await h.talk(900, then_silence_ms=300)  # the caller goes on: the turn is answered again
-    tools.release.set()
-    await h.feed(silence(3000))
-    assert len(tools.calls) == 1
-    assert h.transport.transcripts()[-1] == ("assistant", "Done.")
-    finished = [value for _, kind, value in h.transport.messages() if kind == "tool.finished"]
-    assert [event["status"] for event in finished] == ["success"]
-    await h.stop()
-
-
-async def test_a_brain_that_hangs_gets_the_caller_an_apology_within_the_bound_and_the_call_goes_on(agent, settings):
-    settings.RESPONSE_TIMEOUT_SECONDS = 3
-
-    class Hanging:
-        def __init__(self) -> None:
-            self.asked = 0
-
-        async def respond(self, context, history):
-            self.asked += 1
-            if self.asked == 1:
-                await asyncio.Event().wait()
-            yield TextPiece("We open at nine.")
-
-    h = Harness(agent, recorder=MemoryRecorder(), texts=["when do you open", "when do you open"], brain=Hanging())
-    await h.start()
-    await h.feed(silence(2300))
-    await h.talk(600, then_silence_ms=300)
-    ended = h.clock.now() - 0.3
-    await h.feed(silence(5000))
-    apology = next(at for at, kind, value in h.transport.messages() if kind == "agent_speech")
-    assert [value for _, kind, value in h.transport.events if kind == "transcript"][-1][0] == "assistant"
-    assert apology - ended <= 3.2
-    await h.talk(600, then_silence_ms=2000)
-    assert h.transport.transcripts()[-1] == ("assistant", "We open at nine.")
-    await h.stop()
