@@ -25,6 +25,18 @@ def active_agent(owner: Any, make_agent: Any) -> Any:
 
 
 @pytest.fixture
+def greeting_agent(active_agent: Any) -> Any:
+    """The active agent with a static greeting (testing.pipeline.GREETING), as the engine harness's tests
+    expect it: the disclosure (1.3 s) and the greeting (0.7 s) play first."""
+    from testing.pipeline import GREETING
+
+    active_agent.greeting_type = "static"
+    active_agent.static_greeting = GREETING
+    active_agent.save()
+    return active_agent
+
+
+@pytest.fixture
 async def close_db_threads() -> Any:
     """Async tests reach the database through asgiref's worker thread; close its connection after the
     test so that the PostgreSQL test database can be dropped at the end of the run."""

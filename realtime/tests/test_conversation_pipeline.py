@@ -21,7 +21,7 @@ from realtime.engine.cascade.listener import RecognizerJob
 from realtime.engine.clock import settle
 from realtime.engine.contracts import BrainContext, TextPiece, ToolCall, ToolOutcome, Turn
 from testing.fakes import ScriptedBrain, ScriptedTools, silence, speech
-from testing.pipeline import GREETING, Harness
+from testing.pipeline import Harness
 from testing.recording import MemoryRecorder
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -37,11 +37,8 @@ OPENING = "We open at nine."
 
 
 @pytest.fixture
-def agent(active_agent):
-    active_agent.greeting_type = "static"
-    active_agent.static_greeting = GREETING
-    active_agent.save()
-    return active_agent
+def agent(greeting_agent):
+    return greeting_agent
 
 
 async def greeted(h: Harness) -> None:

@@ -14,7 +14,7 @@ from django.core.management.base import SystemCheckError
 
 from realtime.engine.cascade import end_of_turn
 from testing.fakes import FakeDetector, silence, speech
-from testing.pipeline import GREETING, Harness
+from testing.pipeline import Harness
 from testing.recording import MemoryRecorder
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -23,11 +23,8 @@ SENTENCE = "my number is four five six"
 
 
 @pytest.fixture
-def agent(active_agent):
-    active_agent.greeting_type = "static"
-    active_agent.static_greeting = GREETING
-    active_agent.save()
-    return active_agent
+def agent(greeting_agent):
+    return greeting_agent
 
 
 class ScriptedModel:

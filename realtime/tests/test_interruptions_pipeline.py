@@ -8,7 +8,7 @@ import pytest
 
 from realtime.engine.contracts import TextPiece, ToolCall, ToolOutcome
 from testing.fakes import ScriptedBrain, ScriptedTools, silence, speech
-from testing.pipeline import GREETING, Harness
+from testing.pipeline import Harness
 from testing.recording import MemoryRecorder
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -17,11 +17,8 @@ LONG = "One two three four five six. Seven eight nine ten eleven twelve. Thirtee
 
 
 @pytest.fixture
-def agent(active_agent):
-    active_agent.greeting_type = "static"
-    active_agent.static_greeting = GREETING
-    active_agent.save()
-    return active_agent
+def agent(greeting_agent):
+    return greeting_agent
 
 
 @pytest.fixture

@@ -27,11 +27,8 @@ DISCLOSURE = "Just so you know, you are speaking with an AI, not a person."  # 1
 
 
 @pytest.fixture
-def agent(active_agent):
-    active_agent.greeting_type = "static"
-    active_agent.static_greeting = GREETING
-    active_agent.save()
-    return active_agent
+def agent(greeting_agent):
+    return greeting_agent
 
 
 async def test_it_announces_the_session_then_speaks_the_disclosure_and_greeting(agent):
