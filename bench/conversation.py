@@ -2,46 +2,50 @@
 sockets of real Daphne servers on the embedded (offline) engine, in real time.
 
 The callers are eSpeak NG voices, recorded once per run (testing/voice.py record_voice: each sentence
-in a fresh, seeded process) and trimmed of their leading and trailing silence, so that the caller's
-first and last words are the first and last chunks the bench sends. Every session keeps its
-microphone open (20 ms chunks of silence between utterances, as the browser client does).
+in a fresh, seeded process) and trimmed of their silence, so that the caller's first and last words are
+the first and last chunks the bench sends. Every session keeps its microphone open (20 ms chunks of
+silence between utterances, as the browser client does).
 
-One agent (a webhook agent, created the way bench/voice_latency.py creates its agent) has:
-`transfer_call` (a handoff number), `end_call`, a webhook tool `track_parcel` answered by a loopback
-receiver in this process that counts requests per call (testing/webhooks.py LoopbackReceiver), and a
-knowledge document uploaded through POST /public/v1/agents/{id}/knowledge, whose return policy is the
-long answer (about 35 words) the interruption scripts talk over.
+The agent (a webhook agent, made the way bench/voice_latency.py makes its agent) has `transfer_call`
+(a handoff number), `end_call`, a webhook tool `track_parcel` answered by a loopback receiver in this
+process that counts requests per call (testing/webhooks.py LoopbackReceiver), and a knowledge document
+uploaded through POST /public/v1/agents/{id}/knowledge, whose opening hours are the long answer (about
+9 s spoken) the interruption scripts talk over. The paused sentences talk to bench/voice_latency.py's
+reservation agent, without tools, transfer or end of call (no sentence ends its session).
 
-Scripts (one session each; a level runs them one at a time at 1 session, or all at once, staggered,
-at 20 sessions):
-  - actions: two-sentence requests for a transfer, for the end of the call, for the tool, and a
-    knowledge question; an action is lost when the client's message for it (`transfer`; the socket
-    closing; a successful `tool.finished` of track_parcel; agent audio after a successful
-    `tool.finished` of search_knowledge) does not arrive within 10 s of the caller's last word;
+Scripts (one session each; one session runs them one after the other, 20 sessions run them at once,
+staggered):
+  - actions: two-sentence requests (each sentence recorded on its own, SENTENCE_GAP_MS between them)
+    for a transfer, for the end of the call, for the tool, and a knowledge question; an action is lost
+    when the client's message for it (`transfer`; the socket closing; a successful `tool.finished` of
+    track_parcel; an answer from the document that is not cut) does not arrive within 10 s of the
+    caller's last word;
   - probes: a question whose answer is long, then 1.5 s into the answer a backchannel ("Okay.",
     "Mm-hmm.", "Yeah.") or a 300 ms noise burst: a false interruption cut the agent when a `clear`
     arrives between the probe's start and 2 s after its end; then "Stop. What time do you open?" over
     another long answer: missed when no `clear` arrives within 500 ms of its first word;
   - paused sentences: the ten sentences with pauses of bench/voice_latency.py's `pauses` scenario, in
     four voices and pause lengths; a sentence is split when it came back as two `user` transcripts
-    and agent audio came between them (the agent answered the first part; a continuation the engine
-    appended to the same turn before answering is not a split).
+    with agent audio between them (the agent answered the first part; a continuation the engine
+    added to the same turn before answering is not a split).
 
 Figures (each next to its target): actions lost, tool requests doubled (requests the receiver got
 beyond one per caller request), unanswered turns (caller turns, probes aside, after whose last word
 no agent audio, transcript or action comes within 10 s), false interruptions that cut the agent,
-paused sentences split, real interruptions missed, and the end of the caller's last word to the first
-answer audio (p50, p95; turns where the agent was still speaking when the caller stopped are left
-out). All times are this process's loop clock, from the audio it sends to the messages it receives.
+paused sentences split, real interruptions missed, and the caller's last word to the first answer
+audio (p50, p95; turns where the agent was still speaking when the caller stopped are left out). All
+times are this process's loop clock, from the audio it sends to the messages it receives.
 
-Usage: .venv/bin/python bench/conversation.py [--sessions 1,20] [--quick] [--servers 2]
-A JSON line with every figure ends the output.
+Usage: .venv/bin/python bench/conversation.py [--sessions 1,20] [--quick] [--verbose] [--only TEXT]
+(BENCH_TIMELINE=1 with --verbose: every session's timeline). A JSON line with every figure ends the
+output. docs/conversation-bench.md says what each figure means.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -276,10 +280,8 @@ class Line:
     async def stop(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # the socket may be gone already
                 await self._ticker
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001, S110 - the socket may be gone already
-                pass
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
@@ -327,7 +329,7 @@ class Line:
         self.said.append(said)
         return said
 
-    def after(self, at: float) -> list[dict[str, Any]]:
+    def after(self, at: float) -> list[Any]:
         return [item for item in self.messages if item.at > at]
 
     async def until(self, predicate: Callable[[Any], bool], *, after: float, timeout: float) -> Any | None:
@@ -399,7 +401,7 @@ class Session:
         self.speech = speech
 
     async def turn(self, what: str, audio: bytes | None = None) -> Said:
-        """A caller turn: said, then (in the background of the script) checked for an answer."""
+        """A caller turn (evaluate() checks afterwards that it was answered, and how fast)."""
         said = await self.line.say(what, audio if audio is not None else self.speech[what])
         self.outcome.turns += 1
         return said
@@ -462,7 +464,7 @@ class Session:
             said = await self.turn(" ".join(KNOWLEDGE))
             await self.line.until(
                 lambda i: _kind(i) == "agent_speech" and KNOWLEDGE_WORD in str(i.message.get("text")),
-                after=said.end,
+                after=said.start,
                 timeout=ACTION_SECONDS,
             )
             await self.line.quiet(after=said.end)
