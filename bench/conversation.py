@@ -38,7 +38,7 @@ times are this process's loop clock, from the audio it sends to the messages it 
 
 Usage: .venv/bin/python bench/conversation.py [--sessions 1,20] [--quick] [--verbose] [--only TEXT]
 (BENCH_TIMELINE=1 with --verbose: every session's timeline). A JSON line with every figure ends the
-output. docs/conversation-bench.md says what each figure means.
+output. docs/conversation.md ("The conversation bench") says what each figure means.
 """
 
 from __future__ import annotations
@@ -806,7 +806,7 @@ def main() -> None:
 
         print(
             f"servers: {len(base_urls)}; voice engine: {settings.VOICE_ENGINE}; brain: embedded; "
-            f"{turn_windows(settings)}; barge-in after {settings.REALTIME_BARGE_IN_MS} ms of speech; "
+            f"{turn_windows(settings)}; interruptions: the agent's default (adaptive: words, not sounds); "
             f"sessions staggered by {args.stagger_ms} ms"
         )
         results = []
