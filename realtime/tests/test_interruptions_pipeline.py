@@ -161,3 +161,17 @@ async def test_a_transfer_decided_on_the_first_sentence_happens_when_the_caller_
     transferred_at = next(at for at, kind, _ in h.transport.events if kind == "transfer")
     assert transferred_at - last_word <= 10
     assert [turn.text for turn in brain.seen[-1] if turn.role == "user"] == [f"{FIRST} {SECOND}"]
+
+
+async def test_mode_off_answers_a_typed_turn_once_the_agent_has_finished(agent, with_mode):
+    with_mode(mode="off")
+    brain = ScriptedBrain([TextPiece(LONG)], [TextPiece("We open at nine.")])
+    h = Harness(agent, recorder=MemoryRecorder(), texts=["tell me everything"], brain=brain)
+    await answering(h)
+    await h.feed(silence(300))
+    await h.conversation.caller_text("what time do you open")
+    await h.feed(silence(3000))
+    assert "clear" not in h.transport.kinds()
+    assistant = [text for role, text in h.transport.transcripts() if role == "assistant"]
+    assert assistant[1:] == [LONG, "We open at nine."]
+    await h.stop()

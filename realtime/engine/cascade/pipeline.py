@@ -352,13 +352,13 @@ class CascadePipeline:
         session.recorder.log("info", "caller spoke while the agent could not be cut; heard as the next turn")
         session.spawn(self._next_turn(response, words), "next-turn")
 
-    async def _next_turn(self, response: Response | None, words: str) -> None:
+    async def _next_turn(self, response: Response | None, words: str, *, spoken: bool = True) -> None:
         """Words the caller said while the agent could not be cut: their turn once it has finished."""
         assert self.session is not None
         session = self.session
         if response is not None:
             await session.heard_out(response)
-        await self._take_turn(words, TurnTiming(turn_ended_at=session.clock.now()), spoken=True)
+        await self._take_turn(words, TurnTiming(turn_ended_at=session.clock.now()), spoken=spoken)
 
     def _utterance_began(self, at: float) -> None:
         """The caller began an utterance at `at`: over the agent or not, and going on with their last
@@ -504,9 +504,15 @@ class CascadePipeline:
         self.end(response)
 
     async def text_turn(self, text: str) -> None:
-        """A caller turn as text (recognized speech, or keys pressed on a phone): the brain answers."""
+        """A caller turn as text (typed, or keys pressed on a phone): the brain answers. It cuts the agent
+        like a barge-in, but with `interruption.mode` `off`, where it is answered once the agent has finished."""
         assert self.session is not None
-        await self._take_turn(text, TurnTiming(turn_ended_at=self.session.clock.now()))
+        session = self.session
+        response = session.response
+        if self.interruption.mode == "off" and response is not None and not response.done:
+            session.spawn(self._next_turn(response, text, spoken=False), "next-turn")
+            return
+        await self._take_turn(text, TurnTiming(turn_ended_at=session.clock.now()))
 
     async def _take_turn(self, text: str, timing: TurnTiming, *, joins: bool = False, spoken: bool = False) -> None:
         """Answer a caller turn; `joins`: words that went on with the caller's last turn before its
