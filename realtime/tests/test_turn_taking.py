@@ -33,6 +33,9 @@ PAIRS = {("on", "saturday"), ("table", "please"), ("thank", "you"), ("opening", 
         ("what are your opening hours", FINISHED),
         ("i need a table bot", UNSURE),  # reads finished, but the model never saw "table bot"
         ("are you a bot", FINISHED),
+        ("can you", UNFINISHED),  # a question whose verb is still to come
+        ("could you tell me", UNFINISHED),
+        ("do you", UNFINISHED),
     ],
 )
 def test_words_read_as_finished_unfinished_or_unsure(words, expected):

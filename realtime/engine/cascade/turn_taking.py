@@ -10,6 +10,8 @@ off:
     an auxiliary or modal verb, a subject pronoun, a filler ("um", "so", "like");
   - a number, or a letter (dictation goes on in groups; and a lone letter at the end is more often a
     short word misheard than a finished sentence);
+  - "you" after an auxiliary or modal verb, "me" after a verb that asks for something ("can you ...",
+    "could you tell me ...");
   - a single word that is not a one-word answer ("yes", "thanks", "hello"): most likely the first
     word of a sentence, or a sound misheard as a word;
   - nothing recognized yet.
@@ -66,6 +68,12 @@ _ENGLISH_ONE_WORD_ANSWERS = frozenset(
     hello hi hey goodbye bye done nothing cancel stop help
     """.split()
 )
+# Two last words that open a question or a request whose object is still to come ("can you ...", "tell
+# me ..."): "you" after an auxiliary or modal verb, "me" after a verb that asks for something.
+_ENGLISH_OPENING_PAIRS = frozenset(
+    [(verb, "you") for verb in "do does did can could will would are were have has should if".split()]
+    + [(verb, "me") for verb in "tell give show let send get help".split()]
+)
 _WORD = re.compile(r"[a-z0-9']+")
 
 
@@ -85,6 +93,8 @@ def reading(text: str, language: str, known_pairs: Container[tuple[str, str]] | 
     if len(words) == 1:
         return FINISHED if last in _ENGLISH_ONE_WORD_ANSWERS else UNFINISHED
     if last in _ENGLISH_CONTINUATIONS or last in _ENGLISH_NUMBERS or last.isdigit() or len(last) == 1:
+        return UNFINISHED
+    if (words[-2], last) in _ENGLISH_OPENING_PAIRS:
         return UNFINISHED
     return FINISHED if known_pairs is None or (words[-2], last) in known_pairs else UNSURE
 
