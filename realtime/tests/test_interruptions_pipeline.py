@@ -175,3 +175,19 @@ async def test_mode_off_answers_a_typed_turn_once_the_agent_has_finished(agent, 
     assistant = [text for role, text in h.transport.transcripts() if role == "assistant"]
     assert assistant[1:] == [LONG, "We open at nine."]
     await h.stop()
+
+
+async def test_one_word_heard_once_in_a_backchannel_does_not_cut_the_agent(agent):
+    # Under load the recognizer's words so far can be a sound misheard as a word ("him" for "mm-hmm"),
+    # changed by the next 100 ms: one word cuts only when it is heard twice in a row.
+    brain = ScriptedBrain([TextPiece(LONG)])
+    h = Harness(agent, recorder=MemoryRecorder(), texts=["tell me everything", "mm-hmm"], brain=brain)
+    guesses = iter(["him", "mm-hmm", "mm-hmm", "mm-hmm", "mm-hmm", "mm-hmm", "mm-hmm"])
+    h.parts["recognizer"].peek = lambda: next(guesses, "mm-hmm")
+    await answering(h)
+    await h.feed(silence(600))
+    await h.talk(600, then_silence_ms=3000)
+    assert "clear" not in h.transport.kinds()
+    assert h.transport.transcripts()[-1] == ("assistant", LONG)
+    assert interruptions(h) == ["backchannel"]
+    await h.stop()

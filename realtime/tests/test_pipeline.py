@@ -136,7 +136,7 @@ async def test_the_disclosure_cannot_be_interrupted_but_the_greeting_can(agent):
     await h.feed(silence(200))
     await h.feed(speech(900))  # inside the 1.3 s disclosure
     assert "clear" not in h.transport.kinds()
-    await h.feed(speech(300))  # the greeting has begun: now the caller takes the turn
+    await h.feed(speech(400))  # the greeting has begun: now the caller takes the turn (one word, heard twice)
     assert "clear" in h.transport.kinds()
     await h.feed(silence(300))
     transcripts = h.transport.transcripts()

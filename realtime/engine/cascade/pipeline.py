@@ -117,6 +117,7 @@ class CascadePipeline:
         self._speech_ms = 0  # ... how long it has been speech so far
         self._peeked_ms: int | None = None  # ... its speech when its words were last asked for (-1: ask now)
         self._by_sound = False  # ... it cut the agent on its sound alone
+        self._real_peeks = 0  # ... the words asked for in a row that were a real interruption
         self._resume_from: tuple[Response, int] | None = None  # what to say again if that held no words
         self.interruption = interruption_for(None)
         self._words_decide = False  # the recognizer tells the words so far: interruptions are judged by them
@@ -297,7 +298,13 @@ class CascadePipeline:
         now = self.session.clock.now()
         if not self.session.user_speaking or self._cuttable(now) is None:
             return
-        if self.interruption.kind_of(words) == "real":
+        if self.interruption.kind_of(words) != "real":
+            self._real_peeks = 0
+            return
+        # One word alone must be heard twice in a row: a backchannel's sound is misheard as a word more
+        # often than a real interruption is one word that the next 100 ms change.
+        self._real_peeks += 1
+        if self._real_peeks >= 2 or len(words.split()) >= 2:
             await self._cut(now, self._speech_ms, by_sound=False)
 
     def _resume(self, job: _Job, words: str) -> bool:
@@ -370,6 +377,7 @@ class CascadePipeline:
         self._utterance += 1
         self._speech_ms = 0
         self._peeked_ms = None
+        self._real_peeks = 0
 
     def _turn_unanswered(self, at: float) -> bool:
         """Whether the caller's last turn is still unanswered at `at`: its words are being recognized,
