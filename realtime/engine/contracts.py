@@ -223,6 +223,7 @@ class Response:
     cancelled: bool = False  # interrupted: every stage drops the work it still holds for it
     in_history: int = 0  # leading sentences already in the history (said before a tool call)
     transfer_to: str | None = None  # hand the caller to this number once the response has played
+    decided_by: str | None = None  # the tool whose call decided the transfer or end of call
     then_end: tuple[Ending, str] | None = None  # or end the session once it has played
     end_reason: str | None = None  # why, then (a calls.models.EndedReason value)
     timing: TurnTiming | None = None  # the caller turn it answers (None: the shell's own, the greeting)
@@ -252,20 +253,24 @@ class Response:
         """A barge-in cannot cut the sentences said so far (a handoff announcement)."""
         self.locked = len(self.sentences)
 
-    def transfer_after(self, destination: str) -> None:
-        """Hand the caller to `destination` once the response has played."""
+    def transfer_after(self, destination: str, *, by: str | None = None) -> None:
+        """Hand the caller to `destination` once the response has played (`by`: the deciding tool)."""
         self.transfer_to = destination
+        self.decided_by = by
 
-    def end_after(self, ending: Ending, message: str = "", *, reason: str | None = None) -> None:
-        """End the session once the response has played (`reason`: the call's ended reason)."""
+    def end_after(self, ending: Ending, message: str = "", *, reason: str | None = None, by: str | None = None) -> None:
+        """End the session once the response has played (`reason`: the call's ended reason; `by`: the
+        deciding tool)."""
         self.then_end = (ending, message)
         self.end_reason = reason
+        self.decided_by = by
 
     def withdraw(self) -> None:
         """Its transfer or end of call is taken back (the caller went on with the turn it answered)."""
         self.transfer_to = None
         self.then_end = None
         self.end_reason = None
+        self.decided_by = None
 
     def said_in_history(self) -> None:
         """The sentences said so far are in the history (said before a tool call)."""
@@ -370,6 +375,8 @@ class Conversation(Protocol):
     async def heard_out(self, response: Response) -> None: ...  # until it has played, was cut or dropped
     async def user_said(self, text: str, *, interrupt: bool = True) -> bool: ...
     async def user_went_on(self, text: str) -> bool: ...
+    async def user_added(self, text: str) -> None: ...  # joins the caller's last turn; its answer stands
+    def turn_with(self, text: str) -> list[Turn]: ...  # the history with `text` joined to that turn
     async def run_tool(self, call: ToolCall) -> ToolOutcome: ...
     def tool_round(
         self, response: Response, said: str, calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]

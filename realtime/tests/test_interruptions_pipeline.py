@@ -135,7 +135,7 @@ async def test_a_noise_during_the_disclosure_never_cuts_it_in_vad_mode(agent, wi
 FIRST, SECOND = "please transfer me to a human", "i want to speak to a real person"
 
 
-async def test_a_transfer_decided_on_the_first_sentence_happens_when_the_caller_goes_on(agent):
+async def test_a_transfer_decided_on_the_first_sentence_stands_when_the_whole_turn_asks_for_it(agent):
     destination = "+15550001111"
     transfer = ToolOutcome(result='{"status": "transferring"}', status="success", transfer_to=destination)
     calls = (
@@ -154,7 +154,7 @@ async def test_a_transfer_decided_on_the_first_sentence_happens_when_the_caller_
     await h.feed(silence(2300))
     await h.talk(600, then_silence_ms=150)  # the turn ends: the transfer is decided, the handoff starts
     await h.talk(500, then_silence_ms=300)  # the caller goes on over the handoff, before hearing it
-    assert "clear" in h.transport.kinds()  # the handoff was for half a turn: it is dropped
+    assert "clear" not in h.transport.kinds()  # the whole turn still asks for a person: the handoff plays on
     last_word = h.clock.now() - 0.3
     await h.feed(silence(6000))
     assert h.transport.transferred_to == destination
@@ -190,4 +190,31 @@ async def test_one_word_heard_once_in_a_backchannel_does_not_cut_the_agent(agent
     assert "clear" not in h.transport.kinds()
     assert h.transport.transcripts()[-1] == ("assistant", LONG)
     assert interruptions(h) == ["backchannel"]
+    await h.stop()
+
+
+async def test_a_transfer_decided_on_half_a_turn_is_taken_back_when_the_rest_asks_for_something_else(agent):
+    destination = "+15550001111"
+    transfer = ToolOutcome(result='{"status": "transferring"}', status="success", transfer_to=destination)
+    brain = ScriptedBrain(
+        [ToolCall(name="transfer_call", arguments={}, id="t1")],
+        [TextPiece("Your order ships tomorrow.")],  # asked again with the whole turn: no transfer
+        [TextPiece("Your order ships tomorrow.")],
+    )
+    h = Harness(
+        agent,
+        recorder=MemoryRecorder(),
+        texts=["i want a person", "no wait where is my order"],
+        brain=brain,
+        tools=ScriptedTools({"transfer_call": transfer}),
+    )
+    await h.start()
+    await h.feed(silence(2300))
+    await h.talk(600, then_silence_ms=150)
+    await h.talk(500, then_silence_ms=300)
+    await h.feed(silence(4000))
+    assert "clear" in h.transport.kinds()  # the handoff was for half a turn: it is dropped
+    assert h.transport.transferred_to is None and not h.task.done()
+    assert h.transport.transcripts()[-1] == ("assistant", "Your order ships tomorrow.")
+    assert "the caller went on speaking; the transfer is decided again with the whole turn" in h.recorder.logged()
     await h.stop()

@@ -49,6 +49,7 @@ from realtime.engine.timing import TurnTiming
 from realtime.selectors import agent_vocabulary_texts
 
 MAX_TOOL_ROUNDS = 4
+DECIDE_AGAIN_SECONDS = 5.0  # a brain asked whether a decided transfer or end of call still stands
 PEEK_EVERY_MS = 100  # adaptive interruptions: the words of speech over the agent are asked for this often
 MAX_PENDING_INPUT = 500  # chunks waiting for the listener (about 10 s of 20 ms chunks)
 COALESCE_BYTES = 250 * IN_BYTES_PER_MS  # the listener takes waiting chunks together, up to 250 ms of audio
@@ -538,6 +539,10 @@ class CascadePipeline:
             if self.interruption.mode == "off":  # the answer is not cut: the words are the next turn
                 session.spawn(self._next_turn(answer, text), "next-turn")
                 return
+            if not answer.done and answer.decided_by and await self._still_asked(answer, text):
+                session.recorder.log("info", "the caller went on; the whole turn still asks for what was decided")
+                await session.user_added(text)
+                return
         if answer is not None:
             if not answer.done:
                 await session.interrupt(session.clock.now(), forget=True)
@@ -549,6 +554,28 @@ class CascadePipeline:
             response.answers(timing)
             self._answer = response if spoken else None
             self._respond_task = session.spawn(self._respond(response), "respond")
+
+    async def _still_asked(self, answer: Response, text: str) -> bool:
+        """Whether the caller's whole turn, `text` joined to it, still asks for the transfer or end of call
+        that `answer` decided: the brain is asked again (up to its first tool call, which is not run, within
+        DECIDE_AGAIN_SECONDS); then the announcement or goodbye plays on and the action is carried out."""
+        assert self.brain is not None and self.session is not None
+        session = self.session
+        outputs = self.brain.respond(session.context, session.turn_with(text))
+        try:
+            async with asyncio.timeout(DECIDE_AGAIN_SECONDS):
+                async for output in outputs:
+                    if isinstance(output, Usage):
+                        session.usage(output)
+                    elif isinstance(output, ToolCall):
+                        return output.name == answer.decided_by
+        except (TimeoutError, ProviderError):
+            return False
+        finally:
+            close = getattr(outputs, "aclose", None)
+            if close is not None:
+                await close()
+        return False
 
     def overdue(self, response: Response, *, tool_running: bool) -> None:
         """The shell's RESPONSE_TIMEOUT_SECONDS passed and `response` has not begun: while a tool is

@@ -574,6 +574,25 @@ class Session:
         if self.transferring or self._stopping:
             return False
         del self.history[self._last_user + 1 :]  # the dropped answer's tool rounds
+        await self._join_last_turn(text)
+        return True
+
+    async def user_added(self, text: str) -> None:
+        """The caller went on with their last turn while its answer stands (it decided a transfer or end
+        of call that the whole turn still asks for): `text` joins that turn in the history, the call
+        record and the client's transcript, and nothing is answered again."""
+        if self._last_user is not None and not self._stopping:
+            await self._join_last_turn(text)
+
+    def turn_with(self, text: str) -> list[Turn]:
+        """The history as it would be with `text` joined to the caller's last turn, without its answer."""
+        if self._last_user is None:
+            return [*self.history, Turn(role="user", text=text)]
+        joined = f"{self.history[self._last_user].text} {text.strip()}".strip()
+        return [*self.history[: self._last_user], Turn(role="user", text=joined)]
+
+    async def _join_last_turn(self, text: str) -> None:
+        assert self._last_user is not None
         text = text.strip()
         if text:
             joined = f"{self.history[self._last_user].text} {text}"
@@ -581,7 +600,6 @@ class Session:
             self.recorder.extend_caller_message(text)
             self.recorder.log("info", "user turn continued", words=len(text.split()))
             await self.transport.send_transcript("user", text)
-        return True
 
     def heard_by(self, now: float) -> float:
         """How far the listener has heard the agent's audio by `now`, in clock time: a transport that
@@ -693,8 +711,9 @@ class Session:
             await self._changed.wait()
 
     def _withdraw(self, response: Response) -> None:
-        """The caller went on with the turn that `response` answered before hearing it: a transfer or end
-        of call it decided is taken back, and the whole turn goes to the brain again."""
+        """The caller went on with the turn that `response` answered before hearing it, and the whole
+        turn does not ask for the transfer or end of call it decided (the pipeline asked the brain): the
+        decision is taken back, and the whole turn is answered again."""
         if response.transfer_to:
             self._transferring = False
             what = "transfer"
@@ -730,14 +749,14 @@ class Session:
             self.history.append(Turn(role="tool", text=outcome.result, tool_call_id=call.id, name=call.name))
             if outcome.transfer_to and not self._transferring:
                 self._transferring = True
-                response.transfer_after(outcome.transfer_to)
+                response.transfer_after(outcome.transfer_to, by=call.name)
             elif outcome.end_call and not self.transferring and not self._stopping:
                 if response.cancelled:
                     self.recorder.log("info", "end_call dropped: the caller spoke over the goodbye")
                     continue
                 self._closing = True
                 self.recorder.log("info", "the agent ends the call")
-                response.end_after(Ending.COMPLETED, reason=EndedReason.AGENT_ENDED_CALL)
+                response.end_after(Ending.COMPLETED, reason=EndedReason.AGENT_ENDED_CALL, by=call.name)
                 self._closing_timer = self.spawn(self._close_by(EndedReason.AGENT_ENDED_CALL), "closing")
         if response.end_reason != EndedReason.AGENT_ENDED_CALL:
             if self.text and said.strip() and not response.cancelled:
