@@ -228,22 +228,20 @@ class CascadePipeline:
                 self._peeked_ms = self._speech_ms
                 self._asr_q.put_nowait(_Job(RecognizerJob.PEEK, b"", barge=True, utterance=self._utterance))
 
-    def _cuttable(self, now: float) -> Response | None:
-        """The response the caller's current utterance may cut now: one it began over, or the answer to
-        the turn it goes on with, past the part that cannot be cut (the disclosure, a handoff or goodbye),
-        the call not closing; None when nothing may be cut, or the utterance has cut it already."""
+    def _may_cut(self, now: float) -> bool:
+        """Whether the caller's current utterance may cut the agent's response now: one it began over, or
+        the answer to the turn it goes on with, past the part that cannot be cut (the disclosure, a handoff
+        or goodbye), the call not closing, and not already cut by this utterance."""
         assert self.session is not None
         response = self.session.response
-        if (
+        return not (
             self._barged
             or response is None
             or response.done
             or not (self._over_agent or (self._goes_on and response is self._answer))
             or not response.interruptible(now)
             or self.session.transferring
-        ):
-            return None
-        return response
+        )
 
     async def _maybe_cut(self, now: float, speech_ms: int) -> None:
         """The caller is speaking over the agent: cut it as the agent's interruption settings say. `vad`
@@ -251,7 +249,7 @@ class CascadePipeline:
         of speech; `adaptive`: once the words so far are a real interruption (not a backchannel, at least
         minWords words), asked of the recognizer every PEEK_EVERY_MS of speech; `off`: never."""
         mode = self.interruption.mode
-        if mode == "off" or self._cuttable(now) is None:
+        if mode == "off" or not self._may_cut(now):
             return
         if mode == "adaptive" and self._words_decide:
             peeked = self._peeked_ms
@@ -297,7 +295,7 @@ class CascadePipeline:
             return
         self._peeked_ms = max(self._peeked_ms or 0, 0)
         now = self.session.clock.now()
-        if not self.session.user_speaking or self._cuttable(now) is None:
+        if not self.session.user_speaking or not self._may_cut(now):
             return
         if self.interruption.kind_of(words) != "real":
             self._real_peeks = 0
