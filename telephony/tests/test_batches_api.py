@@ -9,7 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from calls.models import Call
-from telephony.batches import batch_tick
+from telephony.campaigns.services import batch_tick
 from telephony.models import CallBatch, CallBatchRecipient
 from telephony.services.numbers import phone_number_claim
 
