@@ -1,4 +1,4 @@
-"""Call batches (campaigns) REST endpoints: thin views that parse, call telephony.campaigns.services and render."""
+"""Call batches (campaigns) REST endpoints: thin views that parse, call the campaigns services and render."""
 
 from __future__ import annotations
 
