@@ -32,7 +32,7 @@ def pytest_configure() -> None:
 
     settings.AGENT_LOG_FLUSH_SECONDS = 0
     settings.CALLS_MAINTENANCE_SECONDS = 0
-    # No call batch scheduler thread: tests run telephony.batches.batch_tick(now=...) themselves.
+    # No call batch scheduler thread: tests run telephony.campaigns.services.batch_tick(now=...) themselves.
     settings.BATCH_TICK_SECONDS = 0
     # No outbound dispatcher: tests place queued calls with telephony.outbound.outbound_dispatch() (or start
     # a server with OUTBOUND_WORKER=inprocess), never against a Twilio they did not start.

@@ -3,7 +3,7 @@ on loopback.
 
 Seeds one organization with a webhook subscribed to every event type and `--calls` calls started and
 ended (3 events each: call.started, call.ended, call.analyzed, written to the outbox with the calls, as
-the engine does), then starts the in-process delivery worker of calls/events.py (EVENTS_WORKER=inprocess,
+the engine does), then starts the in-process delivery worker of calls/webhooks/events.py (EVENTS_WORKER=inprocess,
 EVENTS_WORKER_THREADS senders) and times until the loopback receiver (testing/webhooks.py) has every
 event: each one claimed, signed, POSTed through the outbound guard and its attempt recorded.
 
@@ -51,8 +51,9 @@ def main() -> None:
 
     from accounts.services import organization_create
     from agents.models import Agent
-    from calls import events, services
+    from calls import services
     from calls.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
+    from calls.webhooks import events
     from testing.webhooks import LoopbackReceiver
 
     call_command("migrate", verbosity=0, interactive=False)

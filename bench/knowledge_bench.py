@@ -170,7 +170,7 @@ def spoken_answer(agent, question: str) -> str:
     import asyncio
     import json
 
-    from realtime.engine.brain.embedded import EmbeddedBrain
+    from realtime.engine.brain.embedded.responder import EmbeddedBrain
     from realtime.engine.contracts import BrainContext, TextPiece, ToolCall, ToolSpec, Turn
     from realtime.engine.tools import search_knowledge
     from realtime.engine.tools.base import CallContext

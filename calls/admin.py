@@ -27,7 +27,7 @@ from calls.dashboard import call_record, usage_chart_svg
 from calls.models import AgentLog, Call
 from calls.selectors import call_log_lines, call_search, daily_minutes, usage_by_organization
 from calls.timeline import clock
-from calls.webhook_admin import CallDeliveryInline
+from calls.webhooks.admin import CallDeliveryInline
 from kit.fields import iso
 
 USAGE_CHART_DAYS = 30
@@ -178,7 +178,7 @@ class CallAdmin(admin.ModelAdmin):
     list_select_related = ("organization",)
     show_full_result_count = False
     actions = ["export_csv"]
-    inlines = [CallDeliveryInline]  # the deliveries of the call's events (calls/webhook_admin.py)
+    inlines = [CallDeliveryInline]  # the deliveries of the call's events (calls/webhooks/admin.py)
     call_fields = (
         "id",
         "organization",

@@ -269,7 +269,7 @@ class AgentLog(models.Model):
         return f"{self.session_id} {self.severity} {self.timestamp:%Y-%m-%d %H:%M:%S}"
 
 
-# --- call events: organization webhook endpoints, the outbox, deliveries (calls/events.py) ---------
+# --- call events: organization webhook endpoints, the outbox, deliveries (calls/webhooks/events.py) ---------
 
 
 class EventType(models.TextChoices):

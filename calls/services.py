@@ -24,7 +24,6 @@ from accounts.models import Organization
 from agents.models import Agent
 from calls import billing
 from calls.analysis import queue_analysis
-from calls.events import event_record
 from calls.maintenance import ensure_inprocess_maintenance, rows_one_by_one
 from calls.models import (
     AgentLog,
@@ -46,6 +45,7 @@ from calls.sequence import next_sequence
 from calls.signals import call_ended
 from calls.summary import summarize
 from calls.variables import metadata_clean, variables_clean
+from calls.webhooks.events import event_record
 from kit import liveness
 from kit.errors import ApiError
 from kit.redaction import categories_of, redact_for_agent
@@ -89,7 +89,7 @@ def call_start(
         to_number = to_number or WEB_TO_PLACEHOLDER
     with transaction.atomic():
         call = _call_create(agent, channel, from_number, to_number, provider_call_id, variables, metadata, modality)
-        event_record(call=call, event_type=EventType.CALL_STARTED)  # call events (calls/events.py)
+        event_record(call=call, event_type=EventType.CALL_STARTED)  # call events (calls/webhooks/events.py)
     liveness.hold(Call, call.pk)
     ensure_inprocess_maintenance()
     return call
@@ -343,7 +343,7 @@ def _finish(
         row.analysis_status = AnalysisStatus.PENDING
         transaction.on_commit(lambda: queue_analysis(call_id))
         row.save()
-        event_record(call=row, event_type=EventType.CALL_ENDED)  # call events (calls/events.py)
+        event_record(call=row, event_type=EventType.CALL_ENDED)  # call events (calls/webhooks/events.py)
         transaction.on_commit(lambda: call_ended_send(call_id))
     return row
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from calls import events
 from calls.maintenance import run_maintenance
 from calls.services import agent_log_purge, call_close_stale, recording_purge
+from calls.webhooks import events
 
 
 @shared_task(name="calls.run_upkeep")

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from calls import apis, webhook_apis
+from calls import apis
+from calls.webhooks import apis as webhook_apis
 
 urlpatterns = [
     path("calls", apis.CallListApi.as_view(), name="calls"),

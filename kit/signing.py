@@ -2,7 +2,7 @@
 serialized once (`json_body`), those exact bytes are signed
 (`x-service-signature: sha256=<lowercase hex HMAC-SHA256 of the raw body>`) and those same bytes are sent,
 so a receiver verifying the raw body always agrees. Tool calls and the assistant request
-(realtime/engine/tools/delivery.py) and call events (calls/events.py) share it."""
+(realtime/engine/tools/delivery.py) and call events (calls/webhooks/events.py) share it."""
 
 from __future__ import annotations
 

@@ -358,5 +358,5 @@ class AgentPageAdmin(AgentAdmin):
 
 admin.site.register(Agent, AgentPageAdmin)
 
-# Call batches (campaigns): their pages live in telephony/batch_admin.py.
-from telephony import batch_admin as _batch_admin  # noqa: E402, F401 - registers the call batch pages
+# Call batches (campaigns): their pages live in telephony/campaigns/admin.py.
+from telephony.campaigns import admin as _campaigns_admin  # noqa: E402, F401 - registers the call batch pages

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from telephony.batches import batch_tick
+from telephony.campaigns.services import batch_tick
 from telephony.outbound import outbound_dispatch
 
 

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from telephony import agent_apis, apis, batch_apis, organization_apis, outbound_apis
+from telephony import agent_apis, apis, organization_apis, outbound_apis
+from telephony.campaigns import apis as batch_apis
 
 urlpatterns = [
     path("agents", agent_apis.AgentListCreateApi.as_view(), name="agents"),

@@ -12,9 +12,9 @@ class VoiceagentConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from calls import events as calls_events
         from calls import maintenance
         from calls import services as calls_services
+        from calls.webhooks import events as calls_events
         from knowledge import services as knowledge_services
         from realtime import services as realtime_services
         from realtime.agent_tests import worker as agent_tests_worker

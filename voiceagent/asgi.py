@@ -33,15 +33,15 @@ from calls.maintenance import start_upkeep  # noqa: E402 - imported after the se
 
 start_upkeep()
 
-# Call events (calls/events.py): with EVENTS_WORKER=inprocess (the embedded default) this process delivers
+# Call events (calls/webhooks/events.py): with EVENTS_WORKER=inprocess (the embedded default) this process delivers
 # them; its worker starts now and first sends what a stopped process left pending.
-from calls.events import start_worker  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
+from calls.webhooks.events import start_worker  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 start_worker()
 
-# Call batches (telephony/batches.py): with BATCH_SCHEDULER=inprocess (the embedded default) this process
+# Call batches (telephony/campaigns/services.py): with BATCH_SCHEDULER=inprocess (the embedded default) this process
 # places their due calls every BATCH_TICK_SECONDS.
-from telephony.batches import ensure_scheduler  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
+from telephony.campaigns.services import ensure_scheduler  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 ensure_scheduler()
 

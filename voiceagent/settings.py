@@ -550,7 +550,7 @@ CALLS_MAINTENANCE_SECONDS = env.int("CALLS_MAINTENANCE_SECONDS", default=0 if RE
 CELERY_BEAT_SCHEDULE["calls-upkeep"] = {"task": "calls.run_upkeep", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["calls-purge-agent-logs"] = {"task": "calls.purge_agent_logs", "schedule": 3600.0}
 
-# --- call events: outbox and delivery (calls/events.py, docs/webhooks.md) ------------------------
+# --- call events: outbox and delivery (calls/webhooks/events.py, docs/webhooks.md) ------------------------
 # Who delivers: "inprocess" (a worker thread in every serving process; the embedded default), "celery"
 # (with REDIS_URL: a task per new delivery, and Celery beat's `calls.deliver_due_events` for the retries),
 # or "off" (this process records events but sends none: another process or worker does).
@@ -751,7 +751,7 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # Behind a TLS proxy every request reaches the service through the proxy, so "a loopback client" means
 # nothing there: without METRICS_TOKEN, /metrics then answers 401 to everyone (and check --deploy warns).
 
-# --- call batches (campaigns, telephony/batches.py, docs/campaigns.md) --------------------------------
+# --- call batches (campaigns, telephony/campaigns/services.py, docs/campaigns.md) --------------------------------
 # Who runs the batch scheduler: "inprocess" (a thread of every serving process; the embedded default),
 # "celery" (with REDIS_URL: Celery beat runs `telephony.batch_tick`), or "off" (another process does).
 BATCH_SCHEDULER = env.str(

@@ -302,7 +302,7 @@ def test_senders_reaching_for_one_due_delivery_at_once_send_it_once(owner: Any, 
 
     from django.db import connections
 
-    from calls import events
+    from calls.webhooks import events
 
     rounds, senders = 6, 8
     with LoopbackReceiver() as hook:

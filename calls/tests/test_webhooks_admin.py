@@ -8,8 +8,9 @@ import re
 import pytest
 from django.contrib.auth.models import User
 
-from calls import events, services
+from calls import services
 from calls.models import WebhookDelivery, WebhookEndpoint
+from calls.webhooks import events
 from testing.webhooks import LoopbackReceiver
 
 

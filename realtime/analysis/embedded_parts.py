@@ -2,7 +2,7 @@
 
 - summary: the extractive summary of calls/summary.py (the caller's first sentence and the sentences
   whose words recur most, each tagged with its speaker); the plan's prompt is not used.
-- structuredData: the embedded argument extractor (realtime/engine/brain/arguments.py) reads every caller
+- structuredData: the embedded argument extractor (realtime/engine/brain/embedded/arguments.py) reads every caller
   turn against the plan's schema, as it reads a tool's arguments: e-mail addresses, dates, times, phone
   and other digit strings, listed (enum) values, numbers, yes/no, names, places and, for a property named
   like a message (notes, request, issue...), the words of the turn. A value said again in a later turn
@@ -20,8 +20,8 @@ import jsonschema
 
 from calls.summary import summarize
 from kit.patterns import linear_validator
-from realtime.engine.brain.arguments import extract, parameters_of
-from realtime.engine.brain.spoken import Utterance
+from realtime.engine.brain.embedded.arguments import extract, parameters_of
+from realtime.engine.brain.embedded.spoken import Utterance
 
 MODEL = "embedded"
 NO_EVALUATION = "the embedded brain does not evaluate calls; successEvaluation needs LLM_PROVIDER=openai"

@@ -12,6 +12,7 @@ clock, timing) and the kit, so that every part of the engine can depend on it an
   (realtime/engine/session/records.py), in memory in tests (testing/recording.py).
 - The response handle a pipeline speaks through (`Response`, its `Segment`s), and the conversation
   the pipeline serves (`Conversation`, the session shell as a pipeline sees it).
+- The session shell as its answering-machine handling sees it (`VoicemailHost`).
 
 The audio format (rates, frame sizes) is beside it in realtime/engine/audio.py.
 """
@@ -385,6 +386,26 @@ class Conversation(Protocol):
     def brain_failed(self, exc: ProviderError) -> str: ...
     def handoff_sentence(self) -> str: ...
     def goodbye_sentence(self) -> str: ...
+
+
+class VoicemailHost(Protocol):
+    """The session shell as its answering-machine handling sees it (realtime/engine/session/voicemail.py;
+    realtime/engine/session/shell.py implements it): the agent, the clock, the recorder and the call's
+    placeholder values; and what a machine's verdict does to the call (the agent goes quiet, leaves the
+    message, or the call ends)."""
+
+    agent: Agent
+    clock: Clock
+    recorder: Recorder
+    placeholder_values: dict[str, str]  # the values of {{name}} placeholders, once the call is open
+
+    @property
+    def transferring(self) -> bool: ...  # handed off or closing: the greeting is not played
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]: ...
+    async def machine_talking(self) -> None: ...  # a machine's greeting plays: cut the agent, answer nothing
+    async def leave_voicemail(self, message: str) -> None: ...  # the disclosure and `message`, then the end
+    async def end_for_voicemail(self, why: str) -> None: ...  # the call ends at once (endedReason voicemail)
 
 
 class VoicePipeline(Protocol):

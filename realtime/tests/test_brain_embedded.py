@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from knowledge import services
-from realtime.engine.brain.embedded import EmbeddedBrain
+from realtime.engine.brain.embedded.responder import EmbeddedBrain
 from realtime.engine.contracts import BrainContext, TextPiece, ToolCall, ToolSpec, Turn
 from realtime.engine.tools.base import CallContext
 from realtime.engine.tools.search_knowledge import SearchKnowledgeTool

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from realtime.engine.brain.embedded import EmbeddedBrain
-from realtime.engine.brain.keys import keys_asked
+from realtime.engine.brain.embedded.keys import keys_asked
+from realtime.engine.brain.embedded.responder import EmbeddedBrain
 from realtime.engine.contracts import BrainContext, TextPiece, ToolCall, ToolSpec, Turn
 from realtime.engine.tools import send_digits
 from realtime.engine.tools.base import CallContext, ToolError

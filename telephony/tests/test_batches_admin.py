@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from telephony.batches import batch_tick
+from telephony.campaigns.services import batch_tick
 from telephony.models import CallBatch
 from telephony.services.numbers import phone_number_claim
 

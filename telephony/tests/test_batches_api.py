@@ -9,7 +9,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from calls.models import Call
-from telephony.batches import batch_tick
+from kit.schema import ERROR_SCHEMA
+from telephony.campaigns.services import batch_tick
 from telephony.models import CallBatch, CallBatchRecipient
 from telephony.services.numbers import phone_number_claim
 
@@ -302,6 +303,34 @@ def test_concurrency_is_capped_by_the_plan(owner, agent, number):
         "Must be an integer from 1 to 5 (your plan places at most 5 outbound calls at once)."
     ]
     assert create(owner, payload(agent, number, concurrency=5)).status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"window": {"start": "17:00", "end": "09:00"}}, "window.end"),
+        ({"window": {"start": "09:00", "end": "17:00", "timeZone": "Mars/Olympus"}}, "window.timeZone"),
+        ({"window": {"start": "09:00", "end": "17:00", "shift": 1}}, "window"),
+        ({"retry": {"maxAttempts": 6}}, "retry.maxAttempts"),
+        ({"recipients": [{"to": "+1415555"}]}, "recipients.0.to"),
+        ({"recipients": [{"to": "+14155551000", "name": "Ana"}]}, "recipients.0"),
+        ({"recipients": [{"to": "+14155551000"}, {"to": "+14155551000"}]}, "recipients"),
+    ],
+    ids=["window-end", "window-zone", "window-field", "retry", "recipient-number", "recipient-field", "duplicates"],
+)
+def test_a_malformed_body_is_refused_before_the_service_configuration_is_checked(
+    owner, agent, number, settings, fields, field
+):
+    # Schemathesis: a malformed body was answered 503 TELEPHONY_NOT_CONFIGURED on a service that cannot
+    # place calls. The body is checked first: a 400 in the contract's error shape.
+    settings.PUBLIC_BASE_URL = ""
+    body = assert_refused(create(owner, payload(agent, number, **fields)))
+    assert body.get("code") != "TELEPHONY_NOT_CONFIGURED"
+    assert set(body) <= set(ERROR_SCHEMA["properties"]) and isinstance(body["error"], str)
+    assert field in body["issues"]
+    assert all(isinstance(m, str) for messages in body["issues"].values() for m in messages)
+    # A well-formed body on this service: its configuration is what is refused.
+    assert assert_refused(create(owner, payload(agent, number)), 503)["code"] == "TELEPHONY_NOT_CONFIGURED"
 
 
 def test_a_plan_without_outbound_calls_is_refused(owner, agent, number):

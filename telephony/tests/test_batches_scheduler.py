@@ -26,8 +26,8 @@ from django.utils import timezone
 
 from calls import services as call_services
 from calls.models import OPEN_STATUSES, Call
-from telephony import batches
-from telephony.batches import batch_call_ended, batch_tick
+from telephony.campaigns import services as campaign_services
+from telephony.campaigns.services import batch_call_ended, batch_tick
 from telephony.models import CallBatch, CallBatchRecipient, OutboundCall
 from telephony.services.numbers import phone_number_claim
 from testing.daphne import database_url
@@ -365,7 +365,7 @@ def test_cancel_ends_pending_recipients_and_cancels_queued_calls(owner, agent, n
         end_unanswered(call, "canceled", timezone.now())
         return call
 
-    monkeypatch.setattr(batches.outbound, "outbound_call_cancel", outbound_call_cancel)
+    monkeypatch.setattr(campaign_services.outbound, "outbound_call_cancel", outbound_call_cancel)
     batch_id = create_batch(owner, agent, number, concurrency=2)
     assert batch_tick() == 2
     body = owner.client.post(f"{URL}/{batch_id}/cancel").json()
@@ -403,7 +403,7 @@ def test_a_lost_ending_of_a_paused_batch_outside_its_window_is_settled_too(owner
 
 def test_a_scheduler_dying_in_the_middle_of_its_tick_leaves_nothing_half_done(owner, agent, number, monkeypatch):
     batch_id = create_batch(owner, agent, number, concurrency=3)
-    real_create = batches.outbound.outbound_call_create
+    real_create = campaign_services.outbound.outbound_call_create
     made: list[Any] = []
 
     def dies_on_the_second(**kwargs: Any) -> Call:
@@ -412,12 +412,12 @@ def test_a_scheduler_dying_in_the_middle_of_its_tick_leaves_nothing_half_done(ow
         made.append(real_create(**kwargs))
         return made[-1]
 
-    monkeypatch.setattr(batches.outbound, "outbound_call_create", dies_on_the_second)
+    monkeypatch.setattr(campaign_services.outbound, "outbound_call_create", dies_on_the_second)
     with pytest.raises(SystemExit):
         batch_tick()
     assert made and not Call.objects.exists()  # the first call was rolled back with the tick
     assert set(CallBatchRecipient.objects.values_list("state", "attempts")) == {("pending", 0)}
-    monkeypatch.setattr(batches.outbound, "outbound_call_create", real_create)
+    monkeypatch.setattr(campaign_services.outbound, "outbound_call_create", real_create)
     assert batch_tick() == 3  # the restarted scheduler
     links = OutboundCall.objects.filter(recipient__batch_id=batch_id)
     assert sorted((link.recipient.position, link.attempt) for link in links) == [(0, 1), (1, 1), (2, 1)]

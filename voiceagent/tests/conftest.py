@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from agents.models import Agent
 from calls import services as calls_services
-from calls.events import event_record
 from calls.logging import LogSession, agent_log, flush_agent_logs
 from calls.models import AgentLog, Call, LlmUsage, ToolInvocation
+from calls.webhooks.events import event_record
 from knowledge import services as knowledge_services
 from realtime.models import UsedSessionToken
 from telephony.services.accounts import telephony_account_set

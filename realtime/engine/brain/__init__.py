@@ -2,7 +2,7 @@
 agent's next words and tool calls (the types are in realtime/engine/contracts.py).
 
 Chosen per deployment by settings.LLM_PROVIDER, in one registry: `embedded` (an offline, rule-based
-responder; the default) and `openai` (any OpenAI-compatible Chat Completions server).
+responder, embedded/; the default) and `openai` (any OpenAI-compatible Chat Completions server).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from realtime.engine.contracts import Brain
 BRAINS = Registry(
     "language model provider",
     {
-        "embedded": "realtime.engine.brain.embedded:EmbeddedBrain",
+        "embedded": "realtime.engine.brain.embedded.responder:EmbeddedBrain",
         "openai": "realtime.engine.brain.openai_chat:OpenAIChatBrain",
     },
 )

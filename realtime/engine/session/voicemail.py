@@ -20,7 +20,7 @@ Every machine ending is status completed, endedReason `voicemail`, billed like a
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agents.voicemail import (
     ACTION_LEAVE_MESSAGE,
@@ -33,9 +33,7 @@ from agents.voicemail import (
 )
 from calls.models import CallDirection
 from calls.variables import placeholders_fill
-
-if TYPE_CHECKING:
-    from realtime.engine.session.shell import Session
+from realtime.engine.contracts import VoicemailHost
 
 GREETING_HOLD_SECONDS = 1.5  # the longest the greeting waits for a verdict
 MACHINE_END_WAIT_SECONDS = 30.0  # after machine_start, the longest wait for the end of the machine's greeting
@@ -44,7 +42,7 @@ MACHINE_END_WAIT_SECONDS = 30.0  # after machine_start, the longest wait for the
 class AnsweringMachine:
     """One call's answering-machine handling (the session's `voicemail`)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: VoicemailHost) -> None:
         self.session = session
         self.setting: dict[str, Any] = dict(getattr(session.agent, "voicemail", None) or {})
         self.armed: bool | None = None  # decided once the call record is known (`arm`)

@@ -5,7 +5,7 @@ that webhook tools and the assistant request share.
 Signing (contract, Authentication 4): the payload is serialized once, those exact bytes are signed
 (`x-service-signature: sha256=<lowercase hex HMAC-SHA256 keyed by serverSecret>`) and those same
 bytes are sent, so a receiver verifying the raw body always agrees (kit/signing.py, shared with the
-call events of calls/events.py).
+call events of calls/webhooks/events.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from django.core.management.base import CommandError
 from django.utils.dateparse import parse_datetime
 
 from kit.commands import JsonCommand
-from telephony.batches import batch_tick
+from telephony.campaigns.services import batch_tick
 
 
 class Command(JsonCommand):

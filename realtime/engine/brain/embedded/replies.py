@@ -14,8 +14,8 @@ from typing import Any
 
 from knowledge.chunking import heading_lines, paragraph_units
 from knowledge.embeddings import similarities
-from realtime.engine.brain.arguments import Parameter
-from realtime.engine.brain.understanding import NATIVE_TOOLS, split_identifier
+from realtime.engine.brain.embedded.arguments import Parameter
+from realtime.engine.brain.embedded.understanding import NATIVE_TOOLS, split_identifier
 from realtime.engine.contracts import BrainContext, ToolSpec
 
 RESULT_WORDS = 30  # a tool result is spoken in about this many words at most

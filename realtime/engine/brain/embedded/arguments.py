@@ -35,9 +35,9 @@ from typing import Any
 from num2words import num2words
 
 from kit.patterns import PatternError, pattern_search
-from realtime.engine.brain import spoken
-from realtime.engine.brain.spoken import Span, Utterance
-from realtime.engine.brain.understanding import (
+from realtime.engine.brain.embedded import spoken
+from realtime.engine.brain.embedded.spoken import Span, Utterance
+from realtime.engine.brain.embedded.understanding import (
     FILLERS,
     NO_WORDS,
     STOP_WORDS,

@@ -13,7 +13,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import Agent
 from calls.models import WebhookEndpoint
-from calls.webhook_selectors import webhook_get
+from calls.webhooks.selectors import webhook_get
 from kit import outbound
 from kit.errors import ApiError
 

@@ -12,8 +12,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from calls import events
 from calls.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from calls.webhooks import events
 from kit.errors import ApiError
 
 RECENT_DELIVERIES = 20

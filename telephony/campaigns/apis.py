@@ -1,4 +1,4 @@
-"""Call batches (campaigns) REST endpoints: thin views that parse, call telephony.batches and render."""
+"""Call batches (campaigns) REST endpoints: thin views that parse, call the campaigns services and render."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from kit.api import PublicApiView
 from kit.errors import ApiError
 from kit.fields import parse
 from kit.parsers import JsonParser, MultiPartParser, refuse_unstorable
-from telephony import batch_selectors, batches
-from telephony.batch_serializers import (
+from telephony.campaigns import selectors, services
+from telephony.campaigns.serializers import (
     BatchCallsQuery,
     BatchCreateSerializer,
     BatchCsvSerializer,
@@ -41,7 +41,7 @@ CONFLICT = OpenApiResponse(description="Not allowed from the batch's current sta
 
 
 def _render(batch: CallBatch) -> dict[str, Any]:
-    return batch_item(batch, batch_selectors.batch_counts(batch_ids=[batch.pk])[batch.pk])
+    return batch_item(batch, selectors.batch_counts(batch_ids=[batch.pk])[batch.pk])
 
 
 def _form_data(request: Request) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def _form_data(request: Request) -> dict[str, Any]:
                 data[key] = json.loads(text)
             except ValueError:
                 raise ApiError.field(key, "Must be a JSON object (as text in a multipart form).") from None
-    data["recipients"] = batches.recipients_from_csv(upload.read(batches.MAX_CSV_BYTES + 1))
+    data["recipients"] = services.recipients_from_csv(upload.read(services.MAX_CSV_BYTES + 1))
     # What was decoded here (the JSON texts, the CSV's cells: `recipients.<row>.variables.<column>`, rows
     # counted from 0 after the header) is checked as a JSON body is by its parser.
     refuse_unstorable(data)
@@ -84,7 +84,7 @@ class BatchListCreateApi(PublicApiView):
     )
     def get(self, request: Request) -> Response:
         query = parse(BatchListQuery, request.query_params.dict())
-        rows = batch_selectors.batch_page(
+        rows = selectors.batch_page(
             organization=self.organization, limit=query["limit"], offset=query["offset"], status=query.get("status")
         )
         return Response([batch_item(batch, counts) for batch, counts in rows])
@@ -112,7 +112,7 @@ class BatchListCreateApi(PublicApiView):
     def post(self, request: Request) -> Response:
         from_csv = request.content_type.startswith("multipart/")
         data = parse(BatchCreateSerializer, _form_data(request) if from_csv else request.data)
-        batch = batches.batch_create(organization=self.organization, data=data, from_csv=from_csv)
+        batch = services.batch_create(organization=self.organization, data=data, from_csv=from_csv)
         return Response(_render(batch), status=201)
 
 
@@ -125,7 +125,7 @@ class BatchDetailApi(PublicApiView):
         description="One batch with its status and counts per state and outcome.",
     )
     def get(self, request: Request, batch_id: str) -> Response:
-        return Response(_render(batch_selectors.batch_get(organization=self.organization, batch_id=batch_id)))
+        return Response(_render(selectors.batch_get(organization=self.organization, batch_id=batch_id)))
 
 
 class BatchCallsApi(PublicApiView):
@@ -138,9 +138,9 @@ class BatchCallsApi(PublicApiView):
         description="The calls the batch placed (every attempt), newest first, as in the call list.",
     )
     def get(self, request: Request, batch_id: str) -> Response:
-        batch = batch_selectors.batch_get(organization=self.organization, batch_id=batch_id)
+        batch = selectors.batch_get(organization=self.organization, batch_id=batch_id)
         query = parse(BatchCallsQuery, request.query_params.dict())
-        rows = batch_selectors.batch_calls(batch=batch, limit=query["limit"], offset=query["offset"])
+        rows = selectors.batch_calls(batch=batch, limit=query["limit"], offset=query["offset"])
         return Response([call_summary_item(row) for row in rows])
 
 
@@ -154,9 +154,9 @@ class BatchRecipientsApi(PublicApiView):
         description="The batch's recipients in list order, each with its state, outcome, attempts and latest call.",
     )
     def get(self, request: Request, batch_id: str) -> Response:
-        batch = batch_selectors.batch_get(organization=self.organization, batch_id=batch_id)
+        batch = selectors.batch_get(organization=self.organization, batch_id=batch_id)
         query = parse(RecipientListQuery, request.query_params.dict())
-        rows = batch_selectors.batch_recipients(
+        rows = selectors.batch_recipients(
             batch=batch,
             limit=query["limit"],
             offset=query["offset"],
@@ -180,15 +180,15 @@ def _action(operation_id: str, summary: str, description: str) -> Any:
 class BatchPauseApi(PublicApiView):
     @_action("pauseCallBatch", "Pause a call batch", "No new call is placed until it is resumed; live calls go on.")
     def post(self, request: Request, batch_id: str) -> Response:
-        batch = batch_selectors.batch_get(organization=self.organization, batch_id=batch_id)
-        return Response(_render(batches.batch_pause(batch=batch)))
+        batch = selectors.batch_get(organization=self.organization, batch_id=batch_id)
+        return Response(_render(services.batch_pause(batch=batch)))
 
 
 class BatchResumeApi(PublicApiView):
     @_action("resumeCallBatch", "Resume a call batch", "A paused batch places calls again (inside its window).")
     def post(self, request: Request, batch_id: str) -> Response:
-        batch = batch_selectors.batch_get(organization=self.organization, batch_id=batch_id)
-        return Response(_render(batches.batch_resume(batch=batch)))
+        batch = selectors.batch_get(organization=self.organization, batch_id=batch_id)
+        return Response(_render(services.batch_resume(batch=batch)))
 
 
 class BatchCancelApi(PublicApiView):
@@ -199,5 +199,5 @@ class BatchCancelApi(PublicApiView):
         "their end and are not retried.",
     )
     def post(self, request: Request, batch_id: str) -> Response:
-        batch = batch_selectors.batch_get(organization=self.organization, batch_id=batch_id)
-        return Response(_render(batches.batch_cancel(batch=batch)))
+        batch = selectors.batch_get(organization=self.organization, batch_id=batch_id)
+        return Response(_render(services.batch_cancel(batch=batch)))

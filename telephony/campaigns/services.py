@@ -64,6 +64,7 @@ FORMATTED_NUMBER = re.compile(r"^\+[0-9 ().-]{2,30}$")
 ROWS_IN_MESSAGE = 10
 DUPLICATE_RECIPIENTS = "DUPLICATE_RECIPIENTS"
 BATCH_STATUS_CONFLICT = "BATCH_STATUS_CONFLICT"
+TELEPHONY_NOT_CONFIGURED = "TELEPHONY_NOT_CONFIGURED"  # outbound.outbound_origin's 503: no calls can be placed
 
 
 # --- validation ----------------------------------------------------------------------------------
@@ -190,8 +191,9 @@ def recipients_from_csv(content: bytes) -> list[dict[str, Any]]:
     return recipients
 
 
-def window_clean(value: Any, *, agent: Agent) -> dict[str, Any] | None:
-    """A calling window {days, start, end, timeZone}, normalized (timeZone defaults to the agent's)."""
+def window_clean(value: Any) -> dict[str, Any] | None:
+    """A calling window {days, start, end, timeZone}, normalized; timeZone None when it is left out (the
+    agent's, filled in by `window_zone_fill` once the agent is known)."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -205,16 +207,27 @@ def window_clean(value: Any, *, agent: Agent) -> dict[str, Any] | None:
     start, end = _clock(value.get("start"), "window.start"), _clock(value.get("end"), "window.end")
     if end <= start:
         raise ApiError.field("window.end", "end must be after start (the same day, in the window's time zone).")
-    zone = value.get("timeZone", agent.time_zone or "UTC")
-    problem = time_zone_problem(zone)
-    if problem:
-        raise ApiError.field("window.timeZone", problem)
+    zone = _zone(value["timeZone"]) if "timeZone" in value else None
     return {
         "days": [day for day in DAYS if day in days],
         "start": start.strftime("%H:%M"),
         "end": end.strftime("%H:%M"),
         "timeZone": zone,
     }
+
+
+def window_zone_fill(window: dict[str, Any] | None, *, agent: Agent) -> dict[str, Any] | None:
+    """A window without a timeZone takes the agent's (UTC when the agent has none)."""
+    if window is None or window["timeZone"] is not None:
+        return window
+    return {**window, "timeZone": _zone(agent.time_zone or "UTC")}
+
+
+def _zone(value: Any) -> Any:
+    problem = time_zone_problem(value)
+    if problem:
+        raise ApiError.field("window.timeZone", problem)
+    return value
 
 
 def _clock(value: Any, field: str) -> time:
@@ -268,13 +281,26 @@ def concurrency_clean(value: Any, *, organization: Organization) -> int:
 def batch_create(*, organization: Organization, data: dict[str, Any], from_csv: bool = False) -> CallBatch:
     """A new batch (`scheduled`) with its recipients, all or nothing. `data`: the request's fields
     (name, agentId, phoneNumberId, recipients, startAt?, window?, concurrency?, retry?); `from_csv`:
-    the recipients are the rows of an uploaded CSV (errors name rows)."""
-    agent, number = outbound.outbound_origin(
-        organization=organization, agent_id=str(data["agentId"]), phone_number_id=str(data["phoneNumberId"])
-    )
-    window = window_clean(data.get("window"), agent=agent)
+    the recipients are the rows of an uploaded CSV (errors name rows).
+
+    A malformed body is a 400 whatever this service's configuration: the window and the retry rule are
+    checked first, then who places the calls (outbound_origin: the plan, this service's configuration,
+    the telephony account, the agent, the number), then what depends on them (the plan's concurrency, the
+    agent's time zone, the recipients against the organization's own numbers and destination countries,
+    so that a number that is not the organization's is named as such). When this service cannot place
+    calls (503 TELEPHONY_NOT_CONFIGURED), the recipients are checked before that answer."""
+    window = window_clean(data.get("window"))
     retry = retry_clean(data.get("retry"))
+    try:
+        agent, number = outbound.outbound_origin(
+            organization=organization, agent_id=str(data["agentId"]), phone_number_id=str(data["phoneNumberId"])
+        )
+    except ApiError as error:
+        if error.code == TELEPHONY_NOT_CONFIGURED:
+            recipients_clean(data.get("recipients"), from_csv=from_csv, organization=organization)
+        raise
     concurrency = concurrency_clean(data.get("concurrency"), organization=organization)
+    window = window_zone_fill(window, agent=agent)
     recipients = recipients_clean(data.get("recipients"), from_csv=from_csv, organization=organization)
     with transaction.atomic():
         batch = CallBatch.objects.create(

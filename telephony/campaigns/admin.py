@@ -1,6 +1,6 @@
 """Dashboard pages of call batches (campaigns): the list with progress and outcomes, a batch's page with
 its recipients, and the pause/resume/cancel actions, through the same services as the API
-(telephony/batches.py). Batches are created through the API (JSON or CSV)."""
+(telephony/campaigns/services.py). Batches are created through the API (JSON or CSV)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 
 from calls.models import Call
 from kit.errors import ApiError
-from telephony import batches
+from telephony.campaigns import services
 from telephony.models import CallBatch, CallBatchRecipient, RecipientOutcome, RecipientState
 
 RECIPIENTS_SHOWN = 500
@@ -152,12 +152,12 @@ class CallBatchAdmin(admin.ModelAdmin):
 
     @admin.action(description="Pause the selected batches", permissions=["control"])
     def pause(self, request: HttpRequest, queryset: QuerySet[CallBatch]) -> None:
-        self._act(request, queryset, batches.batch_pause, "paused")
+        self._act(request, queryset, services.batch_pause, "paused")
 
     @admin.action(description="Resume the selected batches", permissions=["control"])
     def resume(self, request: HttpRequest, queryset: QuerySet[CallBatch]) -> None:
-        self._act(request, queryset, batches.batch_resume, "resumed")
+        self._act(request, queryset, services.batch_resume, "resumed")
 
     @admin.action(description="Cancel the selected batches", permissions=["control"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[CallBatch]) -> None:
-        self._act(request, queryset, batches.batch_cancel, "canceled")
+        self._act(request, queryset, services.batch_cancel, "canceled")

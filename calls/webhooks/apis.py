@@ -6,8 +6,8 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from calls import events, webhook_selectors, webhook_services
-from calls.webhook_serializers import (
+from calls.webhooks import events, selectors, services
+from calls.webhooks.serializers import (
     DeletedSchema,
     DeliveryListQuery,
     WebhookCreateSerializer,
@@ -42,7 +42,7 @@ class WebhookListApi(PublicApiView):
         responses={200: WebhookSchema(many=True)},
     )
     def get(self, request: Request) -> Response:
-        return Response([webhook_item(e) for e in webhook_selectors.webhook_list(organization=self.organization)])
+        return Response([webhook_item(e) for e in selectors.webhook_list(organization=self.organization)])
 
     @extend_schema(
         operation_id="createWebhook",
@@ -61,7 +61,7 @@ class WebhookListApi(PublicApiView):
     )
     def post(self, request: Request) -> Response:
         data = parse(WebhookCreateSerializer, request.data)
-        endpoint, secret = webhook_services.webhook_create(organization=self.organization, data=data)
+        endpoint, secret = services.webhook_create(organization=self.organization, data=data)
         return Response(webhook_item(endpoint, secret=secret), status=201)
 
 
@@ -74,9 +74,7 @@ class WebhookDetailApi(PublicApiView):
         responses={200: WebhookSchema, 400: INVALID, 404: NOT_FOUND},
     )
     def get(self, request: Request, webhook_id: str) -> Response:
-        return Response(
-            webhook_item(webhook_selectors.webhook_get(organization=self.organization, webhook_id=webhook_id))
-        )
+        return Response(webhook_item(selectors.webhook_get(organization=self.organization, webhook_id=webhook_id)))
 
     @extend_schema(
         operation_id="updateWebhook",
@@ -89,7 +87,7 @@ class WebhookDetailApi(PublicApiView):
     )
     def patch(self, request: Request, webhook_id: str) -> Response:
         data = parse(WebhookUpdateSerializer, request.data)
-        endpoint = webhook_services.webhook_update(organization=self.organization, webhook_id=webhook_id, data=data)
+        endpoint = services.webhook_update(organization=self.organization, webhook_id=webhook_id, data=data)
         return Response(webhook_item(endpoint))
 
     @extend_schema(
@@ -100,7 +98,7 @@ class WebhookDetailApi(PublicApiView):
         responses={200: DeletedSchema, 400: INVALID, 404: NOT_FOUND},
     )
     def delete(self, request: Request, webhook_id: str) -> Response:
-        deleted = webhook_services.webhook_delete(organization=self.organization, webhook_id=webhook_id)
+        deleted = services.webhook_delete(organization=self.organization, webhook_id=webhook_id)
         return Response({"id": str(deleted)})
 
 
@@ -115,7 +113,7 @@ class WebhookRotateSecretApi(PublicApiView):
         "secret from now on; accept signatures made with either secret until `previousSecretExpiresAt` (24 hours).",
     )
     def post(self, request: Request, webhook_id: str) -> Response:
-        endpoint, secret = webhook_services.webhook_rotate_secret(organization=self.organization, webhook_id=webhook_id)
+        endpoint, secret = services.webhook_rotate_secret(organization=self.organization, webhook_id=webhook_id)
         return Response(webhook_item(endpoint, secret=secret))
 
 
@@ -132,7 +130,7 @@ class DeliveryListApi(PublicApiView):
     )
     def get(self, request: Request) -> Response:
         query = parse(DeliveryListQuery, request.query_params.dict())
-        rows = webhook_selectors.delivery_page(
+        rows = selectors.delivery_page(
             organization=self.organization,
             limit=query["limit"],
             offset=query["offset"],
@@ -159,6 +157,6 @@ class DeliveryRedeliverApi(PublicApiView):
         "drop duplicates by event id drop it), and up to 8 attempts more. Answers the delivery, `pending`.",
     )
     def post(self, request: Request, delivery_id: str) -> Response:
-        delivery = webhook_selectors.delivery_get(organization=self.organization, delivery_id=delivery_id)
+        delivery = selectors.delivery_get(organization=self.organization, delivery_id=delivery_id)
         delivery = events.delivery_redeliver(delivery=delivery)
         return Response(delivery_item(delivery), status=202)

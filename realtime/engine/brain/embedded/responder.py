@@ -13,7 +13,7 @@ configuration (replies.py). Each caller turn is handled by the first rule that a
    and so does a turn that asks for another tool, a question ("what are your opening hours?") or a
    second reply without the value;
 5. the answer to "would you like to A or B?";
-5a. keys asked for ("press 1", "enter 1 2 3 4 pound"; brain/keys.py) with `send_digits` offered (phone
+5a. keys asked for ("press 1", "enter 1 2 3 4 pound"; keys.py) with `send_digits` offered (phone
    calls) -> `send_digits`, then "Done." once the keys are sent;
 6. only greetings, thanks, goodbyes or "yes" -> a short polite answer; a clear farewell ("that's all,
    goodbye"; understanding.is_farewell) with `end_call` offered -> the goodbye, then `end_call`;
@@ -43,12 +43,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-from realtime.engine.brain import replies
-from realtime.engine.brain.arguments import Parameter, extract, parameters_of
-from realtime.engine.brain.keys import keys_asked
-from realtime.engine.brain.replies import phrase
-from realtime.engine.brain.spoken import Utterance
-from realtime.engine.brain.understanding import (
+from realtime.engine.brain.embedded import replies
+from realtime.engine.brain.embedded.arguments import Parameter, extract, parameters_of
+from realtime.engine.brain.embedded.keys import keys_asked
+from realtime.engine.brain.embedded.replies import phrase
+from realtime.engine.brain.embedded.spoken import Utterance
+from realtime.engine.brain.embedded.understanding import (
     NATIVE_TOOLS,
     ToolIndex,
     asks_capabilities,

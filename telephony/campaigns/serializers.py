@@ -8,7 +8,14 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from kit.fields import JsonObjectField, StrictCharField, StrictIntegerField, StrictUUIDField, iso
-from telephony.batches import DAYS, MAX_ATTEMPTS, MAX_BACKOFF_MINUTES, MAX_CONCURRENCY, MAX_RECIPIENTS, RETRYABLE
+from telephony.campaigns.services import (
+    DAYS,
+    MAX_ATTEMPTS,
+    MAX_BACKOFF_MINUTES,
+    MAX_CONCURRENCY,
+    MAX_RECIPIENTS,
+    RETRYABLE,
+)
 from telephony.models import CallBatch, CallBatchRecipient, CallBatchStatus, RecipientOutcome, RecipientState
 
 

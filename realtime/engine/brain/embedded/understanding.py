@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from realtime.engine.brain.spoken import NUMBER_WORDS, ORDINALS, Utterance
+from realtime.engine.brain.embedded.spoken import NUMBER_WORDS, ORDINALS, Utterance
 from realtime.engine.contracts import ToolSpec
 
 NATIVE_TOOLS = ("search_knowledge", "transfer_call", "end_call", "send_digits")
