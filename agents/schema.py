@@ -166,8 +166,7 @@ class AnalysisPlanFieldSchema(OpenApiSerializerFieldExtension):
 # --- keypad (agents/keypad.py) --------------------------------------------------------------------------
 KEYPAD: dict[str, Any] = {
     "type": "object",
-    "description": "Caller keypad input on phone calls (docs/guides/keypad.md). A key left out takes its "
-    "default.",
+    "description": "Caller keypad input on phone calls (docs/guides/keypad.md). A key left out takes its default.",
     "additionalProperties": False,
     "properties": {
         "enabled": {
