@@ -18,7 +18,7 @@ class Plan(models.Model):
     max_active_agents = models.PositiveIntegerField(null=True, blank=True, help_text="Empty means unlimited.")
     ambient_sounds_allowed = models.BooleanField(default=False)
     included_minutes = models.PositiveIntegerField(help_text="Included call minutes per billing period.")
-    # Limits (docs/limits.md). The defaults are the Launch values; the seed migration sets each plan's own.
+    # Limits (docs/operations/limits.md). The defaults are the Launch values; the seed migration sets each plan's own.
     # A float so that a plan may allow less than one request a second (0.5: one every two seconds).
     api_requests_per_second = models.FloatField(
         default=20,
@@ -59,7 +59,7 @@ class Organization(models.Model):
     billing_period_start = models.DateTimeField(default=timezone.now)
     created_at = models.DateTimeField(auto_now_add=True)
     # The countries (ISO 3166-1 alpha-2 codes) outbound calls may go to; null: the countries of the
-    # organization's claimed numbers (telephony.selectors.outbound_countries_in_effect). docs/outbound.md.
+    # organization's claimed numbers (telephony.selectors.outbound_countries_in_effect). docs/guides/outbound-calls.md.
     outbound_countries = models.JSONField(
         null=True,
         blank=True,

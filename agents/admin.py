@@ -108,17 +108,17 @@ HELP = {
     "handoff_phone_number": "E.164, for example +14155550123: where transfer_call sends the caller "
     "(a number's own handoff number, set when assigning it, wins).",
     "analysis_plan": "JSON: summary {enabled, prompt}, structuredData {enabled, schema, prompt}, successEvaluation "
-    "{enabled, rubric, scale: pass-fail or 1-10}; run after every call (README: Post-call analysis). "
+    "{enabled, rubric, scale: pass-fail or 1-10}; run after every call (docs/guides/post-call-analysis.md). "
     "Leave blank to keep the stored plan.",
     "end_call_enabled": "Offers the end_call tool: the agent says goodbye and ends the call when the caller is done.",
     "max_duration_seconds": "From 30 to 14400: the agent then says a short closing line and ends the call.",
     "recording_enabled": "Record every call in stereo (caller left, agent right); played on the call's page.",
     "time_zone": "An IANA name such as Europe/Madrid: the time {{now}} gives in the prompt and greeting.",
     "voicemail": 'JSON: {"detection": "off" or "provider", "action": "hang-up" or "leave-message", "message": '
-    '"..."}: answering machines on outbound calls (README: Voicemail). Leave blank to keep the stored setting.',
+    '"..."}: answering machines on outbound calls (docs/guides/voicemail.md). Leave blank to keep the stored setting.',
     "interruption": 'JSON: {"mode": "adaptive", "vad" or "off", "minWords": 0 to 5, "backchannels": ["okay", ...] or '
     "null for the language's list, \"resumeAfterMs\": 0 to 5000}: what the caller's speech does while the agent "
-    "speaks (README: Interruptions). Leave blank to keep the stored setting.",
+    "speaks (docs/guides/conversation.md). Leave blank to keep the stored setting.",
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {

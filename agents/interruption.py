@@ -1,4 +1,4 @@
-"""An agent's `interruption`: what the caller's speech does while the agent is speaking (README: Interruptions).
+"""An agent's `interruption`: what the caller's speech does while the agent is speaking (docs/guides/conversation.md).
 
 `{mode, minWords, backchannels, resumeAfterMs}` (default `{"mode": "adaptive", "minWords": 1,
 "backchannels": null, "resumeAfterMs": 400}`):

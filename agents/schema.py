@@ -138,7 +138,7 @@ def _part(properties: dict[str, Any], when_on: dict[str, Any] | None = None) -> 
 
 ANALYSIS_PLAN: dict[str, Any] = {
     "type": "object",
-    "description": "What is worked out of each call after it ends (README: Post-call analysis). The whole plan is "
+    "description": "What is worked out of each call after it ends (docs/guides/post-call-analysis.md). The whole plan is "
     "replaced; a part left out takes its default (summary on, the others off), a part sent without `enabled` is on.",
     "additionalProperties": False,
     "properties": {
@@ -166,8 +166,7 @@ class AnalysisPlanFieldSchema(OpenApiSerializerFieldExtension):
 # --- keypad (agents/keypad.py) --------------------------------------------------------------------------
 KEYPAD: dict[str, Any] = {
     "type": "object",
-    "description": "Caller keypad input on phone calls (README: Keypad and phone menus). A key left out takes its "
-    "default.",
+    "description": "Caller keypad input on phone calls (docs/guides/keypad.md). A key left out takes its default.",
     "additionalProperties": False,
     "properties": {
         "enabled": {
@@ -201,7 +200,7 @@ class KeypadFieldSchema(OpenApiSerializerFieldExtension):
 # --- voicemail (agents/voicemail.py) ------------------------------------------------------------------
 VOICEMAIL: dict[str, Any] = {
     "type": "object",
-    "description": "Outbound calls: answering-machine detection and what to do on a machine (README: Voicemail). "
+    "description": "Outbound calls: answering-machine detection and what to do on a machine (docs/guides/voicemail.md). "
     "A key left out takes its default (detection off, action hang-up, message empty); message is required with "
     "leave-message.",
     "additionalProperties": False,
@@ -234,7 +233,7 @@ class VoicemailFieldSchema(OpenApiSerializerFieldExtension):
 # --- interruption (agents/interruption.py) --------------------------------------------------------------
 INTERRUPTION: dict[str, Any] = {
     "type": "object",
-    "description": "What the caller's speech does while the agent speaks (README: Interruptions). A key left out "
+    "description": "What the caller's speech does while the agent speaks (docs/guides/conversation.md). A key left out "
     "takes its default.",
     "additionalProperties": False,
     "properties": {

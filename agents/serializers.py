@@ -144,7 +144,7 @@ class AgentWriteSerializer(serializers.Serializer):
     analysisPlan = AnalysisPlanField(
         source="analysis_plan",
         required=False,
-        help_text="What is worked out of each call after it ends (README: Post-call analysis). The whole plan is "
+        help_text="What is worked out of each call after it ends (docs/guides/post-call-analysis.md). The whole plan is "
         "replaced; a part left out takes its default (summary on, the others off), a part sent without "
         "`enabled` is on.",
     )
@@ -173,18 +173,18 @@ class AgentWriteSerializer(serializers.Serializer):
     )
     keypad = KeypadField(
         required=False,
-        help_text="Caller keypad input on phone calls (README: Keypad and phone menus): enabled gathers keys into "
+        help_text="Caller keypad input on phone calls (docs/guides/keypad.md): enabled gathers keys into "
         'one turn until timeoutMs without a key or the terminator ("#", "*" or "" for none); disabled makes each '
         'key a turn of its own. Default {"enabled": true, "timeoutMs": 2000, "terminator": "#"}.',
     )
     voicemail = VoicemailField(
         required=False,
-        help_text="Outbound calls: answering-machine detection and what to do on a machine (README: Voicemail). "
+        help_text="Outbound calls: answering-machine detection and what to do on a machine (docs/guides/voicemail.md). "
         "A key left out takes its default (detection off, action hang-up, message empty).",
     )
     interruption = InterruptionField(
         required=False,
-        help_text="What the caller's speech does while the agent speaks (README: Interruptions). A key left out "
+        help_text="What the caller's speech does while the agent speaks (docs/guides/conversation.md). A key left out "
         'takes its default {"mode": "adaptive", "minWords": 1, "backchannels": null, "resumeAfterMs": 400}; '
         "backchannels null is the agent language's default list.",
     )

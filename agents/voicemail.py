@@ -1,5 +1,5 @@
 """An agent's `voicemail`: what happens when an answering machine picks up one of its outbound calls
-(README: Voicemail, docs/voicemail.md).
+(docs/guides/voicemail.md, docs/guides/voicemail.md).
 
 - `detection`: "off" (default: the agent greets whoever answers) or "provider" (the carrier's
   answering-machine detection, Twilio's asynchronous AMD);

@@ -140,7 +140,7 @@ def bench_organization(env: dict[str, str], name: str, *, lift_limits: bool = Tr
 def lift_rate_limits() -> None:
     """The benches measure the service, not its limits: the bench database's plans allow a million
     requests a second per key and any number of live calls (the limits are still checked on every
-    request and session, docs/limits.md). Only the bench's own database is changed."""
+    request and session, docs/operations/limits.md). Only the bench's own database is changed."""
     from accounts.models import Plan
 
     Plan.objects.update(api_requests_per_second=1_000_000, api_burst=1_000_000, max_concurrent_calls=None)

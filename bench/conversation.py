@@ -38,7 +38,7 @@ times are this process's loop clock, from the audio it sends to the messages it 
 
 Usage: .venv/bin/python bench/conversation.py [--sessions 1,20] [--quick] [--verbose] [--only TEXT]
 (BENCH_TIMELINE=1 with --verbose: every session's timeline). A JSON line with every figure ends the
-output. docs/conversation.md ("The conversation bench") says what each figure means.
+output. docs/guides/conversation.md ("The conversation bench") says what each figure means.
 """
 
 from __future__ import annotations

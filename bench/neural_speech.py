@@ -1,4 +1,4 @@
-"""What the offline neural speech providers cost on this machine (docs/neural-speech.md):
+"""What the offline neural speech providers cost on this machine (docs/guides/neural-speech.md):
 
 - Whisper (ASR_PROVIDER=whisper, int8): word error rate (numbers in digits count as their words), wall time and CPU seconds per caller turn on
   eSpeak NG sentences (the five agent voice profiles in turn), at 16 kHz (browser) and through the phone

@@ -1,6 +1,5 @@
 """Text turns benchmark (not a test): how many typed turns per second one Daphne process runs through
-the real runtime with the embedded brain, over N concurrent text sessions on the browser socket (README,
-"Typed sessions"). This is the cost of an agent test run: the same sessions, the same brain, the same
+the real runtime with the embedded brain, over N concurrent text sessions on the browser socket (docs/guides/typed-sessions.md). This is the cost of an agent test run: the same sessions, the same brain, the same
 call records.
 
 Two processes: Daphne (testing/daphne.py DaphneServer, the embedded default) and this one, whose single
@@ -63,7 +62,7 @@ def bench_env() -> dict[str, str]:
     database_url = bench_database_url("textturns", ROOT / "var")
     # No REDIS_URL: the knowledge upload is indexed by the serving process's own worker (no Celery worker here).
     # Each client types its next turn as soon as the answer arrives, faster than a person: the typed-input
-    # budget (docs/realtime.md) is lifted, as the plans' limits are.
+    # budget (docs/reference/realtime-protocol.md) is lifted, as the plans' limits are.
     return {
         "LOG_LEVEL": "WARNING",
         "REALTIME_TOKEN_SECRET": SECRET,

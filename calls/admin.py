@@ -218,7 +218,7 @@ class CallAdmin(admin.ModelAdmin):
         if can_view_transcripts(request):
             # The summary is an extract of the transcript: same restriction as the transcript.
             fieldsets.append(("Summary", {"fields": ("summary",)}))
-            # What the API client gave with the call (README: Per-call variables): may name the caller.
+            # What the API client gave with the call (docs/guides/variables.md): may name the caller.
             fieldsets.append(("Per-call variables", {"fields": ("variables", "metadata")}))
         return fieldsets
 

@@ -44,8 +44,8 @@ OPEN_STATUSES = (CallStatus.QUEUED, CallStatus.RINGING, CallStatus.ACTIVE)
 
 
 class EndedReason(models.TextChoices):
-    """Why a call ended: one closed list, every exit of a call maps to exactly one (README, "Why a call
-    ended"). Null while the call is active."""
+    """Why a call ended: one closed list, every exit of a call maps to exactly one (docs/guides/voice-sessions.md,
+    "Why a call ended"). Null while the call is active."""
 
     CALLER_HUNG_UP = "caller-hung-up"  # the caller (or the client) ended it: browser stop/close, phone hang-up
     AGENT_ENDED_CALL = "agent-ended-call"  # the agent said goodbye and ended it (the end_call tool)

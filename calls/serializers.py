@@ -73,10 +73,10 @@ def call_summary_item(row: dict[str, Any]) -> dict[str, Any]:
         "usageClassification": row["usage_classification"] or None,
         "endedReason": row["ended_reason"],
         "direction": row["direction"],
-        # Per-call variables and the client's metadata (README, "Per-call variables").
+        # Per-call variables and the client's metadata (docs/guides/variables.md).
         "variables": row["variables"] or {},
         "metadata": row["metadata"],
-        # audio (spoken) or text (a typed session: README, "Typed sessions").
+        # audio (spoken) or text (a typed session: docs/guides/typed-sessions.md).
         "modality": row["modality"],
     }
 
@@ -174,8 +174,8 @@ class CallSummarySchema(serializers.Serializer):
     endedReason = serializers.ChoiceField(
         choices=EndedReason.choices,
         allow_null=True,
-        help_text='Why the call ended (one closed list, see the README\'s "Why a call ended"); null while it is '
-        "active.",
+        help_text='Why the call ended (one closed list, see docs/guides/voice-sessions.md, "Why a call ended"); null '
+        "while it is active.",
     )
     direction = serializers.ChoiceField(
         choices=CallDirection.choices,
@@ -183,7 +183,7 @@ class CallSummarySchema(serializers.Serializer):
     )
     variables = serializers.DictField(
         child=serializers.CharField(),
-        help_text="The call's per-call variables, filling {{name}} placeholders (README: Per-call variables).",
+        help_text="The call's per-call variables, filling {{name}} placeholders (docs/guides/variables.md).",
     )
     # Any JSON value, null included (a nullable JSONField would be a oneOf that null matches twice).
     metadata = serializers.JSONField(
@@ -192,7 +192,7 @@ class CallSummarySchema(serializers.Serializer):
     modality = serializers.ChoiceField(
         choices=CallModality.choices,
         help_text="audio (spoken: a phone call or a browser voice session) or text (a typed session opened with "
-        '`"modality": "text"`, README: Typed sessions).',
+        '`"modality": "text"`, docs/guides/typed-sessions.md).',
     )
 
 

@@ -77,9 +77,9 @@ def call_start(
     modality: str = CallModality.AUDIO,
 ) -> Call:
     """Open a call (`active`) for the agent, keeping the agent's current name with it (and, for a phone
-    call, the carrier's id of the call: Twilio's CallSid), and the call's variables and metadata (README,
-    "Per-call variables"; checked again here, the one rule wherever they come from). `modality`: `text`
-    for a typed session (README, "Typed sessions"), `audio` otherwise."""
+    call, the carrier's id of the call: Twilio's CallSid), and the call's variables and metadata
+    (docs/guides/variables.md; checked again here, the one rule wherever they come from). `modality`: `text`
+    for a typed session (docs/guides/typed-sessions.md), `audio` otherwise."""
     variables = variables_clean(variables)
     metadata = metadata_clean(metadata)
     _choice(channel, CallChannel, "channel")

@@ -1,4 +1,4 @@
-"""Per-call variables and metadata (README, "Per-call variables").
+"""Per-call variables and metadata (docs/guides/variables.md).
 
 `variables`: an object of string values (at most MAX_VARIABLES keys of at most MAX_NAME_LENGTH
 characters, each value at most MAX_VALUE_LENGTH characters); `{{name}}` placeholders in the agent's

@@ -1,5 +1,5 @@
 """The client's address: the one rule every address-keyed decision uses (the admin login lockout, the
-401 log throttle, the loopback rule of /metrics), docs/deployment-security.md.
+401 log throttle, the loopback rule of /metrics), docs/operations/security.md.
 
 `X-Forwarded-For` is written by whoever sent the request: a client can put any address in it. It is
 believed only as far as TRUSTED_PROXIES (CIDRs; empty by default) vouch for it: when the connection comes

@@ -1,4 +1,4 @@
-"""Content-Security-Policy for every page this service serves (docs/deployment-security.md).
+"""Content-Security-Policy for every page this service serves (docs/operations/security.md).
 
 Django 5.2 has no CSP of its own. The dashboard (/admin/ with the agent page's talk panel), the API docs
 (/docs/, Swagger UI from drf-spectacular-sidecar), the landing page and the demo page (/demo/) load

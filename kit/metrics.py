@@ -1,5 +1,5 @@
 """Metrics an operator can watch: every Prometheus metric of the service in one module, and the
-`GET /metrics` endpoint that exposes them (docs/metrics.md).
+`GET /metrics` endpoint that exposes them (docs/operations/metrics.md).
 
 A kit module: it imports no domain app; the engine, the limits and the task code call the small
 functions below at a few points. Metric names start with `voiceagent_`.
@@ -104,7 +104,7 @@ RATE_LIMIT_REFUSALS = Counter(
     "Requests and sessions refused by a limit, by limit name.",
     ["limit"],
 )
-# What the caller's speech over the agent was (agents/interruption.py; README: Interruptions).
+# What the caller's speech over the agent was (agents/interruption.py; docs/guides/conversation.md).
 INTERRUPTION_KINDS = ("real", "false", "backchannel", "ignored")
 INTERRUPTIONS = Counter(
     "voiceagent_interruptions_total",
@@ -139,7 +139,7 @@ def _forget_this_process() -> None:
 
 if multiprocess():
     # A process that exits leaves the live gauges (livesum): its sessions no longer count. A process
-    # that is killed cannot do this; the directory is emptied before the processes start (docs/metrics.md).
+    # that is killed cannot do this; the directory is emptied before the processes start (docs/operations/metrics.md).
     atexit.register(_forget_this_process)
 
 
@@ -344,7 +344,7 @@ def check_metrics_token(app_configs: object = None, **kwargs: object) -> list[ch
         return [
             checks.Warning(
                 "METRICS_TOKEN is empty behind a TLS proxy: /metrics answers 401 to every scrape.",
-                hint='Set one: python -c "import secrets; print(secrets.token_urlsafe(32))" (docs/metrics.md).',
+                hint='Set one: python -c "import secrets; print(secrets.token_urlsafe(32))" (docs/operations/metrics.md).',
                 id="voiceagent.W101",
             )
         ]

@@ -3,7 +3,7 @@
 patterns (`phonenumbers`' matcher for phone numbers, python-stdnum's Luhn, IBAN and US SSN checks, the
 standard library's `ipaddress`), plus two rules for speech transcripts: digits said as words ("four
 one five ...") are read as digits, and e-mail addresses said as "john dot smith at example dot com"
-are found. The README's "Redaction" section lists exactly what is and is not detected.
+are found. The docs/guides/redaction.md section lists exactly what is and is not detected.
 
     redact_for_agent(agent, value)       # the agent's setting (and language); str or any JSON value
     redact_value(value, categories)      # explicit categories

@@ -1,5 +1,5 @@
 """Per-API-key rate limits of the public API: a token bucket per key (the plan's api_burst tokens,
-refilled at api_requests_per_second), docs/limits.md.
+refilled at api_requests_per_second), docs/operations/limits.md.
 
 With REDIS_URL the buckets live in Redis (Django's cache, the RedisCache backend) and one Lua script
 reads, refills and spends a bucket atomically with Redis's clock, so every server process draws on the

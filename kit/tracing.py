@@ -1,5 +1,5 @@
 """OpenTelemetry traces per call and per turn, only when OTEL_EXPORTER_OTLP_ENDPOINT is set
-(docs/metrics.md). Off otherwise: the SDK is not imported, no exporter thread runs, and the calls
+(docs/operations/metrics.md). Off otherwise: the SDK is not imported, no exporter thread runs, and the calls
 below do nothing.
 
 One span per voice session ("voice.call": channel, engine, call id, final status) and one child span

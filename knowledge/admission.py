@@ -1,4 +1,4 @@
-"""The bounds on knowledge documents being processed (docs/limits.md): uploads being received and
+"""The bounds on knowledge documents being processed (docs/operations/limits.md): uploads being received and
 documents still ingesting hold memory and CPU, so a server process and an organization each take only
 so many at once; beyond them an upload is answered 429 with Retry-After.
 

@@ -126,7 +126,7 @@ class KnowledgeDetailApi(PublicApiView):
         return Response({"id": str(pk)})
 
 
-# --- the bounds on documents being processed (knowledge/admission.py, docs/limits.md) ---------------
+# --- the bounds on documents being processed (knowledge/admission.py, docs/operations/limits.md) ---------------
 def upload_bound(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
     """Wrap the upload view: a POST over the process's bound is a 429 UPLOADS_BUSY with Retry-After. The slot is
     taken here, in the server's event loop, because under Daphne every sync view of a process runs in one

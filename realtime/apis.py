@@ -57,7 +57,7 @@ class RealtimeSessionRequestSerializer(serializers.Serializer):
         required=False,
         help_text=f"Per-call variables: at most {MAX_VARIABLES} string values of at most {MAX_VALUE_LENGTH} "
         "characters, filling `{{name}}` placeholders in the agent's identity, instructions, static greeting and "
-        "dynamic-prompt reply (README: Per-call variables). Kept by the server with the token, never in it.",
+        "dynamic-prompt reply (docs/guides/variables.md). Kept by the server with the token, never in it.",
     )
     metadata = serializers.JSONField(
         required=False,
@@ -69,13 +69,13 @@ class RealtimeSessionRequestSerializer(serializers.Serializer):
         required=False,
         help_text="`audio` (the default): a voice session. `text`: a typed session, the same agent without audio: "
         "the socket takes `input_text` messages and answers with `transcript` messages, no `output_audio` "
-        "(README: Typed sessions). The call record's `modality` says which.",
+        "(docs/guides/typed-sessions.md). The call record's `modality` says which.",
     )
     events = serializers.ListField(
         child=serializers.ChoiceField(choices=["tool"]),
         required=False,
         help_text='Extra events the socket sends: `["tool"]` for `tool.call` and `tool.result` messages (name, '
-        "arguments, result, duration) as the agent's tools run (docs/realtime.md).",
+        "arguments, result, duration) as the agent's tools run (docs/reference/realtime-protocol.md).",
     )
 
 

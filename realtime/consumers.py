@@ -2,10 +2,9 @@
 
 The consumer only translates: it checks the session token, turns `input_audio` into PCM for the
 engine (and `input_text` into a typed caller turn) and the engine's calls (`send_audio`, `clear`,
-`send_transcript`, tool events) into JSON messages. A session opened with `"modality": "text"` (README,
-"Typed sessions") takes only `input_text` and sends no audio. A message with a string that cannot be stored
+`send_transcript`, tool events) into JSON messages. A session opened with `"modality": "text"` (docs/guides/typed-sessions.md) takes only `input_text` and sends no audio. A message with a string that cannot be stored
 (a lone surrogate, NUL: realtime.sockets.parse_json) is a `bad_message` naming the field, and typed turns
-are taken within the socket's budget (realtime.typed_input; docs/realtime.md, "Typed input budget").
+are taken within the socket's budget (realtime.typed_input; docs/reference/realtime-protocol.md, "Typed input budget").
 """
 
 from __future__ import annotations

@@ -27,8 +27,7 @@ class UsedSessionToken(models.Model):
 
 
 class SessionVariables(models.Model):
-    """The per-call `variables` and `metadata` given when a session token was issued (README, "Per-call
-    variables"), and the session's `modality` and `events` (README, "Typed sessions"), kept here under
+    """The per-call `variables` and `metadata` given when a session token was issued (docs/guides/variables.md), and the session's `modality` and `events` (docs/guides/typed-sessions.md), kept here under
     the token's id, never in the token or its URL: the socket that spends the token takes them (and
     deletes the row) for its call. A row of a token never spent is purged once the token has expired."""
 
@@ -45,7 +44,7 @@ class SessionVariables(models.Model):
         return self.token_id
 
 
-# --- Agent tests (README, "Agent tests") ---------------------------------------------------------------
+# --- Agent tests (docs/guides/agent-tests.md) ---------------------------------------------------------------
 
 
 class AgentTestKind(models.TextChoices):

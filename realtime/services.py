@@ -152,7 +152,7 @@ def used_session_tokens_purge(*, now: datetime | None = None) -> int:
     return deleted
 
 
-# The event kinds a session may ask for beyond the protocol's own (README, "Typed sessions").
+# The event kinds a session may ask for beyond the protocol's own (docs/guides/typed-sessions.md).
 SESSION_EVENTS = ("tool",)  # tool.call / tool.result as they happen
 
 
@@ -186,9 +186,9 @@ def realtime_session_create(
     modality: Any = None,
     events: Any = None,
 ) -> RealtimeSession:
-    """A session token for the agent. `variables` and `metadata` (README, "Per-call variables": checked by
+    """A session token for the agent. `variables` and `metadata` (docs/guides/variables.md: checked by
     calls.variables, a 400 naming what is wrong), `modality` ("audio" | "text") and `events` (["tool"]:
-    README, "Typed sessions") are kept server-side under the token's id, never in the token or its URL;
+    docs/guides/typed-sessions.md) are kept server-side under the token's id, never in the token or its URL;
     the socket that spends the token gives them to its session and call."""
     variables = variables_clean(variables)
     metadata = metadata_clean(metadata)

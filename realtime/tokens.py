@@ -38,7 +38,7 @@ class TokenError(Exception):
         self.close_code = close_code
 
 
-# WebSocket close codes (documented in the README).
+# WebSocket close codes (documented in docs/reference/realtime-protocol.md, "Close codes").
 CLOSE_INVALID_TOKEN = 4401  # missing, malformed, tampered or expired
 CLOSE_WRONG_AGENT = 4403  # signed for another agent
 CLOSE_NOT_FOUND = 4404  # the agent no longer exists

@@ -1,4 +1,4 @@
-"""The budget of typed input on one browser socket (docs/realtime.md, "Typed input budget").
+"""The budget of typed input on one browser socket (docs/reference/realtime-protocol.md, "Typed input budget").
 
 A typed turn (`input_text`) costs the service far more than it costs the client: a row of the call
 record, a brain answer, a line in every call event sent to the organization's webhooks. Without a

@@ -2,7 +2,7 @@
 counts and today's calls. It joins the agents, telephony, knowledge and calls apps, so it lives in telephony,
 the highest of them (the agents app sits below all three).
 
-The list is the hot read of the dashboard and of integrations (README, Performance: 1,000 agents). What it
+The list is the hot read of the dashboard and of integrations (docs/internals/performance.md: 1,000 agents). What it
 shows of the agents themselves is rendered once and kept, per organization, for as long as the triggers of
 telephony/agent_list.py count no change; what it shows of calls is read for each request (one grouped
 query) and written into the kept rendering."""

@@ -1,6 +1,6 @@
 """Outbound calls: the service places a call from one of the organization's numbers to a person, and
 the answered call runs through the same media stream, engine, tools, billing and events as an inbound
-one (README, "Outbound calls"; docs/outbound.md).
+one (docs/guides/outbound-calls.md; docs/guides/outbound-calls.md).
 
 - `outbound_call_request` checks an API request (POST /public/v1/calls) and queues the call;
   `outbound_call_create` queues one (the API and the call batches): a Call `queued` + its OutboundCall,

@@ -1,4 +1,4 @@
-"""Answering machines on outbound calls (README: Voicemail, docs/voicemail.md).
+"""Answering machines on outbound calls (docs/guides/voicemail.md, docs/guides/voicemail.md).
 
 An agent whose `voicemail.detection` is "provider" asks Twilio for asynchronous answering-machine
 detection when its outbound call is placed (`amd_params`, the keyword arguments of twilio's

@@ -23,7 +23,7 @@ from telephony.voicemail import answered_by_receive
 
 logger = logging.getLogger(__name__)
 
-# Said to a caller over the organization's concurrent-call cap (docs/limits.md), then the call hangs up.
+# Said to a caller over the organization's concurrent-call cap (docs/operations/limits.md), then the call hangs up.
 BUSY_SENTENCE = "Sorry, all our lines are busy right now. Please call again in a few minutes. Goodbye."
 _NOT_CONFIGURED = "PUBLIC_BASE_URL is not set: this service cannot check Twilio's signatures or answer calls."
 

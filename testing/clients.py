@@ -153,7 +153,7 @@ class VoiceClient(SocketClient):
         await self.send({"type": "input_audio", "audio": base64.b64encode(pcm16_16k).decode("ascii")})
 
     async def send_text(self, text: str) -> None:
-        """A typed caller turn (README, "Typed sessions")."""
+        """A typed caller turn (docs/guides/typed-sessions.md)."""
         await self.send({"type": "input_text", "text": text})
 
     async def stream(self, pcm16_16k: bytes, *, stop_when: Callable[[], bool] | None = None) -> float:

@@ -235,7 +235,7 @@ def config(*, max_examples: int, seed: int | None = None, stateful: bool = True)
         # Nothing is kept between runs (no crash files or example database in the working tree).
         "cache": {"enabled": False},
         # No NUL in generated strings: the API refuses it in every string, key, query parameter and path part
-        # (docs/api.md, "Text that cannot be stored"; kit/parsers.py), a rule no schema states on each string.
+        # (docs/reference/api.md, "Text that cannot be stored"; kit/parsers.py), a rule no schema states on each string.
         "generation": {
             "max-examples": max_examples,
             "deterministic": seed is None,

@@ -1,5 +1,5 @@
 """The offline neural speech models of the dev-only PyPI packages (requirements-dev.txt;
-docs/neural-speech.md), and a word error count: for the neural speech tests and bench/neural_speech.py."""
+docs/guides/neural-speech.md), and a word error count: for the neural speech tests and bench/neural_speech.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""System checks of the deployment's secrets (registered in voiceagent/apps.py), docs/deployment-security.md.
+"""System checks of the deployment's secrets (registered in voiceagent/apps.py), docs/operations/security.md.
 
 With DEBUG off, REALTIME_TOKEN_SECRET (whoever knows it mints voice sessions without an API key) and
 SECRET_KEY must be at least MIN_SECRET_BYTES long, of enough different characters (kit/secret_strength.py)
@@ -50,7 +50,7 @@ def check_secrets(app_configs: object = None, **kwargs: object) -> list[checks.C
         return []
     examples = documented_examples()
     hint = (
-        "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))' (docs/deployment-security.md)."
+        "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))' (docs/operations/security.md)."
     )
     errors: list[checks.CheckMessage] = []
     token_secret = settings.REALTIME_TOKEN_SECRET
@@ -85,7 +85,7 @@ def check_shared_secret_key(app_configs: object = None, **kwargs: object) -> lis
         checks.Error(
             "SECRET_KEY is not set: each process would sign with a key of its own.",
             hint="Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))' "
-            "(docs/deployment-security.md).",
+            "(docs/operations/security.md).",
             id="voiceagent.E003",
         )
     ]

@@ -1,4 +1,4 @@
-"""Admin login throttling (django-axes), docs/deployment-security.md."""
+"""Admin login throttling (django-axes), docs/operations/security.md."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ reset, and the client, whose socket is reset before it has read the close frame,
 abnormal closure) instead of the code the service sent. Here the server waits
 WEBSOCKET_CLOSE_TIMEOUT_SECONDS (5 unless set; 1 to 60) for the reply before it drops the connection.
 
-Two more differences (docs/deployment-security.md):
+Two more differences (docs/operations/security.md):
 - The access log writes each request's path without its query string: a signed recording link
   (`?expires=...&signature=...`), a socket's `?token=...` or any other credential a client puts in a
   query would be in the log whole, and usable by whoever reads it.
@@ -56,7 +56,7 @@ def close_timeout_seconds(environ: dict[str, str] | os._Environ[str] = os.enviro
 
 PROXY_HEADERS_REFUSED = (
     "--proxy-headers is not supported: Daphne would believe the first X-Forwarded-For entry, which the client "
-    "writes. Set TRUSTED_PROXIES to your proxy's network instead (docs/deployment-security.md)."
+    "writes. Set TRUSTED_PROXIES to your proxy's network instead (docs/operations/security.md)."
 )
 
 

@@ -1,7 +1,8 @@
 """Settings, read only from the environment (django-environ).
 
 With nothing set, the service runs on its embedded default: a SQLite file under var/, an in-memory
-channel layer and Celery tasks run in-process. Every variable is documented in the README table.
+channel layer and Celery tasks run in-process. Every variable is documented in docs/configuration.md
+(voiceagent/tests/test_docs.py fails on one that is not).
 """
 
 import secrets
@@ -65,7 +66,7 @@ INSTALLED_APPS = [
     "knowledge",
     "calls",
     "realtime",
-    # Deployment security (docs/deployment-security.md): the secret checks, and admin login throttling.
+    # Deployment security (docs/operations/security.md): the secret checks, and admin login throttling.
     "voiceagent.apps.VoiceagentConfig",
     "axes",
 ]
@@ -175,7 +176,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE: dict = {}
 
-# --- limits: cache, API rate limits, uploads (docs/limits.md) ---------------------------------
+# --- limits: cache, API rate limits, uploads (docs/operations/limits.md) ---------------------------------
 # The cache holds the per-API-key rate-limit buckets: Redis (shared by every server process) with
 # REDIS_URL, this process's memory otherwise. Short socket timeouts: when Redis is unreachable the rate
 # limit lets requests through (with a warning) instead of holding them.
@@ -296,7 +297,7 @@ if OUTBOUND_CA_FILE:
         raise ImproperlyConfigured(f"OUTBOUND_CA_FILE must name a readable PEM file of certificates: {error}") from None
 
 # --- deployment security: TLS, HSTS, cookies, CSP, admin login throttle ----------------------------
-# docs/deployment-security.md. Behind a TLS-terminating proxy (BEHIND_TLS_PROXY=true, as deploy/env.example
+# docs/operations/security.md. Behind a TLS-terminating proxy (BEHIND_TLS_PROXY=true, as deploy/env.example
 # sets) every HTTPS setting is on unless its own variable turns it off. Without it (`make run`, the test
 # suite: plain http on 127.0.0.1) they are off, so the embedded default keeps working over http.
 BEHIND_TLS_PROXY = env.bool("BEHIND_TLS_PROXY", default=False)
@@ -366,7 +367,7 @@ TWILIO_API_TIMEOUT_SECONDS = env.float("TWILIO_API_TIMEOUT_SECONDS", default=10.
 # open after that (the process died), the status callback finishes the call record itself.
 TELEPHONY_CALL_END_GRACE_SECONDS = env.float("TELEPHONY_CALL_END_GRACE_SECONDS", default=3.0)
 
-# --- outbound calls (telephony/outbound.py, docs/outbound.md) -------------------------------------
+# --- outbound calls (telephony/outbound.py, docs/guides/outbound-calls.md) -------------------------------------
 # Numbers or prefixes (E.164, comma-separated) outbound calls may never be placed to (400 at POST /calls).
 OUTBOUND_CALL_BLOCKLIST = [
     item.strip() for item in env.str("OUTBOUND_CALL_BLOCKLIST", default="").split(",") if item.strip()
@@ -413,7 +414,7 @@ if not 1 <= RESPONSE_TIMEOUT_SECONDS <= 120:
 REALTIME_PRELOAD = env.bool("REALTIME_PRELOAD", default=True)
 # A session whose client sends no audio for this long is ended (close code 4408), its call completed.
 REALTIME_INPUT_IDLE_SECONDS = env.int("REALTIME_INPUT_IDLE_SECONDS", default=60)
-# Typed input on a browser socket (`input_text`, docs/realtime.md "Typed input budget"): a turn has at
+# Typed input on a browser socket (`input_text`, docs/reference/realtime-protocol.md "Typed input budget"): a turn has at
 # most REALTIME_TEXT_MAX_CHARS characters; a socket sends REALTIME_TEXT_PER_SECOND turns a second after a
 # burst of REALTIME_TEXT_BURST (a token bucket on the session's clock); a call takes at most
 # REALTIME_TEXT_MAX_MESSAGES_PER_CALL typed turns and REALTIME_TEXT_MAX_BYTES_PER_CALL bytes of them (UTF-8).
@@ -446,9 +447,9 @@ VAD_UNFINISHED_SILENCE_MS = env.int("VAD_UNFINISHED_SILENCE_MS", default=700)
 # the agent's language model): the turn ends after this much silence. The default (as VAD_QUICK_END_SILENCE_MS)
 # trusts every ending that reads finished; 500 waits as long as without the quick end for those: fewer
 # callers cut off at a pause inside a sentence, but most turns of the offline recognizer (which mishears
-# about a third of the words) then take 500 ms (bench/voice_latency.py --scenario pauses; README).
+# about a third of the words) then take 500 ms (bench/voice_latency.py --scenario pauses; docs/internals/performance.md).
 VAD_UNSURE_SILENCE_MS = env.int("VAD_UNSURE_SILENCE_MS", default=300)
-# How a pause is read (docs/conversation.md "How turns end"; bench/end_of_turn.py): `words`, the words
+# How a pause is read (docs/guides/conversation.md "How turns end"; bench/end_of_turn.py): `words`, the words
 # recognized at the pause (realtime/engine/cascade/turn_taking.py), or `smart-turn`, the Smart Turn v3 model
 # of the audio (realtime/engine/cascade/end_of_turn.py), whose file `make setup` extracts from the pinned
 # pipecat-ai wheel into SMART_TURN_MODEL_PATH (the virtualenv's share/smart-turn/ by default; never
@@ -493,7 +494,7 @@ REALTIME_PROVIDER_TRANSCRIPTION_MODEL = env.str(
 )
 # The cascade's speech: embedded (PocketSphinx, eSpeak NG), openai (any OpenAI-compatible audio API:
 # OpenAI, faster-whisper-server/Speaches, Kokoro-FastAPI, LocalAI, vLLM; keys are empty for local servers),
-# or the offline neural models in this process: whisper (ASR) and piper (TTS), docs/neural-speech.md.
+# or the offline neural models in this process: whisper (ASR) and piper (TTS), docs/guides/neural-speech.md.
 ASR_PROVIDER = _choice("ASR_PROVIDER", "embedded", ("embedded", "openai", "whisper"))
 ASR_BASE_URL = env.str("ASR_BASE_URL", default="https://api.openai.com/v1")  # POST {it}/audio/transcriptions
 ASR_API_KEY = env.str("ASR_API_KEY", default="")
@@ -514,10 +515,10 @@ WHISPER_MODEL_PATH = env.str("WHISPER_MODEL_PATH", default="")  # a CTranslate2 
 WHISPER_MODEL_SHA256 = env.str("WHISPER_MODEL_SHA256", default="")  # of its model.bin; checked at load when set
 WHISPER_CPU_THREADS = env.int("WHISPER_CPU_THREADS", default=2)  # threads of one transcription (one at a time)
 # Beams of Whisper's decoding; 1 is greedy. 5 halved the word errors of 1 on eSpeak NG speech for 6% more
-# CPU (the 30 s encoder window costs the most): bench/neural_speech.py, docs/neural-speech.md.
+# CPU (the 30 s encoder window costs the most): bench/neural_speech.py, docs/guides/neural-speech.md.
 WHISPER_BEAM_SIZE = env.int("WHISPER_BEAM_SIZE", default=5)
 # The agent's words as Whisper's initial prompt, up to this many characters; 0 (none) by default: with it
-# Whisper base dropped the prompt's words from what callers said (docs/neural-speech.md).
+# Whisper base dropped the prompt's words from what callers said (docs/guides/neural-speech.md).
 WHISPER_PROMPT_CHARS = env.int("WHISPER_PROMPT_CHARS", default=0)
 # TTS_PROVIDER=piper: a Piper voice (VITS on onnxruntime) in this process, loaded once at start.
 PIPER_MODEL_PATH = env.str("PIPER_MODEL_PATH", default="")  # the voice's .onnx file, its .onnx.json beside it
@@ -550,7 +551,7 @@ CALLS_MAINTENANCE_SECONDS = env.int("CALLS_MAINTENANCE_SECONDS", default=0 if RE
 CELERY_BEAT_SCHEDULE["calls-upkeep"] = {"task": "calls.run_upkeep", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["calls-purge-agent-logs"] = {"task": "calls.purge_agent_logs", "schedule": 3600.0}
 
-# --- call events: outbox and delivery (calls/webhooks/events.py, docs/webhooks.md) ------------------------
+# --- call events: outbox and delivery (calls/webhooks/events.py, docs/reference/webhooks.md) ----------------
 # Who delivers: "inprocess" (a worker thread in every serving process; the embedded default), "celery"
 # (with REDIS_URL: a task per new delivery, and Celery beat's `calls.deliver_due_events` for the retries),
 # or "off" (this process records events but sends none: another process or worker does).
@@ -575,13 +576,13 @@ EVENTS_RETENTION_DAYS = env.int("EVENTS_RETENTION_DAYS", default=30)
 if EVENTS_RETENTION_DAYS < 1:
     raise ImproperlyConfigured("EVENTS_RETENTION_DAYS must be >= 1")
 # An event's body carries at most this many characters of transcript (the content of `messages`); the rest
-# is left out, `messagesTruncated` says so, and `callUrl` has the whole call (docs/webhooks.md).
+# is left out, `messagesTruncated` says so, and `callUrl` has the whole call (docs/reference/webhooks.md).
 EVENTS_MAX_TRANSCRIPT_CHARS = env.int("EVENTS_MAX_TRANSCRIPT_CHARS", default=100_000)
 if EVENTS_MAX_TRANSCRIPT_CHARS < 0:
     raise ImproperlyConfigured("EVENTS_MAX_TRANSCRIPT_CHARS must be >= 0")
 CELERY_BEAT_SCHEDULE["calls-deliver-events"] = {"task": "calls.deliver_due_events", "schedule": 10.0}
 
-# --- call recordings (calls/recordings.py, README "Recordings") -------------------------------------
+# --- call recordings (calls/recordings.py, docs/guides/recordings.md) -------------------------------------
 # Where recordings are stored: empty, or file:///a/folder, the local filesystem (default var/media/recordings);
 # s3://bucket/optional/prefix?endpoint_url=https://...&region_name=... any S3-compatible store
 # (django-storages), with RECORDINGS_STORAGE_ACCESS_KEY_ID / _SECRET_ACCESS_KEY (empty: boto3's usual chain).
@@ -654,7 +655,7 @@ if KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS < 1:
 KNOWLEDGE_INGEST_WORKERS = max(1, env.int("KNOWLEDGE_INGEST_WORKERS", default=1))
 KNOWLEDGE_INGEST_INLINE = env.bool("KNOWLEDGE_INGEST_INLINE", default=False)
 
-# --- agent test runs (docs/agent-test-runs.md) --------------------------------------------------
+# --- agent test runs (docs/guides/agent-test-runs.md) --------------------------------------------------
 # Where test runs are carried out: "inprocess" (a background thread of the serving process; the embedded
 # default) or "celery" (with REDIS_URL: the task realtime.run_agent_tests on a Celery worker).
 TEST_RUNS_WORKER = env.str(
@@ -682,7 +683,7 @@ if TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION < 1:
 # Tests: a run is carried out in the thread that created it, once its transaction committed.
 TEST_RUNS_INLINE = env.bool("TEST_RUNS_INLINE", default=False)
 
-# --- post-call analysis (README: Post-call analysis) --------------------------------------------
+# --- post-call analysis (docs/guides/post-call-analysis.md) --------------------------------------------
 # Where analyses run: "inprocess" (background threads of the serving process; the embedded default) or
 # "celery" (with REDIS_URL: the task realtime.analyze_call on a Celery worker).
 CALL_ANALYSIS_WORKER = env.str(
@@ -723,7 +724,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     # 401s: at most one line per client address per UNAUTHORIZED_LOG_INTERVAL_SECONDS, with the count left
-    # out (an unauthenticated flood must not grow the log by a line per request). docs/deployment-security.md
+    # out (an unauthenticated flood must not grow the log by a line per request). docs/operations/security.md
     "filters": {
         "unauthorized_throttle": {
             "()": "kit.log_filters.UnauthorizedLogThrottle",
@@ -743,7 +744,7 @@ LOGGING = {
     },
 }
 
-# --- metrics (docs/metrics.md) -----------------------------------------------------------------
+# --- metrics (docs/operations/metrics.md) -----------------------------------------------------------------
 # GET /metrics (Prometheus): with a token, scrapes need "Authorization: Bearer <token>"; without one,
 # only loopback clients are answered. PROMETHEUS_MULTIPROC_DIR (read by prometheus-client itself) turns
 # on multi-process collection; OTEL_EXPORTER_OTLP_ENDPOINT (read by kit/tracing.py) turns on traces.
@@ -751,7 +752,7 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # Behind a TLS proxy every request reaches the service through the proxy, so "a loopback client" means
 # nothing there: without METRICS_TOKEN, /metrics then answers 401 to everyone (and check --deploy warns).
 
-# --- call batches (campaigns, telephony/campaigns/services.py, docs/campaigns.md) --------------------------------
+# --- call batches (campaigns, telephony/campaigns/services.py, docs/guides/campaigns.md) -------------------------
 # Who runs the batch scheduler: "inprocess" (a thread of every serving process; the embedded default),
 # "celery" (with REDIS_URL: Celery beat runs `telephony.batch_tick`), or "off" (another process does).
 BATCH_SCHEDULER = env.str(

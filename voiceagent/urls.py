@@ -17,7 +17,7 @@ public_v1 = [
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("livez", livez, name="livez"),
-    path("metrics", metrics_view, name="metrics"),  # Prometheus (docs/metrics.md): token or loopback only
+    path("metrics", metrics_view, name="metrics"),  # Prometheus (docs/operations/metrics.md): token or loopback only
     # The agent page's "Talk to this agent" panel (realtime/talk_admin.py), under the admin's prefix.
     path("admin/", include("realtime.talk_admin")),
     path("admin/", admin.site.urls),

@@ -1,7 +1,7 @@
 from django.db import migrations
 
 # (sustained requests/s per API key, burst, live calls at once; None: unlimited). Starting values;
-# staff edit them in the admin. docs/limits.md has the table.
+# staff edit them in the admin. docs/operations/limits.md has the table.
 LIMITS = {
     "trial": (10, 100, 2),
     "launch": (20, 200, 5),

@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-# Outbound calls ringing or live at once, per plan (docs/limits.md); staff edit them in the admin.
+# Outbound calls ringing or live at once, per plan (docs/operations/limits.md); staff edit them in the admin.
 OUTBOUND = {"trial": 1, "launch": 5, "studio": 20, "agency": 100}
 
 

@@ -1,4 +1,4 @@
-"""The agent's timeZone through the public API (README, "Per-call variables": {{now}} is in it): "UTC" by
+"""The agent's timeZone through the public API (docs/guides/variables.md: {{now}} is in it): "UTC" by
 default, a canonical IANA name (agents/time_zones.py), a 400 naming the field otherwise (an old alias names the
 zone to use); and on the dashboard form."""
 

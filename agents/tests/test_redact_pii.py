@@ -1,4 +1,4 @@
-"""An agent's `redactPii` setting (README "Redaction") through the public API and the dashboard form."""
+"""An agent's `redactPii` setting (docs/guides/redaction.md) through the public API and the dashboard form."""
 
 from __future__ import annotations
 

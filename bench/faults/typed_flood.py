@@ -1,6 +1,6 @@
 """Fault: one tenant floods its typed session (`input_text`) while another organization types normally.
 
-One Daphne process (the embedded brain, the typed-input budget's defaults unless --lifted; docs/realtime.md,
+One Daphne process (the embedded brain, the typed-input budget's defaults unless --lifted; docs/reference/realtime-protocol.md,
 "Typed input budget"). Two organizations, each with a text agent. The flooder sends --messages turns of
 --chars characters as fast as its socket takes them (the finding of issue 34: 3,000 turns of 2,000
 characters in a second, 4.5 MB call events), then `stop`; meanwhile the other organization's live typed

@@ -329,12 +329,12 @@ def test_senders_reaching_for_one_due_delivery_at_once_send_it_once(owner: Any, 
         assert len(hook.requests) == rounds
 
 
-# --- the receivers of docs/webhooks.md -------------------------------------------------------------
+# --- the receivers of docs/reference/webhooks.md -------------------------------------------------------------
 
 
 def doc_receivers() -> dict[str, str]:
-    """The Python and Node receivers of docs/webhooks.md, as printed there."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text()
+    """The Python and Node receivers of docs/reference/webhooks.md, as printed there."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "webhooks.md").read_text()
     section = text.split("### A receiver in about ten lines", 1)[1]
     return {
         "python": re.search(r"```python\n(.*?)```", section, re.S).group(1),  # type: ignore[union-attr]

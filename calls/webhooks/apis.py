@@ -1,4 +1,4 @@
-"""Organization webhooks and call-event deliveries: thin REST views (docs/webhooks.md)."""
+"""Organization webhooks and call-event deliveries: thin REST views (docs/reference/webhooks.md)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ class WebhookListApi(PublicApiView):
         },
         description="Creates a webhook for call events and answers it with its signing `secret`, which is "
         "shown only in this answer (and after a rotation). Every event is POSTed to `url` signed with it "
-        "(`x-service-signature`, docs/webhooks.md).",
+        "(`x-service-signature`, docs/reference/webhooks.md).",
     )
     def post(self, request: Request) -> Response:
         data = parse(WebhookCreateSerializer, request.data)

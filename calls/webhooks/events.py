@@ -1,5 +1,5 @@
 """Call events leaving the service: the outbox, its delivery, retries, redelivery and the endpoints'
-auto-disable (docs/webhooks.md).
+auto-disable (docs/reference/webhooks.md).
 
 `event_record` writes the event (`call.started`, `call.ended`, `call.analyzed`) in the transaction that
 changes the call: one `CallEvent` row whose body is serialized once (the envelope

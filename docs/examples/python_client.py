@@ -8,7 +8,7 @@ to http://127.0.0.1:8000 (`make run`). The agent must be `active`. Needs Python 
 (`pip install aiohttp`; the service's own virtualenv has it). The session request uses only the
 standard library.
 
-What it does, as a browser client would (docs/realtime.md has the protocol):
+What it does, as a browser client would (docs/reference/realtime-protocol.md has the protocol):
 1. POST /public/v1/agents/{id}/realtime-sessions with the API key: a token and `websocketUrl`.
 2. Connects to `websocketUrl` and waits for `session.started`.
 3. Streams 16 kHz mono PCM16 in 20 ms chunks at real time, like a microphone: silence while the agent

@@ -1,4 +1,4 @@
-"""Your server opens the voice session with the API key; the page gets only `websocketUrl` (docs/browser-client.md).
+"""Your server opens the voice session with the API key; the page gets only `websocketUrl` (docs/guides/browser-client.md).
 Run: VOICE_AGENT_API_KEY=va_... AGENT_ID=... python session_backend.py; the page POSTs to http://127.0.0.1:8080/."""
 
 import json

@@ -1,4 +1,4 @@
-"""Knowledge uploads bounded by bytes (docs/limits.md): concurrent large uploads beyond the process's bound
+"""Knowledge uploads bounded by bytes (docs/operations/limits.md): concurrent large uploads beyond the process's bound
 are refused before their body is read and the server's memory stays flat; an organization's documents
 being processed are bounded; a document over the chunk cap fails with a clear error; deleting a
 document stops its ingestion."""

@@ -1,5 +1,5 @@
 """Agent tests: what a caller says (or who a simulated caller is), mocked tool results, and what is expected
-(docs/agent-tests.md), run through the real runtime (docs/agent-test-runs.md).
+(docs/guides/agent-tests.md), run through the real runtime (docs/guides/agent-test-runs.md).
 
 Tests: `validation.py`, `services.py`, `selectors.py`, `apis.py`, `admin.py`. Runs: `runs.py` (create, read),
 `execution.py` (claim, carry out, resume), `runner.py` (one attempt through the session shell),

@@ -1,4 +1,4 @@
-"""REST for agent tests (docs/agent-tests.md): thin views over selectors.py and services.py."""
+"""REST for agent tests (docs/guides/agent-tests.md): thin views over selectors.py and services.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """POST /public/v1/agents/{id}/test-runs, GET /public/v1/test-runs/{id} and POST /public/v1/test-runs/{id}/cancel
-(docs/agent-test-runs.md)."""
+(docs/guides/agent-test-runs.md)."""
 
 from __future__ import annotations
 

@@ -478,7 +478,7 @@ class CallRecord(Protocol):
     @property
     def to_number(self) -> str | None: ...
     @property
-    def variables(self) -> dict[str, str]: ...  # the call's per-call variables (README, "Per-call variables")
+    def variables(self) -> dict[str, str]: ...  # the call's per-call variables (docs/guides/variables.md)
 
 
 class Recorder(Protocol):

@@ -10,7 +10,7 @@ function, realtime.engine.tools.delivery.post_event):
                           "variables": {<the call's per-call variables: name -> string>}}}}
 
 The reply's identity, instructions and greeting may hold {{name}} placeholders: the session shell fills
-them like the saved prompt's (README, "Per-call variables").
+them like the saved prompt's (docs/guides/variables.md).
 
 Expected reply: a JSON object {"identity"?: string | null, "instructions": string, "greeting"?:
 string | null}; other keys are ignored, blank identity and greeting count as absent. Instructions

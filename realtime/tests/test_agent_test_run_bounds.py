@@ -1,4 +1,4 @@
-"""Test runs are bounded, fair and stoppable (issue 34, item 3; docs/agent-test-runs.md): each attempt is a
+"""Test runs are bounded, fair and stoppable (issue 34, item 3; docs/guides/agent-test-runs.md): each attempt is a
 row of its own; a run makes at most TEST_RUNS_MAX_ATTEMPTS attempts and an organization has at most
 TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION runs queued or running; the worker takes attempts round-robin by
 organization; POST /test-runs/{id}/cancel stops a run, and so does deleting its agent. Test runs of an

@@ -1,4 +1,4 @@
-"""Agent test runs through the API and the real runtime (issue 22, docs/agent-test-runs.md).
+"""Agent test runs through the API and the real runtime (issue 22, docs/guides/agent-test-runs.md).
 
 Runs are carried out inline (TEST_RUNS_INLINE) once the request's transaction commits, in the test's
 process: each attempt is a real session (the agent's prompt, tools, knowledge, handoff; the configured

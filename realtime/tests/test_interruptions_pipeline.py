@@ -1,4 +1,4 @@
-"""Caller speech over the agent, as the agent's `interruption` settings say (docs/conversation.md):
+"""Caller speech over the agent, as the agent's `interruption` settings say (docs/guides/conversation.md):
 `adaptive` cuts for real words only, `vad` cuts on sound and resumes when it held no words, `off` never
 cuts. The session shell and the cascade on the hand-moved clock, with scripted speech parts."""
 

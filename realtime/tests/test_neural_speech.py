@@ -1,6 +1,6 @@
 """Offline neural speech (ASR_PROVIDER=whisper, TTS_PROVIDER=piper) with real models: Whisper base
 converted for CTranslate2 and the Piper en_US-joe-medium voice, both from dev-only PyPI packages
-(requirements-dev.txt; docs/neural-speech.md has what they hold and where they come from). Whisper hears
+(requirements-dev.txt; docs/guides/neural-speech.md has what they hold and where they come from). Whisper hears
 Piper and eSpeak NG; pinned sha256 values are enforced; missing files are named by the system check; a
 failing model gets the offline apology; and one conversation goes through a real Daphne server."""
 
@@ -32,7 +32,7 @@ from testing.pipeline import provider_harness, spoken_offline
 from testing.speech_models import packaged_piper_joe, packaged_whisper_base, word_errors, words
 from testing.voice import to_16k
 
-# sha256 of the packaged model files, recorded when the packages were inspected (docs/neural-speech.md).
+# sha256 of the packaged model files, recorded when the packages were inspected (docs/guides/neural-speech.md).
 # The Piper voice is byte-identical to rhasspy/piper-voices' en_US-joe-medium.onnx; the Whisper model.bin
 # is a conversion of openai/whisper-base that is not byte-identical to Systran/faster-whisper-base's.
 WHISPER_BASE_SHA256 = "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"

@@ -1,4 +1,4 @@
-"""Redaction end to end (an agent's redactPii, README "Redaction"), over a real Daphne process.
+"""Redaction end to end (an agent's redactPii, docs/guides/redaction.md), over a real Daphne process.
 
 A browser caller says an e-mail address, a phone number and a card number (the server hears them through
 a scripted OpenAI-compatible recognizer, so the words are exactly those); the scripted Chat Completions

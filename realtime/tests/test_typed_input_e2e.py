@@ -1,5 +1,5 @@
 """End to end over a real Daphne process: clean input and the typed-input budget on the browser socket
-(issue 34, items 2 and 8; docs/realtime.md, "Typed input budget").
+(issue 34, items 2 and 8; docs/reference/realtime-protocol.md, "Typed input budget").
 
 A string that cannot be stored (a lone surrogate, NUL) in any socket message is a `bad_message` naming
 the field, the session goes on, and the call record has no trace of it (it was answered and then missing

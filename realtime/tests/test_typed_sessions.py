@@ -1,4 +1,4 @@
-"""Typed sessions in process (README, "Typed sessions"): `open_session(..., modality="text")` is the real
+"""Typed sessions in process (docs/guides/typed-sessions.md): `open_session(..., modality="text")` is the real
 session without audio, driven by `caller_text` and waited on with `settled()` (the way an in-process
 caller such as the agent test runner talks to an agent); the text pipeline loads no speech model and
 the transport gets no audio. The embedded brain answers unless a test scripts one; the call record is

@@ -1,4 +1,4 @@
-"""Typed sessions through the public API (README, "Typed sessions"): `modality` and `events` on
+"""Typed sessions through the public API (docs/guides/typed-sessions.md): `modality` and `events` on
 POST /public/v1/agents/{id}/realtime-sessions, kept by the server with the token (like the per-call
 variables) and given to the socket that spends it; bad values are a 400 naming the problem, with nothing
 kept and no call slot taken. A call's `modality` is in the call list and detail."""

@@ -1,4 +1,4 @@
-"""End to end over a real Daphne process: typed sessions (issue 22, README "Typed sessions").
+"""End to end over a real Daphne process: typed sessions (issue 22, docs/guides/typed-sessions.md).
 
 A session opened through the public API with `"modality": "text"` and `"events": ["tool"]` is typed to
 over the browser socket (`input_text`): the agent answers from its knowledge, calls its signed webhook

@@ -1,4 +1,4 @@
-"""Per-call variables through the public API (README, "Per-call variables"): `variables` and `metadata` on
+"""Per-call variables through the public API (docs/guides/variables.md): `variables` and `metadata` on
 POST /public/v1/agents/{id}/realtime-sessions (kept by the server under the token's id, never in the token
 or its URL; every bad value a 400 naming what is wrong, with nothing kept and no call slot taken), and
 `direction`, `variables` and `metadata` in the call list, the call detail and the call events."""

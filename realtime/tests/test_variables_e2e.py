@@ -1,4 +1,4 @@
-"""Per-call variables end to end over a real Daphne server (README, "Per-call variables"): an API client
+"""Per-call variables end to end over a real Daphne server (docs/guides/variables.md): an API client
 starts a browser session with `variables` and `metadata`, the browser connects with the token alone, the
 agent greets with the variable filled in ("Hello {{firstName}}, ..."), the call detail and its events carry
 `direction`, `variables` and `metadata`, the one unknown placeholder is one `warn` line of the agent log,

@@ -1,4 +1,4 @@
-"""Per-call variables in the session shell (README, "Per-call variables"): the call's variables and the
+"""Per-call variables in the session shell (docs/guides/variables.md): the call's variables and the
 built-ins ({{call.from}}, {{call.to}}, {{now}} in the agent's time zone, {{agent.name}}) fill the identity,
 instructions, static greeting and dynamic-prompt reply in the one place the brain's context is built; an
 unknown placeholder is left empty and logged once for the call as one `warn` line naming it; the

@@ -1,5 +1,5 @@
 """Call batches (campaigns): one agent calls a list of people from one of the organization's numbers,
-inside a calling window, a few at a time, with retries (README "Campaigns", docs/campaigns.md).
+inside a calling window, a few at a time, with retries (docs/guides/campaigns.md, docs/guides/campaigns.md).
 
 The rules live here: what a batch may be made of (`batch_create`), the scheduler (`batch_tick`), what a
 recipient's ended call means (`batch_call_ended`, on calls.signals.call_ended) and the client's

@@ -88,7 +88,7 @@ def incoming_call_answer(*, account: TelephonyAccount, call_sid: str, from_numbe
         return provider.answer_refusal(message=sentence, language=language)
     assert number is not None and agent is not None  # no reason to refuse: both exist
     urls = public_urls()
-    # One of the organization's live-call slots (plan max_concurrent_calls, docs/limits.md); over the cap
+    # One of the organization's live-call slots (plan max_concurrent_calls, docs/operations/limits.md); over the cap
     # ConcurrentCallLimitExceeded, which the voice webhook answers with a spoken sorry.
     call_slot_reserve(
         organization_id=account.organization_id,

@@ -3,7 +3,7 @@ telephony.outbound (its variables with it), its media stream played by Twilio's 
 with a stream token naming that call, the real offline engine, and Twilio's asynchronous AMD verdict
 POSTed signed to /telephony/twilio/amd at the moment a test chooses.
 
-The hold and the reaction times measured here are printed (`-s`) and written up in docs/voicemail.md."""
+The hold and the reaction times measured here are printed (`-s`) and written up in docs/guides/voicemail.md."""
 
 from __future__ import annotations
 

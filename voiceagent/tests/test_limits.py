@@ -1,4 +1,4 @@
-"""Limits through real servers (docs/limits.md): two Daphne processes sharing a redis-server this module
+"""Limits through real servers (docs/operations/limits.md): two Daphne processes sharing a redis-server this module
 starts on a free port, so the per-API-key rate limit, the concurrent-call cap and the upload bound are
 proved the way a deployment with several processes sees them, on SQLite and on PostgreSQL alike."""
 

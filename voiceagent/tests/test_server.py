@@ -25,7 +25,7 @@ def test_a_bad_close_timeout_is_refused_with_the_reason(value: str) -> None:
 
 
 def test_proxy_headers_are_refused_with_the_setting_to_use_instead() -> None:
-    # Daphne would believe the first X-Forwarded-For entry, which the client writes (docs/deployment-security.md).
+    # Daphne would believe the first X-Forwarded-For entry, which the client writes (docs/operations/security.md).
     finished = subprocess.run(
         [
             sys.executable,

@@ -1,5 +1,5 @@
 """Has the caller finished? The reading of a pause in the caller's speech, by one of two detectors
-(setting TURN_END_DETECTOR; docs/conversation.md "How turns end"):
+(setting TURN_END_DETECTOR; docs/guides/conversation.md "How turns end"):
 
   - `words`: the words recognized at the pause, read by realtime/engine/cascade/turn_taking.py (a last
     word that announces more keeps the turn open);

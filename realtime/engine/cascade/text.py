@@ -1,4 +1,4 @@
-"""The text pipeline: the cascade without speech, for typed sessions (README, "Typed sessions").
+"""The text pipeline: the cascade without speech, for typed sessions (docs/guides/typed-sessions.md).
 
 A session opened with `modality="text"` runs this pipeline whatever VOICE_ENGINE says: caller turns
 arrive as text (`Session.caller_text`), the brain answers through the cascade's own answering stage

@@ -18,7 +18,7 @@ transport to `clear`, and keeps in the transcript only what the caller could hav
     session.push_audio(pcm16_16k)                 # from the transport, never blocks
     await session.stop()                          # the caller hung up
 
-A typed session (`open_session(..., modality="text")`, README "Typed sessions") is the same
+A typed session (`open_session(..., modality="text")`, docs/guides/typed-sessions.md) is the same
 conversation without audio: the text pipeline (realtime/engine/cascade/text.py) answers, there is no
 playout, mixer or recording, and each answer is committed (history, call record, an assistant
 `send_transcript`) as soon as the brain has finished it; words said before a tool call are committed
@@ -370,7 +370,7 @@ class Session:
         self._greet_or_hold(disclosure.text, greeting)
 
     def _placeholders_fill(self, *texts: str) -> list[str]:
-        """The texts with their {{name}} placeholders filled (README, "Per-call variables"): from the call's
+        """The texts with their {{name}} placeholders filled (docs/guides/variables.md): from the call's
         variables and the built-ins, an unknown name by nothing, logged once for the call as one `warn`."""
         self.placeholder_values = values = placeholder_values(self.agent, self.recorder.call)
         filled: list[str] = []

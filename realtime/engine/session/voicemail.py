@@ -1,5 +1,5 @@
 """Answering machines on an outbound call: what the session does with the carrier's verdict
-(README: Voicemail, docs/voicemail.md).
+(docs/guides/voicemail.md, docs/guides/voicemail.md).
 
 Armed on an outbound call whose agent's `voicemail.detection` is "provider" (agents/voicemail.py). The
 verdict (Twilio's AnsweredBy) arrives asynchronously through the call's channel-layer group

@@ -1,5 +1,5 @@
 """Offline neural speech synthesis with a Piper voice (piper-tts: VITS on onnxruntime) in this process:
-TTS_PROVIDER=piper (docs/neural-speech.md).
+TTS_PROVIDER=piper (docs/guides/neural-speech.md).
 
 The voice is the `.onnx` file at PIPER_MODEL_PATH with its `.onnx.json` configuration beside it; it is
 loaded once per process when the server starts (`preload`) and shared by every conversation (an
@@ -115,7 +115,7 @@ def configuration_problems(kind: str = "TTS") -> list[str]:
     if not text:
         problems.append(
             "PIPER_MODEL_PATH is not set (a Piper voice's .onnx file, its .onnx.json beside it, such as "
-            "en_US-joe-medium.onnx from rhasspy/piper-voices: docs/neural-speech.md)"
+            "en_US-joe-medium.onnx from rhasspy/piper-voices: docs/guides/neural-speech.md)"
         )
         return problems
     path = Path(text)

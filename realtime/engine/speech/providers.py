@@ -2,7 +2,7 @@
 
 `embedded` is the offline pair (PocketSphinx in worker processes, eSpeak NG); other names are
 adapters registered here and imported on first use: `openai` (an OpenAI-compatible audio server),
-`whisper` and `piper` (offline neural models in this process, docs/neural-speech.md). A recognition
+`whisper` and `piper` (offline neural models in this process, docs/guides/neural-speech.md). A recognition
 provider makes one recognizer per conversation (start/feed/finish, realtime/engine/cascade/kit.py
 `Recognizer`); a synthesis provider turns a sentence into PCM16 mono 24 kHz. Both are blocking (the
 cascade runs them off the event loop) and raise `ProviderError` for their own failures: the cascade

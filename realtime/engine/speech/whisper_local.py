@@ -1,5 +1,5 @@
 """Offline speech recognition with Whisper on CTranslate2 (faster-whisper) in this process:
-ASR_PROVIDER=whisper (docs/neural-speech.md).
+ASR_PROVIDER=whisper (docs/guides/neural-speech.md).
 
 The model is a CTranslate2 conversion of a Whisper model in the directory WHISPER_MODEL_PATH (model.bin,
 config.json, tokenizer.json, vocabulary.json or .txt): a path, never a model name, so nothing is ever
@@ -78,7 +78,7 @@ def configuration_problems(kind: str = "ASR") -> list[str]:
     if not text:
         problems.append(
             "WHISPER_MODEL_PATH is not set (the directory of a CTranslate2 Whisper model such as "
-            "Systran/faster-whisper-base: docs/neural-speech.md)"
+            "Systran/faster-whisper-base: docs/guides/neural-speech.md)"
         )
     else:
         path = Path(text)

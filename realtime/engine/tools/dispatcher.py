@@ -200,7 +200,7 @@ class ToolDispatcher:
                 )
         except asyncio.CancelledError:
             # The brain's response was cancelled (barge-in, the caller went on speaking, hang-up) while the
-            # tool ran: its result is no longer needed. Not a failure of the tool (README: Tool invocations).
+            # tool ran: its result is no longer needed. Not a failure of the tool (docs/guides/voice-sessions.md).
             self._done(call, offered, CANCELLED_RESULT, ToolInvocationStatus.CANCELLED, started, "cancelled")
             raise
         except TimeoutError:

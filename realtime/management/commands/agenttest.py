@@ -1,6 +1,6 @@
 """manage.py agenttest --agent ID [--tag T] [--repeat N] [--junit report.xml]: run an agent's tests here and
 now (in this process, through the real runtime, like a background run), print a summary, optionally write
-a JUnit XML report, and exit 1 when any attempt failed or had an error (docs/agent-test-runs.md)."""
+a JUnit XML report, and exit 1 when any attempt failed or had an error (docs/guides/agent-test-runs.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-// Browser client of the voice agent service's realtime sessions (protocol: docs/realtime.md).
+// Browser client of the voice agent service's realtime sessions (protocol: docs/reference/realtime-protocol.md).
 // A plain ES module, no build step, served at /static/voice-client/v1/voice-client.js.
 //
 //   import { VoiceClient } from "/static/voice-client/v1/voice-client.js";
