@@ -1,4 +1,4 @@
-"""Call events and the webhooks that receive them (docs/webhooks.md).
+"""Call events and the webhooks that receive them (docs/reference/webhooks.md).
 
 events.py records call events in an outbox and delivers them (retries, redelivery, the endpoints'
 auto-disable); services.py holds the rules of the organization webhooks (create, update, delete, rotate
