@@ -21,7 +21,7 @@ webhook receiver in this process; every caller asks for the opening hours, the a
 and speaks its result. Besides the figures above it reports the service's own time around each tool
 call: the dispatcher's duration of the call (its agent-log line "tool call", durationMs) minus the
 time the webhook itself took (from its request's arrival at the receiver to its answer), i.e.
-argument validation, serializing and signing, the outbound guard, the HTTP client and connection on
+argument validation, serializing and signing, the egress guard, the HTTP client and connection on
 loopback, parsing and checking the reply, and queueing the record.
 
 Scenario `phone` (--scenario phone): the same callers over the Twilio Media Stream protocol

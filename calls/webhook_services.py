@@ -14,7 +14,7 @@ from accounts.models import Organization
 from agents.models import Agent
 from calls.models import WebhookEndpoint
 from calls.webhook_selectors import webhook_get
-from kit import outbound
+from kit import egress as outbound
 from kit.errors import ApiError
 
 ROTATION_OVERLAP = timedelta(hours=24)
