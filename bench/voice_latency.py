@@ -381,7 +381,7 @@ def paused_speech(parts: tuple[str, ...], pause_ms: int) -> bytes:
     of silence between them."""
     import numpy as np
 
-    from realtime.engine.speech.tts import synthesize
+    from realtime.engine.speech.espeak import synthesize
     from testing.voice import to_16k
 
     pieces = []
@@ -626,7 +626,7 @@ def main() -> None:
         django.setup()
         from django.conf import settings
 
-        from realtime.engine.speech.tts import synthesize
+        from realtime.engine.speech.espeak import synthesize
 
         speech = {s: to_16k(synthesize(s, language="en-US", voice_name="eve")) for s in sentences}
         print(
@@ -848,7 +848,7 @@ def phone_main(args: argparse.Namespace) -> None:
         pids = [server.process.pid for server in servers if server.process]
         from django.conf import settings
 
-        from realtime.engine.speech.tts import synthesize
+        from realtime.engine.speech.espeak import synthesize
         from testing.twilio_stream import to_phone
 
         speech = {s: to_phone(to_16k(synthesize(s, language="en-US", voice_name="eve"))) for s in SENTENCES}

@@ -80,7 +80,7 @@ def tone(ms: int, amplitude: int = 3000) -> bytes:
 
 def audio_for(reply: Say) -> bytes:
     if reply.speech:
-        from realtime.engine.speech.tts import synthesize
+        from realtime.engine.speech.espeak import synthesize
 
         return synthesize(reply.text, language="en-US", voice_name="eve")
     return tone(WORD_MS * len(reply.text.split()))

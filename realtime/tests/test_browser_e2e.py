@@ -197,7 +197,7 @@ def stop_call(page: Any) -> None:
 def speech_16k() -> np.ndarray:
     import soxr
 
-    from realtime.engine.speech.tts import synthesize
+    from realtime.engine.speech.espeak import synthesize
 
     speech = np.frombuffer(synthesize(SENTENCE, language="en-US", voice_name="rex"), dtype="<i2")
     return soxr.resample(speech, 24000, 16000)
