@@ -152,7 +152,7 @@ def test_a_model_that_does_not_match_its_pinned_sha256_is_refused(neural, monkey
 
 @pytest.mark.django_db
 def test_manage_py_check_names_missing_model_files(settings, tmp_path):
-    settings.VOICE_ENGINE = "embedded"
+    settings.VOICE_ENGINE = "cascade"
     settings.LLM_PROVIDER = "embedded"
     settings.ASR_PROVIDER, settings.TTS_PROVIDER = "whisper", "piper"
     settings.WHISPER_MODEL_PATH, settings.WHISPER_MODEL_SHA256 = "", ""

@@ -202,7 +202,7 @@ def test_synthesis_failures_are_provider_errors(providers, settings, reply, mess
 
 # --- configuration -----------------------------------------------------------------------------
 def test_the_system_check_names_the_missing_speech_settings(settings, monkeypatch):
-    settings.VOICE_ENGINE = "embedded"
+    settings.VOICE_ENGINE = "cascade"
     settings.LLM_PROVIDER = "embedded"
     settings.ASR_PROVIDER = settings.TTS_PROVIDER = "embedded"
     assert check_voice_engine() == []
