@@ -282,7 +282,7 @@ def make_agent(db: Any):
 
 @dataclass(frozen=True)
 class RefusedUrl:
-    """A URL the outbound guard refuses without OUTBOUND_ALLOWED_NETWORKS, and the kind its reason names."""
+    """A URL the egress guard refuses without OUTBOUND_ALLOWED_NETWORKS, and the kind its reason names."""
 
     url: str
     kind: str

@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError as DrfValidationError
 
-from kit import outbound
+from kit import egress
 from kit.errors import ApiError, validation_error
 
 T = TypeVar("T")
@@ -26,7 +26,7 @@ T = TypeVar("T")
 def warn_destination(request: HttpRequest, url: str | None) -> None:
     """On a page showing a saved destination: warn when its host does not resolve right now (saving
     allowed it, since names can start resolving later; every request to it is refused until then)."""
-    if request.method == "GET" and (warning := outbound.destination_warning(url)):
+    if request.method == "GET" and (warning := egress.destination_warning(url)):
         flash.warning(request, warning)
 
 

@@ -3,7 +3,7 @@
 Every write validates the whole resulting agent (the merged state), checks plan allowances under a
 row lock, and applies phone assignments in the same transaction: all or nothing. Phone numbers belong to
 the telephony app, a floor up: it passes its assignment step in (`numbers`, telephony/services/agents.py). A serverUrl sent in the
-body is first checked as the outbound guard checks every request to it (outside the transaction: its
+body is first checked as the egress guard checks every request to it (outside the transaction: its
 host is resolved), and refused when every call would be refused.
 """
 
@@ -34,7 +34,7 @@ from agents.models import (
 )
 from agents.selectors import agent_get
 from agents.tools.selectors import enabled_tools_problem
-from kit import outbound
+from kit import egress
 from kit.errors import ApiError
 from kit.fields import iso
 
@@ -223,7 +223,7 @@ def _write(
 
 def _check_server_url(data: dict[str, Any]) -> None:
     """A serverUrl in the body to which every webhook request would be refused is a 400 now."""
-    outbound.validate_destination(data.get("server_url"), field=WIRE_NAMES["server_url"])
+    egress.validate_destination(data.get("server_url"), field=WIRE_NAMES["server_url"])
 
 
 def _state_of(data: dict[str, Any]) -> dict[str, Any]:

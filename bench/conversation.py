@@ -1,5 +1,5 @@
 """Conversation bench (not a test): scripted callers who talk the way people talk, over real browser
-sockets of real Daphne servers on the embedded (offline) engine, in real time.
+sockets of real Daphne servers on the cascade voice engine (offline), in real time.
 
 The callers are eSpeak NG voices, recorded once per run (testing/voice.py record_voice: each sentence
 in a fresh, seeded process) and trimmed of their silence, so that the caller's first and last words are

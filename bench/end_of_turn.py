@@ -63,11 +63,11 @@ class _Event(ctypes.Structure):  # espeak_EVENT (speak_lib.h)
 
 
 def espeak_voice():
-    """eSpeak NG as the engine drives it (realtime/engine/speech/tts.py), also telling where each word
+    """eSpeak NG as the engine drives it (realtime/engine/speech/espeak.py), also telling where each word
     begins in its audio."""
-    from realtime.engine.speech import tts
+    from realtime.engine.speech import espeak
 
-    class Timed(tts._Espeak):  # the engine's own eSpeak binding, with its word events
+    class Timed(espeak._Espeak):  # the engine's own eSpeak binding, with its word events
         def __init__(self) -> None:
             self.words: list[tuple[int, int]] = []  # (character position from 1, sample)
             super().__init__()
@@ -87,7 +87,7 @@ def espeak_voice():
         def say(self, sentence: str, voice: str) -> tuple[np.ndarray, dict[int, int]]:
             """PCM16 samples at self.sample_rate, and the sample where each word begins (by the word's
             number in the sentence; a word eSpeak says as one with the one before has none)."""
-            base, profile = tts.voice_for("en-US", voice)
+            base, profile = espeak.voice_for("en-US", voice)
             self.lib.espeak_ng_SetRandSeed(ctypes.c_long(7))  # the breath noise: the same in every run
             self.libc.srand(7)
             self.words = []
@@ -178,12 +178,12 @@ def main() -> None:
 
     from realtime.engine.cascade.end_of_turn import THRESHOLD, smart_turn
     from realtime.engine.cascade.turn_taking import UNFINISHED, reading
-    from realtime.engine.speech import asr
+    from realtime.engine.speech import pocketsphinx
 
     voices = ESPEAK_VOICES if args.no_piper else (*ESPEAK_VOICES, PIPER)
     model = smart_turn()
     agent = SimpleNamespace(name="Ava", identity="", instructions="", static_greeting="", language="en-US")
-    recognizer = asr.recognizer_for_agent(agent, workers=0)
+    recognizer = pocketsphinx.recognizer_for_agent(agent, workers=0)
     assert recognizer is not None
     pairs = recognizer.known_word_pairs()
     model.complete(bytes(32000))  # loads the model

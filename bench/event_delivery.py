@@ -5,7 +5,7 @@ Seeds one organization with a webhook subscribed to every event type and `--call
 ended (3 events each: call.started, call.ended, call.analyzed, written to the outbox with the calls, as
 the engine does), then starts the in-process delivery worker of calls/webhooks/events.py (EVENTS_WORKER=inprocess,
 EVENTS_WORKER_THREADS senders) and times until the loopback receiver (testing/webhooks.py) has every
-event: each one claimed, signed, POSTed through the outbound guard and its attempt recorded.
+event: each one claimed, signed, POSTed through the egress guard and its attempt recorded.
 
 Its own database (bench/calls_bench.py's own_database: var/bench-eventbench.sqlite3, or `<database>_eventbench`
 on PostgreSQL when DATABASE_URL names it).

@@ -32,7 +32,7 @@ stages = {"end_of_turn": 310.0, "recognition": 95.0, "first_token": 2.0, "first_
 if mode in ("record", "write"):
     started = time.perf_counter()
     for index in range(turns):
-        metrics.record_turn(stages, engine="embedded" if index % 2 else "realtime")
+        metrics.record_turn(stages, engine="cascade" if index % 2 else "speech-to-speech")
         metrics.record_tool_call(kind="webhook", outcome="success", seconds=0.05)
     elapsed = time.perf_counter() - started
     if mode == "record":

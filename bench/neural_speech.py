@@ -70,11 +70,11 @@ def phone_path(pcm16_24k: bytes) -> bytes:
 
 
 def measure_whisper(settings, cases, *, beam: int, threads: int, verbose: bool) -> dict[str, float]:
-    from realtime.engine.speech import whisper_local
+    from realtime.engine.speech import whisper
     from testing.speech_models import word_errors, words
 
     settings.WHISPER_BEAM_SIZE, settings.WHISPER_CPU_THREADS = beam, threads
-    provider = whisper_local.WhisperRecognition()
+    provider = whisper.WhisperRecognition()
     recognizer = provider.recognizer(SimpleNamespace(name="Ava", language="en-US"), [])
     recognizer.feed(cases[0][1])
     recognizer.finish()  # warm-up (the model loads on the first use of these settings)
@@ -103,7 +103,7 @@ def measure_whisper(settings, cases, *, beam: int, threads: int, verbose: bool) 
 
 def measure_piper(sentences: list[str]) -> dict[str, float]:
     from realtime.engine.audio import OUT_RATE
-    from realtime.engine.speech.piper_voice import PiperSpeech
+    from realtime.engine.speech.piper import PiperSpeech
 
     voice = PiperSpeech()
     voice.synthesize("Warming up.", "en-US", "eve")
@@ -138,7 +138,7 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
-    from realtime.engine.speech.tts import synthesize
+    from realtime.engine.speech.espeak import synthesize
     from testing.speech_models import packaged_piper_joe, packaged_whisper_base
     from testing.voice import to_16k
 

@@ -1,5 +1,5 @@
-"""Speech-to-speech overhead benchmark (not a test): the time VOICE_ENGINE=realtime spends outside the
-provider, against the scripted provider of the tests (testing/realtime_provider.py, on
+"""Speech-to-speech overhead benchmark (not a test): the time VOICE_ENGINE=speech-to-speech spends outside the
+provider, against the scripted provider of the tests (testing/speech_to_speech_provider.py, on
 loopback in a thread of this process) and a real Daphne server, over real browser sockets.
 
 For N concurrent sessions (opened one after the other, then run together) it measures:
@@ -47,7 +47,7 @@ def bench_env(provider_url: str) -> dict[str, str]:
         "LOG_LEVEL": "WARNING",
         "REALTIME_TOKEN_SECRET": SECRET,
         "DATABASE_URL": bench_database_url("s2s", ROOT / "var"),
-        "VOICE_ENGINE": "realtime",
+        "VOICE_ENGINE": "speech-to-speech",
         "REALTIME_PROVIDER_URL": provider_url,
         "REALTIME_PROVIDER_MODEL": MODEL,
         "REALTIME_PROVIDER_API_KEY": "sk-bench",
@@ -66,7 +66,7 @@ async def one_session(
 ) -> tuple[list, list]:
     """Answer overheads (ms) and relay overheads (ms) of one open session."""
     from testing.clients import is_type
-    from testing.realtime_provider import Say
+    from testing.speech_to_speech_provider import Say
 
     answers: list[float] = []
     loop = asyncio.get_running_loop()
@@ -153,8 +153,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from testing.daphne import DaphneServer
-    from testing.realtime_provider import ProviderServer
     from testing.servers import free_port
+    from testing.speech_to_speech_provider import ProviderServer
 
     provider = ProviderServer().start()
     server = None
@@ -170,7 +170,7 @@ def main() -> None:
         assert server.process is not None
         pid = server.process.pid
         print(
-            f"one Daphne process, VOICE_ENGINE=realtime against the scripted provider on loopback; {os.cpu_count()} CPUs"
+            f"one Daphne process, VOICE_ENGINE=speech-to-speech against the scripted provider on loopback; {os.cpu_count()} CPUs"
         )
         asyncio.run(run_round(server.http_url, api_key, agent_id, 1, 1, provider, pid))  # warm-up
         for n in [int(x) for x in args.sessions.split(",") if x.strip()]:

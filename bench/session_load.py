@@ -1,6 +1,6 @@
 """Session load benchmark (not a test): N concurrent browser sessions (200 by default) on the
-speech-to-speech engine (VOICE_ENGINE=realtime) of one Daphne process, against the scripted OpenAI
-Realtime provider of the tests (testing/realtime_provider.py).
+speech-to-speech engine (VOICE_ENGINE=speech-to-speech) of one Daphne process, against the scripted OpenAI
+Realtime provider of the tests (testing/speech_to_speech_provider.py).
 
 Three processes: Daphne (testing/daphne.py DaphneServer), the scripted provider (a process of
 its own with a small control endpoint through which this script ends each caller turn and reads the
@@ -79,7 +79,7 @@ def bench_env(provider_url: str) -> dict[str, str]:
         "LOG_LEVEL": "WARNING",
         "REALTIME_TOKEN_SECRET": SECRET,
         "DATABASE_URL": database_url,
-        "VOICE_ENGINE": "realtime",
+        "VOICE_ENGINE": "speech-to-speech",
         "REALTIME_PROVIDER_URL": provider_url,
         "REALTIME_PROVIDER_MODEL": MODEL,
         "REALTIME_PROVIDER_API_KEY": "sk-bench",
@@ -237,7 +237,7 @@ def serve_provider(control_port: int) -> None:
     GET /times/{i} (connection i's first-audio and append timestamps, time.monotonic())."""
     from aiohttp import web
 
-    from testing.realtime_provider import ProviderServer, Say
+    from testing.speech_to_speech_provider import ProviderServer, Say
 
     async def run() -> None:
         provider = await ProviderServer().astart()
@@ -645,7 +645,7 @@ async def main_async(args: argparse.Namespace) -> None:
             engine = "PostgreSQL" if env["DATABASE_URL"].startswith("postgres") else "SQLite"
             print(
                 f"one Daphne process ({engine}{', Redis' if os.environ.get('REDIS_URL') else ''}), "
-                f"VOICE_ENGINE=realtime against the scripted provider on loopback; {os.cpu_count()} CPUs; "
+                f"VOICE_ENGINE=speech-to-speech against the scripted provider on loopback; {os.cpu_count()} CPUs; "
                 "plan limits lifted for the bench"
             )
             await warm_up(provider, server.http_url, api_key, agent_ids, args)

@@ -21,7 +21,7 @@ webhook receiver in this process; every caller asks for the opening hours, the a
 and speaks its result. Besides the figures above it reports the service's own time around each tool
 call: the dispatcher's duration of the call (its agent-log line "tool call", durationMs) minus the
 time the webhook itself took (from its request's arrival at the receiver to its answer), i.e.
-argument validation, serializing and signing, the outbound guard, the HTTP client and connection on
+argument validation, serializing and signing, the egress guard, the HTTP client and connection on
 loopback, parsing and checking the reply, and queueing the record.
 
 Scenario `phone` (--scenario phone): the same callers over the Twilio Media Stream protocol
@@ -381,7 +381,7 @@ def paused_speech(parts: tuple[str, ...], pause_ms: int) -> bytes:
     of silence between them."""
     import numpy as np
 
-    from realtime.engine.speech.tts import synthesize
+    from realtime.engine.speech.espeak import synthesize
     from testing.voice import to_16k
 
     pieces = []
@@ -626,7 +626,7 @@ def main() -> None:
         django.setup()
         from django.conf import settings
 
-        from realtime.engine.speech.tts import synthesize
+        from realtime.engine.speech.espeak import synthesize
 
         speech = {s: to_16k(synthesize(s, language="en-US", voice_name="eve")) for s in sentences}
         print(
@@ -848,7 +848,7 @@ def phone_main(args: argparse.Namespace) -> None:
         pids = [server.process.pid for server in servers if server.process]
         from django.conf import settings
 
-        from realtime.engine.speech.tts import synthesize
+        from realtime.engine.speech.espeak import synthesize
         from testing.twilio_stream import to_phone
 
         speech = {s: to_phone(to_16k(synthesize(s, language="en-US", voice_name="eve"))) for s in SENTENCES}

@@ -1,6 +1,6 @@
 """Dashboard: call history (transcripts for staff with the transcript permission only), per-organization
 usage of the current billing period, CSV export of calls, agent runtime logs. Everything is read-only:
-calls are written by the realtime engine through calls.services. The organization page (accounts/admin.py)
+calls are written by the voice engine (realtime/engine/) through calls.services. The organization page (accounts/admin.py)
 gets its usage chart from here: calls depend on accounts, so this app extends that page, not the reverse."""
 
 from __future__ import annotations

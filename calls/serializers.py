@@ -233,10 +233,10 @@ class LatencyFiguresSchema(serializers.Serializer):
 class CallLatencySchema(serializers.Serializer):
     turns = serializers.IntegerField(help_text="Caller turns the agent answered (with audio).")
     endOfTurnMs = LatencyFiguresSchema(
-        allow_null=True, help_text="From the caller's last speech until the turn was taken (embedded engine)."
+        allow_null=True, help_text="From the caller's last speech until the turn was taken (cascade voice engine)."
     )
     recognitionMs = LatencyFiguresSchema(
-        allow_null=True, help_text="From the turn taken until its words were recognized (embedded engine)."
+        allow_null=True, help_text="From the turn taken until its words were recognized (cascade voice engine)."
     )
     firstTokenMs = LatencyFiguresSchema(
         allow_null=True, help_text="From the words known (or the turn taken) until the model's first output."

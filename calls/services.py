@@ -1,6 +1,6 @@
 """The one write path of call history: start, transcript, tool log, model usage, finish and billing.
 
-Every function is keyword-only, named `call_<verb>` and synchronous. The realtime engine wraps them
+Every function is keyword-only, named `call_<verb>` and synchronous. The voice engine (realtime/engine/) wraps them
 itself (Channels' `database_sync_to_async(call_finish)(...)`: the ORM work runs in a worker thread and
 stale connections are closed around each call, since the socket consumers skip Channels' per-frame
 close), so there is one function per write, not a sync one and an async twin.

@@ -108,7 +108,7 @@ class RealtimeSessionCreateApi(PublicApiView):
         },
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        body = request.data if request.data is not None else {}
+        body = request.data  # an absent body is {}; a JSON null, list, string or number is refused
         if not isinstance(body, dict):
             raise ApiError.invalid("The request body must be a JSON object.")
         session = realtime_session_create(

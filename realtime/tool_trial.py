@@ -1,5 +1,5 @@
 """A custom tool's test call from the dashboard: the tool runs once through the conversation's own tool
-dispatcher (the same checks, delivery, outbound guard, time limit and onError as in a call), and every
+dispatcher (the same checks, delivery, egress guard, time limit and onError as in a call), and every
 request it sent is kept with its response for the page (realtime/admin.py, AgentToolTestAdmin). It lives
 in realtime, beside the dispatcher it drives: the agents app sits a floor below realtime."""
 

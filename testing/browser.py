@@ -65,7 +65,7 @@ def _write_wav(path: Path, *parts: np.ndarray) -> Path:
 def _speech_48k(text: str) -> np.ndarray:
     import soxr
 
-    from realtime.engine.speech.tts import synthesize
+    from realtime.engine.speech.espeak import synthesize
 
     speech = np.frombuffer(synthesize(text, language="en-US", voice_name="rex"), dtype="<i2")
     return soxr.resample(speech, 24000, MIC_RATE).astype("<i2")

@@ -15,7 +15,7 @@ What the fuzzer is told beyond the schema:
   a phone number may appear only once in phoneNumberAssignments (uniqueness of one field of the items); a
   tool's parameterSchema and responseSchema (and an analysisPlan's structuredData.schema) must pass the JSON
   Schema meta-schema; a serverUrl or toolUrl
-  may not resolve to an address the outbound guard refuses nor have a host the HTTP client cannot encode
+  may not resolve to an address the egress guard refuses nor have a host the HTTP client cannot encode
   (see _unstated_rule); an agent's timeZone must be
   an IANA name the server knows and a call's metadata at most 16 KB as JSON; a byte range of a
   recording must lie within the stored file (416: its size is known only from the storage).
@@ -291,7 +291,7 @@ def _unstated_rule(issues: Any) -> bool:
     number twice in phoneNumberAssignments (uniqueness of one field of the items), a tool schema that the
     JSON Schema meta-schema refuses (the document pins the common keywords two levels deep; the recursive
     meta-schema itself is too slow for generators, see agents/tools/schema.py), or a serverUrl or toolUrl
-    whose host is (or resolves to) an address the outbound guard refuses (known only after DNS), an agent's
+    whose host is (or resolves to) an address the egress guard refuses (known only after DNS), an agent's
     timeZone that zoneinfo does not know, or metadata over 16 KB as JSON."""
     if issues == {"phoneNumberAssignments": ["Duplicate phoneNumberId."]}:
         return True

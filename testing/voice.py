@@ -25,7 +25,7 @@ def to_16k(pcm16_24k: bytes) -> bytes:
 _RECORD = """
 import ctypes, pathlib, sys
 import espeakng_loader
-from realtime.engine.speech.tts import synthesize
+from realtime.engine.speech.espeak import synthesize
 sentence, path, voice = sys.argv[1:4]
 espeak, libc = ctypes.CDLL(espeakng_loader.get_library_path()), ctypes.CDLL(None)
 def seeded(text):  # the breath noise draws on eSpeak NG's own generator and on libc's rand()

@@ -128,7 +128,7 @@ class LoopbackReceiver(ScriptedServer):
 
 @pytest.fixture(name="allow_loopback")
 def allow_loopback_fixture(settings: Any) -> Any:
-    """The outbound guard lets requests reach loopback servers (as OUTBOUND_ALLOWED_NETWORKS does)."""
+    """The egress guard lets requests reach loopback servers (as OUTBOUND_ALLOWED_NETWORKS does)."""
     settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     return settings
 

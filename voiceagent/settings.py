@@ -461,7 +461,13 @@ SMART_TURN_MODEL_PATH = env.str(
 # Speech recognition worker processes per server process (PocketSphinx holds the GIL: decoding in the
 # server process would starve its event loop). 0 decodes in the server process.
 ASR_WORKERS = env.int("ASR_WORKERS", default=2)
-VOICE_ENGINE = _choice("VOICE_ENGINE", "embedded", ("embedded", "realtime"))
+# The voice engine: `cascade` (voice activity detection -> speech recognition -> brain -> speech synthesis,
+# realtime/engine/cascade/; offline unless providers are configured) or `speech-to-speech` (one provider
+# speaking the OpenAI Realtime protocol listens, thinks and speaks, realtime/engine/speech_to_speech/).
+# The former names are still accepted and read as the new ones: embedded = cascade, realtime = speech-to-speech.
+_VOICE_ENGINE_ALIASES = {"embedded": "cascade", "realtime": "speech-to-speech"}
+VOICE_ENGINE = _choice("VOICE_ENGINE", "cascade", ("cascade", "speech-to-speech", *_VOICE_ENGINE_ALIASES))
+VOICE_ENGINE = _VOICE_ENGINE_ALIASES.get(VOICE_ENGINE, VOICE_ENGINE)
 LLM_PROVIDER = _choice("LLM_PROVIDER", "embedded", ("embedded", "openai"))
 # LLM_PROVIDER=openai: any OpenAI-compatible Chat Completions server (OpenAI, Groq, vLLM, llama.cpp, Ollama).
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="https://api.openai.com/v1")
@@ -472,7 +478,7 @@ LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=15.0)
 # A cap on the tokens of one answer (0: none); spoken answers are short.
 LLM_MAX_TOKENS = env.int("LLM_MAX_TOKENS", default=300)
 LLM_TEMPERATURE = env.float("LLM_TEMPERATURE", default=None)  # unset: the server's default
-# VOICE_ENGINE=realtime: a speech-to-speech server speaking the OpenAI Realtime WebSocket protocol
+# VOICE_ENGINE=speech-to-speech: a server speaking the OpenAI Realtime WebSocket protocol
 # (OpenAI, Azure OpenAI, xAI, compatible self-hosted servers); the operator's own configuration.
 REALTIME_PROVIDER_URL = env.str("REALTIME_PROVIDER_URL", default="")  # e.g. wss://api.openai.com/v1/realtime
 REALTIME_PROVIDER_API_KEY = env.str("REALTIME_PROVIDER_API_KEY", default="")  # empty for servers that need none

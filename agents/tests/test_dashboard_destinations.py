@@ -1,4 +1,4 @@
-"""The dashboard refuses a destination that every request would refuse (the outbound guard's check, as
+"""The dashboard refuses a destination that every request would refuse (the egress guard's check, as
 the API does when saving), and warns on a saved one whose host does not resolve right now."""
 
 from __future__ import annotations

@@ -244,7 +244,7 @@ def test_arguments_that_do_not_match_the_schema_are_answered_without_a_request(
 
 @TEST_CALL
 def test_a_refused_destination_is_reported_and_not_contacted(staff_client: Client, hal: Any) -> None:
-    # Loopback is not allowed by default: the outbound guard refuses it, as in a call.
+    # Loopback is not allowed by default: the egress guard refuses it, as in a call.
     tool = AgentToolFactory(
         agent=hal, name="order_status", parameter_schema=ORDER_SCHEMA, tool_url=closed_port_url("/x")
     )

@@ -20,7 +20,7 @@ from agents.dashboard import ServiceModelForm, header_lines, warn_destination, w
 from agents.models import AgentTool, McpAuthType, McpServer, McpServerStatus, McpToolSelection
 from agents.tools import services
 from agents.tools.serializers import ToolWriteSerializer, parse_header_lines
-from kit import outbound
+from kit import egress
 from kit.admin_forms import StorableJSONField
 from kit.errors import ApiError
 from kit.fields import parse
@@ -83,7 +83,7 @@ class McpServerForm(forms.ModelForm):
         assert data is not None  # ModelForm.clean returns cleaned_data (the stubs allow None for overrides)
         auth_type = data.get("auth_type")
         url = data.get("url") or ""
-        problem = url and (url_problem(url) or outbound.destination_problem(url))
+        problem = url and (url_problem(url) or egress.destination_problem(url))
         if problem:
             self.add_error("url", problem)
         if not auth_type:

@@ -29,7 +29,7 @@ RULE_ERRORS = {
     400: OpenApiResponse(
         description="Invalid body or ID (`issues` names the fields), or a rule below is not met: a tool on a "
         "static agent, a webhook agent without serverUrl, an http agent's tool without toolUrl, a toolUrl the "
-        "outbound guard refuses (a private, loopback or metadata address), a name the agent already uses"
+        "egress guard refuses (a private, loopback or metadata address), a name the agent already uses"
     ),
     404: OpenApiResponse(description="Agent or tool not found (or another organization's)"),
 }

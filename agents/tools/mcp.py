@@ -1,6 +1,6 @@
 """MCP client: talks to connected tool servers with the official `mcp` SDK (Streamable HTTP).
 
-Every HTTP request (token endpoint included) goes through kit.outbound, and every failure
+Every HTTP request (token endpoint included) goes through kit.egress, and every failure
 becomes an McpFailure whose message names what went wrong without any credential or URL path
 (hosted MCP servers often carry an access key in the path).
 """
@@ -24,7 +24,7 @@ import httpx
 import httpx2
 
 from agents.models import McpAuthType
-from kit import outbound
+from kit import egress
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -87,7 +87,7 @@ def _describe(exc: BaseException, host: str) -> str:
     # The most telling leaf first: a refusal or an HTTP status says more than a closed stream.
     from mcp.shared.exceptions import MCPError  # loaded by _connected already (see there)
 
-    for kind in (outbound.OutboundBlocked, McpFailure, httpx2.HTTPStatusError, MCPError):
+    for kind in (egress.EgressBlocked, McpFailure, httpx2.HTTPStatusError, MCPError):
         for leaf in leaves:
             if isinstance(leaf, kind):
                 exc = leaf
@@ -97,7 +97,7 @@ def _describe(exc: BaseException, host: str) -> str:
         break
     else:
         exc = leaves[0]
-    if isinstance(exc, outbound.OutboundBlocked | McpFailure):
+    if isinstance(exc, egress.EgressBlocked | McpFailure):
         return exc.message
     if isinstance(exc, TimeoutError | httpx2.TimeoutException):
         return f"{host} did not answer within {TIMEOUT_SECONDS:g} s"
@@ -113,14 +113,14 @@ def _describe(exc: BaseException, host: str) -> str:
 
 
 async def fetch_oauth_token(credentials: dict[str, Any], *, timeout_s: float) -> str:
-    """Client-credentials grant (RFC 6749 4.4, client_secret_basic) through the outbound guard."""
+    """Client-credentials grant (RFC 6749 4.4, client_secret_basic) through the egress guard."""
     form = {"grant_type": "client_credentials"}
     if credentials.get("scope"):
         form["scope"] = credentials["scope"]
     basic = base64.b64encode(f"{credentials['clientId']}:{credentials['clientSecret']}".encode()).decode()
     host = urlsplit(credentials["tokenUrl"]).hostname
     try:
-        response = await outbound.send(
+        response = await egress.send(
             "POST",
             credentials["tokenUrl"],
             headers={
@@ -131,7 +131,7 @@ async def fetch_oauth_token(credentials: dict[str, Any], *, timeout_s: float) ->
             content=urlencode(form),
             timeout_s=timeout_s,
         )
-    except outbound.OutboundBlocked:
+    except egress.EgressBlocked:
         raise
     except httpx.HTTPError as exc:
         raise McpFailure(f"Token endpoint {host} failed: {type(exc).__name__}") from None
@@ -185,7 +185,7 @@ async def _connected(connection: Connection, *, timeout_s: float, refused: list[
             refused.append(response.status_code)
 
     headers = await request_headers(connection, timeout_s=timeout_s)
-    http_client = outbound.mcp_http_client(headers=headers, timeout_s=timeout_s)
+    http_client = egress.mcp_http_client(headers=headers, timeout_s=timeout_s)
     http_client.event_hooks["response"].append(note_refusal)
     async with (
         http_client as http,
@@ -202,7 +202,7 @@ async def _connected(connection: Connection, *, timeout_s: float, refused: list[
 def _failure(exc: BaseException, connection: Connection, refused: list[int]) -> McpFailure:
     host = _host(connection)
     reason = _describe(exc, host)
-    if refused and not isinstance(exc, McpFailure | outbound.OutboundBlocked):
+    if refused and not isinstance(exc, McpFailure | egress.EgressBlocked):
         reason = f"{host} answered HTTP {refused[0]}"
     return McpFailure(_scrub(reason, connection))
 

@@ -3,8 +3,8 @@
 Network work (connecting to an MCP server, resolving a URL's host) never runs inside a database
 transaction: it happens first, and the result is written in one short write afterwards.
 
-A toolUrl, an MCP server URL or token endpoint that the outbound guard would refuse on every request is
-refused when it is saved, with the guard's reason (kit.outbound.validate_destination).
+A toolUrl, an MCP server URL or token endpoint that the egress guard would refuse on every request is
+refused when it is saved, with the guard's reason (kit.egress.validate_destination).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from agents.models import Agent, AgentTool, AgentType, McpAuthType, McpServer, M
 from agents.selectors import agent_get
 from agents.tools import mcp
 from agents.tools.selectors import tool_get
-from kit import outbound
+from kit import egress
 from kit.errors import ApiError, validation_error
 from kit.validation import headers_problem, url_problem
 
@@ -82,7 +82,7 @@ def _save_tool(tool: AgentTool) -> AgentTool:
 
 
 def tool_create(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> AgentTool:
-    outbound.validate_destination(data["tool_url"], field="toolUrl")
+    egress.validate_destination(data["tool_url"], field="toolUrl")
     with transaction.atomic():
         # The agent row lock serializes this check with agent updates (rule 4) and other tool writes.
         agent = agent_get(organization=organization, agent_id=agent_id, for_update=True)
@@ -95,7 +95,7 @@ def tool_create(*, organization: Organization, agent_id: str, data: dict[str, An
 
 def tool_replace(*, organization: Organization, agent_id: str, tool_id: str, data: dict[str, Any]) -> AgentTool:
     """PUT: every field is replaced; omitted optional fields take their defaults."""
-    outbound.validate_destination(data["tool_url"], field="toolUrl")
+    egress.validate_destination(data["tool_url"], field="toolUrl")
     with transaction.atomic():
         agent = agent_get(organization=organization, agent_id=agent_id, for_update=True)
         tool = tool_get(agent=agent, tool_id=tool_id)
@@ -126,7 +126,7 @@ def _single_line(value: Any, field: str) -> str:
 
 def mcp_credentials_clean(*, auth_type: str, credentials: dict[str, Any] | None) -> dict[str, Any] | None:
     """Check the credentials that `auth_type` needs and keep only those (ApiError naming the field). An OAuth
-    token endpoint the outbound guard would refuse on every request is refused (its host is resolved)."""
+    token endpoint the egress guard would refuse on every request is refused (its host is resolved)."""
     credentials = credentials or {}
     if auth_type == McpAuthType.NONE:
         return None
@@ -141,7 +141,7 @@ def mcp_credentials_clean(*, auth_type: str, credentials: dict[str, Any] | None)
         return {"headers": dict(headers)}
     if auth_type == McpAuthType.OAUTH_CLIENT_CREDENTIALS:
         token_url = credentials.get("tokenUrl")
-        problem = (url_problem(token_url) or outbound.destination_problem(token_url)) if token_url else "Required."
+        problem = (url_problem(token_url) or egress.destination_problem(token_url)) if token_url else "Required."
         if problem:
             raise ApiError.field("tokenUrl", problem)
         result = {
@@ -176,7 +176,7 @@ def mcp_server_configure(
     problem = url_problem(url)
     if problem:
         raise ApiError.field("url", problem)
-    outbound.validate_destination(url, field="url")
+    egress.validate_destination(url, field="url")
     if McpServer.objects.filter(organization=organization, name=name).exclude(pk=server.pk).exists():
         raise ApiError.field("name", f"The organization already has a tool server named {name}.")
     server.organization = organization

@@ -1,7 +1,7 @@
 """Fault: a tool whose server hangs, resets the connection, answers 500, or answers 50 MB.
 
-One Daphne process with VOICE_ENGINE=realtime against the scripted speech-to-speech provider of the
-tests (testing/realtime_provider.py, in a thread), OUTBOUND_ALLOWED_NETWORKS on
+One Daphne process with VOICE_ENGINE=speech-to-speech against the scripted speech-to-speech provider of the
+tests (testing/speech_to_speech_provider.py, in a thread), OUTBOUND_ALLOWED_NETWORKS on
 loopback. Per fault, a webhook agent whose tool server is a local scripted server (LoopbackReceiver
 of testing/webhooks.py; a raw socket that resets for the reset case); a browser session asks
 for the tool through the provider's function call, hears the answer, and stops. Prints what
@@ -68,7 +68,7 @@ async def one_call(server: object, provider: object, agent: object, label: str) 
     from asgiref.sync import sync_to_async
 
     from testing.clients import VoiceClient, is_type
-    from testing.realtime_provider import CallTool, Say, eventually
+    from testing.speech_to_speech_provider import CallTool, Say, eventually
 
     result = Socket(label, agent_id=agent.pk)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
     url = await sync_to_async(browser_url)(server.ws_url, agent)  # type: ignore[attr-defined]  # annotated object: the test kit's classes are imported lazily
@@ -111,8 +111,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from testing.daphne import DaphneServer
-    from testing.realtime_provider import ProviderServer
     from testing.servers import free_port
+    from testing.speech_to_speech_provider import ProviderServer
     from testing.webhooks import LoopbackReceiver, Reply
 
     env = bench_env("tools")
@@ -153,7 +153,7 @@ def main() -> None:
                 **env,
                 "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
                 "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-                "VOICE_ENGINE": "realtime",
+                "VOICE_ENGINE": "speech-to-speech",
                 "REALTIME_PROVIDER_URL": provider.url,
                 "REALTIME_PROVIDER_MODEL": "scripted-realtime",
                 "REALTIME_PROVIDER_API_KEY": "sk-bench",

@@ -1,4 +1,4 @@
-"""The write path used by the realtime engine: start, transcript, tool log, model usage, finish."""
+"""The write path used by the voice engine: start, transcript, tool log, model usage, finish."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ servers the tests start, unless a test asks for delivery). Several senders never
 twice: a delivery is claimed by a conditional UPDATE before it is sent.
 
 Every attempt POSTs the frozen body with `x-service-signature` (kit/signing.py, as tool calls),
-`x-service-event-id` (the same on every retry) and `x-service-attempt` (1, 2, ...), through the outbound
+`x-service-event-id` (the same on every retry) and `x-service-attempt` (1, 2, ...), through the egress
 guard, within EVENTS_TIMEOUT_SECONDS. Redirects: a 307/308 to the same origin is followed with the same
 method, body and headers; any other redirect (301/302/303, which would drop the body, or one to another
 origin) is not followed and is a failed attempt naming its Location. Connection errors, timeouts,
@@ -61,7 +61,7 @@ from calls.models import (
 )
 from calls.selectors import call_get
 from calls.serializers import call_detail
-from kit import outbound
+from kit import egress
 from kit.errors import ApiError
 from kit.fields import iso
 from kit.redaction import redact_for_agent
@@ -299,7 +299,7 @@ def _attempt(delivery: WebhookDelivery) -> None:
         if secret:
             ours[SIGNATURE_HEADER] = signature(secret, body)
         try:
-            response = outbound.send_sync(
+            response = egress.send_sync(
                 "POST",
                 delivery.url,
                 headers=merged_headers(configured, ours),
@@ -308,13 +308,13 @@ def _attempt(delivery: WebhookDelivery) -> None:
                 max_response_bytes=MAX_RESPONSE_BYTES,
                 redirects="same_request",
             )
-        except outbound.OutboundUnresolved as exc:
+        except egress.EgressUnresolved as exc:
             error, retry = exc.message, True
-        except outbound.OutboundBlocked as exc:
+        except egress.EgressBlocked as exc:
             error = exc.message
-        except outbound.OutboundTimeout:
+        except egress.EgressTimeout:
             error, retry = f"No answer within {settings.EVENTS_TIMEOUT_SECONDS:g} s", True
-        except outbound.OutboundTooLarge:
+        except egress.EgressTooLarge:
             error = f"The answer was larger than {MAX_RESPONSE_BYTES // 1024} KB"
         except httpx.TooManyRedirects:
             error = "Too many redirects"

@@ -14,7 +14,7 @@ from accounts.models import Organization
 from agents.models import Agent
 from calls.models import WebhookEndpoint
 from calls.webhooks.selectors import webhook_get
-from kit import outbound
+from kit import egress
 from kit.errors import ApiError
 
 ROTATION_OVERLAP = timedelta(hours=24)
@@ -36,7 +36,7 @@ def _agent_id(organization: Organization, value: Any) -> Any:
 
 def webhook_create(*, organization: Organization, data: dict[str, Any]) -> tuple[WebhookEndpoint, str]:
     """The new webhook and its signing secret (shown once)."""
-    outbound.validate_destination(data["url"], field="url")  # resolves the host: outside the transaction
+    egress.validate_destination(data["url"], field="url")  # resolves the host: outside the transaction
     agent_id = _agent_id(organization, data.get("agentId"))
     now = timezone.now()
     secret = _new_secret()
@@ -60,7 +60,7 @@ def webhook_create(*, organization: Organization, data: dict[str, Any]) -> tuple
 def webhook_update(*, organization: Organization, webhook_id: str, data: dict[str, Any]) -> WebhookEndpoint:
     endpoint = webhook_get(organization=organization, webhook_id=webhook_id)
     if "url" in data:
-        outbound.validate_destination(data["url"], field="url")
+        egress.validate_destination(data["url"], field="url")
         endpoint.url = data["url"]
     if "events" in data:
         endpoint.events = data["events"]

@@ -7,7 +7,7 @@ summary and the success evaluation. An answer that is not JSON or not valid gets
 answer and the validation error are sent back); when the repaired answer is still invalid the part fails
 with the reason. A transport error (timeout, refused connection, HTTP error) fails the part at once.
 
-The request goes straight to LLM_BASE_URL, not through kit.outbound, like the brain's: the address is the
+The request goes straight to LLM_BASE_URL, not through kit.egress, like the brain's: the address is the
 operator's deployment setting. Error texts never contain the API key.
 """
 

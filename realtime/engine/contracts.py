@@ -439,7 +439,7 @@ class Detector(Protocol):
     """Voice activity detection over caller audio: `feed` returns its events (speech start, pause,
     end). A detector that can report pauses for the quick end of turn also has `use_quick_end()`,
     `pauses`, `end_pause(number, after_ms)` and `split_at_pause(number, after_ms)`
-    (realtime/engine/speech/vad.py)."""
+    (realtime/engine/speech/silero_vad.py)."""
 
     @property
     def speaking(self) -> bool: ...

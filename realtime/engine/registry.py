@@ -1,13 +1,15 @@
 """Voice engines, chosen per deployment by settings.VOICE_ENGINE, in one registry.
 
 A voice engine is a `VoicePipeline` class (realtime/engine/contracts.py) that the session shell runs:
-`embedded` is the offline cascade (realtime/engine/cascade/: Silero VAD -> PocketSphinx -> brain ->
-eSpeak NG); `realtime` is a speech-to-speech provider speaking the OpenAI Realtime protocol
-(realtime/engine/speech_to_speech/). Typed sessions (modality "text") run the text pipeline beside them
-(realtime/engine/cascade/text.py: the cascade's brain without speech) whatever the setting. The registry imports no pipeline: each is imported by its dotted
-path on first use (as kit.providers does for every provider), and each pipeline reports its own
-configuration: `required_settings` (without them sessions are refused with a clear error, before a
-call record is opened) and `configuration_problems()` (what `manage.py check` reports).
+`cascade` (realtime/engine/cascade/: voice activity detection -> speech recognition -> brain -> speech
+synthesis; offline by default, Silero VAD -> PocketSphinx -> eSpeak NG) or `speech-to-speech` (a
+provider speaking the OpenAI Realtime protocol, realtime/engine/speech_to_speech/). The former names
+`embedded` and `realtime` are read as these when the settings load (voiceagent/settings.py). Typed
+sessions (modality "text") run the text pipeline beside them (realtime/engine/cascade/text.py: the
+cascade's brain without speech) whatever the setting. The registry imports no pipeline: each is
+imported by its dotted path on first use (as kit.providers does for every provider), and each pipeline
+reports its own configuration: `required_settings` (without them sessions are refused with a clear
+error, before a call record is opened) and `configuration_problems()` (what `manage.py check` reports).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ class EngineUnavailable(ProviderError):
 VOICE_ENGINES = Registry(
     "voice engine",
     {
-        "embedded": "realtime.engine.cascade.pipeline:CascadePipeline",
-        "realtime": "realtime.engine.speech_to_speech.pipeline:RealtimePipeline",
+        "cascade": "realtime.engine.cascade.pipeline:CascadePipeline",
+        "speech-to-speech": "realtime.engine.speech_to_speech.pipeline:SpeechToSpeechPipeline",
     },
 )
 

@@ -10,7 +10,7 @@ agent's language model (name, instructions, tools, knowledge) and on eSpeak NG's
 The caller's voice is therefore a recording (support.record_voice: the same audio in every run), and
 every agent here keeps the exact configuration its sentences were checked with: offline, each
 recorded sentence went through the server's listener (realtime.engine.cascade.listener.Listener with the
-agent's recognizer, asr.recognizer_for_agent), fed in chunks of varying sizes as the server's listen
+agent's recognizer, pocketsphinx.recognizer_for_agent), fed in chunks of varying sizes as the server's listen
 stage takes them, and the embedded brain understood it as the test expects every time. Changing an
 agent's words or a sentence needs that check again. Order numbers are said as "three five six one":
 "four" and "seven" are often misheard ("seven" as "human", which asks for a person).

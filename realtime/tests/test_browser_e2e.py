@@ -36,7 +36,7 @@ from testing.browser import (  # noqa: F401 - the fixtures: Chromium with a micr
     warm_up,
 )
 from testing.daphne import REPO, DaphneServer, in_thread, start_test_server, stop_test_server
-from testing.realtime_provider import CallTool, ProviderServer, Say
+from testing.speech_to_speech_provider import CallTool, ProviderServer, Say
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.serial]
@@ -102,7 +102,7 @@ def failing_hook() -> Iterator[LoopbackReceiver]:
 def s2s_server(ava: Any, tmp_path: Path, realtime_settings: Any, provider: ProviderServer) -> Iterator[DaphneServer]:
     """A server whose voice engine is the scripted speech-to-speech provider."""
     settings = {
-        "VOICE_ENGINE": "realtime",
+        "VOICE_ENGINE": "speech-to-speech",
         "REALTIME_PROVIDER_URL": provider.url,
         "REALTIME_PROVIDER_MODEL": "gpt-realtime-browser",
         "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
@@ -197,7 +197,7 @@ def stop_call(page: Any) -> None:
 def speech_16k() -> np.ndarray:
     import soxr
 
-    from realtime.engine.speech.tts import synthesize
+    from realtime.engine.speech.espeak import synthesize
 
     speech = np.frombuffer(synthesize(SENTENCE, language="en-US", voice_name="rex"), dtype="<i2")
     return soxr.resample(speech, 24000, 16000)

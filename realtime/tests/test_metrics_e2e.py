@@ -1,4 +1,4 @@
-"""Metrics an operator can watch, end to end: a real Daphne process (VOICE_ENGINE=realtime against the
+"""Metrics an operator can watch, end to end: a real Daphne process (VOICE_ENGINE=speech-to-speech against the
 scripted speech-to-speech provider, a webhook tool on loopback, METRICS_TOKEN set and traces sent to a
 scripted OTLP/HTTP receiver) takes a call with a caller turn that calls a tool; then /metrics is
 scraped, the call detail read, the dashboard's call page opened and the received spans decoded."""
@@ -25,7 +25,7 @@ from calls.models import AgentLog
 from realtime import tokens
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server
-from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
+from testing.speech_to_speech_provider import CallTool, ProviderServer, Say, eventually
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -62,7 +62,7 @@ def server(
 ) -> Iterator[DaphneServer]:
     env = {
         "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-        "VOICE_ENGINE": "realtime",
+        "VOICE_ENGINE": "speech-to-speech",
         "REALTIME_PROVIDER_URL": provider.url,
         "REALTIME_PROVIDER_MODEL": "gpt-realtime-metrics",
         "REALTIME_PROVIDER_API_KEY": "sk-metrics-e2e",
@@ -144,8 +144,8 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
         await client.send_audio(b"\x00\x00" * 3200)
         await client.wait_for(is_type("transcript", role="assistant"), timeout=30)  # the greeting
         _, during = await asyncio.to_thread(scrape, server)
-        assert sample(during, "voiceagent_live_calls", channel="web", engine="realtime") == 1
-        assert sample(during, "voiceagent_live_sessions", channel="web", engine="realtime") == 1
+        assert sample(during, "voiceagent_live_calls", channel="web", engine="speech-to-speech") == 1
+        assert sample(during, "voiceagent_live_sessions", channel="web", engine="speech-to-speech") == 1
 
         # One caller turn: the provider calls the tool, then speaks the answer.
         connection = provider.last
@@ -165,12 +165,12 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
 
     # The caller's turn (not the greeting) in each stage the speech-to-speech engine measures.
     for stage in ("first_token", "first_audio", "total"):
-        assert counted("voiceagent_turn_latency_seconds_count", stage=stage, engine="realtime") == 1, stage
-    assert counted("voiceagent_turn_latency_seconds_count", stage="recognition", engine="realtime") == 0
-    assert counted("voiceagent_turn_latency_seconds_sum", stage="total", engine="realtime") > 0
+        assert counted("voiceagent_turn_latency_seconds_count", stage=stage, engine="speech-to-speech") == 1, stage
+    assert counted("voiceagent_turn_latency_seconds_count", stage="recognition", engine="speech-to-speech") == 0
+    assert counted("voiceagent_turn_latency_seconds_sum", stage="total", engine="speech-to-speech") > 0
     assert counted("voiceagent_tool_call_duration_seconds_count", kind="webhook", outcome="success") == 1
-    assert sample(after, "voiceagent_live_calls", channel="web", engine="realtime") == 0
-    assert sample(after, "voiceagent_live_sessions", channel="web", engine="realtime") == 0
+    assert sample(after, "voiceagent_live_calls", channel="web", engine="speech-to-speech") == 0
+    assert sample(after, "voiceagent_live_sessions", channel="web", engine="speech-to-speech") == 0
     assert sample(after, "voiceagent_event_loop_lag_seconds_count") >= 1
     assert "voiceagent_rate_limit_refusals_total" in after and "voiceagent_provider_errors_total" in after
     if os.environ.get("REDIS_URL"):  # the Celery queue's length, read from Redis at scrape time

@@ -23,10 +23,10 @@ from kit.providers import ProviderError
 from realtime.engine.audio import OUT_RATE
 from realtime.engine.cascade import kit as voice
 from realtime.engine.phrases import phrase
-from realtime.engine.speech import piper_voice, whisper_local
-from realtime.engine.speech.piper_voice import PiperSpeech
-from realtime.engine.speech.tts import synthesize
-from realtime.engine.speech.whisper_local import WhisperRecognition, token_cap
+from realtime.engine.speech import piper, whisper
+from realtime.engine.speech.espeak import synthesize
+from realtime.engine.speech.piper import PiperSpeech
+from realtime.engine.speech.whisper import WhisperRecognition, token_cap
 from testing.fakes import silence, speech
 from testing.pipeline import provider_harness, spoken_offline
 from testing.speech_models import packaged_piper_joe, packaged_whisper_base, word_errors, words
@@ -102,7 +102,7 @@ def test_word_errors_count_substitutions_omissions_and_additions():
 def test_the_token_cap_follows_the_audio_length():
     assert token_cap(1.0) == 16 and token_cap(10.0) == 70
     assert token_cap(30.0) == token_cap(120.0) == 190  # per 30 s window
-    assert token_cap(30.0) <= whisper_local.MAX_WINDOW_TOKENS
+    assert token_cap(30.0) <= whisper.MAX_WINDOW_TOKENS
 
 
 @pytest.mark.slow
@@ -115,18 +115,18 @@ def test_piper_speaks_only_its_own_language_and_maps_speakers(neural):
     # Speaker maps: a single-speaker voice ignores them; a multi-speaker one resolves names and numbers.
     single = {"num_speakers": 1}
     many = {"num_speakers": 3, "speaker_id_map": {"p225": 0, "p226": 1, "p227": 2}}
-    assert piper_voice.speaker_ids(single, "eve=p225") == {}
-    assert piper_voice.speaker_ids(many, "eve=p226,*=2") == {"eve": 1, "ara": 2, "rex": 2, "sal": 2, "leo": 2}
+    assert piper.speaker_ids(single, "eve=p225") == {}
+    assert piper.speaker_ids(many, "eve=p226,*=2") == {"eve": 1, "ara": 2, "rex": 2, "sal": 2, "leo": 2}
     for bad in ("eve=p999", "eve=7", "bob=1", "eve"):
         with pytest.raises(ValueError):
-            piper_voice.speaker_ids(many, bad)
+            piper.speaker_ids(many, bad)
 
 
 # --- pinned files and the system check ----------------------------------------------------------
 @pytest.mark.slow
 def test_a_model_that_does_not_match_its_pinned_sha256_is_refused(neural, monkeypatch):
-    whisper_local.reset()
-    piper_voice.reset()
+    whisper.reset()
+    piper.reset()
     neural.WHISPER_MODEL_SHA256 = "0" * 64
     neural.PIPER_MODEL_SHA256 = "A" * 64
     with pytest.raises(ProviderError) as caught:
@@ -137,13 +137,13 @@ def test_a_model_that_does_not_match_its_pinned_sha256_is_refused(neural, monkey
         f"{WHISPER_BASE_SHA256}, WHISPER_MODEL_SHA256 is {'0' * 64}"
     )
     with pytest.raises(ProviderError) as caught:
-        whisper_local.model()  # what a session loads (preload) is refused with the same words
+        whisper.model()  # what a session loads (preload) is refused with the same words
     assert "does not match WHISPER_MODEL_SHA256" in caught.value.message
     with pytest.raises(ProviderError) as caught:
-        piper_voice.loaded_voice()
+        piper.loaded_voice()
     assert caught.value.permanent and "does not match PIPER_MODEL_SHA256: its sha256 is" in caught.value.message
     neural.PIPER_MODEL_SHA256 = "not-a-hash"
-    assert piper_voice.configuration_problems() == ["PIPER_MODEL_SHA256 must be a sha256: 64 hexadecimal digits"]
+    assert piper.configuration_problems() == ["PIPER_MODEL_SHA256 must be a sha256: 64 hexadecimal digits"]
     voice.reset_kits()
     with pytest.raises(ProviderError) as caught:
         voice.voice_kit()  # a session with these settings fails at its start with the same words
@@ -152,7 +152,7 @@ def test_a_model_that_does_not_match_its_pinned_sha256_is_refused(neural, monkey
 
 @pytest.mark.django_db
 def test_manage_py_check_names_missing_model_files(settings, tmp_path):
-    settings.VOICE_ENGINE = "embedded"
+    settings.VOICE_ENGINE = "cascade"
     settings.LLM_PROVIDER = "embedded"
     settings.ASR_PROVIDER, settings.TTS_PROVIDER = "whisper", "piper"
     settings.WHISPER_MODEL_PATH, settings.WHISPER_MODEL_SHA256 = "", ""
@@ -196,7 +196,7 @@ async def test_a_failing_model_gets_the_offline_apology_and_the_call_goes_on(neu
     active_agent.static_greeting = "Welcome to Acme."
     await sync_to_async(active_agent.save)()
     voice.reset_kits()
-    loaded = await sync_to_async(whisper_local.model)()
+    loaded = await sync_to_async(whisper.model)()
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("out of memory")

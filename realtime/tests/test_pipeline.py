@@ -472,15 +472,15 @@ async def test_a_stage_that_ignores_cancellation_does_not_keep_the_call_open(age
 
 
 async def test_a_voice_engine_that_is_not_available_refuses_the_session(agent, settings):
-    settings.VOICE_ENGINE = "realtime"
-    with pytest.raises(EngineUnavailable, match="VOICE_ENGINE=realtime"):
+    settings.VOICE_ENGINE = "speech-to-speech"
+    with pytest.raises(EngineUnavailable, match="VOICE_ENGINE=speech-to-speech"):
         pipeline_class()
     clock = ManualClock()
     transport = RecordingTransport(clock)
     conversation = open_session(agent=agent, transport=transport, channel="web", tools=ScriptedTools())
     await asyncio.wait_for(conversation.run(), 10)
     assert transport.ended is not None and transport.ended[0] == Ending.FAILED
-    assert "VOICE_ENGINE=realtime" in transport.ended[1]
+    assert "VOICE_ENGINE=speech-to-speech" in transport.ended[1]
     assert not await sync_to_async(Call.objects.exists)()
 
 

@@ -151,7 +151,7 @@ async def test_each_bad_reply_is_a_provider_error_in_plain_words(
 
 
 async def test_a_refused_destination_is_a_provider_error(dynamic_agent, receiver):
-    # No allow_loopback: the outbound guard refuses 127.0.0.1.
+    # No allow_loopback: the egress guard refuses 127.0.0.1.
     with pytest.raises(ProviderError) as raised:
         await fetch(dynamic_agent)
     assert raised.value.permanent

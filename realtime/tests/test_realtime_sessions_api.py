@@ -92,3 +92,20 @@ def test_ids_and_organizations(owner, outsider, active_agent, anonymous, realtim
 
 def test_other_methods_are_not_allowed(owner, active_agent, realtime_settings):
     assert owner.client.get(url(active_agent.pk)).status_code == 405
+
+
+@pytest.mark.parametrize("body", ["null", "[]", '[{"modality": "text"}]', '"text"', "42", "true"])
+def test_a_body_that_is_not_a_json_object_is_a_400(owner, active_agent, realtime_settings, body):
+    response = owner.client.post(url(active_agent.pk), body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert response.json() == {"error": "The request body must be a JSON object."}
+
+
+@pytest.mark.parametrize("body", [None, "", "{}"])
+def test_an_absent_or_empty_object_body_issues_a_token(owner, active_agent, realtime_settings, body):
+    if body is None:
+        response = owner.client.post(url(active_agent.pk))
+    else:
+        response = owner.client.post(url(active_agent.pk), body, content_type="application/json")
+    assert response.status_code == 200, response.content
+    assert set(response.json()) == {"token", "expiresAt", "websocketUrl", "protocol"}

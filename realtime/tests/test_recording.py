@@ -19,7 +19,7 @@ from realtime.engine.session.recording import CallAudio, recordings_saved
 from realtime.tests.test_pipeline import GREETING, Harness
 from realtime.tests.test_s2s_pipeline import Harness as SpeechToSpeechHarness
 from testing.fakes import ScriptedBrain, silence
-from testing.realtime_provider import ProviderServer, Say, eventually
+from testing.speech_to_speech_provider import ProviderServer, Say, eventually
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -42,7 +42,7 @@ def storage_dir(settings: Any, tmp_path: Any) -> Any:
 async def provider(settings):
     """The scripted speech-to-speech provider on loopback, as in test_s2s_pipeline.py."""
     async with ProviderServer() as server:
-        settings.VOICE_ENGINE = "realtime"
+        settings.VOICE_ENGINE = "speech-to-speech"
         settings.REALTIME_PROVIDER_URL = server.url
         settings.REALTIME_PROVIDER_MODEL = "gpt-realtime-test"
         settings.REALTIME_PROVIDER_API_KEY = "sk-s2s-test-key-Zq8"

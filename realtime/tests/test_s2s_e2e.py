@@ -1,5 +1,5 @@
-"""End to end with VOICE_ENGINE=realtime: a real Daphne process whose voice engine is a scripted
-speech-to-speech provider on loopback (testing/realtime_provider.py, in a thread), a browser socket,
+"""End to end with VOICE_ENGINE=speech-to-speech: a real Daphne process whose voice engine is a scripted
+speech-to-speech provider on loopback (testing/speech_to_speech_provider.py, in a thread), a browser socket,
 a webhook tool on loopback, down to the call record and the agent log."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from realtime.engine.tools import end_call
 from testing.agents import DISCLOSURE, GREETING, ORDER_NUMBER, olive
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server
-from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
+from testing.speech_to_speech_provider import CallTool, ProviderServer, Say, eventually
 from testing.voice import rms
 from testing.webhooks import LoopbackReceiver, Reply
 
@@ -45,7 +45,7 @@ def server(
 ) -> Iterator[DaphneServer]:
     env = {
         "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-        "VOICE_ENGINE": "realtime",
+        "VOICE_ENGINE": "speech-to-speech",
         "REALTIME_PROVIDER_URL": provider.url,
         "REALTIME_PROVIDER_MODEL": MODEL,
         "REALTIME_PROVIDER_API_KEY": API_KEY,

@@ -1,4 +1,4 @@
-"""A phone call with VOICE_ENGINE=realtime: Twilio's side of the Media Stream played by a script
+"""A phone call with VOICE_ENGINE=speech-to-speech: Twilio's side of the Media Stream played by a script
 (testing/twilio_stream.py, mu-law 8 kHz both ways), a real Daphne process, the scripted
 speech-to-speech provider on loopback; barge-in truncation uses what the phone really played (marks)."""
 
@@ -17,7 +17,7 @@ from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_issue
 from testing.calls import wait_call
 from testing.daphne import DaphneServer, shared_test_server
-from testing.realtime_provider import ProviderServer, Say, eventually
+from testing.speech_to_speech_provider import ProviderServer, Say, eventually
 from testing.twilio_stream import TwilioStream, from_phone, is_event
 from testing.voice import rms
 from testing.webhooks import LoopbackReceiver, Reply
@@ -46,7 +46,7 @@ def server(
     with LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32})) as twilio_api:
         env = {
             "TWILIO_API_BASE_URL": twilio_api.base,
-            "VOICE_ENGINE": "realtime",
+            "VOICE_ENGINE": "speech-to-speech",
             "REALTIME_PROVIDER_URL": provider.url,
             "REALTIME_PROVIDER_MODEL": MODEL,
         }

@@ -1,4 +1,4 @@
-"""The session shell with the speech-to-speech pipeline (VOICE_ENGINE=realtime) against a scripted
+"""The session shell with the speech-to-speech pipeline (VOICE_ENGINE=speech-to-speech) against a scripted
 provider on loopback: what the provider is told, audio both ways through the shell's playout, barge-in
 truncation, tool calls through the shell's dispatcher, transcripts, usage and failures, with a
 hand-driven clock for the playout (provider events arrive over a real socket: tests wait for them)."""
@@ -18,11 +18,11 @@ from realtime.engine.clock import ManualClock
 from realtime.engine.contracts import Ending, ToolOutcome
 from realtime.engine.registry import EngineUnavailable, configuration_problems, pipeline_class
 from realtime.engine.session.shell import open_session
-from realtime.engine.speech_to_speech.pipeline import RealtimePipeline
+from realtime.engine.speech_to_speech.pipeline import SpeechToSpeechPipeline
 from realtime.engine.speech_to_speech.provider import provider_url
 from testing.fakes import FakeMixer, RecordingTransport, ScriptedTools, silence
-from testing.realtime_provider import CallTool, ProviderServer, Say, eventually
 from testing.recording import MemoryRecorder, RecordedCall
+from testing.speech_to_speech_provider import CallTool, ProviderServer, Say, eventually
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -49,7 +49,7 @@ def agent(active_agent):
 @pytest.fixture
 async def provider(settings):
     async with ProviderServer() as server:
-        settings.VOICE_ENGINE = "realtime"
+        settings.VOICE_ENGINE = "speech-to-speech"
         settings.REALTIME_PROVIDER_URL = server.url
         settings.REALTIME_PROVIDER_MODEL = MODEL
         settings.REALTIME_PROVIDER_API_KEY = API_KEY
@@ -68,7 +68,7 @@ class Harness:
             agent=agent,
             transport=self.transport,
             channel="web",
-            pipeline=RealtimePipeline(),
+            pipeline=SpeechToSpeechPipeline(),
             tools=self.tools,
             mixer=lambda ambient, volume, ducking: self.mixer,
             clock=self.clock,
@@ -166,7 +166,9 @@ async def test_it_configures_the_provider_session_and_speaks_the_disclosure_and_
     assert usage[0]["output_audio_seconds"] == pytest.approx(2.0)
     entries = await logs(h)
     assert not any(API_KEY in str(entry) for entry in entries)
-    assert any(entry["message"] == "session started" and entry["voiceEngine"] == "realtime" for entry in entries)
+    assert any(
+        entry["message"] == "session started" and entry["voiceEngine"] == "speech-to-speech" for entry in entries
+    )
 
 
 async def test_caller_audio_is_relayed_at_24_khz_and_counted_as_input_audio(agent, provider):
@@ -388,18 +390,18 @@ async def test_an_unreachable_provider_refuses_the_session_before_a_call_record(
 
 
 def test_the_realtime_engine_needs_a_provider_url_and_model(settings):
-    settings.VOICE_ENGINE = "realtime"
+    settings.VOICE_ENGINE = "speech-to-speech"
     settings.REALTIME_PROVIDER_URL = ""
     settings.REALTIME_PROVIDER_MODEL = ""
     with pytest.raises(EngineUnavailable, match="REALTIME_PROVIDER_URL and REALTIME_PROVIDER_MODEL"):
         pipeline_class()
     assert configuration_problems() == [
-        "VOICE_ENGINE=realtime needs REALTIME_PROVIDER_URL and REALTIME_PROVIDER_MODEL to be set"
+        "VOICE_ENGINE=speech-to-speech needs REALTIME_PROVIDER_URL and REALTIME_PROVIDER_MODEL to be set"
     ]
     settings.REALTIME_PROVIDER_URL = "https://api.openai.com/v1/realtime?api-version=1"
     settings.REALTIME_PROVIDER_MODEL = "gpt-realtime"
     settings.REALTIME_PROVIDER_API_KEY = ""
-    assert pipeline_class() is RealtimePipeline
+    assert pipeline_class() is SpeechToSpeechPipeline
     assert configuration_problems() == ["REALTIME_PROVIDER_API_KEY is not set (api.openai.com requires one)"]
     settings.REALTIME_PROVIDER_API_KEY = API_KEY
     assert configuration_problems() == []

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from realtime.engine.audio import OUT_RATE
-from realtime.engine.speech import asr, language_model, tts, vad
-from realtime.engine.speech.vad import Event, VoiceActivityDetector
+from realtime.engine.speech import espeak, language_model, pocketsphinx, silero_vad
+from realtime.engine.speech.silero_vad import Event, VoiceActivityDetector
 from testing.factories import AgentToolFactory, KnowledgeDocumentFactory
 from testing.voice import rms, to_16k
 
@@ -75,7 +75,7 @@ def words_right(expected: str, heard: str) -> float:
 @pytest.fixture(scope="module")
 def voices_audio() -> dict[str, bytes]:
     """SENTENCE in each voice, 24 kHz."""
-    return {voice: tts.synthesize(SENTENCE, language="en-US", voice_name=voice) for voice in VOICES}
+    return {voice: espeak.synthesize(SENTENCE, language="en-US", voice_name=voice) for voice in VOICES}
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def speech_16k(voices_audio: dict[str, bytes]) -> bytes:
 
 @pytest.fixture(scope="module")
 def second_16k() -> bytes:
-    return to_16k(tts.synthesize(SECOND, language="en-US", voice_name="leo"))
+    return to_16k(espeak.synthesize(SECOND, language="en-US", voice_name="leo"))
 
 
 @pytest.fixture(scope="module")
@@ -132,13 +132,13 @@ class AgentStandIn:
 
 
 @pytest.fixture(scope="module")
-def recognizer(module_lm_cache: Path) -> asr.Recognizer:
-    built = asr.recognizer_for_agent(AgentStandIn())
+def recognizer(module_lm_cache: Path) -> pocketsphinx.Recognizer:
+    built = pocketsphinx.recognizer_for_agent(AgentStandIn())
     assert built is not None
     return built
 
 
-def recognize(recognizer: asr.Recognizer, speech: bytes, chunk_bytes: int = 640) -> str:
+def recognize(recognizer: pocketsphinx.Recognizer, speech: bytes, chunk_bytes: int = 640) -> str:
     """One utterance as a caller says it: 400 ms of silence, the speech, 500 ms of silence, in chunks."""
     audio = silence(400) + speech + silence(500)
     recognizer.start()
@@ -157,20 +157,20 @@ def test_synthesize_gives_audible_24khz_pcm16_of_plausible_length(voices_audio: 
     words = len(SENTENCE.split())
     assert 0.15 * words < duration_s(audio, OUT_RATE) < 0.6 * words
     # eSpeak's own 22,050 Hz output resampled to 24 kHz keeps the duration (no chipmunk or slow audio).
-    engine = tts._espeak()
-    base, profile = tts.voice_for("en-US", "eve")
+    engine = espeak._espeak()
+    base, profile = espeak.voice_for("en-US", "eve")
     with engine.lock:
         raw = engine.synthesize(SENTENCE, base, profile)
     assert engine.sample_rate != OUT_RATE
     assert duration_s(audio, OUT_RATE) == pytest.approx(duration_s(raw, engine.sample_rate), abs=0.01)
     # A longer text takes longer to say.
-    short = tts.synthesize("Hello.", language="en-US", voice_name="eve")
+    short = espeak.synthesize("Hello.", language="en-US", voice_name="eve")
     assert 0.1 < duration_s(short, OUT_RATE) < duration_s(audio, OUT_RATE) / 3
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t \n", "\x00\x07 \x1b"])
 def test_nothing_to_say_gives_no_audio(text: str) -> None:
-    assert tts.synthesize(text, language="en-US", voice_name="eve") == b""
+    assert espeak.synthesize(text, language="en-US", voice_name="eve") == b""
 
 
 @pytest.fixture(scope="module")
@@ -190,14 +190,14 @@ def test_the_five_voices_sound_different(voice_pitch: dict[str, float]) -> None:
 
 
 def test_each_language_has_its_own_espeak_voice() -> None:
-    bases = {language: tts.voice_for(language, "eve")[0] for language in LANGUAGES}
+    bases = {language: espeak.voice_for(language, "eve")[0] for language in LANGUAGES}
     assert len(set(bases.values())) == len(LANGUAGES)
     assert bases["es-US"] == "es-419"
     assert bases["en-US"].startswith("en")
     assert bases["es-ES"].startswith("es") and bases["it-IT"].startswith("it")
     # A language without an eSpeak voice is spoken with the English one.
-    assert tts.voice_for("fr-FR", "eve")[0] == bases["en-US"]
-    audio = {language: tts.synthesize(SPANISH, language=language, voice_name="rex") for language in LANGUAGES}
+    assert espeak.voice_for("fr-FR", "eve")[0] == bases["en-US"]
+    audio = {language: espeak.synthesize(SPANISH, language=language, voice_name="rex") for language in LANGUAGES}
     assert all(rms(pcm) > 1000 for pcm in audio.values())
     # Each language reads the same text its own way (about 4.78, 4.30, 4.73 and 4.52 s).
     durations = {language: duration_s(pcm, OUT_RATE) for language, pcm in audio.items()}
@@ -209,18 +209,18 @@ def test_each_language_has_its_own_espeak_voice() -> None:
 def test_unknown_voice_name_falls_back_to_the_default_voice(
     voices_audio: dict[str, bytes], voice_pitch: dict[str, float]
 ) -> None:
-    assert tts.voice_for("en-US", "nobody")[1] == tts.VOICE_PROFILES[tts.DEFAULT_VOICE]
-    fallback = tts.synthesize(SENTENCE, language="en-US", voice_name="nobody")
-    default = voices_audio[tts.DEFAULT_VOICE]
+    assert espeak.voice_for("en-US", "nobody")[1] == espeak.VOICE_PROFILES[espeak.DEFAULT_VOICE]
+    fallback = espeak.synthesize(SENTENCE, language="en-US", voice_name="nobody")
+    default = voices_audio[espeak.DEFAULT_VOICE]
     assert duration_s(fallback, OUT_RATE) == pytest.approx(duration_s(default, OUT_RATE), abs=0.01)
     pitch = median_pitch_hz(fallback)
-    assert pitch == pytest.approx(voice_pitch[tts.DEFAULT_VOICE], rel=0.015)
-    assert all(abs(pitch - voice_pitch[v]) > 0.03 * pitch for v in VOICES if v != tts.DEFAULT_VOICE)
+    assert pitch == pytest.approx(voice_pitch[espeak.DEFAULT_VOICE], rel=0.015)
+    assert all(abs(pitch - voice_pitch[v]) > 0.03 * pitch for v in VOICES if v != espeak.DEFAULT_VOICE)
 
 
 def test_split_sentences_on_sentence_ends_and_newlines() -> None:
     text = "Hello there. How are you today?  Great!\nNext line without a stop\n\n  And the last one… ok"
-    assert tts.split_sentences(text) == [
+    assert espeak.split_sentences(text) == [
         "Hello there.",
         "How are you today?",
         "Great!",
@@ -228,10 +228,10 @@ def test_split_sentences_on_sentence_ends_and_newlines() -> None:
         "And the last one…",
         "ok",
     ]
-    assert tts.split_sentences("It costs 3.50 dollars, or 4.20 with tax.") == [
+    assert espeak.split_sentences("It costs 3.50 dollars, or 4.20 with tax.") == [
         "It costs 3.50 dollars, or 4.20 with tax."
     ]
-    assert tts.split_sentences("  \n ") == []
+    assert espeak.split_sentences("  \n ") == []
 
 
 def test_split_sentences_cuts_a_long_sentence_at_clause_breaks_without_losing_words() -> None:
@@ -243,9 +243,9 @@ def test_split_sentences_cuts_a_long_sentence_at_clause_breaks_without_losing_wo
         "we look forward to seeing you",
     ]
     sentence = ", ".join(clauses) + "."
-    assert len(sentence) > tts.LONG_SENTENCE_CHARS
+    assert len(sentence) > espeak.LONG_SENTENCE_CHARS
     text = f"Thank you. {sentence} Goodbye!"
-    parts = tts.split_sentences(text)
+    parts = espeak.split_sentences(text)
     assert parts[0] == "Thank you." and parts[-1] == "Goodbye!"
     middle = parts[1:-1]
     assert len(middle) >= 2
@@ -254,7 +254,7 @@ def test_split_sentences_cuts_a_long_sentence_at_clause_breaks_without_losing_wo
     assert " ".join(parts).split() == text.split()
     # Without a clause break, a long sentence stays whole.
     unbroken = " ".join(["word"] * 60) + "."
-    assert tts.split_sentences(unbroken) == [unbroken]
+    assert espeak.split_sentences(unbroken) == [unbroken]
 
 
 # --- voice activity detection ----------------------------------------------------------------------
@@ -291,7 +291,7 @@ def test_speaking_and_current_speech_ms_while_the_caller_speaks(
     assert [event.kind for event in events] == ["speech_start"]
     assert detector.speaking
     # The utterance has lasted from its start to the audio fed so far (whole 32 ms windows).
-    assert abs(detector.current_speech_ms - (middle_ms - events[0].at_ms)) <= vad.WINDOW_MS
+    assert abs(detector.current_speech_ms - (middle_ms - events[0].at_ms)) <= silero_vad.WINDOW_MS
     before = detector.current_speech_ms
     detector.feed(padded_speech[middle_ms * BYTES_PER_MS_16K : (middle_ms + 320) * BYTES_PER_MS_16K])
     assert detector.speaking
@@ -320,7 +320,7 @@ def test_end_silence_window_follows_the_argument_and_the_setting(padded_speech: 
     long = VoiceActivityDetector(end_silence_ms=1000).feed(padded_speech)
     assert [e.kind for e in short] == [e.kind for e in long] == ["speech_start", "speech_end"]
     assert short[0] == long[0]
-    assert long[1].at_ms - short[1].at_ms == pytest.approx(700, abs=vad.WINDOW_MS)
+    assert long[1].at_ms - short[1].at_ms == pytest.approx(700, abs=silero_vad.WINDOW_MS)
 
     settings.VAD_END_SILENCE_MS = 1000
     from_setting = VoiceActivityDetector()
@@ -349,9 +349,9 @@ def test_an_utterance_splits_at_a_pause_the_caller_has_spoken_after(
     since_ms = detector.split_at_pause(pause)
     _, first_to = speech_bounds_ms(speech_16k)
     fed_after_speech_ms = len(speech_16k) / BYTES_PER_MS_16K - first_to + 400 + 600
-    assert since_ms is not None and abs(since_ms - fed_after_speech_ms) <= 3 * vad.WINDOW_MS
+    assert since_ms is not None and abs(since_ms - fed_after_speech_ms) <= 3 * silero_vad.WINDOW_MS
     assert detector.speaking
-    assert abs(detector.current_speech_ms - (600 - second_from)) <= 3 * vad.WINDOW_MS  # the new utterance
+    assert abs(detector.current_speech_ms - (600 - second_from)) <= 3 * silero_vad.WINDOW_MS  # the new utterance
     assert detector.split_at_pause(pause) is None  # once
     rest = detector.feed(second_16k[600 * BYTES_PER_MS_16K :] + silence(TAIL_MS))
     assert [event.kind for event in rest if event.kind != "pause"] == ["speech_end"]
@@ -464,18 +464,18 @@ def test_the_same_inputs_reuse_the_model_and_changed_inputs_get_a_new_one(
 
 @pytest.mark.parametrize("language", ["es-ES", "es-US", "it-IT"])
 def test_no_offline_recognizer_for_other_languages(language: str) -> None:
-    assert asr.recognizer_for_agent(AgentStandIn(language=language)) is None
+    assert pocketsphinx.recognizer_for_agent(AgentStandIn(language=language)) is None
 
 
-def test_english_agent_gets_a_recognizer_with_its_own_model(recognizer: asr.Recognizer) -> None:
+def test_english_agent_gets_a_recognizer_with_its_own_model(recognizer: pocketsphinx.Recognizer) -> None:
     # By default the decoder runs in a worker process (PocketSphinx holds the GIL).
-    assert isinstance(recognizer, asr.RemoteRecognizer)
+    assert isinstance(recognizer, pocketsphinx.RemoteRecognizer)
     assert recognizer.model is not None
     assert "reservations" in _dictionary_words(recognizer.model)
 
 
 def test_recognizes_a_booking_request_and_a_second_utterance(
-    recognizer: asr.Recognizer, speech_16k: bytes, second_16k: bytes
+    recognizer: pocketsphinx.Recognizer, speech_16k: bytes, second_16k: bytes
 ) -> None:
     first = recognize(recognizer, speech_16k)
     assert words_right(SENTENCE, first) >= 0.5, first
@@ -485,31 +485,31 @@ def test_recognizes_a_booking_request_and_a_second_utterance(
     assert "dinner" in second.split(), second
 
 
-def test_odd_sized_chunks_are_decoded_as_well(recognizer: asr.Recognizer, speech_16k: bytes) -> None:
+def test_odd_sized_chunks_are_decoded_as_well(recognizer: pocketsphinx.Recognizer, speech_16k: bytes) -> None:
     heard = recognize(recognizer, speech_16k, chunk_bytes=641)
     assert words_right(SENTENCE, heard) >= 0.5, heard
 
 
 def test_without_workers_the_recognizer_decodes_in_process(module_lm_cache: Path, speech_16k: bytes) -> None:
-    local = asr.recognizer_for_agent(AgentStandIn(), workers=0)
-    assert isinstance(local, asr.Recognizer)
+    local = pocketsphinx.recognizer_for_agent(AgentStandIn(), workers=0)
+    assert isinstance(local, pocketsphinx.Recognizer)
     heard = recognize(local, speech_16k)
     assert words_right(SENTENCE, heard) >= 0.5, heard
 
 
 def test_a_dead_worker_fails_only_its_turn_and_is_replaced(module_lm_cache: Path, speech_16k: bytes) -> None:
-    from realtime.engine.speech import asr_workers
+    from realtime.engine.speech import pocketsphinx_workers
 
-    pool = asr_workers.Pool(1)
+    pool = pocketsphinx_workers.Pool(1)
     try:
-        doomed = asr_workers.RemoteRecognizer(pool, None)
+        doomed = pocketsphinx_workers.RemoteRecognizer(pool, None)
         doomed.start()
         doomed.worker.process.kill()
         doomed.worker.process.wait(5)
         doomed.feed(silence(100))
         assert doomed.finish() == ""  # no crash, no hang: the turn is simply not understood
-        model = asr.language_model.language_model(asr.agent_texts(AgentStandIn()))
-        replacement = asr_workers.RemoteRecognizer(pool, model)
+        model = pocketsphinx.language_model.language_model(pocketsphinx.agent_texts(AgentStandIn()))
+        replacement = pocketsphinx_workers.RemoteRecognizer(pool, model)
         assert replacement.worker is not doomed.worker
         heard = recognize(replacement, speech_16k)
         assert words_right(SENTENCE, heard) >= 0.5, heard
@@ -520,9 +520,9 @@ def test_a_dead_worker_fails_only_its_turn_and_is_replaced(module_lm_cache: Path
 def test_a_dish_from_the_agents_vocabulary_is_recognized(module_lm_cache: Path) -> None:
     """The general English model hears "risotto" as "it's our goal": the agent's tools teach it."""
     vocabulary = ["order_dish", "Orders a dish from the menu.", "dishName", "risotto", "tiramisu", "calamari"]
-    with_menu = asr.recognizer_for_agent(AgentStandIn(), vocabulary_texts=vocabulary)
+    with_menu = pocketsphinx.recognizer_for_agent(AgentStandIn(), vocabulary_texts=vocabulary)
     assert with_menu is not None
-    speech = to_16k(tts.synthesize("I would like the mushroom risotto.", language="en-US", voice_name="leo"))
+    speech = to_16k(espeak.synthesize("I would like the mushroom risotto.", language="en-US", voice_name="leo"))
     heard = recognize(with_menu, speech)
     assert "risotto" in heard.split(), heard
 
@@ -531,17 +531,17 @@ def test_a_dish_the_pronunciation_dictionary_lacks_is_recognized(module_lm_cache
     """ "paella" is not in the CMU dictionary: its pronunciation comes from eSpeak NG's rules."""
     assert "paella" not in language_model.known_words()
     vocabulary = ["order_dish", "Orders a dish from the menu.", "dishName", "paella", "risotto", "calamari"]
-    with_menu = asr.recognizer_for_agent(AgentStandIn(), vocabulary_texts=vocabulary)
+    with_menu = pocketsphinx.recognizer_for_agent(AgentStandIn(), vocabulary_texts=vocabulary)
     assert with_menu is not None
     # eSpeak NG does not say a sentence the same way twice and synthetic speech is hard for the acoustic
     # model (measured: "paella" heard in 5-7 of 8 tries of each sentence with this voice), so six tries.
     sentences = ["I would like the seafood paella.", "I would like the paella.", "One paella, please."] * 2
-    heard = [recognize(with_menu, to_16k(tts.synthesize(s, language="en-US", voice_name="eve"))) for s in sentences]
+    heard = [recognize(with_menu, to_16k(espeak.synthesize(s, language="en-US", voice_name="eve"))) for s in sentences]
     assert sum("paella" in text.split() for text in heard) >= 2, heard
 
 
 def test_finish_without_start_and_silence_give_no_words(module_lm_cache: Path) -> None:
-    fresh = asr.recognizer_for_agent(AgentStandIn())
+    fresh = pocketsphinx.recognizer_for_agent(AgentStandIn())
     assert fresh is not None
     assert fresh.finish() == ""
     fresh.start()
@@ -617,7 +617,7 @@ def test_agent_vocabulary_texts_has_enabled_tools_and_knowledge(owner: Any, make
         assert absent not in joined, absent
 
     # The recognizer's model for this agent can then say its tool and knowledge words.
-    model = language_model.language_model(asr.agent_texts(agent), texts)
+    model = language_model.language_model(pocketsphinx.agent_texts(agent), texts)
     words = _dictionary_words(model)
     assert {"tiramisu", "dessert", "risotto", "espresso"} <= words
     assert not {"lasagna", "calamari", "gnocchi", "sushi"} & words

@@ -202,7 +202,7 @@ def test_synthesis_failures_are_provider_errors(providers, settings, reply, mess
 
 # --- configuration -----------------------------------------------------------------------------
 def test_the_system_check_names_the_missing_speech_settings(settings, monkeypatch):
-    settings.VOICE_ENGINE = "embedded"
+    settings.VOICE_ENGINE = "cascade"
     settings.LLM_PROVIDER = "embedded"
     settings.ASR_PROVIDER = settings.TTS_PROVIDER = "embedded"
     assert check_voice_engine() == []
@@ -233,16 +233,16 @@ def test_the_system_check_names_the_missing_speech_settings(settings, monkeypatc
 
 
 def test_the_kit_mixes_providers_and_keeps_the_offline_voice(providers, settings, monkeypatch):
-    from realtime.engine.speech import asr, tts, vad
+    from realtime.engine.speech import espeak, pocketsphinx, silero_vad
 
     loaded: list[str] = []
-    for module in (vad, asr, tts):
+    for module in (silero_vad, pocketsphinx, espeak):
         monkeypatch.setattr(module, "preload", lambda name=module.__name__: loaded.append(name.rsplit(".", 1)[1]))
     kit = voice.voice_kit()
     assert kit.offline_synthesize is not None and kit.synthesize != kit.offline_synthesize
     assert isinstance(kit.recognizer(AVA, []), openai_audio.ProviderRecognizer)
     kit.preload()
-    assert loaded == ["vad", "tts"]  # no PocketSphinx workers for a provider's recognizer
+    assert loaded == ["silero_vad", "espeak"]  # no PocketSphinx workers for a provider's recognizer
     settings.TTS_PROVIDER = "embedded"
     mixed = voice.voice_kit()
     assert mixed.offline_synthesize is None and mixed.name == "asr=openai,tts=embedded"
@@ -395,7 +395,7 @@ async def test_a_spoken_conversation_with_provider_speech_through_a_real_server(
     audio_server, owner, make_agent, realtime_settings, tmp_path_factory
 ):
     from realtime import tokens
-    from realtime.engine.speech.tts import synthesize
+    from realtime.engine.speech.espeak import synthesize
     from testing.clients import VoiceClient, is_type
     from testing.daphne import start_test_server, stop_test_server
     from testing.voice import to_16k

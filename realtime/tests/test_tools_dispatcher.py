@@ -326,7 +326,7 @@ async def test_a_reply_that_is_not_json_is_an_error(webhook_agent, receiver, all
 
 
 async def test_a_refused_destination_is_a_clear_error(webhook_agent, receiver):
-    # No allow_loopback: the outbound guard refuses 127.0.0.1.
+    # No allow_loopback: the egress guard refuses 127.0.0.1.
     await sync_to_async(add_tool)(webhook_agent)
     session = await Session(webhook_agent).start()
 

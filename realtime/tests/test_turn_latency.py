@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 
 def turns_counted(stage: str) -> float:
-    labels = {"stage": stage, "engine": "embedded"}
+    labels = {"stage": stage, "engine": "cascade"}
     return REGISTRY.get_sample_value("voiceagent_turn_latency_seconds_count", labels) or 0.0
 
 

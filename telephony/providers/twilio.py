@@ -3,7 +3,7 @@
 REST calls (number configuration, live-call transfer and hang-up) go to TWILIO_API_BASE_URL
 (`client.api.base_url`, the package's Domain base), through the package's own HTTP clients: the
 synchronous `TwilioHttpClient` (requests) for the dashboard, `AsyncTwilioHttpClient` (aiohttp) from
-the event loop. They never go through kit.outbound: that guard protects against customer-chosen
+the event loop. They never go through kit.egress: that guard protects against customer-chosen
 URLs; Twilio is the operator's provider. Authentication is the account's API key when one is set,
 else the Account SID and Auth Token. Webhook signatures are always checked with the Auth Token.
 """

@@ -142,7 +142,7 @@ async def transcript(call: Call) -> list[tuple[str, str]]:
 
 def recognize(agent: Any, pcm16_16k: bytes) -> str:
     """What a recognizer with the agent's language model (its greeting's words) hears in the audio."""
-    from realtime.engine.speech.asr import recognizer_for_agent
+    from realtime.engine.speech.pocketsphinx import recognizer_for_agent
 
     recognizer = recognizer_for_agent(agent, workers=0)
     assert recognizer is not None

@@ -122,7 +122,7 @@ def words(text: str) -> set[str]:
 
 
 def recognize(agent: Any, pcm16_16k: bytes, vocabulary: str) -> str:
-    from realtime.engine.speech.asr import recognizer_for_agent
+    from realtime.engine.speech.pocketsphinx import recognizer_for_agent
 
     recognizer = recognizer_for_agent(agent, vocabulary_texts=[vocabulary], workers=0)
     assert recognizer is not None

@@ -81,14 +81,14 @@ def test_interruptions_are_counted_by_kind_and_engine_and_response_timeouts_by_e
         return Client().get("/metrics").content.decode()
 
     kinds = ("real", "false", "backchannel", "ignored")
-    before = {kind: value(scrape(), "voiceagent_interruptions_total", kind=kind, engine="embedded") for kind in kinds}
+    before = {kind: value(scrape(), "voiceagent_interruptions_total", kind=kind, engine="cascade") for kind in kinds}
     for kind, times in zip(kinds, (1, 2, 3, 4), strict=True):
         for _ in range(times):
-            metrics.record_interruption(kind, "embedded")
+            metrics.record_interruption(kind, "cascade")
     after = scrape()
     for kind, times in zip(kinds, (1, 2, 3, 4), strict=True):
         assert (
-            value(after, "voiceagent_interruptions_total", kind=kind, engine="embedded") == (before[kind] or 0) + times
+            value(after, "voiceagent_interruptions_total", kind=kind, engine="cascade") == (before[kind] or 0) + times
         )
     with pytest.raises(ValueError, match="Unknown interruption kind 'cough'"):
         metrics.record_interruption("cough", "embedded")

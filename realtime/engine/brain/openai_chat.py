@@ -19,7 +19,7 @@ Arguments that are not a JSON object are replaced by `{}` (and logged without th
 hold caller data): the dispatcher validates them against the tool's schema and tells the model what
 is missing, which gives it a chance to call again.
 
-The request goes straight to LLM_BASE_URL, not through kit.outbound: the address is the
+The request goes straight to LLM_BASE_URL, not through the egress guard (kit/egress.py): the address is the
 operator's deployment setting (often a loopback Ollama), not a tenant-supplied URL.
 """
 

@@ -1,1 +1,1 @@
-"""The cascade voice engine (VOICE_ENGINE=embedded): VAD -> ASR -> brain -> TTS, and its speech kit."""
+"""The cascade voice engine (VOICE_ENGINE=cascade): VAD -> ASR -> brain -> TTS, and its speech kit."""

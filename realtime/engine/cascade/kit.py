@@ -19,7 +19,7 @@ from django.conf import settings
 
 from realtime.engine.cascade import end_of_turn
 from realtime.engine.contracts import Detector, Recognizer
-from realtime.engine.speech import asr, providers, tts, vad
+from realtime.engine.speech import espeak, pocketsphinx, providers, silero_vad
 
 
 @dataclass(frozen=True)
@@ -39,18 +39,18 @@ class VoiceKit:
 
 def _embedded_kit() -> VoiceKit:
     def preload() -> None:
-        vad.preload()
-        asr.preload()
-        tts.preload()
+        silero_vad.preload()
+        pocketsphinx.preload()
+        espeak.preload()
         end_of_turn.preload()
 
     return VoiceKit(
         name="embedded",
         preload=preload,
-        detector=lambda: vad.VoiceActivityDetector(),
-        recognizer=lambda agent, texts: asr.recognizer_for_agent(agent, vocabulary_texts=texts),
-        synthesize=lambda text, language, voice: tts.synthesize(text, language=language, voice_name=voice),
-        split_sentences=tts.split_sentences,
+        detector=lambda: silero_vad.VoiceActivityDetector(),
+        recognizer=lambda agent, texts: pocketsphinx.recognizer_for_agent(agent, vocabulary_texts=texts),
+        synthesize=lambda text, language, voice: espeak.synthesize(text, language=language, voice_name=voice),
+        split_sentences=espeak.split_sentences,
     )
 
 
@@ -72,10 +72,10 @@ def _speech_kit(asr_provider: str, tts_provider: str) -> VoiceKit:
         synthesize, offline = chosen[-1].synthesize, kit.synthesize
 
     def preload() -> None:
-        vad.preload()
+        silero_vad.preload()
         if asr_provider == providers.EMBEDDED:
-            asr.preload()  # a provider's recognizer needs no PocketSphinx workers
-        tts.preload()  # the offline voice speaks whenever a provider fails
+            pocketsphinx.preload()  # a provider's recognizer needs no PocketSphinx workers
+        espeak.preload()  # the offline voice speaks whenever a provider fails
         end_of_turn.preload()
         for provider in chosen:
             if hasattr(provider, "preload"):

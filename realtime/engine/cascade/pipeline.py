@@ -1,4 +1,4 @@
-"""The cascade voice pipeline (VOICE_ENGINE=embedded): caller audio -> voice activity detection ->
+"""The cascade voice pipeline (VOICE_ENGINE=cascade): caller audio -> voice activity detection ->
 speech recognition -> brain -> speech synthesis -> the shell's playout.
 
     push_audio -> [listen: VAD, barge-in] -> [recognize: incremental ASR off the loop] -> user turn
@@ -87,7 +87,7 @@ class _End:
 
 
 class CascadePipeline:
-    name = "embedded"
+    name = "cascade"
     required_settings: tuple[str, ...] = ()
 
     @classmethod

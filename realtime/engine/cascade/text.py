@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from realtime.engine.brain import brain_for, brain_problems
 from realtime.engine.cascade.pipeline import CascadePipeline
 from realtime.engine.contracts import Brain, Conversation, Response
-from realtime.engine.speech.tts import split_sentences
+from realtime.engine.speech.espeak import split_sentences
 
 
 class TextPipeline(CascadePipeline):

@@ -288,7 +288,9 @@ class Session:
         permanent = isinstance(exc, ProviderError) and exc.permanent
         if isinstance(exc, ProviderError):
             engine = self.pipeline.name if self.pipeline is not None else "engine"
-            metrics.record_provider_error("speech_to_speech" if engine == "realtime" else engine, permanent=permanent)
+            metrics.record_provider_error(
+                "speech_to_speech" if engine == "speech-to-speech" else engine, permanent=permanent
+            )
         message = str(exc) if permanent else "The conversation engine failed"
         await self._hang_up(Ending.FAILED, message)
 

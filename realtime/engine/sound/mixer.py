@@ -1,4 +1,4 @@
-"""The embedded engine's mixer: agent speech over the ambient bed and the keyboard loop, one frame
+"""The session's mixer (every voice engine): agent speech over the ambient bed and the keyboard loop, one frame
 (realtime/engine/audio.py: 20 ms of PCM16 LE mono 24 kHz) per call, as the playout stage asks for it.
 
 The loops are read once per process and shared read-only by every session; each Mixer keeps its own

@@ -1,5 +1,5 @@
 """One conversation's PocketSphinx decoder (`Recognizer`), fed while the caller speaks: used in the
-server process (asr.py, `ASR_WORKERS=0`) and in the worker processes (asr_workers.py).
+server process (pocketsphinx.py, `ASR_WORKERS=0`) and in the worker processes (pocketsphinx_workers.py).
 """
 
 from __future__ import annotations

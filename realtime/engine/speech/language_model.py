@@ -30,7 +30,7 @@ from pathlib import Path
 
 from num2words import num2words
 
-from realtime.engine.speech import tts
+from realtime.engine.speech import espeak
 
 CORPUS = Path(__file__).with_name("corpus") / "en.txt"
 MAX_VOCABULARY_CHARS = 300_000  # of knowledge and tool text; beyond it, more text adds little
@@ -209,7 +209,7 @@ def guessed_pronunciations(words: Iterable[str]) -> dict[str, list[str]]:
     phoneme that has no CMU counterpart is left out."""
     wanted = [word for word in dict.fromkeys(words) if _GUESSABLE.fullmatch(word)][:MAX_GUESSED_WORDS]
     entries: dict[str, list[str]] = {}
-    for word, spoken in tts.phonemes(wanted).items():
+    for word, spoken in espeak.phonemes(wanted).items():
         phones: list[str] = []
         for name in spoken.split():
             name = name.lstrip("',%=")

@@ -18,7 +18,7 @@ Every failure is a `ProviderError` whose message names the server by host and po
 holds the key; `permanent` is set for 401, 403 and 404 (the configuration is wrong: retrying cannot
 help), not for a refusal of one request's content (400, 413, 422), a timeout or a 5xx.
 
-The requests go straight to the configured URL, not through kit.outbound: the address is the
+The requests go straight to the configured URL, not through kit.egress: the address is the
 operator's deployment setting (often a loopback server), not a tenant-supplied URL.
 """
 

@@ -33,14 +33,14 @@ RECOGNITION_PROVIDERS = Registry(
     "speech recognition provider",
     {
         "openai": "realtime.engine.speech.openai_audio:OpenAITranscription",
-        "whisper": "realtime.engine.speech.whisper_local:WhisperRecognition",
+        "whisper": "realtime.engine.speech.whisper:WhisperRecognition",
     },
 )
 SYNTHESIS_PROVIDERS = Registry(
     "speech synthesis provider",
     {
         "openai": "realtime.engine.speech.openai_audio:OpenAISpeech",
-        "piper": "realtime.engine.speech.piper_voice:PiperSpeech",
+        "piper": "realtime.engine.speech.piper:PiperSpeech",
     },
 )
 

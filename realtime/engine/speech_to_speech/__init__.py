@@ -1,1 +1,1 @@
-"""The speech-to-speech voice engine (VOICE_ENGINE=realtime): a provider speaking the OpenAI Realtime protocol."""
+"""The speech-to-speech voice engine (VOICE_ENGINE=speech-to-speech): a provider speaking the OpenAI Realtime protocol."""

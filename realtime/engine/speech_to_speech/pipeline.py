@@ -1,4 +1,4 @@
-"""The speech-to-speech voice pipeline (VOICE_ENGINE=realtime): one WebSocket per conversation to a
+"""The speech-to-speech voice pipeline (VOICE_ENGINE=speech-to-speech): one WebSocket per conversation to a
 server speaking the OpenAI Realtime protocol (OpenAI, Azure OpenAI, xAI's voice agent API, compatible
 self-hosted servers); the provider's model listens, thinks and speaks, and this service keeps its role.
 
@@ -166,10 +166,10 @@ class _Request:
     script: str = ""
 
 
-class RealtimePipeline:
+class SpeechToSpeechPipeline:
     """One per conversation: one provider socket, opened in `prepare`, closed in `aclose`."""
 
-    name = "realtime"
+    name = "speech-to-speech"
     required_settings = REQUIRED_SETTINGS
 
     @classmethod
@@ -795,17 +795,17 @@ class RealtimePipeline:
 
 
 _HANDLERS = {
-    "error": RealtimePipeline._on_error,
-    "input_audio_buffer.speech_started": RealtimePipeline._on_speech_started,
-    "input_audio_buffer.speech_stopped": RealtimePipeline._on_speech_stopped,
-    "conversation.item.input_audio_transcription.completed": RealtimePipeline._on_user_transcript,
-    "response.created": RealtimePipeline._on_response_created,
-    "response.output_audio.delta": RealtimePipeline._on_audio_delta,
-    "response.output_audio.done": RealtimePipeline._on_audio_done,
-    "response.output_audio_transcript.delta": RealtimePipeline._on_transcript_delta,
-    "response.output_audio_transcript.done": RealtimePipeline._on_transcript_done,
-    "response.function_call_arguments.done": RealtimePipeline._on_function_call,
-    "response.done": RealtimePipeline._on_response_done,
+    "error": SpeechToSpeechPipeline._on_error,
+    "input_audio_buffer.speech_started": SpeechToSpeechPipeline._on_speech_started,
+    "input_audio_buffer.speech_stopped": SpeechToSpeechPipeline._on_speech_stopped,
+    "conversation.item.input_audio_transcription.completed": SpeechToSpeechPipeline._on_user_transcript,
+    "response.created": SpeechToSpeechPipeline._on_response_created,
+    "response.output_audio.delta": SpeechToSpeechPipeline._on_audio_delta,
+    "response.output_audio.done": SpeechToSpeechPipeline._on_audio_done,
+    "response.output_audio_transcript.delta": SpeechToSpeechPipeline._on_transcript_delta,
+    "response.output_audio_transcript.done": SpeechToSpeechPipeline._on_transcript_done,
+    "response.function_call_arguments.done": SpeechToSpeechPipeline._on_function_call,
+    "response.done": SpeechToSpeechPipeline._on_response_done,
 }
 
-__all__: Sequence[str] = ("RealtimePipeline",)
+__all__: Sequence[str] = ("SpeechToSpeechPipeline",)

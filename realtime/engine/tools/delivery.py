@@ -1,4 +1,4 @@
-"""How tools and the dynamic prompt reach the network: one request through `kit.outbound.send`
+"""How tools and the dynamic prompt reach the network: one request through `kit.egress.send`
 (the guard), its failures turned into `ProviderError` in plain words, and the signed webhook POST
 that webhook tools and the assistant request share.
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from kit import outbound
+from kit import egress
 from kit.providers import ProviderError
 from kit.signing import SIGNATURE_HEADER, json_body, merged_headers, signature
 from realtime.engine.tools.base import ToolTimeout, seconds_words
@@ -78,14 +78,14 @@ async def deliver(
         exchange = Exchange(method, url, dict(headers), content)
         watched.append(exchange)
     try:
-        response = await outbound.send(
+        response = await egress.send(
             method, url, headers=headers, content=content, timeout_s=timeout_s, max_response_bytes=MAX_REPLY_BYTES
         )
-    except outbound.OutboundBlocked as exc:
+    except egress.EgressBlocked as exc:
         raise ProviderError(f"{who} may not be contacted: {exc.message}", permanent=True) from None
-    except outbound.OutboundTimeout:
+    except egress.EgressTimeout:
         raise ToolTimeout(f"{who} did not answer within {seconds_words(timeout_s)}") from None
-    except outbound.OutboundTooLarge:
+    except egress.EgressTooLarge:
         raise ProviderError(f"{who} answered with more than {MAX_REPLY_BYTES // 1024} KB", permanent=True) from None
     except httpx.TooManyRedirects:
         raise ProviderError(f"{who} redirected too many times", permanent=True) from None

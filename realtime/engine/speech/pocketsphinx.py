@@ -5,7 +5,7 @@ wheel is only the fallback when that build fails. A recognizer is fed while the 
 that little work is left when the turn ends.
 
 PocketSphinx holds the GIL while it decodes, so in a server the decoders run in worker processes
-(asr_workers.py, `ASR_WORKERS` per server process); `ASR_WORKERS=0` decodes in the server process.
+(pocketsphinx_workers.py, `ASR_WORKERS` per server process); `ASR_WORKERS=0` decodes in the server process.
 The decoder itself (one conversation's `Recognizer`) is in decoder.py, which both use.
 """
 
@@ -19,10 +19,10 @@ from typing import Any
 from django.conf import settings
 
 from realtime.engine.audio import IN_BYTES_PER_MS
-from realtime.engine.speech import asr_workers, language_model
-from realtime.engine.speech.asr_workers import RemoteRecognizer
+from realtime.engine.speech import language_model, pocketsphinx_workers
 from realtime.engine.speech.decoder import Recognizer
 from realtime.engine.speech.language_model import LanguageModel
+from realtime.engine.speech.pocketsphinx_workers import RemoteRecognizer
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def recognizer_for_agent(
 
 def _recognizer(model: LanguageModel | None, workers: int) -> Recognizer | RemoteRecognizer:
     """In a worker process of the pool when `workers` > 0, else in this process."""
-    return RemoteRecognizer(asr_workers.pool(workers), model) if workers > 0 else Recognizer(model)
+    return RemoteRecognizer(pocketsphinx_workers.pool(workers), model) if workers > 0 else Recognizer(model)
 
 
 _preloaded = threading.Event()
@@ -74,7 +74,7 @@ def preload() -> None:
     language_model.known_words()
     language_model.general_lines()
     if settings.ASR_WORKERS > 0:
-        asr_workers.pool(settings.ASR_WORKERS).start()
+        pocketsphinx_workers.pool(settings.ASR_WORKERS).start()
     recognizer = _recognizer(language_model.language_model([], []), settings.ASR_WORKERS)
     recognizer.start()
     recognizer.feed(bytes(100 * IN_BYTES_PER_MS))

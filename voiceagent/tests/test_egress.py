@@ -1,4 +1,4 @@
-"""The outbound guard against a real HTTP server on loopback."""
+"""The egress guard against a real HTTP server on loopback."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from kit import outbound
+from kit import egress
 from kit.errors import ApiError
 from kit.validation import url_problem
 
@@ -116,74 +116,74 @@ def allow_loopback(settings):
 )
 def test_it_refuses_non_public_addresses(address):
     host = f"[{address}]" if ":" in address else address
-    with pytest.raises(outbound.OutboundBlocked) as caught:
-        outbound.check_url(f"http://{host}/hook")
+    with pytest.raises(egress.EgressBlocked) as caught:
+        egress.check_url(f"http://{host}/hook")
     assert "public" in caught.value.message
     assert isinstance(caught.value, ApiError) and caught.value.status_code == 400
 
 
 def test_public_addresses_pass_the_check():
-    outbound.check_url("https://8.8.8.8/hook")
-    outbound.check_url("https://[2606:4700:4700::1111]/hook")
+    egress.check_url("https://8.8.8.8/hook")
+    egress.check_url("https://[2606:4700:4700::1111]/hook")
 
 
 def test_names_are_checked_after_dns_resolution():
-    with pytest.raises(outbound.OutboundBlocked, match=r"localhost: 127\.0\.0\.1 is a loopback address"):
-        outbound.check_url("http://localhost:8080/hook")
+    with pytest.raises(egress.EgressBlocked, match=r"localhost: 127\.0\.0\.1 is a loopback address"):
+        egress.check_url("http://localhost:8080/hook")
 
 
 def test_unresolvable_names_and_bad_urls_are_refused():
-    with pytest.raises(outbound.OutboundBlocked, match="does not resolve"):
-        outbound.check_url("http://no-such-host.invalid/hook")
+    with pytest.raises(egress.EgressBlocked, match="does not resolve"):
+        egress.check_url("http://no-such-host.invalid/hook")
     for url in ("ftp://8.8.8.8/x", "http://user:pw@8.8.8.8/x", "not a url"):
-        with pytest.raises(outbound.OutboundBlocked):
-            outbound.check_url(url)
+        with pytest.raises(egress.EgressBlocked):
+            egress.check_url(url)
 
 
 def test_saving_refuses_what_every_request_refuses_but_only_warns_about_a_name_that_does_not_resolve():
     # The save-time check is the request check: same verdict, same reason.
-    with pytest.raises(outbound.OutboundBlocked) as caught:
-        outbound.check_url("http://localhost:9/hook")
-    assert outbound.destination_problem("http://localhost:9/hook") == caught.value.message
+    with pytest.raises(egress.EgressBlocked) as caught:
+        egress.check_url("http://localhost:9/hook")
+    assert egress.destination_problem("http://localhost:9/hook") == caught.value.message
     with pytest.raises(ApiError) as refused:
-        outbound.validate_destination("http://localhost:9/hook", field="toolUrl")
+        egress.validate_destination("http://localhost:9/hook", field="toolUrl")
     assert (refused.value.status_code, refused.value.issues) == (400, {"toolUrl": [caught.value.message]})
-    assert outbound.destination_warning("http://localhost:9/hook") is None  # refused, not warned about
+    assert egress.destination_warning("http://localhost:9/hook") is None  # refused, not warned about
 
     # A name that does not resolve: every request is refused, saving is not (it may resolve later).
-    with pytest.raises(outbound.OutboundBlocked, match="does not resolve"):
-        outbound.check_url("http://no-such-host.invalid/hook")
-    assert outbound.destination_problem("http://no-such-host.invalid/hook") is None
-    outbound.validate_destination("http://no-such-host.invalid/hook", field="toolUrl")
-    assert outbound.destination_warning("http://no-such-host.invalid/hook") == (
+    with pytest.raises(egress.EgressBlocked, match="does not resolve"):
+        egress.check_url("http://no-such-host.invalid/hook")
+    assert egress.destination_problem("http://no-such-host.invalid/hook") is None
+    egress.validate_destination("http://no-such-host.invalid/hook", field="toolUrl")
+    assert egress.destination_warning("http://no-such-host.invalid/hook") == (
         "no-such-host.invalid does not resolve right now: requests to it are refused until it does "
         "(check the host name)."
     )
 
-    assert outbound.destination_problem("https://8.8.8.8/hook") is None
-    assert outbound.destination_warning("https://8.8.8.8/hook") is None
-    outbound.validate_destination(None, field="serverUrl")  # no URL, nothing to check
+    assert egress.destination_problem("https://8.8.8.8/hook") is None
+    assert egress.destination_warning("https://8.8.8.8/hook") is None
+    egress.validate_destination(None, field="serverUrl")  # no URL, nothing to check
 
 
 def test_listed_networks_are_allowed(settings):
     settings.OUTBOUND_ALLOWED_NETWORKS = ["10.0.0.0/8", "fd00::/8"]
-    outbound.check_url("http://10.9.8.7/hook")
-    outbound.check_url("http://[fd00:ec2::254]/hook")
-    with pytest.raises(outbound.OutboundBlocked):
-        outbound.check_url("http://192.168.0.1/hook")
+    egress.check_url("http://10.9.8.7/hook")
+    egress.check_url("http://[fd00:ec2::254]/hook")
+    with pytest.raises(egress.EgressBlocked):
+        egress.check_url("http://192.168.0.1/hook")
 
 
 async def test_loopback_is_refused_by_default(server):
-    with pytest.raises(outbound.OutboundBlocked, match="loopback"):
-        await outbound.send("GET", f"{server}/echo", timeout_s=5)
+    with pytest.raises(egress.EgressBlocked, match="loopback"):
+        await egress.send("GET", f"{server}/echo", timeout_s=5)
 
 
 async def test_loopback_is_reachable_when_listed(server, allow_loopback):
-    response = await outbound.send("GET", f"{server}/echo", headers={"X-Test": "yes"}, timeout_s=5)
+    response = await egress.send("GET", f"{server}/echo", headers={"X-Test": "yes"}, timeout_s=5)
     assert response.status_code == 200
     assert response.json()["x"] == "yes"
 
-    response = await outbound.send("POST", f"{server}/post", json={"a": 1}, timeout_s=5)
+    response = await egress.send("POST", f"{server}/post", json={"a": 1}, timeout_s=5)
     assert response.json() == {"got": {"a": 1}}
 
 
@@ -196,8 +196,8 @@ async def test_it_connects_to_the_checked_address_and_keeps_the_host_name(server
         assert host == "tools.example.test"
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port_))]
 
-    monkeypatch.setattr(outbound.anyio, "getaddrinfo", resolver)
-    response = await outbound.send("GET", f"http://tools.example.test:{port}/echo", timeout_s=5)
+    monkeypatch.setattr(egress.anyio, "getaddrinfo", resolver)
+    response = await egress.send("GET", f"http://tools.example.test:{port}/echo", timeout_s=5)
     assert response.json()["host"] == f"tools.example.test:{port}"
 
 
@@ -208,57 +208,57 @@ async def test_a_name_with_any_refused_address_is_refused(monkeypatch):
             (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.5", port)),
         ]
 
-    monkeypatch.setattr(outbound.anyio, "getaddrinfo", resolver)
-    with pytest.raises(outbound.OutboundBlocked, match=r"10\.0\.0\.5 is a private address"):
-        await outbound.send("GET", "http://mixed.example.test/hook", timeout_s=5)
+    monkeypatch.setattr(egress.anyio, "getaddrinfo", resolver)
+    with pytest.raises(egress.EgressBlocked, match=r"10\.0\.0\.5 is a private address"):
+        await egress.send("GET", "http://mixed.example.test/hook", timeout_s=5)
 
 
 async def test_redirects_are_checked_on_every_hop(server, allow_loopback):
-    with pytest.raises(outbound.OutboundBlocked, match=r"10\.20\.30\.40 is a private address"):
-        await outbound.send("GET", f"{server}/to-private", timeout_s=5)
-    with pytest.raises(outbound.OutboundBlocked, match="link-local"):
-        await outbound.send("GET", f"{server}/to-metadata", timeout_s=5)
-    followed = await outbound.send("GET", f"{server}/to-echo", headers={"X-Test": "kept"}, timeout_s=5)
+    with pytest.raises(egress.EgressBlocked, match=r"10\.20\.30\.40 is a private address"):
+        await egress.send("GET", f"{server}/to-private", timeout_s=5)
+    with pytest.raises(egress.EgressBlocked, match="link-local"):
+        await egress.send("GET", f"{server}/to-metadata", timeout_s=5)
+    followed = await egress.send("GET", f"{server}/to-echo", headers={"X-Test": "kept"}, timeout_s=5)
     assert followed.status_code == 200 and followed.json()["x"] == "kept"  # same origin: headers kept
     with pytest.raises(httpx.TooManyRedirects):
-        await outbound.send("GET", f"{server}/loop", timeout_s=5)
+        await egress.send("GET", f"{server}/loop", timeout_s=5)
 
 
 async def test_the_callers_headers_do_not_follow_a_redirect_to_another_origin(server, allow_loopback, monkeypatch):
     async def resolver(host, port, **kwargs):
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
 
-    monkeypatch.setattr(outbound.anyio, "getaddrinfo", resolver)
-    response = await outbound.send("GET", f"{server}/to-other-origin", headers={"X-Test": "api-key"}, timeout_s=5)
+    monkeypatch.setattr(egress.anyio, "getaddrinfo", resolver)
+    response = await egress.send("GET", f"{server}/to-other-origin", headers={"X-Test": "api-key"}, timeout_s=5)
     assert response.status_code == 200
     assert response.json()["host"].startswith("other.example.test:")
     assert response.json()["x"] is None
 
 
 async def test_the_callers_timeout_is_applied(server, allow_loopback):
-    with pytest.raises(outbound.OutboundTimeout) as caught:
-        await outbound.send("GET", f"{server}/hang", timeout_s=0.3)
+    with pytest.raises(egress.EgressTimeout) as caught:
+        await egress.send("GET", f"{server}/hang", timeout_s=0.3)
     assert isinstance(caught.value, httpx.TimeoutException)
 
 
 def test_the_sync_twin_applies_the_same_rules(server, allow_loopback, settings):
-    assert outbound.send_sync("GET", f"{server}/gzip", timeout_s=5).json() == {"zipped": True}
-    with pytest.raises(outbound.OutboundTimeout):
-        outbound.send_sync("GET", f"{server}/hang", timeout_s=0.3)
+    assert egress.send_sync("GET", f"{server}/gzip", timeout_s=5).json() == {"zipped": True}
+    with pytest.raises(egress.EgressTimeout):
+        egress.send_sync("GET", f"{server}/hang", timeout_s=0.3)
     settings.OUTBOUND_ALLOWED_NETWORKS = []
-    with pytest.raises(outbound.OutboundBlocked):
-        outbound.send_sync("GET", f"{server}/echo", timeout_s=5)
+    with pytest.raises(egress.EgressBlocked):
+        egress.send_sync("GET", f"{server}/echo", timeout_s=5)
 
 
 async def test_oversized_responses_are_cut_off(server, allow_loopback):
-    with pytest.raises(outbound.OutboundTooLarge):
-        await outbound.send("GET", f"{server}/big", timeout_s=5, max_response_bytes=1000)
-    assert len((await outbound.send("GET", f"{server}/big", timeout_s=5)).content) == 5000
+    with pytest.raises(egress.EgressTooLarge):
+        await egress.send("GET", f"{server}/big", timeout_s=5, max_response_bytes=1000)
+    assert len((await egress.send("GET", f"{server}/big", timeout_s=5)).content) == 5000
 
 
 async def test_the_mcp_client_is_guarded(server, settings):
-    async with outbound.mcp_http_client(timeout_s=5) as client:
-        with pytest.raises(outbound.OutboundBlocked):
+    async with egress.mcp_http_client(timeout_s=5) as client:
+        with pytest.raises(egress.EgressBlocked):
             await client.get(f"{server}/echo")
         settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
         response = await client.get(f"{server}/echo")
@@ -320,14 +320,14 @@ async def test_https_to_a_pinned_address_still_verifies_the_certificate_for_the_
     async def resolver(host, port_, **kwargs):
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port_))]
 
-    monkeypatch.setattr(outbound.anyio, "getaddrinfo", resolver)
+    monkeypatch.setattr(egress.anyio, "getaddrinfo", resolver)
     settings.OUTBOUND_CA_FILE = str(ca_file)  # the test's own CA, trusted besides the system's bundle
     try:
-        response = await outbound.send("GET", f"https://tls.example.test:{port}/echo", timeout_s=5)
+        response = await egress.send("GET", f"https://tls.example.test:{port}/echo", timeout_s=5)
         assert response.json()["host"] == f"tls.example.test:{port}"
         # The certificate is checked against the name asked for, not the pinned address.
         with pytest.raises(httpx.ConnectError, match=r"CERTIFICATE_VERIFY_FAILED|certificate"):
-            await outbound.send("GET", f"https://other.example.test:{port}/echo", timeout_s=5)
+            await egress.send("GET", f"https://other.example.test:{port}/echo", timeout_s=5)
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -377,8 +377,8 @@ async def test_https_to_a_pinned_address_still_verifies_the_certificate_for_the_
 )
 def test_it_refuses_every_block_that_is_not_globally_reachable(address):
     host = f"[{address}]" if ":" in address else address
-    with pytest.raises(outbound.OutboundBlocked) as caught:
-        outbound.check_url(f"http://{host}/hook")
+    with pytest.raises(egress.EgressBlocked) as caught:
+        egress.check_url(f"http://{host}/hook")
     assert "public" in caught.value.message
 
 
@@ -396,16 +396,16 @@ def test_it_refuses_every_block_that_is_not_globally_reachable(address):
 )
 def test_globally_reachable_addresses_pass(address):
     host = f"[{address}]" if ":" in address else address
-    outbound.check_url(f"http://{host}/hook")
+    egress.check_url(f"http://{host}/hook")
 
 
 def test_a_listed_network_also_opens_its_ipv6_forms(settings):
     settings.OUTBOUND_ALLOWED_NETWORKS = ["192.0.0.0/24"]
-    outbound.check_url("http://192.0.0.192/hook")
-    outbound.check_url("http://[::ffff:192.0.0.192]/hook")
-    outbound.check_url("http://[64:ff9b::c000:c0]/hook")
-    with pytest.raises(outbound.OutboundBlocked):
-        outbound.check_url("http://[64:ff9b::a00:1]/hook")
+    egress.check_url("http://192.0.0.192/hook")
+    egress.check_url("http://[::ffff:192.0.0.192]/hook")
+    egress.check_url("http://[64:ff9b::c000:c0]/hook")
+    with pytest.raises(egress.EgressBlocked):
+        egress.check_url("http://[64:ff9b::a00:1]/hook")
 
 
 def test_the_table_does_not_depend_on_the_interpreter(monkeypatch):
@@ -414,34 +414,34 @@ def test_the_table_does_not_depend_on_the_interpreter(monkeypatch):
 
     monkeypatch.setattr(ipaddress.IPv4Address, "is_global", property(lambda self: True))
     monkeypatch.setattr(ipaddress.IPv4Address, "is_private", property(lambda self: False))
-    with pytest.raises(outbound.OutboundBlocked, match=r"192\.0\.0\.192"):
-        outbound.check_url("http://192.0.0.192/latest/meta-data/")
+    with pytest.raises(egress.EgressBlocked, match=r"192\.0\.0\.192"):
+        egress.check_url("http://192.0.0.192/latest/meta-data/")
 
 
 async def test_a_redirect_to_the_metadata_address_is_refused(server, allow_loopback):
     # Through a real exchange: the first hop (loopback, allowed) redirects to 192.0.0.192.
-    with pytest.raises(outbound.OutboundBlocked, match=r"192\.0\.0\.192"):
-        await outbound.send("GET", f"{server}/to-oracle-metadata", timeout_s=5)
+    with pytest.raises(egress.EgressBlocked, match=r"192\.0\.0\.192"):
+        await egress.send("GET", f"{server}/to-oracle-metadata", timeout_s=5)
 
 
 def _other_origin_on_loopback(monkeypatch):
     async def resolver(host, port, **kwargs):
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
 
-    monkeypatch.setattr(outbound.anyio, "getaddrinfo", resolver)
+    monkeypatch.setattr(egress.anyio, "getaddrinfo", resolver)
 
 
 @pytest.mark.parametrize("status", [307, 308])
 async def test_a_body_is_sent_again_only_within_its_origin(server, allow_loopback, monkeypatch, status):
     _other_origin_on_loopback(monkeypatch)
     signed = {"X-Test": "sha256=signature"}
-    same = await outbound.send(
+    same = await egress.send(
         "POST", f"{server}/post-redirect/{status}/same", headers=signed, json={"a": 1}, timeout_s=5
     )
     assert same.status_code == 200 and same.json() == {"got": {"a": 1}, "path": "/echo-post", "x": "sha256=signature"}
     # To another origin the body (signed tool arguments, a token request's credentials) is not sent again:
     # the redirect itself is the answer.
-    other = await outbound.send(
+    other = await egress.send(
         "POST", f"{server}/post-redirect/{status}/other", headers=signed, json={"a": 1}, timeout_s=5
     )
     assert other.status_code == status and other.headers["location"].startswith("http://other.example.test:")
@@ -450,14 +450,14 @@ async def test_a_body_is_sent_again_only_within_its_origin(server, allow_loopbac
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 async def test_call_events_follow_only_a_same_origin_307_or_308(server, allow_loopback, monkeypatch, status):
     _other_origin_on_loopback(monkeypatch)
-    same = await outbound.send(
+    same = await egress.send(
         "POST", f"{server}/post-redirect/{status}/same", json={"a": 1}, timeout_s=5, redirects="same_request"
     )
     if status in (307, 308):
         assert same.status_code == 200 and same.json()["got"] == {"a": 1}
     else:  # followed, it would be a GET without the body
         assert same.status_code == status and same.headers["location"].endswith("/echo-post")
-    other = await outbound.send(
+    other = await egress.send(
         "POST", f"{server}/post-redirect/{status}/other", json={"a": 1}, timeout_s=5, redirects="same_request"
     )
     assert other.status_code == status
@@ -472,12 +472,12 @@ async def test_call_events_follow_only_a_same_origin_307_or_308(server, allow_lo
     ],
 )
 def test_a_url_the_http_client_cannot_encode_is_refused_before_any_request(url, reason):
-    with pytest.raises(outbound.OutboundBlocked, match=reason) as caught:
-        outbound.send_sync("POST", url, content=b"{}", timeout_s=5)
+    with pytest.raises(egress.EgressBlocked, match=reason) as caught:
+        egress.send_sync("POST", url, content=b"{}", timeout_s=5)
     assert caught.value.message.startswith("Refused outbound URL: The HTTP client cannot encode this URL")
     assert "\n" not in caught.value.message
     with pytest.raises(ApiError, match=reason):
-        outbound.validate_destination(url, field="url")
+        egress.validate_destination(url, field="url")
 
 
 @pytest.mark.parametrize("url", ["https://münchen.example/hook", "http://a_b.example/x", "http://[2606:4700::1]:8080/"])

@@ -1,5 +1,5 @@
 """A scripted speech-to-speech provider speaking the OpenAI Realtime WebSocket protocol, on loopback,
-for the VOICE_ENGINE=realtime tests (a test double: it follows the protocol, it does not think).
+for the VOICE_ENGINE=speech-to-speech tests (a test double: it follows the protocol, it does not think).
 
     provider = ProviderServer(CallTool("check_order", {"order": "42"}), Say("It shipped yesterday."))
     async with provider:                   # on the test's loop (pipeline tests)
@@ -80,7 +80,7 @@ def tone(ms: int, amplitude: int = 3000) -> bytes:
 
 def audio_for(reply: Say) -> bytes:
     if reply.speech:
-        from realtime.engine.speech.tts import synthesize
+        from realtime.engine.speech.espeak import synthesize
 
         return synthesize(reply.text, language="en-US", voice_name="eve")
     return tone(WORD_MS * len(reply.text.split()))

@@ -1,4 +1,5 @@
-"""The one door for outbound HTTP: webhooks, http tools, MCP servers, assistant requests.
+"""The egress guard: the one door every outbound HTTP request goes through (webhooks, http tools, MCP
+servers, assistant requests).
 
 Every request is refused unless every address its host resolves to is public, or lies in a
 network that settings.OUTBOUND_ALLOWED_NETWORKS lists. "Public" is decided by this module's own
@@ -62,14 +63,14 @@ BODY_KEEPING_REDIRECTS = frozenset({307, 308})
 DEFAULT_MAX_RESPONSE_BYTES = 5 * 1024 * 1024
 
 
-class OutboundBlocked(ApiError):
+class EgressBlocked(ApiError):
     """The destination may not be contacted (bad URL or a refused address). A 400 when it reaches a view."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, status_code=400)
 
 
-class OutboundUnresolved(OutboundBlocked):
+class EgressUnresolved(EgressBlocked):
     """The host has no address now (a DNS failure or an empty answer): refused for this request only."""
 
     def __init__(self, host: str, detail: str = "") -> None:
@@ -77,11 +78,11 @@ class OutboundUnresolved(OutboundBlocked):
         self.host = host
 
 
-class OutboundTimeout(httpx.TimeoutException):
+class EgressTimeout(httpx.TimeoutException):
     """The caller's time budget ran out (DNS, connect, redirects and body together)."""
 
 
-class OutboundTooLarge(httpx.HTTPError):
+class EgressTooLarge(httpx.HTTPError):
     """The response body is larger than the caller accepts."""
 
 
@@ -206,7 +207,7 @@ def address_problem(address: IPAddress) -> str | None:
 def _split(url: str) -> tuple[str, int]:
     problem = url_problem(url)
     if problem:
-        raise OutboundBlocked(f"Refused outbound URL: {problem}")
+        raise EgressBlocked(f"Refused outbound URL: {problem}")
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return parts.hostname or "", port
@@ -226,11 +227,11 @@ def _checked(host: str, infos: list[tuple[Any, ...]]) -> list[IPAddress]:
         if address not in addresses:
             addresses.append(address)
     if not addresses:
-        raise OutboundUnresolved(host)
+        raise EgressUnresolved(host)
     for address in addresses:
         problem = address_problem(address)
         if problem:
-            raise OutboundBlocked(f"Refused outbound request to {host}: {problem}")
+            raise EgressBlocked(f"Refused outbound request to {host}: {problem}")
     return addresses
 
 
@@ -242,7 +243,7 @@ def resolve_checked(host: str, port: int) -> list[IPAddress]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
-        raise OutboundUnresolved(host, str(exc)) from None
+        raise EgressUnresolved(host, str(exc)) from None
     return _checked(host, infos)
 
 
@@ -253,12 +254,12 @@ async def aresolve_checked(host: str, port: int) -> list[IPAddress]:
     try:
         infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
-        raise OutboundUnresolved(host, str(exc)) from None
+        raise EgressUnresolved(host, str(exc)) from None
     return _checked(host, infos)
 
 
 def check_url(url: str) -> None:
-    """Raise OutboundBlocked unless `url` is well formed and its host resolves only to allowed addresses."""
+    """Raise EgressBlocked unless `url` is well formed and its host resolves only to allowed addresses."""
     host, port = _split(url)
     resolve_checked(host, port)
 
@@ -273,9 +274,9 @@ def destination_problem(url: str) -> str | None:
     None. A host that does not resolve is no problem here: see `destination_warning`."""
     try:
         check_url(url)
-    except OutboundUnresolved:
+    except EgressUnresolved:
         return None
-    except OutboundBlocked as refused:
+    except EgressBlocked as refused:
         return refused.message
     return None
 
@@ -296,12 +297,12 @@ def destination_warning(url: str | None) -> str | None:
         return None
     try:
         check_url(url)
-    except OutboundUnresolved as unresolved:
+    except EgressUnresolved as unresolved:
         return (
             f"{unresolved.host} does not resolve right now: requests to it are refused until it does "
             "(check the host name)."
         )
-    except OutboundBlocked:
+    except EgressBlocked:
         return None
     return None
 
@@ -329,7 +330,7 @@ def _request_port(request: Any) -> int:
 async def _guarded(request: Any) -> Any:
     """Check the request's destination now (this hop) and aim it at the checked address."""
     if request.url.scheme not in ("http", "https"):
-        raise OutboundBlocked("Refused outbound request: only http and https are allowed")
+        raise EgressBlocked("Refused outbound request: only http and https are allowed")
     addresses = await aresolve_checked(request.url.host, _request_port(request))
     return _pinned(request, addresses[0])
 
@@ -396,8 +397,8 @@ async def send(
     """Send one request through the guard and return the response with its body read (a redirect it does
     not follow is that response: see the module's docstring for which it follows).
 
-    Raises OutboundBlocked (refused destination, also after a redirect), OutboundTimeout (the whole
-    exchange took longer than `timeout_s`), OutboundTooLarge, or another httpx.HTTPError.
+    Raises EgressBlocked (refused destination, also after a redirect), EgressTimeout (the whole
+    exchange took longer than `timeout_s`), EgressTooLarge, or another httpx.HTTPError.
     """
     if timeout_s <= 0:
         raise ValueError("timeout_s must be positive")
@@ -408,9 +409,9 @@ async def send(
                 request = client.build_request(method, url, headers=headers, json=json, content=content)
                 return await _exchange(client, request, headers or {}, max_response_bytes, redirects)
     except TimeoutError:
-        raise OutboundTimeout(f"No complete response within {timeout_s:g} s") from None
+        raise EgressTimeout(f"No complete response within {timeout_s:g} s") from None
     except httpx.TimeoutException as exc:
-        raise OutboundTimeout(f"No complete response within {timeout_s:g} s") from exc
+        raise EgressTimeout(f"No complete response within {timeout_s:g} s") from exc
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
@@ -449,7 +450,7 @@ async def _exchange(
                 async for chunk in response.aiter_raw():
                     body.extend(chunk)
                     if len(body) > max_response_bytes:
-                        raise OutboundTooLarge(f"Response larger than {max_response_bytes} bytes")
+                        raise EgressTooLarge(f"Response larger than {max_response_bytes} bytes")
                 # A detached copy whose body is already read (and decoded on access, as httpx would).
                 return httpx.Response(
                     response.status_code,

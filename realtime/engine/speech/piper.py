@@ -39,8 +39,8 @@ from django.conf import settings
 
 from kit.providers import ProviderError
 from realtime.engine.audio import OUT_RATE
+from realtime.engine.speech.espeak import VOICE_PROFILES
 from realtime.engine.speech.providers import sha256_problem
-from realtime.engine.speech.tts import VOICE_PROFILES
 
 logger = logging.getLogger(__name__)
 

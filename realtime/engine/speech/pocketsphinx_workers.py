@@ -7,7 +7,7 @@ decoders live in worker processes (`ASR_WORKERS` per server process, started onc
 sessions); the server streams each session's audio to its worker through a pipe and waits only for
 the text at the end of a turn.
 
-A `RemoteRecognizer` has the interface of `asr.Recognizer` (start, feed, finish). A worker that
+A `RemoteRecognizer` has the interface of `decoder.Recognizer` (start, feed, finish). A worker that
 dies fails its sessions' pending turns with '' (logged) and is replaced for the next session.
 """
 
