@@ -36,7 +36,6 @@ from calls.variables import MAX_NAME_LENGTH, MAX_VARIABLES, metadata_clean, vari
 from calls.variables import NAME as VARIABLE_NAME
 from kit.errors import ApiError
 from kit.validation import e164_problem
-from telephony import outbound
 from telephony.models import (
     CallBatch,
     CallBatchRecipient,
@@ -46,6 +45,7 @@ from telephony.models import (
     RecipientOutcome,
     RecipientState,
 )
+from telephony.outbound import services as outbound
 
 logger = logging.getLogger(__name__)
 
