@@ -145,14 +145,15 @@ test-fast: setup
 	$(call pytest_serial,not slow)
 
 # Style and mistakes (ruff, with the ASYNC rules), formatting, types (mypy with the Django and DRF plugins,
-# pyproject.toml: strict for kit and realtime.engine; its incremental cache is .mypy_cache) and the import
+# pyproject.toml: strict for kit and realtime.engine; its incremental cache is .mypy_cache), the import
 # contracts (.importlinter: the floors between packages, the kit depends on no app, no code imports the tests, no
-# new import circle).
+# new import circle) and the rooms (voiceagent/rooms.py: every REST resource served from the package its URL names).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) manage.py check --tag rooms --fail-level WARNING
 
 worker: setup
 	$(VENV)/bin/celery -A voiceagent worker --beat --loglevel INFO

@@ -34,7 +34,7 @@ def pytest_configure() -> None:
     settings.CALLS_MAINTENANCE_SECONDS = 0
     # No call batch scheduler thread: tests run telephony.campaigns.services.batch_tick(now=...) themselves.
     settings.BATCH_TICK_SECONDS = 0
-    # No outbound dispatcher: tests place queued calls with telephony.outbound.outbound_dispatch() (or start
+    # No outbound dispatcher: tests place queued calls with telephony.outbound.dispatcher.outbound_dispatch() (or start
     # a server with OUTBOUND_WORKER=inprocess), never against a Twilio they did not start.
     settings.OUTBOUND_WORKER = "off"
     # No heartbeat thread either (kit/liveness.py): calls and documents keep heartbeat_at empty.

@@ -2,8 +2,8 @@
 Django's admin autodiscovery imports only `agents.admin`, so this module imports the tools pages: without
 it they are not registered.
 
-Agents are created and edited through the same services and request serializers as the public API
-(agents.services.agent_create / agent_patch): every rule, the plan allowances and the optimistic
+Agents are created, edited and deleted through the same services and request serializers as the public API
+(agents.services.agent_create / agent_patch / agent_delete): every rule, the plan allowances and the optimistic
 concurrency check apply, and a refusal is shown on the form with nothing saved (agents/dashboard.py).
 The agent page also lists the agent's tools and MCP tool selections, with a page to choose MCP tools.
 Its phone numbers, knowledge documents and latest calls come from apps a floor up: telephony/admin.py
@@ -32,7 +32,7 @@ from agents.keypad import TERMINATORS, TIMEOUT_MS_RANGE, keypad_of
 from agents.models import BUILTIN_VOICES, Agent, AgentStatus, AmbientSound, McpServer, McpServerStatus
 from agents.selectors import agent_get
 from agents.serializers import AgentPatchSerializer, AgentWriteSerializer
-from agents.services import AssignNumbers, agent_create, agent_delete, agent_patch, ambient_sound_playable
+from agents.services import agent_create, agent_delete, agent_patch, ambient_sound_playable
 from agents.tools.selectors import mcp_tool_selection_list, tool_list
 from agents.tools.serializers import parse_header_lines, parse_selections
 from agents.tools.services import mcp_tools_replace
@@ -321,10 +321,8 @@ def _selection_key(server_id: Any, tool_name: str) -> str:
 class AgentAdmin(admin.ModelAdmin):
     """The agent page without what other apps add to it. Registered by telephony/admin.py, the highest app
     the page needs (AgentPageAdmin adds the agent's phone numbers, documents and latest calls, and the
-    number assignment pages), which also passes in the telephony step that unassigns a deleted agent's
-    numbers (`numbers`)."""
+    number assignment pages). Writes and deletions go through agents.services, as the public API's do."""
 
-    numbers: AssignNumbers
     form = AgentForm
     list_display = ("name", "organization", "status", "agent_type", "language", "voice_name", "updated_at")
     list_filter = ("status", "agent_type", "language", "prompt_type", "ambient_sound", "organization__plan")
@@ -420,11 +418,11 @@ class AgentAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(self._agent_url(obj))
 
     def delete_model(self, request: HttpRequest, obj: Agent) -> None:
-        agent_delete(organization=obj.organization, agent_id=str(obj.pk), numbers=self.numbers)
+        agent_delete(organization=obj.organization, agent_id=str(obj.pk))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
         for agent in queryset.select_related("organization"):
-            agent_delete(organization=agent.organization, agent_id=str(agent.pk), numbers=self.numbers)
+            agent_delete(organization=agent.organization, agent_id=str(agent.pk))
 
     # --- activation ---------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """Reads of agents. Every query is scoped to the caller's organization. The agent as the API lists it
-(with its phone number, documents and calls of today) is read a floor up, in telephony/agent_selectors.py."""
+(with its phone number, documents and calls of today) is read on the api floor, in api/agents/selectors.py."""
 
 from __future__ import annotations
 

@@ -270,7 +270,7 @@ class InterruptionSchema(serializers.Serializer):
 
 
 class AgentListItemSerializer(serializers.Serializer):
-    """Documentation of the list item (the list itself is rendered by telephony.agent_selectors for speed)."""
+    """Documentation of the list item (the list itself is rendered by api.agents.selectors for speed)."""
 
     id = serializers.UUIDField()
     name = serializers.CharField()

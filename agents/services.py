@@ -1,8 +1,10 @@
 """Agent rules: creation, full replacement (PUT), partial update (PATCH), activation, ambient sound.
 
 Every write validates the whole resulting agent (the merged state), checks plan allowances under a
-row lock, and applies phone assignments in the same transaction: all or nothing. Phone numbers belong to
-the telephony app, a floor up: it passes its assignment step in (`numbers`, telephony/services/agents.py). A serverUrl sent in the
+row lock, and applies phone assignments in the same transaction: all or nothing. These are the only agent
+writes: the public API (api/agents/apis.py) and the dashboard (agents/admin.py) both call them. Phone numbers
+belong to the telephony app, a floor up: it registers its steps here when it starts (register_phone_steps,
+telephony/apps.py and telephony/services/agents.py), as realtime registers the analysis queue (calls/analysis.py). A serverUrl sent in the
 body is first checked as the egress guard checks every request to it (outside the transaction: its
 host is resolved), and refused when every call would be refused.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import copy
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -157,6 +160,30 @@ NumberPair = tuple[uuid.UUID, str | None]
 # The telephony rule that gives the agent exactly these numbers (none: unassign them all); it runs inside
 # the write's transaction, after the agent is saved.
 AssignNumbers = Callable[[Organization, Agent, list[NumberPair]], None]
+# The telephony step of an agent's deletion, inside its transaction before the agent goes: its numbers
+# unassigned, what else of telephony's the agent has released (it may refuse the deletion: ApiError).
+ReleaseAgent = Callable[[Organization, Agent], None]
+
+
+@dataclass(frozen=True)
+class PhoneSteps:
+    assign: AssignNumbers
+    release: ReleaseAgent
+
+
+_phone_steps: PhoneSteps | None = None
+
+
+def register_phone_steps(*, assign: AssignNumbers, release: ReleaseAgent) -> None:
+    """Set telephony's steps of the agent writes (telephony/apps.py, when it starts)."""
+    global _phone_steps
+    _phone_steps = PhoneSteps(assign=assign, release=release)
+
+
+def _phone() -> PhoneSteps:
+    if _phone_steps is None:
+        raise RuntimeError("no phone steps: the telephony app registers them when it starts (telephony/apps.py)")
+    return _phone_steps
 
 
 def _assignments(data: dict[str, Any]) -> list[NumberPair] | None:
@@ -187,7 +214,6 @@ def _write(
     state: dict[str, Any],
     status: str,
     assignments: list[NumberPair] | None,
-    numbers: AssignNumbers | None,
 ) -> Agent:
     """Validate the final state against every rule, then save it (inside the caller's transaction)."""
     state = {**state, "ambient_sound": LEGACY_AMBIENT.get(state["ambient_sound"], state["ambient_sound"])}
@@ -215,9 +241,7 @@ def _write(
     agent.updated_at = _next_updated_at(agent.updated_at)
     agent.save()
     if assignments is not None:
-        if numbers is None:
-            raise TypeError("phone number assignments need the telephony step (numbers=)")
-        numbers(organization, agent, assignments)
+        _phone().assign(organization, agent, assignments)
     return agent
 
 
@@ -232,7 +256,7 @@ def _state_of(data: dict[str, Any]) -> dict[str, Any]:
     return {**copy.deepcopy(DEFAULTS), **{k: v for k, v in data.items() if k in EDITABLE_FIELDS}}
 
 
-def agent_create(*, organization: Organization, data: dict[str, Any], numbers: AssignNumbers | None = None) -> Agent:
+def agent_create(*, organization: Organization, data: dict[str, Any]) -> Agent:
     """POST: a new agent is always a draft, whatever `status` says (it consumes no allowance)."""
     _check_server_url(data)
     state = _state_of(data)
@@ -243,13 +267,10 @@ def agent_create(*, organization: Organization, data: dict[str, Any], numbers: A
             state=state,
             status=AgentStatus.DRAFT,
             assignments=_assignments(data),
-            numbers=numbers,
         )
 
 
-def agent_replace(
-    *, organization: Organization, agent_id: str, data: dict[str, Any], numbers: AssignNumbers | None = None
-) -> Agent:
+def agent_replace(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> Agent:
     """PUT: replaces the agent. Omitted fields take their defaults; omitted status and phone
     assignments are kept (they have their own operations)."""
     _check_server_url(data)
@@ -264,13 +285,10 @@ def agent_replace(
             state=state,
             status=data.get("status", agent.status),
             assignments=_assignments(data),
-            numbers=numbers,
         )
 
 
-def agent_patch(
-    *, organization: Organization, agent_id: str, data: dict[str, Any], numbers: AssignNumbers | None = None
-) -> Agent:
+def agent_patch(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> Agent:
     """PATCH: optimistic concurrency on expectedUpdatedAt; unsent fields are kept; the merged agent
     must be valid as a whole."""
     expected = data["expected_updated_at"]
@@ -292,19 +310,19 @@ def agent_patch(
             state=state,
             status=data.get("status", agent.status),
             assignments=_assignments(data),
-            numbers=numbers,
         )
 
 
-def agent_delete(*, organization: Organization, agent_id: str, numbers: AssignNumbers) -> uuid.UUID:
+def agent_delete(*, organization: Organization, agent_id: str) -> uuid.UUID:
     """DELETE: the agent goes with its custom tools, MCP tool selections, knowledge documents (with their
     chunks) and runtime logs; its phone numbers are unassigned and stay claimed by the organization; its
     calls stay in the history with no agent. All or nothing."""
     with transaction.atomic():
         agent = agent_get(organization=organization, agent_id=agent_id, for_update=True)
         pk = agent.pk
-        # The telephony rule for unassigning (handoff number and assignment time cleared too).
-        numbers(organization, agent, [])
+        # The telephony step: numbers unassigned (handoff number and assignment time cleared too), its
+        # finished call batches deleted (an unfinished one refuses the deletion).
+        _phone().release(organization, agent)
         # Tools, selections, documents, chunks, the knowledge index and logs cascade; Call.agent is SET_NULL.
         agent.delete()
     return pk

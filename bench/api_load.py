@@ -151,7 +151,7 @@ def list_query_count() -> int:
     from django.test.utils import CaptureQueriesContext
 
     from accounts.models import Organization
-    from telephony.agent_selectors import agent_list
+    from api.agents.selectors import agent_list
 
     organization = Organization.objects.get(name="Bench")
     with CaptureQueriesContext(connection) as queries:

@@ -1,4 +1,4 @@
-"""Outbound call placing benchmark (not a test): how fast the dispatcher of telephony/outbound.py hands
+"""Outbound call placing benchmark (not a test): how fast the dispatcher of telephony/outbound/dispatcher.py hands
 queued calls to the carrier, and how long a call waits between `POST /public/v1/calls` and the carrier's
 REST request, against a loopback stand-in for Twilio's REST API (TWILIO_API_BASE_URL) that answers every
 `Calls.json` create like Twilio (201, a new CallSid, `queued`) and records when it arrived.
@@ -72,7 +72,7 @@ def main() -> None:
     from accounts.services import organization_create
     from agents.models import Agent
     from calls.models import Call
-    from telephony import outbound
+    from telephony.outbound import dispatcher as outbound
     from telephony.services.accounts import telephony_account_set
     from telephony.services.numbers import phone_number_claim
     from testing.twilio_rest import call_resource

@@ -113,7 +113,7 @@ def _world() -> dict[str, Any]:
 
 
 def _outbound(agent: Any, call_sid: str) -> str:
-    from telephony.outbound import outbound_call_create
+    from telephony.outbound.services import outbound_call_create
     from telephony.streams import stream_token_issue
 
     call = outbound_call_create(

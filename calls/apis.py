@@ -1,6 +1,10 @@
-"""Calls and agent-logs REST endpoints: thin views that parse the query, read, and render."""
+"""Calls and agent-logs REST endpoints: thin views that parse the query, read, and render. Placing an
+outbound call (POST /calls) and hanging one up (POST /calls/{id}/hang-up) go through the operations
+telephony registers in calls/placing.py."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.http import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
@@ -10,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.selectors import agent_get
-from calls import selectors, services
+from calls import placing, selectors, services
 from calls.recordings import recording_response, signature_valid
 from calls.serializers import (
     AgentLogPageSchema,
@@ -18,6 +22,7 @@ from calls.serializers import (
     CallDetailSchema,
     CallListQuery,
     CallSummarySchema,
+    OutboundCallRequestSerializer,
     agent_log_item,
     call_detail,
     call_summary_item,
@@ -27,6 +32,13 @@ from kit.errors import ApiError
 from kit.fields import parse
 
 BAD_QUERY = OpenApiResponse(description="Invalid query parameter or ID; `issues` lists the problems")
+
+
+def _detail(request: Request, organization: Any, call_id: Any) -> dict[str, Any]:
+    detail = call_detail(selectors.call_get(organization=organization, call_id=str(call_id)))
+    if detail["recordingUrl"] and detail["recordingUrl"].startswith("/"):  # no PUBLIC_BASE_URL: this host
+        detail["recordingUrl"] = request.build_absolute_uri(detail["recordingUrl"])
+    return detail
 
 
 class CallListApi(PublicApiView):
@@ -44,6 +56,42 @@ class CallListApi(PublicApiView):
         rows = selectors.call_list(organization=self.organization, agent_id=query.get("agentId"), limit=query["limit"])
         return Response([call_summary_item(row) for row in rows])
 
+    @extend_schema(
+        operation_id="createCall",
+        tags=["Calls"],
+        summary="Place an outbound call",
+        request=OutboundCallRequestSerializer,
+        responses={
+            201: CallDetailSchema,
+            400: OpenApiResponse(
+                description="Invalid body: `to` not E.164, blocked or premium-rate; PHONE_NUMBER_NOT_CLAIMED; "
+                "AGENT_NOT_ACTIVE; TELEPHONY_ACCOUNT_MISSING; bad variables or metadata"
+            ),
+            403: OpenApiResponse(description="OUTBOUND_NOT_ALLOWED: the plan places no outbound calls"),
+            404: OpenApiResponse(description="Agent not found"),
+            503: OpenApiResponse(
+                description="TELEPHONY_NOT_CONFIGURED: this service has no PUBLIC_BASE_URL or REALTIME_TOKEN_SECRET"
+            ),
+        },
+        description="Queues a call from one of the organization's numbers to `to`, talked by the agent: the "
+        "answer is the call (`status` `queued`, `direction` `outbound`). It is placed within the plan's "
+        "`max_outbound_calls` (more wait `queued`), then goes `ringing`, `active` once answered, and ends "
+        "`completed`, or `no-answer`, `busy`, `canceled` or `failed` (with its `endedReason`) when never answered.",
+    )
+    def post(self, request: Request) -> Response:
+        body = request.data
+        if not isinstance(body, dict):
+            raise ApiError.invalid("The request body must be a JSON object.")
+        call = placing.call_place(
+            organization=self.organization,
+            agent_id=body.get("agentId"),
+            phone_number_id=body.get("phoneNumberId"),
+            to=body.get("to"),
+            variables=body.get("variables"),
+            metadata=body.get("metadata"),
+        )
+        return Response(_detail(request, self.organization, call.pk), status=201)
+
 
 class CallDetailApi(PublicApiView):
     @extend_schema(
@@ -55,11 +103,28 @@ class CallDetailApi(PublicApiView):
         responses={200: CallDetailSchema, 404: OpenApiResponse(description="Call not found")},
     )
     def get(self, request: Request, call_id: str) -> Response:
+        return Response(_detail(request, self.organization, call_id))
+
+
+class CallHangUpApi(PublicApiView):
+    @extend_schema(
+        operation_id="hangUpCall",
+        tags=["Calls"],
+        summary="Hang up or cancel a call",
+        request=None,
+        responses={
+            200: CallDetailSchema,
+            404: OpenApiResponse(description="Call not found"),
+            409: OpenApiResponse(description="CALL_ENDED: the call has already ended"),
+        },
+        description="Ends a live call, phone or browser (it ends a moment later with `endedReason` "
+        "`agent-ended-call`); cancels a `queued` or `ringing` outbound call at once (`canceled`, the carrier "
+        "told). Answers the call as it is now.",
+    )
+    def post(self, request: Request, call_id: str) -> Response:
         call = selectors.call_get(organization=self.organization, call_id=call_id)
-        detail = call_detail(call)
-        if detail["recordingUrl"] and detail["recordingUrl"].startswith("/"):  # no PUBLIC_BASE_URL: this host
-            detail["recordingUrl"] = request.build_absolute_uri(detail["recordingUrl"])
-        return Response(detail)
+        call = placing.call_hang_up(call=call)
+        return Response(_detail(request, self.organization, call.pk))
 
 
 # Range is described in words, not declared as a header parameter: Schemathesis (ignored_auth) mistakes the

@@ -325,3 +325,17 @@ class PaginationSchema(serializers.Serializer):
 class AgentLogPageSchema(serializers.Serializer):
     logs = AgentLogSchema(many=True)
     pagination = PaginationSchema()
+
+
+class OutboundCallRequestSerializer(serializers.Serializer[Any]):
+    """The body of POST /calls (described here; checked by telephony.outbound.services.outbound_call_request)."""
+
+    agentId = serializers.UUIDField(help_text="The active agent that talks on the call.")
+    phoneNumberId = serializers.UUIDField(help_text="A number claimed by the organization, the call's caller id.")
+    to = serializers.CharField(help_text="The number to call, in E.164 format, for example +14155550123.")
+    variables = serializers.DictField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Per-call variables ({{name}} placeholders in the agent's prompt and greeting): string values.",
+    )
+    metadata = serializers.JSONField(required=False, help_text="Free JSON (at most 16 KB), stored and echoed.")

@@ -6,6 +6,7 @@ from calls.webhooks import apis as webhook_apis
 urlpatterns = [
     path("calls", apis.CallListApi.as_view(), name="calls"),
     path("calls/<str:call_id>", apis.CallDetailApi.as_view(), name="call-detail"),
+    path("calls/<str:call_id>/hang-up", apis.CallHangUpApi.as_view(), name="call-hang-up"),
     path("calls/<str:call_id>/recording", apis.CallRecordingApi.as_view(), name="call-recording"),
     path("recordings/<str:call_id>", apis.SignedRecordingApi.as_view(), name="signed-recording"),
     path("agents/<str:agent_id>/logs", apis.AgentLogListApi.as_view(), name="agent-logs"),

@@ -29,7 +29,7 @@ def document_count_subquery() -> Expression:
 def document_list(*, agent: Agent) -> list[dict[str, Any]]:
     """The agent's documents as list items, oldest first. The caller has resolved the agent within its
     organization (agents.selectors.agent_get); this app sits above agents, and the agent list that reads
-    this app's document count sits above it (telephony/agent_selectors.py)."""
+    this app's document count sits above it (api/agents/selectors.py)."""
     rows = (
         KnowledgeDocument.objects.filter(agent=agent)
         .annotate(created_at_iso=IsoUtc("created_at"))

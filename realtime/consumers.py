@@ -168,7 +168,7 @@ class BrowserSession(JsonSocketConsumer):
             await asyncio.gather(self._run, return_exceptions=True)
 
     async def call_hangup(self, event: dict[str, Any]) -> None:
-        """A hang-up asked for through the API (telephony.outbound.call_hang_up): the service ends the
+        """A hang-up asked for through the API (telephony.outbound.services.call_hang_up): the service ends the
         call, so agent-ended-call."""
         if self.conversation is not None:
             await self.conversation.stop(CallStatus.COMPLETED, EndedReason.AGENT_ENDED_CALL)

@@ -5,7 +5,7 @@ an agent of the number's organization, at most 25 numbers per agent).
 
 The agent page is registered here, the highest app it needs (AgentPageAdmin): the agents app's page
 (agents/admin.py) with the agent's phone numbers, knowledge documents and latest calls, the pages that
-assign and unassign its numbers, and the step that unassigns a deleted agent's numbers."""
+assign and unassign its numbers."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ from telephony.models import PhoneNumber, PhoneNumberStatus, SetupStatus, Teleph
 from telephony.selectors import agent_phone_numbers
 from telephony.serializers import AssignRequestSerializer
 from telephony.services.accounts import phone_number_point, telephony_account_clean, telephony_account_set
-from telephony.services.agents import agent_release
 from telephony.services.numbers import phone_number_assign, phone_number_claim, phone_number_unassign
 
 _FIELD_NAMES = {"accountSid": "account_sid", "authToken": "auth_token", "apiKeySid": "api_key_sid"}
@@ -294,8 +293,6 @@ class AssignNumberForm(forms.Form):
 class AgentPageAdmin(AgentAdmin):
     """The agent page: the agents app's page with the agent's phone numbers, knowledge documents and
     latest calls, and the pages that assign and unassign its numbers (telephony services)."""
-
-    numbers = staticmethod(agent_release)  # the step of a deletion: numbers unassigned, finished batches gone
 
     def _related(self, agent: Agent) -> dict[str, Any]:
         return {

@@ -1,6 +1,6 @@
 """When an organization's agent list changes: database triggers count every change to the rows the list is
 made of (AgentListVersion), so that a list rendered earlier is served again only while nothing it shows
-has changed (telephony/agent_selectors.py).
+has changed (api/agents/selectors.py).
 
 The triggers see every write, whoever makes it: the API, the dashboard, a bulk update, a cascade, another
 server process. What the list shows of calls (callsToday, successRate) changes with every call and with

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from telephony.campaigns.services import batch_tick
-from telephony.outbound import outbound_dispatch
+from telephony.outbound.dispatcher import outbound_dispatch
 
 
 @shared_task(name="telephony.batch_tick")

@@ -4,8 +4,8 @@ from django.core import checks
 
 
 class VoiceagentConfig(AppConfig):
-    """The project package as an app: it registers the deployment checks (voiceagent/checks.py) and the
-    upkeep jobs of every app (calls/maintenance.py)."""
+    """The project package as an app: it registers the deployment checks (voiceagent/checks.py), the rooms
+    check (voiceagent/rooms.py) and the upkeep jobs of every app (calls/maintenance.py)."""
 
     name = "voiceagent"
     label = "voiceagent"
@@ -19,12 +19,15 @@ class VoiceagentConfig(AppConfig):
         from realtime import services as realtime_services
         from realtime.agent_tests import worker as agent_tests_worker
         from realtime.analysis import worker as realtime_analysis
-        from telephony import outbound as telephony_outbound
+        from telephony.outbound import dispatcher as telephony_outbound
         from voiceagent.checks import check_secrets, check_shared_secret_key
+        from voiceagent.rooms import check_rooms
 
         # Not tagged `deploy`: every management command (migrate, check) refuses weak secrets in production.
         checks.register(check_secrets, checks.Tags.security)
         checks.register(check_shared_secret_key, checks.Tags.security, deploy=True)
+        # Every REST resource in the package its URL names (`make lint`: manage.py check --tag rooms).
+        checks.register(check_rooms, "rooms")
 
         # The upkeep sweep's jobs, in the order they run and are reported. Each is looked up on its module
         # at every sweep (not bound here), so the sweep runs the service as it is then.

@@ -45,9 +45,9 @@ from telephony.campaigns.services import ensure_scheduler  # noqa: E402 - import
 
 ensure_scheduler()
 
-# Outbound calls (telephony/outbound.py): with OUTBOUND_WORKER=inprocess (the embedded default) this process
+# Outbound calls (telephony/outbound/dispatcher.py): with OUTBOUND_WORKER=inprocess (the embedded default) this process
 # places queued calls; its dispatcher starts now and first places what a stopped process left queued.
-from telephony.outbound import start_worker as start_outbound_worker  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
+from telephony.outbound.dispatcher import start_worker as start_outbound_worker  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 start_outbound_worker()
 

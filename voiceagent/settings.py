@@ -367,7 +367,7 @@ TWILIO_API_TIMEOUT_SECONDS = env.float("TWILIO_API_TIMEOUT_SECONDS", default=10.
 # open after that (the process died), the status callback finishes the call record itself.
 TELEPHONY_CALL_END_GRACE_SECONDS = env.float("TELEPHONY_CALL_END_GRACE_SECONDS", default=3.0)
 
-# --- outbound calls (telephony/outbound.py, docs/guides/outbound-calls.md) -------------------------------------
+# --- outbound calls (telephony/outbound/, docs/guides/outbound-calls.md) ---------------------------------------
 # Numbers or prefixes (E.164, comma-separated) outbound calls may never be placed to (400 at POST /calls).
 OUTBOUND_CALL_BLOCKLIST = [
     item.strip() for item in env.str("OUTBOUND_CALL_BLOCKLIST", default="").split(",") if item.strip()

@@ -7,6 +7,8 @@ from kit.metrics import metrics_view
 from voiceagent.health import healthz, livez
 
 public_v1 = [
+    path("", include("api.agents.urls")),
+    path("", include("api.organization.urls")),
     path("", include("agents.urls")),
     path("", include("telephony.urls")),
     path("", include("knowledge.urls")),

@@ -6,7 +6,7 @@ recipient's ended call means (`batch_call_ended`, on calls.signals.call_ended) a
 pause/resume/cancel. REST, the dashboard and the Celery task call these.
 
 At most once: the scheduler takes a recipient (pending -> calling, attempts + 1) and creates its call
-through telephony.outbound.outbound_call_create in ONE transaction, under the batch's row lock
+through telephony.outbound.services.outbound_call_create in ONE transaction, under the batch's row lock
 (PostgreSQL; SQLite's IMMEDIATE transactions serialize whole transactions), so a second scheduler or a
 restarted one sees the recipient `calling` and the batch's open calls, never places it twice and never
 goes above the batch's concurrency.
@@ -36,7 +36,6 @@ from calls.variables import MAX_NAME_LENGTH, MAX_VARIABLES, metadata_clean, vari
 from calls.variables import NAME as VARIABLE_NAME
 from kit.errors import ApiError
 from kit.validation import e164_problem
-from telephony import outbound
 from telephony.models import (
     CallBatch,
     CallBatchRecipient,
@@ -46,6 +45,7 @@ from telephony.models import (
     RecipientOutcome,
     RecipientState,
 )
+from telephony.outbound import services as outbound
 
 logger = logging.getLogger(__name__)
 
@@ -364,7 +364,7 @@ def batch_resume(*, batch: CallBatch) -> CallBatch:
 
 def batch_cancel(*, batch: CallBatch) -> CallBatch:
     """Recipients not called yet (or waiting for a retry) end `canceled`; calls queued or ringing are
-    canceled at the carrier (telephony.outbound.outbound_call_cancel, after the commit), and their
+    canceled at the carrier (telephony.outbound.services.outbound_call_cancel, after the commit), and their
     recipients take the outcome their call ends with; live calls go on to their end, no retry follows."""
     with transaction.atomic():
         row = _change_status(
@@ -424,7 +424,7 @@ def window_open(window: dict[str, Any] | None, now: datetime) -> bool:
 
 def batch_tick(now: datetime | None = None) -> int:
     """Place the calls that are due now in every scheduled or running batch; returns how many were
-    placed (queued through telephony.outbound). Safe to run from several processes at once."""
+    placed (queued through telephony.outbound.services). Safe to run from several processes at once."""
     now = now or timezone.now()
     _settle_lost(now)
     due = CallBatch.objects.filter(status__in=(CallBatchStatus.SCHEDULED, CallBatchStatus.RUNNING)).filter(

@@ -1,14 +1,10 @@
-"""The agent writes of the public API and the dashboard, with their phone numbers: the agents app's rules
-(agents/services.py) with telephony's assignment step passed in, so that an agent and its numbers change
-in one transaction, all or nothing. The agents app sits below telephony and never imports it."""
+"""Telephony's steps of the agent writes (agents/services.py, the only agent writes: the public API's and
+the dashboard's), registered there when the telephony app starts (telephony/apps.py): an agent and its
+numbers change in one transaction, all or nothing. The agents app sits below telephony and never imports it."""
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
 from accounts.models import Organization
-from agents import services
 from agents.models import Agent
 from agents.services import NumberPair
 from kit.errors import ApiError
@@ -24,29 +20,11 @@ def agent_numbers_replace(organization: Organization, agent: Agent, pairs: list[
     phone_numbers_replace(organization=organization, agent=agent, assignments=[Assignment(*pair) for pair in pairs])
 
 
-def agent_create(*, organization: Organization, data: dict[str, Any]) -> Agent:
-    return services.agent_create(organization=organization, data=data, numbers=agent_numbers_replace)
-
-
-def agent_replace(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> Agent:
-    return services.agent_replace(
-        organization=organization, agent_id=agent_id, data=data, numbers=agent_numbers_replace
-    )
-
-
-def agent_patch(*, organization: Organization, agent_id: str, data: dict[str, Any]) -> Agent:
-    return services.agent_patch(organization=organization, agent_id=agent_id, data=data, numbers=agent_numbers_replace)
-
-
-def agent_release(organization: Organization, agent: Agent, pairs: list[NumberPair]) -> None:
-    """The telephony step of an agent's deletion: its numbers unassigned, its finished call batches deleted
-    (an unfinished one refuses the deletion: agent_call_batches_release)."""
+def agent_release(organization: Organization, agent: Agent) -> None:
+    """The telephony step of an agent's deletion (agents.services.ReleaseAgent): its finished call batches
+    deleted (an unfinished one refuses the deletion: agent_call_batches_release), its numbers unassigned."""
     agent_call_batches_release(agent=agent)
-    agent_numbers_replace(organization, agent, pairs)
-
-
-def agent_delete(*, organization: Organization, agent_id: str) -> uuid.UUID:
-    return services.agent_delete(organization=organization, agent_id=agent_id, numbers=agent_release)
+    agent_numbers_replace(organization, agent, [])
 
 
 def agent_call_batches_release(*, agent: Agent) -> int:

@@ -356,7 +356,7 @@ def test_paused_batches_place_nothing_and_resume(owner, agent, number):
 
 
 def test_cancel_ends_pending_recipients_and_cancels_queued_calls(owner, agent, number, monkeypatch):
-    """Cancel hands queued calls to telephony.outbound.outbound_call_cancel (the outbound part's; here as
+    """Cancel hands queued calls to telephony.outbound.services.outbound_call_cancel (the outbound part's; here as
     it ends such a call: `canceled`, call_ended on commit) and their recipients end canceled."""
     canceled: list[Any] = []
 

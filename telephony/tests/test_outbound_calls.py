@@ -22,7 +22,7 @@ from calls.models import Call, CallDirection, CallEvent, CallStatus, EventType, 
 from calls.services import call_start
 from calls.signals import call_ended
 from telephony.models import OutboundCall
-from telephony.outbound import outbound_close_stuck, outbound_dispatch
+from telephony.outbound.dispatcher import outbound_close_stuck, outbound_dispatch
 from telephony.services.numbers import phone_number_claim
 from telephony.streams import stream_token_redeem
 from telephony.tasks import dispatch_outbound
@@ -500,6 +500,41 @@ def test_without_public_base_url_the_service_cannot_place_calls(
     response = _place(owner, ava)
     assert response.status_code == 503 and response.json()["code"] == "TELEPHONY_NOT_CONFIGURED"
     assert not Call.objects.exists()
+
+
+def test_a_malformed_body_is_a_400_before_the_configuration_is_checked(
+    owner: Any, ava: Any, twilio_api: LoopbackReceiver, settings: Any
+) -> None:
+    """Schemathesis found a malformed body answered 503 TELEPHONY_NOT_CONFIGURED: the body is checked first
+    (400, with the contract's error shape), the service's configuration after."""
+    settings.PUBLIC_BASE_URL = ""
+    base = {"agentId": str(ava.pk), "phoneNumberId": str(ava.number.pk), "to": CALLEE}
+    cases = [
+        ({}, "agentId"),
+        ({**base, "agentId": 5}, "agentId"),
+        ({**base, "agentId": "not-a-uuid"}, "agent"),
+        ({k: v for k, v in base.items() if k != "phoneNumberId"}, "phoneNumberId"),
+        ({**base, "phoneNumberId": "nope"}, "phoneNumber"),
+        ({**base, "to": None}, "to"),
+        ({**base, "to": "0041 44 668 18 00"}, "to"),
+        ({**base, "variables": "x"}, "variables"),
+        ({**base, "metadata": {"blob": "x" * 20000}}, "metadata"),
+    ]
+    for body, field in cases:
+        response = owner.client.post("/public/v1/calls", body, format="json")
+        assert response.status_code == 400, (body, response.json())
+        answer = response.json()
+        assert isinstance(answer["error"], str) and answer["error"], body
+        assert set(answer) <= {"error", "code", "issues"} and list(answer["issues"]) == [field], (body, answer)
+    # The same on a plan without outbound calls: the body first, then the plan.
+    Plan.objects.filter(pk=owner.organization.plan_id).update(max_outbound_calls=0)
+    assert owner.client.post("/public/v1/calls", {}, format="json").status_code == 400
+    assert _place(owner, ava).status_code == 403
+    Plan.objects.filter(pk=owner.organization.plan_id).update(max_outbound_calls=None)
+    # A well-formed body: then the configuration.
+    response = _place(owner, ava)
+    assert response.status_code == 503 and response.json()["code"] == "TELEPHONY_NOT_CONFIGURED"
+    assert not Call.objects.exists() and not twilio_api.requests
 
 
 @pytest.mark.django_db(transaction=True)

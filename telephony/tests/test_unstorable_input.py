@@ -16,7 +16,7 @@ from agents.models import AgentStatus
 from calls.models import Call
 from realtime.models import AgentTest
 from telephony.models import CallBatch
-from telephony.outbound import outbound_dispatch
+from telephony.outbound.dispatcher import outbound_dispatch
 from telephony.services.numbers import phone_number_claim
 from testing.twilio_rest import call_created
 from testing.webhooks import LoopbackReceiver, Reply

@@ -21,7 +21,7 @@ from twilio.request_validator import RequestValidator
 from calls.models import Call
 from realtime.engine.session.voicemail import GREETING_HOLD_SECONDS
 from telephony import audio
-from telephony.outbound import outbound_call_create
+from telephony.outbound.services import outbound_call_create
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_issue

@@ -1,6 +1,6 @@
 """The agent as the public API lists it: its settings with its first phone number, its tool and document
-counts and today's calls. It joins the agents, telephony, knowledge and calls apps, so it lives in telephony,
-the highest of them (the agents app sits below all three).
+counts and today's calls. It joins the agents, telephony, knowledge and calls apps, so it lives on the api
+floor, above all four (api/__init__.py; the agents app sits below the three others).
 
 The list is the hot read of the dashboard and of integrations (docs/internals/performance.md: 1,000 agents). What it
 shows of the agents themselves is rendered once and kept, per organization, for as long as the triggers of

@@ -1,6 +1,6 @@
-"""GET and PATCH /organization: the caller's organization and its outbound settings. It lives in telephony,
-above accounts, since what it shows joins the organization with its numbers (the destination countries
-in effect default to the countries of its claimed numbers)."""
+"""GET and PATCH /organization: the caller's organization and its outbound settings. It lives on the api
+floor (api/__init__.py), above accounts and telephony, since what it shows joins the organization with its
+numbers (the destination countries in effect default to the countries of its claimed numbers)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Agents REST endpoints: thin views that parse, call a service and render. An agent's body carries its
 phone number assignments and its list item its numbers, documents and calls of today, so the endpoints
-live in telephony, the highest app they need (the agents app sits below telephony, knowledge and calls)."""
+live on the api floor (api/__init__.py), above every app they need (the agents app sits below telephony,
+knowledge and calls). The writes are the agents app's (agents/services.py), the dashboard's too."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import schema as _schema  # noqa: F401 - registers the OpenAPI description of agent bodies
+from agents import services
 from agents.serializers import (
     AgentIdSerializer,
     AgentListItemSerializer,
@@ -17,10 +19,9 @@ from agents.serializers import (
     AgentUpdatedSerializer,
     AgentWriteSerializer,
 )
+from api.agents import selectors
 from kit.api import PublicApiView, rendered_json_response
 from kit.fields import iso, parse
-from telephony import agent_selectors as selectors
-from telephony.services import agents as services
 
 TAGS = ["Agents"]
 RULES = (
