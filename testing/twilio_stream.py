@@ -235,6 +235,23 @@ def is_event(kind: str) -> Callable[[dict[str, Any]], bool]:
     return lambda message: message.get("event") == kind
 
 
+async def quiet(twilio: TwilioStream, *, after: int = 0, seconds: float = 1.0, timeout: float = 60) -> int:
+    """Wait until the agent has sent audio after message `after` and then no more for `seconds` (the
+    next media message awaited that long); the index of the first message after that audio."""
+    await twilio.wait_for(is_event("media"), after=after, timeout=timeout)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise AssertionError(f"the agent kept sending audio for {timeout:g} s")
+        seen = len(twilio.messages)
+        try:
+            await twilio.wait_for(is_event("media"), after=seen, timeout=min(seconds, remaining))
+        except TimeoutError:
+            return len(twilio.messages)
+
+
 async def greeted(twilio: TwilioStream) -> int:
     """Stream silence (a phone line always carries audio) until the greeting has played; returns the
     index of the first message after it."""

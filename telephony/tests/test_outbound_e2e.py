@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from testing.daphne import DaphneServer, shared_test_server
 from testing.twilio_rest import CreatedCall, call_created, call_updates, created_calls
 from testing.twilio_stream import TwilioStream, greeted, is_event
 from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
+from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
@@ -109,23 +109,18 @@ async def place_call(server: DaphneServer, owner: Any, ava: Any, to: str = CALLE
 
 
 async def placed(twilio_api: LoopbackReceiver, count: int, timeout: float = 15) -> list[CreatedCall]:
-    deadline = time.monotonic() + timeout
-    while len(created_calls(twilio_api.requests)) < count:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{len(created_calls(twilio_api.requests))} of {count} calls placed")
-        await asyncio.sleep(0.05)
+    await twilio_api.until(
+        lambda: len(created_calls(twilio_api.requests)) >= count, what=f"{count} calls placed", timeout=timeout
+    )
     return created_calls(twilio_api.requests)
 
 
 async def status_of(call_id: str, wanted: str, timeout: float = 15) -> Call:
-    deadline = time.monotonic() + timeout
-    while True:
+    async def reached() -> Call | None:
         call = await sync_to_async(Call.objects.get)(pk=call_id)
-        if call.status == wanted:
-            return call
-        if time.monotonic() > deadline:
-            raise AssertionError(f"call {call_id} is {call.status}, not {wanted}")
-        await asyncio.sleep(0.05)
+        return call if call.status == wanted else None
+
+    return await polled(reached, what=f"call {call_id} {wanted}", timeout=timeout)
 
 
 async def test_an_outbound_call_rings_is_answered_by_the_agent_and_completes(server, owner, ava, twilio_api):
