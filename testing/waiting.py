@@ -85,7 +85,7 @@ async def polled(
         if inspect.isawaitable(result):
             result = await result
         if result:
-            return result  # type: ignore[return-value]
+            return result
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {result!r})")
         await asyncio.sleep(every)
