@@ -109,6 +109,7 @@ class AudioServer(ScriptedServer):
     async def _transcription(self, request: web.Request) -> web.Response:
         recorded = AudioRequest(path=request.path, headers=dict(request.headers))
         self.requests.append(recorded)
+        self.arrived.notify()
         if not request.content_type.startswith("multipart/form-data"):
             return _error(400, "The request must be multipart/form-data")
         form = await request.post()
@@ -139,6 +140,7 @@ class AudioServer(ScriptedServer):
     async def _speech_answer(self, request: web.Request) -> web.StreamResponse:
         recorded = AudioRequest(path=request.path, headers=dict(request.headers))
         self.requests.append(recorded)
+        self.arrived.notify()
         try:
             body = await request.json()
         except ValueError:

@@ -217,10 +217,12 @@ class ChatServer(ScriptedServer):
         recorded = RecordedRequest(path=request.path, headers=dict(request.headers), body=body)
         if isinstance(body, dict) and body.get("response_format"):
             self.analysis_requests.append(recorded)
+            self.arrived.notify()
             item = self._analysis_script.popleft() if self._analysis_script else self.analysis_fallback
             reply = item if item is None or isinstance(item, Text | Tools | Error) else item(body)
         else:
             self.requests.append(recorded)
+            self.arrived.notify()
             reply = self._next_reply(body)
         if reply is None:
             return _error_response(Error(500, "The test script has no reply left for this request"))

@@ -2,7 +2,8 @@
 
 `SocketClient` is the lifecycle they share (testing/twilio_stream.py's `TwilioStream` is the other);
 `VoiceClient` speaks the browser protocol, streaming PCM in 20 ms chunks at real time like a
-microphone; a reader task keeps every message with its arrival time.
+microphone; a reader task keeps every message with its arrival time. `slow_client_close_code` is a
+client on a slow network (a plain socket that stops reading for a while: the scenario's slow peer).
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import socket
+import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -183,3 +187,45 @@ class VoiceClient(SocketClient):
 
 def is_type(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
     return lambda message: message.get("type") == kind and all(message.get(k) == v for k, v in fields.items())
+
+
+def slow_client_close_code(url: str, *, unread_seconds: float) -> int:
+    """A client on a slow network, on a plain socket with a small receive buffer: it opens the session,
+    waits for `session.started`, then reads nothing for `unread_seconds` while the greeting's audio
+    queues up on the server's side of the connection, sends `stop`, reads nothing for `unread_seconds`
+    more, then reads on to the close frame; returns the close code it read (ConnectionError when the
+    server reset the connection before the close frame reached it)."""
+    parts = urllib.parse.urlsplit(url)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(60)
+        sock.connect((parts.hostname, parts.port))
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall(
+            f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        stream = sock.makefile("rb")
+        assert b" 101 " in stream.readline()
+        while stream.readline() not in (b"\r\n", b""):
+            pass
+
+        def frame() -> tuple[int, bytes]:
+            head = stream.read(2)
+            if len(head) < 2:
+                raise ConnectionError("the connection ended without a close frame")
+            length = head[1] & 0x7F
+            if length >= 126:
+                length = int.from_bytes(stream.read(2 if length == 126 else 8), "big")
+            return head[0] & 0x0F, stream.read(length)
+
+        while b"session.started" not in frame()[1]:
+            pass
+        time.sleep(unread_seconds)
+        stop = json.dumps({"type": "stop"}).encode()
+        mask = os.urandom(4)
+        sock.sendall(bytes([0x81, 0x80 | len(stop)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(stop)))
+        time.sleep(unread_seconds)
+        while (opcode_payload := frame())[0] != 8:
+            pass
+        return int.from_bytes(opcode_payload[1][:2], "big")

@@ -28,6 +28,7 @@ from realtime.engine.contracts import (
     ToolSpec,
     Turn,
 )
+from testing.waiting import Signal
 
 IN_BYTES_PER_MS = 32
 OUT_BYTES_PER_MS = 48
@@ -267,6 +268,7 @@ class ScriptedTools:
     def __init__(self, results: dict[str, ToolOutcome] | None = None, *, wait: bool = False) -> None:
         self.results = results or {}
         self.calls: list[ToolCall] = []
+        self.arrived = Signal()  # notified on each call
         self.release = asyncio.Event()
         if not wait:
             self.release.set()
@@ -277,6 +279,7 @@ class ScriptedTools:
 
     async def run(self, call: ToolCall) -> ToolOutcome:
         self.calls.append(call)
+        self.arrived.notify()
         await self.release.wait()
         return self.results.get(call.name) or ToolOutcome(result='{"error": "unknown tool"}', status="error")
 

@@ -109,6 +109,16 @@ class Harness:
             self.conversation.push_audio(pcm[start : start + 640])
             await self.clock.advance(0.02)
 
+    async def feed_silence_until(self, done: Callable[[], object], *, at_most_ms: int) -> None:
+        """Silence from the caller until `done()` holds (or `at_most_ms` of it): the call record and the
+        agent logs are written in threads, in real time, while the session's clock is driven by hand; each
+        half second of silence gives the threads a moment of real time."""
+        for _ in range(at_most_ms // 500):
+            if done():
+                return
+            await self.feed(silence(500))
+            await asyncio.sleep(0.01)
+
     async def talk(self, ms: int, then_silence_ms: int = 300) -> None:
         await self.feed(speech(ms) + silence(then_silence_ms))
 

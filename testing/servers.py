@@ -8,9 +8,13 @@ import contextlib
 import socket
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from aiohttp import web
+
+from testing.waiting import Signal
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -48,6 +52,7 @@ class ScriptedServer:
         self._server_loop: asyncio.AbstractEventLoop | None = None  # the loop it serves on
         self._thread: threading.Thread | None = None
         self._thread_loop: asyncio.AbstractEventLoop | None = None
+        self.arrived = Signal()  # notified each time the server records something (a request, a socket)
 
     def routes(self, app: web.Application) -> None:
         raise NotImplementedError
@@ -123,6 +128,14 @@ class ScriptedServer:
         self.stop()
 
     # --- for handlers and tests ------------------------------------------------------------------
+    async def until(self, check: Callable[[], T], *, what: str, timeout: float = 30) -> T:
+        """Wait, bounded, until `check()` is truthy, checked whenever the server records something."""
+        return await self.arrived.until(check, what=what, timeout=timeout)
+
+    def until_sync(self, check: Callable[[], T], *, what: str, timeout: float = 30) -> T:
+        """`until` for a blocking test (the server on a loop of its own)."""
+        return self.arrived.until_sync(check, what=what, timeout=timeout)
+
     async def interrupted(self, seconds: float) -> bool:
         """Wait `seconds` unless the server stops first (then True)."""
         assert self._stopping is not None

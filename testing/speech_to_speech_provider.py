@@ -244,6 +244,7 @@ class Connection:
 
     async def handle(self, event: dict[str, Any]) -> None:
         self.received.append(event)
+        self.server.arrived.notify()
         kind = event.get("type")
         if kind == "input_audio_buffer.append":
             self.append_times.append(time.monotonic())
@@ -319,11 +320,13 @@ class ProviderServer(ScriptedServer):
         await ws.prepare(request)
         connection = Connection(self, request, ws)
         self.connections.append(connection)
+        self.arrived.notify()
         await connection.send({"type": "session.created", "session": {"id": f"sess_{next(self.ids)}"}})
         async for message in ws:
             if message.type == WSMsgType.TEXT:
                 await connection.handle(json.loads(message.data))
         connection.closed = True
+        self.arrived.notify()
         if connection.active is not None:
             connection.active.cancel()
         return ws

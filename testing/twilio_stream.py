@@ -23,6 +23,7 @@ import numpy as np
 
 from telephony import audio
 from testing.clients import Received, SocketClient
+from testing.waiting import Signal
 
 FRAME_SECONDS = 0.02
 
@@ -71,6 +72,7 @@ class TwilioStream(SocketClient):
         self._pending: list[tuple[asyncio.TimerHandle, str | None, bytes]] = []  # scheduled plays/echoes
         self._tasks: set[asyncio.Task[Any]] = set()
         self._started_at = 0.0
+        self.playback = Signal()  # notified each time a frame has played or a mark is echoed
 
     async def __aexit__(self, *exc: object) -> None:
         for handle, _, _ in self._pending:
@@ -203,6 +205,7 @@ class TwilioStream(SocketClient):
                 self.played.extend(frame)
             else:
                 self._echo(name)
+            self.playback.notify()
 
         handle = loop.call_at(at, due)
         entry.append((handle, name, frame))
@@ -233,6 +236,30 @@ class TwilioStream(SocketClient):
 
 def is_event(kind: str) -> Callable[[dict[str, Any]], bool]:
     return lambda message: message.get("event") == kind
+
+
+async def quiet(twilio: TwilioStream, *, after: int = 0, seconds: float = 1.0, timeout: float = 60) -> int:
+    """Wait until the agent has sent audio after message `after` and then no more for `seconds` (the
+    next media message awaited that long); the index of the first message after that audio."""
+    await twilio.wait_for(is_event("media"), after=after, timeout=timeout)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise AssertionError(f"the agent kept sending audio for {timeout:g} s")
+        seen = len(twilio.messages)
+        try:
+            await twilio.wait_for(is_event("media"), after=seen, timeout=min(seconds, remaining))
+        except TimeoutError:
+            return len(twilio.messages)
+
+
+async def played_out(twilio: TwilioStream, timeout: float = 30) -> None:
+    """Wait until the agent's audio has played on the phone: no media for a second, every mark echoed."""
+    await quiet(twilio, seconds=1.0, timeout=timeout)
+    marks = [item for item in twilio.messages if item.message["event"] == "mark"]
+    await twilio.playback.until(lambda: len(twilio.echoed) >= len(marks), what="every mark echoed", timeout=timeout)
 
 
 async def greeted(twilio: TwilioStream) -> int:

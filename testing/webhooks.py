@@ -106,6 +106,7 @@ class LoopbackReceiver(ScriptedServer):
                 body=body,
             )
         )
+        self.arrived.notify()
         reply = self._replies.popleft() if self._replies else self.default
         if reply.hold and self._release is not None:
             await self._release.wait()

@@ -5,14 +5,15 @@ when REDIS_URL is set, Celery's in-memory transport otherwise): a task per new d
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
 from celery.signals import task_postrun
+from django.utils import timezone
 
 from calls import services
 from calls.models import WebhookDelivery
+from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Reply
 from voiceagent.celery import app
 
@@ -59,7 +60,9 @@ def test_a_worker_delivers_the_event_and_the_beat_task_its_retry(owner, make_age
             with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
                 assert done.wait(timeout=60), "the worker did not run calls.deliver_event"
                 assert ran == ["calls.deliver_event"] and len(hook.requests) == 1
-                time.sleep(0.3)  # the retry is due
+                polled_sync(  # the retry is due (its time has come)
+                    lambda: WebhookDelivery.objects.get().next_attempt_at <= timezone.now(), what="the retry's due time"
+                )
                 done.clear()
                 app.send_task("calls.deliver_due_events")  # what Celery beat runs every 10 s
                 assert done.wait(timeout=60), "the worker did not run calls.deliver_due_events"

@@ -30,6 +30,7 @@ from testing.conversations import agent_for, issue, socket_url
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.fixtures import close_db_threads, realtime_settings
 from testing.servers import free_port
+from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Received, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -80,13 +81,7 @@ def signed(received: Received, secret: str) -> bool:
 
 
 def wait_for(predicate: Callable[[], Any], *, timeout: float = 30, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or predicate}")
+    return polled_sync(predicate, what=what or str(predicate), timeout=timeout)
 
 
 def webhook(owner: Any, url: str, events: list[str], **fields: Any) -> dict[str, Any]:

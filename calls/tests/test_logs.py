@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
 from datetime import timedelta
@@ -14,6 +13,7 @@ from django.utils import timezone
 from calls import tasks
 from calls.logging import LogSession, agent_log, flush_agent_logs, new_session_id, stop_agent_log_writer
 from calls.models import AgentLog
+from testing.waiting import polled
 
 
 def _session(agent, session_id: str | None = None) -> LogSession:
@@ -100,10 +100,10 @@ async def test_a_chatty_session_is_written_in_batches_by_the_writer_thread(
     for index in range(50):
         agent_log(session, "debug", f"frame {index}")
 
-    for _ in range(200):  # wait for the writer (bounded), not a fixed sleep
-        if await AgentLog.objects.acount() == 50:
-            break
-        await asyncio.sleep(0.05)
+    async def written() -> bool:
+        return await AgentLog.objects.acount() == 50
+
+    await polled(written, what="the writer's 50 lines", timeout=10)
 
     assert await AgentLog.objects.acount() == 50
     await sync_to_async(stop_agent_log_writer)()

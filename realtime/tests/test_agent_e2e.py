@@ -43,6 +43,7 @@ from testing.conversations import Caller, Exchange, agent_for, conversation, iss
 from testing.daphne import DaphneServer, shared_test_server
 from testing.mcp import LoopbackMcp
 from testing.voice import record_voice
+from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
@@ -199,11 +200,9 @@ async def logged(agent: Any, message: str, *, severity: str = "error", timeout: 
         rows = AgentLog.objects.filter(agent=agent, severity=severity).values_list("content", flat=True)
         return next((content for content in rows if content.get("message") == message), None)
 
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while (content := await sync_to_async(find)()) is None:
-        assert loop.time() < deadline, f"no {severity} log line {message!r}"
-        await asyncio.sleep(0.1)
+    content: dict[str, Any] = await polled(
+        sync_to_async(find), what=f"the {severity} log line {message!r}", timeout=timeout, every=0.1
+    )
     return content
 
 

@@ -11,7 +11,6 @@ stopped run makes no more)."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -26,6 +25,7 @@ from realtime.tests.test_agent_test_patterns import order_agent
 from testing.conversations import agent_for
 from testing.daphne import DaphneServer, shared_test_server
 from testing.factories import attempt_rows_create
+from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver, Reply
 
 HELLO = {"name": "hello", "kind": "reply", "turns": [{"user": "Hello"}], "expect": {"noToolCalls": True}}
@@ -169,15 +169,9 @@ def small_agent(persona: Any, make_agent: Any) -> Any:
 
 
 async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float) -> Any:
-    """Await `check()` until it is truthy (its value), for at most `timeout` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        assert loop.time() < deadline, f"not within {timeout} s: {what}"
-        await asyncio.sleep(0.05)
+    """Await `check()` until it is truthy (its value), for at most `timeout` seconds (the server's state
+    over HTTP: polled)."""
+    return await polled(check, what=what, timeout=timeout)
 
 
 def client(server: DaphneServer, persona: Any) -> httpx.AsyncClient:
@@ -215,7 +209,7 @@ async def test_a_large_run_is_cancelled_while_another_organizations_runs_complet
     ava = await sync_to_async(small_agent)(outsider, make_agent)
     async with client(server, owner) as ours, client(server, outsider) as theirs:
         big = await run_of(ours, olive, repeat=5)
-        await until(lambda: asyncio.sleep(0, len(silent_server.requests)), "the big run's first attempt", 60)
+        await silent_server.until(lambda: silent_server.requests, what="the big run's first attempt", timeout=60)
         # Another organization's one-test run is served between two attempts of the big run.
         small = await completed(theirs, await run_of(theirs, ava), timeout=30)
         assert small["passed"] == 1
@@ -247,7 +241,7 @@ async def test_deleting_the_agent_stops_its_run(server, owner, outsider, make_ag
     ava = await sync_to_async(small_agent)(outsider, make_agent)
     async with client(server, owner) as ours, client(server, outsider) as theirs:
         big = await run_of(ours, olive, repeat=5)
-        await until(lambda: asyncio.sleep(0, len(silent_server.requests)), "the big run's first attempt", 60)
+        await silent_server.until(lambda: silent_server.requests, what="the big run's first attempt", timeout=60)
         deleted = await ours.delete(f"/public/v1/agents/{olive.pk}")
         assert deleted.status_code == 200, deleted.text
         calls_at_delete = len(silent_server.requests)

@@ -6,11 +6,11 @@ brain) with mocked tools and no call record."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +19,7 @@ from xml.etree import ElementTree
 
 import pytest
 from celery.contrib.testing.worker import start_worker
-from celery.signals import task_postrun
+from celery.signals import task_postrun, task_prerun
 from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.db import connection
@@ -32,6 +32,7 @@ from realtime.models import AgentTest, TestRun
 from testing.chat_server import ChatServer, Text
 from testing.daphne import database_url
 from testing.factories import AgentToolFactory, attempt_rows_create
+from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Reply
 from voiceagent.celery import app
 
@@ -328,9 +329,8 @@ def test_a_test_run_counts_in_no_live_gauge(owner, olive, hook, anonymous, inlin
     seen: dict[str, str] = {}
 
     def read_metrics_mid_session() -> None:
-        deadline = time.monotonic() + 60
-        while not hook.requests and time.monotonic() < deadline:
-            time.sleep(0.05)
+        with contextlib.suppress(AssertionError):  # none: the check below fails, and the hook is released
+            hook.until_sync(lambda: hook.requests, what="the real tool's request", timeout=60)
         seen["metrics"] = anonymous.get("/metrics").content.decode() if hook.requests else ""
         hook.release()
 
@@ -391,13 +391,11 @@ def test_another_organizations_agent_tests_and_runs_are_not_found(owner, outside
 
 
 def wait_for_status(owner: Any, run_id: str, timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        body = owner.client.get(f"/public/v1/test-runs/{run_id}").json()
-        if body["status"] in ("completed", "failed"):
-            return body
-        assert time.monotonic() < deadline, body
-        time.sleep(0.1)
+    def over() -> dict[str, Any] | None:
+        body: dict[str, Any] = owner.client.get(f"/public/v1/test-runs/{run_id}").json()
+        return body if body["status"] in ("completed", "failed") else None
+
+    return polled_sync(over, what=f"test run {run_id} over", timeout=timeout, every=0.1)
 
 
 def test_runs_go_on_in_a_background_thread_and_resume_after_a_restart(owner, olive, settings):
@@ -582,9 +580,17 @@ def test_a_celery_worker_carries_out_a_queued_run(owner, olive, settings):
     app.conf.task_always_eager = False
     tests = suite(olive)
     done = threading.Event()
+    at_start: list[str] = []  # the run's status when the worker took it
+
+    def ours(task: Any, args: Any) -> bool:
+        return task is not None and task.name == "realtime.run_agent_tests" and str(run_id) in map(str, args or ())
+
+    def starting(sender=None, task_id=None, task=None, args=None, **kwargs):
+        if ours(task, args):
+            at_start.append(TestRun.objects.get(pk=run_id).status)
 
     def finished(sender=None, task_id=None, task=None, args=None, **kwargs):
-        if task is not None and task.name == "realtime.run_agent_tests" and str(run_id) in map(str, args or ()):
+        if ours(task, args):
             done.set()
 
     try:
@@ -595,14 +601,16 @@ def test_a_celery_worker_carries_out_a_queued_run(owner, olive, settings):
         )
         assert created.status_code == 202
         run_id = created.json()["id"]
-        time.sleep(0.5)
         assert owner.client.get(f"/public/v1/test-runs/{run_id}").json()["status"] == "queued"  # no worker yet
+        task_prerun.connect(starting, weak=False)
         task_postrun.connect(finished, weak=False)
         try:
             with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
                 assert done.wait(timeout=180), "the worker did not run the test run"
         finally:
+            task_prerun.disconnect(starting)
             task_postrun.disconnect(finished)
+        assert at_start == ["queued"]  # nothing ran it before the worker came
     finally:
         app.conf.task_always_eager = True
     body = owner.client.get(f"/public/v1/test-runs/{run_id}").json()

@@ -15,6 +15,7 @@ import pytest
 from calls.models import Call
 from calls.services import call_finish, call_message_add, call_start
 from testing.chat_server import ChatServer, Error, Text
+from testing.waiting import polled_sync
 
 MODEL = "scripted-model"
 KEY = "sk-analysis-test-key-0123"
@@ -286,8 +287,10 @@ def test_the_analysis_runs_in_the_background_and_never_delays_the_end_of_the_cal
     call_finish(call=call, status="completed")
     assert time.monotonic() - started < 1.0
     assert analysis_of(owner, call)["status"] == "pending"
-    deadline = time.monotonic() + 20
-    while (analysis := analysis_of(owner, call))["status"] == "pending":
-        assert time.monotonic() < deadline, "the analysis did not finish"
-        time.sleep(0.1)
+    analysis = polled_sync(
+        lambda: (found := analysis_of(owner, call))["status"] != "pending" and found,
+        what="the analysis finished",
+        timeout=20,
+        every=0.1,
+    )
     assert analysis["status"] == "completed" and analysis["summary"] == "Dana booked a table."

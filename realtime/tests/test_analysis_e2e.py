@@ -5,8 +5,7 @@ ran is resumed by the next start of a server on the same database."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +21,7 @@ from testing.chat_server import ChatServer, Text
 from testing.conversations import Caller, Exchange, conversation
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.voice import record_voice
+from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
@@ -57,15 +57,6 @@ def voice(tmp_path_factory: Any) -> dict[str, bytes]:
     return record_voice((ASK_ORDER,), tmp_path_factory.mktemp("voice"))
 
 
-def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.1)
-    return value
-
-
 def analysis_when_done(owner: Any, call_id: Any, timeout: float = 60) -> dict[str, Any]:
     def done() -> dict[str, Any] | None:
         response = owner.client.get(f"/public/v1/calls/{call_id}")
@@ -73,7 +64,7 @@ def analysis_when_done(owner: Any, call_id: Any, timeout: float = 60) -> dict[st
         analysis = response.json()["analysis"]
         return analysis if analysis and analysis["status"] != "pending" else None
 
-    return wait_until(done, timeout=timeout, what=f"the analysis of call {call_id}")
+    return polled_sync(done, timeout=timeout, what=f"the analysis of call {call_id}", every=0.1)
 
 
 async def test_the_embedded_brain_fills_the_plans_fields_from_what_the_caller_said(
@@ -122,7 +113,7 @@ def test_an_analysis_killed_with_its_server_is_resumed_when_a_server_starts_agai
         chat.analysis(Text(json.dumps({"summary": "Never sent."}), delay=120))
         first = start_test_server(tmp_path_factory, "analysis-killed", env)
         try:
-            wait_until(lambda: len(chat.analysis_requests) == 1, timeout=60, what="the first server's request")
+            chat.until_sync(lambda: len(chat.analysis_requests) == 1, timeout=60, what="the first server's request")
             assert first.process is not None
             first.process.kill()
             first.process.wait()
@@ -133,7 +124,7 @@ def test_an_analysis_killed_with_its_server_is_resumed_when_a_server_starts_agai
         assert row.analysis_claimed_at is not None  # taken by the dead process
         # The next server sweeps as it starts (within a second): its lease (1 s, below) must be over by then.
         claimed = row.analysis_claimed_at
-        wait_until(lambda: timezone.now() - claimed > timedelta(seconds=1.5), timeout=10, what="the lease's end")
+        polled_sync(lambda: timezone.now() - claimed > timedelta(seconds=1.5), timeout=10, what="the lease's end")
 
         # The next server's start-up sweep resumes it once the dead worker's lease is over.
         chat.analysis(

@@ -22,7 +22,8 @@ async def test_a_sleeper_woken_and_cancelled_in_the_same_turn_stops():
             rounds += 1
 
     task = asyncio.create_task(stage())
-    await asyncio.sleep(0.01)  # the stage is asleep
+    await asyncio.sleep(0)  # one turn of the loop: the stage runs until it sleeps on the clock
+    assert not task.done()
     wake.set()
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=2)

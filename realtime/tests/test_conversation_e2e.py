@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,6 +35,7 @@ from testing.twilio_rest import call_updates
 from testing.twilio_stream import TwilioStream, greeted, to_phone
 from testing.twilio_webhooks import make_account, twilio_api_fixture  # noqa: F401 - the fixture
 from testing.voice import mumble, pink_noise, record_voice, rms, speech_bounds
+from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [
@@ -215,14 +215,18 @@ async def set_interruption(owner: Any, agent: Any, **interruption: Any) -> None:
 
 async def call_detail(owner: Any, call_id: str, *, timeout: float = 20) -> dict[str, Any]:
     """GET /public/v1/calls/{id} once the call has ended."""
-    deadline = time.monotonic() + timeout
-    while True:
+    last: list[dict[str, Any]] = []
+
+    async def ended() -> dict[str, Any] | None:
         response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")
-        assert response.status_code == 200, response.content
-        detail = response.json()
-        if detail["status"] != "active" or time.monotonic() > deadline:
-            return detail
-        await asyncio.sleep(0.1)
+        if response.status_code != 200:
+            raise RuntimeError(f"GET /public/v1/calls/{call_id}: {response.status_code} {response.content!r}")
+        last[:] = [response.json()]
+        return last[0] if last[0]["status"] != "active" else None
+
+    with contextlib.suppress(AssertionError):  # still active: the caller's checks of the detail fail
+        return await polled(ended, what=f"call {call_id} ended", timeout=timeout, every=0.1)
+    return last[0]
 
 
 def story(messages: list[Any], since: int = 0) -> list[Any]:

@@ -16,7 +16,6 @@ leaves its reason on the call as GET /public/v1/calls/{id} returns it.
 from __future__ import annotations
 
 import asyncio
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -45,6 +44,7 @@ from testing.twilio_webhooks import (
     twilio_api_fixture,  # noqa: F401 - the fixture
 )
 from testing.voice import record_voice
+from testing.waiting import polled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -100,15 +100,14 @@ def openai_server(
 
 async def ended(call_id: str, owner: Any, *, timeout: float = 20) -> dict[str, Any]:
     """The call detail of GET /public/v1/calls/{id} once the call has left `active`."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    async def left_active() -> dict[str, Any] | None:
         response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")
         assert response.status_code == 200, response.content
-        detail = response.json()
-        if detail["status"] != "active":
-            return detail
-        assert time.monotonic() < deadline, f"call {call_id} is still active"
-        await asyncio.sleep(0.1)
+        detail: dict[str, Any] = response.json()
+        return detail if detail["status"] != "active" else None
+
+    return await polled(left_active, what=f"call {call_id} leaving active", timeout=timeout, every=0.1)
 
 
 def make(owner: Any, make_agent: Any, name: str, **fields: Any) -> Any:

@@ -26,6 +26,7 @@ from realtime import tokens
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server
 from testing.speech_to_speech_provider import CallTool, ProviderServer, Say, eventually
+from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -182,10 +183,7 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
     def session_ended() -> bool:
         return AgentLog.objects.filter(content__message="session ended", content__callId=str(call_id)).exists()
 
-    deadline = asyncio.get_running_loop().time() + 15
-    while not await sync_to_async(session_ended)():
-        assert asyncio.get_running_loop().time() < deadline, "no 'session ended' agent log"
-        await asyncio.sleep(0.2)
+    await polled(sync_to_async(session_ended), what="the 'session ended' agent log", timeout=15, every=0.2)
 
     # The same turn on the call record: p50/p95 per stage in the call detail.
     response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")

@@ -6,7 +6,6 @@ failing model gets the offline apology; and one conversation goes through a real
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -178,13 +177,8 @@ def test_manage_py_check_names_missing_model_files(settings, tmp_path):
 
 # --- failures in a conversation -------------------------------------------------------------------
 async def feed_silence_until(conversation: Any, done: Any, *, at_most_ms: int) -> None:
-    """Silence from the caller until `done()` holds (or `at_most_ms` of it): the call record and the
-    agent logs are written in threads, in real time, while the session's clock is driven by hand."""
-    for _ in range(at_most_ms // 500):
-        if done():
-            return
-        await conversation.feed(silence(500))
-        await asyncio.sleep(0.01)
+    """Silence from the caller until `done()` holds (or `at_most_ms` of it): testing/pipeline.py."""
+    await conversation.feed_silence_until(done, at_most_ms=at_most_ms)
 
 
 @pytest.mark.slow

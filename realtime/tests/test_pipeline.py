@@ -446,7 +446,7 @@ async def test_a_stage_that_ignores_cancellation_does_not_keep_the_call_open(age
     async def stubborn_watchdog(self) -> None:
         while not released.is_set():
             try:
-                await asyncio.sleep(3600)
+                await released.wait()
             except asyncio.CancelledError:
                 continue  # the kind of bug that once left calls `active` after a hang-up
 

@@ -25,6 +25,7 @@ from testing.conversations import issue, silence, socket_url
 from testing.daphne import DaphneServer, shared_test_server
 from testing.stores import LocalS3
 from testing.voice import record_voice
+from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver
 
 pytestmark = [
@@ -131,15 +132,13 @@ def http_json(url: str, body: Any, api_key: str) -> tuple[int, Any, bytes]:
 
 
 async def call_detail_when(server: DaphneServer, api_key: str, call_id: str, ready: Any, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    async def read() -> Any:
         status, _, body = await asyncio.to_thread(http, f"{server.http_url}/public/v1/calls/{call_id}", api_key=api_key)
         assert status == 200, body
         detail = json.loads(body)
-        if ready(detail):
-            return detail
-        assert time.monotonic() < deadline, detail
-        await asyncio.sleep(0.3)
+        return detail if ready(detail) else None
+
+    return await polled(read, what=f"the detail of call {call_id}", timeout=timeout, every=0.3)
 
 
 def energy(audio: np.ndarray, rate: int, start: float, end: float) -> tuple[float, float]:
@@ -151,14 +150,15 @@ def energy(audio: np.ndarray, rate: int, start: float, end: float) -> tuple[floa
 async def recording_when_stored(url: str, timeout: float = 60) -> tuple[int, Any, bytes]:
     """GET a recordingUrl handed out at the end of the call: 404 RECORDING_NOT_READY (with Retry-After)
     while the recording is being stored, then the recording."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    async def read() -> tuple[int, Any, bytes] | None:
         status, headers, body = await asyncio.to_thread(http, url)  # no API key: the URL is the credential
         if status != 404:
             return status, headers, body
         assert json.loads(body)["code"] == "RECORDING_NOT_READY" and int(headers["Retry-After"]) > 0, body
-        assert time.monotonic() < deadline, "the recording was never stored"
-        await asyncio.sleep(0.2)
+        return None
+
+    return await polled(read, what="the stored recording", timeout=timeout, every=0.2)
 
 
 async def recorded_call(server: DaphneServer, ava: Any, speech_16k: dict[str, bytes]) -> tuple[Any, ...]:
@@ -173,7 +173,7 @@ async def recorded_call(server: DaphneServer, ava: Any, speech_16k: dict[str, by
         mic = asyncio.create_task(client.stream(silence(30_000), stop_when=greeted.is_set))
         greeting = await client.wait_for(is_type("transcript", role="assistant"), timeout=60)
         greeting_audio = [m.at for m in client.messages[:greeting] if m.message["type"] == "output_audio"]
-        await asyncio.sleep(max(0.0, greeting_audio[-1] + 0.5 - loop.time()))
+        await client.wait_for(is_type("agent_speech.ended"), timeout=60)  # the greeting has played out
         greeted.set()
         await mic
 
@@ -183,7 +183,7 @@ async def recorded_call(server: DaphneServer, ava: Any, speech_16k: dict[str, by
         user = await client.wait_for(is_type("transcript", role="user"), after=greeting + 1, timeout=60)
         answer = await client.wait_for(is_type("transcript", role="assistant"), after=user + 1, timeout=60)
         answer_audio = [m.at for m in client.messages[user:answer] if m.message["type"] == "output_audio"]
-        await asyncio.sleep(max(0.0, answer_audio[-1] + 0.5 - loop.time()))
+        await client.wait_for(is_type("agent_speech.ended"), after=user + 1, timeout=60)  # the answer has played out
         await client.send({"type": "stop"})
         assert await client.wait_closed() == 1000
     return call_id, origin, greeting_audio, spoke_at, speech, answer_audio
@@ -198,10 +198,7 @@ async def test_a_recorded_browser_call_is_stereo_with_each_side_on_its_channel(s
         assert status == 201, body
         call_id, origin, greeting_audio, spoke_at, speech, answer_audio = await recorded_call(server, ava, speech_16k)
         # The call ends at once, and call.ended links to its recording, which is stored a moment later.
-        deadline = time.monotonic() + 30
-        while not receiver.requests:
-            assert time.monotonic() < deadline, "call.ended never arrived"
-            await asyncio.sleep(0.1)
+        await receiver.until(lambda: receiver.requests, what="call.ended", timeout=30)
     ended = receiver.requests[0].json()["message"]
     assert ended["type"] == "call.ended" and ended["call"]["id"] == call_id
     assert ended["call"]["status"] == "completed" and ended["call"]["endedReason"] == "caller-hung-up"
@@ -247,7 +244,10 @@ async def test_a_recorded_browser_call_is_stereo_with_each_side_on_its_channel(s
 
     # The URL stops working once expired (RECORDING_URL_TTL_SECONDS on this server).
     expires = int(url.rsplit("expires=", 1)[1].split("&")[0])
-    await asyncio.sleep(max(0.0, expires + 1 - time.time()))
+    # The server process's wall clock passes the expiry (no clock of its own to drive from here).
+    await polled(
+        lambda: time.time() > expires + 1, what="the URL's expiry", timeout=max(1.0, expires + 5 - time.time())
+    )
     status, _, body = await asyncio.to_thread(http, url)
     assert status == 403 and json.loads(body)["code"] == "RECORDING_LINK_INVALID"
     fresh = (await call_detail_when(server, owner.api_key, call_id, lambda d: True))["recordingUrl"]
@@ -269,10 +269,7 @@ async def test_a_recording_that_cannot_be_stored_leaves_a_complete_call(broken_s
     def failure() -> AgentLog | None:
         return AgentLog.objects.filter(agent=ava, content__message="recording failed").first()
 
-    deadline = time.monotonic() + 30
-    while (line := await sync_to_async(failure)()) is None:
-        assert time.monotonic() < deadline, "no recording failure was logged"
-        await asyncio.sleep(0.3)
+    line = await polled(sync_to_async(failure), what="the recording failure logged", timeout=30, every=0.3)
     assert line.severity == "error" and line.content["callId"] == call_id
     call = await sync_to_async(Call.objects.get)(pk=call_id)
     assert call.status == "completed" and call.recording_key == ""

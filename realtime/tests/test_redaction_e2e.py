@@ -9,7 +9,6 @@ placeholders when redaction is on, and the real values when it is off.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from testing.chat_server import ChatServer, Text, Tools
 from testing.conversations import Caller, Exchange, agent_for, conversation
 from testing.daphne import DaphneServer, shared_test_server
 from testing.voice import record_voice
+from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
@@ -133,12 +133,8 @@ async def a_call(server: DaphneServer, chat: ChatServer, recognizer: AudioServer
 
     exchange: Exchange = await conversation(server, agent, voice, talk)
     # The log line written once the call is finished (the server writes its log lines in batches).
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 20
     ended = AgentLog.objects.filter(agent=agent, content__message="session ended")
-    while not await sync_to_async(ended.exists)():
-        assert loop.time() < deadline, "the call did not end"
-        await asyncio.sleep(0.1)
+    await polled(sync_to_async(ended.exists), what="the call's end", timeout=20, every=0.1)
     return exchange
 
 
@@ -148,11 +144,7 @@ def of_type(hook: LoopbackReceiver, kind: str) -> list[Any]:
 
 async def events_of(hook: LoopbackReceiver) -> list[bytes]:
     """The call events the agent's serverUrl received, once the last one (call.analyzed) is in."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 30
-    while not of_type(hook, "call.analyzed"):
-        assert loop.time() < deadline, "call.analyzed never arrived"
-        await asyncio.sleep(0.1)
+    await hook.until(lambda: of_type(hook, "call.analyzed"), what="call.analyzed", timeout=30)
     return [request.body for request in hook.requests if request.json()["message"]["type"].startswith("call.")]
 
 

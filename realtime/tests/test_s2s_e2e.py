@@ -20,6 +20,7 @@ from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server
 from testing.speech_to_speech_provider import CallTool, ProviderServer, Say, eventually
 from testing.voice import rms
+from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
@@ -75,18 +76,28 @@ def silence(ms: int) -> bytes:
     return b"\x00\x00" * (16 * ms)
 
 
+def audio_seconds(client: VoiceClient, start: int) -> float:
+    """Seconds of the agent's audio in the client's messages from `start` on."""
+    rates = {m.message["sampleRate"] for m in client.messages[start:] if m.message.get("type") == "output_audio"}
+    return len(client.audio(start)) / (2 * (rates.pop() if len(rates) == 1 else 24000))
+
+
 async def logged(agent: Any, message: str, severity: str | None = None, timeout: float = 15.0) -> list[Any]:
     """The server process's agent-log lines of `agent` once one starting with `message` is written
     (the server flushes its log buffer every second)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
+    seen: list[Any] = []
+
+    async def found() -> list[Any] | None:
         rows = await sync_to_async(list)(AgentLog.objects.filter(agent_id=agent.pk).values_list("severity", "content"))
+        seen[:] = rows
         if any(row[1].get("message", "").startswith(message) and severity in (None, row[0]) for row in rows):
             return rows
-        if loop.time() > deadline:
-            raise TimeoutError(f"no log line {message!r}: {[row[1].get('message') for row in rows]}")
-        await asyncio.sleep(0.2)
+        return None
+
+    try:
+        return await polled(found, what=f"the log line {message!r}", timeout=timeout, every=0.2)
+    except AssertionError:
+        raise TimeoutError(f"no log line {message!r}: {[row[1].get('message') for row in seen]}") from None
 
 
 async def test_a_conversation_through_the_speech_to_speech_provider(
@@ -150,7 +161,8 @@ async def test_a_conversation_through_the_speech_to_speech_provider(
             long = Say(LONG, delta_ms=100, pace=0.05)
             await provider.run(lambda: connection.caller_turn("Tell me everything.", long))
             audio = await client.wait_for(is_type("output_audio"), after=before, timeout=30)
-            await asyncio.sleep(1.0)  # the caller hears about a second of it
+            # The caller hears about a second of it (a second of its audio has arrived).
+            await client.wait_for(lambda _: audio_seconds(client, audio) >= 1.0, after=audio, timeout=30)
             await provider.run(connection.speech_started)
             clear = await client.wait_for(is_type("clear"), after=audio, timeout=10)
             cut = await client.wait_for(is_type("transcript", role="assistant"), after=before, timeout=10)

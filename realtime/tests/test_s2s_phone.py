@@ -18,7 +18,7 @@ from telephony.streams import stream_token_issue
 from testing.calls import wait_call
 from testing.daphne import DaphneServer, shared_test_server
 from testing.speech_to_speech_provider import ProviderServer, Say, eventually
-from testing.twilio_stream import TwilioStream, from_phone, is_event
+from testing.twilio_stream import TwilioStream, from_phone, is_event, played_out
 from testing.voice import rms
 from testing.webhooks import LoopbackReceiver, Reply
 
@@ -72,19 +72,6 @@ def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
     return agent
 
 
-async def played_out(twilio: TwilioStream, timeout: float = 30) -> None:
-    """Wait until the agent's audio has played on the phone: no media for a second, every mark echoed."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        last = max(item.at for item in twilio.messages if item.message["event"] == "media")
-        marks = [item for item in twilio.messages if item.message["event"] == "mark"]
-        if loop.time() - last > 1.0 and len(twilio.echoed) == len(marks):
-            return
-        await asyncio.sleep(0.1)
-    raise TimeoutError("the agent's audio did not finish playing")
-
-
 async def test_a_phone_call_through_the_speech_to_speech_provider(server, provider, ava):
     call_sid = "CA" + "5" * 32
     token = await sync_to_async(stream_token_issue)(
@@ -117,7 +104,11 @@ async def test_a_phone_call_through_the_speech_to_speech_provider(server, provid
             before = len(twilio.messages)
             await provider.run(lambda: connection.caller_turn("What is on the menu?", Say(LONG, pace=0.05)))
             await twilio.wait_for(is_event("media"), after=before, timeout=20)
-            await asyncio.sleep(1.0)
+            heard = len(twilio.played)
+            # The caller hears about a second of it (a second of its audio has played on the line).
+            await twilio.playback.until(
+                lambda: len(twilio.played) - heard >= 8000, what="a second of the answer played", timeout=20
+            )
             await provider.run(connection.speech_started)
             await twilio.wait_for(is_event("clear"), after=before, timeout=10)
             await eventually(lambda: connection.events("conversation.item.truncate"), what="the truncation")

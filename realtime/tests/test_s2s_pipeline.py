@@ -23,6 +23,7 @@ from realtime.engine.speech_to_speech.provider import provider_url
 from testing.fakes import FakeMixer, RecordingTransport, ScriptedTools, silence
 from testing.recording import MemoryRecorder, RecordedCall
 from testing.speech_to_speech_provider import CallTool, ProviderServer, Say, eventually
+from testing.waiting import polled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -527,12 +528,11 @@ async def test_a_refused_truncation_is_logged_and_the_call_goes_on(agent, provid
     await provider.run(
         lambda: connection.send({"type": "error", "error": {**refusal, "event_id": truncate["event_id"]}})
     )
-    for _ in range(500):
-        if any(entry["message"] == "provider refused a cancel or truncate" for entry in await logs(h)):
-            break
-        await asyncio.sleep(0.01)
-    else:
-        raise AssertionError("the refusal was not logged")
+
+    async def refusal_logged() -> bool:
+        return any(entry["message"] == "provider refused a cancel or truncate" for entry in await logs(h))
+
+    await polled(refusal_logged, what="the refusal logged", timeout=5, every=0.01)
     assert h.transport.ended is None and not h.task.done()
     call = await h.stop()
     assert call.status == "completed"

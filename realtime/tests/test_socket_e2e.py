@@ -20,6 +20,7 @@ from realtime import tokens
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.voice import record_voice, rms
+from testing.waiting import polled
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -154,7 +155,6 @@ async def test_bad_messages_get_an_error_and_the_session_goes_on(server, ava):
 
 
 async def test_a_spoken_conversation_end_to_end(server, ava, speech_16k):
-    loop = asyncio.get_running_loop()
     async with VoiceClient(socket_url(server, ava.pk, issue(ava))) as client:
         first = await client.wait_for(is_type("session.started"), timeout=60)
         call_id = client.messages[first].message["callId"]
@@ -173,9 +173,8 @@ async def test_a_spoken_conversation_end_to_end(server, ava, speech_16k):
         assert len(greeting_audio) % 2 == 0 and rms(greeting_audio) > 300  # speech, not silence
         seconds = len(greeting_audio) / 48000
         assert 3 < seconds < 15
-        # Let the greeting finish playing at the client before speaking.
-        last_audio = max(m.at for m in client.messages[:index] if m.message["type"] == "output_audio")
-        await asyncio.sleep(max(0.0, last_audio + 0.3 - loop.time()))
+        # Let the greeting finish playing at the client before speaking (the server says it has played out).
+        await client.wait_for(is_type("agent_speech.ended", interrupted=False), timeout=30)
         greeted.set()
         await mic
 
@@ -259,12 +258,13 @@ async def test_closing_the_socket_completes_the_call(server, ava):
         index = await client.wait_for(is_type("session.started"), timeout=60)
         call_id = client.messages[index].message["callId"]
         await client.send_audio(silence(200))
+
     # The server finishes the call when it sees the close; give it a moment (polling, no timing claim).
-    for _ in range(200):
+    async def ended() -> Call | None:
         call = await sync_to_async(Call.objects.get)(pk=call_id)
-        if call.status != "active":
-            break
-        await asyncio.sleep(0.05)
+        return call if call.status != "active" else None
+
+    call = await polled(ended, what=f"call {call_id} ended", timeout=10)
     assert call.status == "completed" and call.ended_at is not None
 
 

@@ -7,10 +7,6 @@ call, joins its call group again and is still ended by Twilio's status callback,
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
-import os
-import socket
 import time
 import urllib.parse
 import urllib.request
@@ -28,11 +24,12 @@ from telephony import audio
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import call_group, stream_token_issue
-from testing.clients import VoiceClient, is_type
+from testing.clients import VoiceClient, is_type, slow_client_close_code
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.stores import RedisServer
 from testing.twilio_stream import TwilioStream, is_event
 from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
+from testing.waiting import polled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -108,39 +105,34 @@ async def phone_stream(server: DaphneServer, agent: Any, call_sid: str) -> Twili
 
 async def ended_call(*, timeout: float = 15, **lookup: Any) -> Call:
     """The call once it has left `active` (AssertionError when it is still active after `timeout`)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    async def left_active() -> Call | None:
         call = await sync_to_async(Call.objects.filter(**lookup).first)()
-        if call is not None and call.status != "active":
-            return call
-        if time.monotonic() > deadline:
-            raise AssertionError(f"call {lookup} is still {call and call.status}")
-        await asyncio.sleep(0.05)
+        return call if call is not None and call.status != "active" else None
+
+    return await polled(left_active, what=f"call {lookup} leaving active", timeout=timeout)
 
 
 async def endings_logged(call: Call, *, timeout: float = 10) -> int:
     """How many "session ended" lines the agent log holds for the call (written by the server's
     log writer: waits for the first)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        count = await sync_to_async(
-            AgentLog.objects.filter(content__message="session ended", content__callId=str(call.pk)).count
-        )()
-        if count or time.monotonic() > deadline:
-            return count
-        await asyncio.sleep(0.1)
+    count: int = await polled(
+        sync_to_async(AgentLog.objects.filter(content__message="session ended", content__callId=str(call.pk)).count),
+        what=f"the session ended line of call {call.pk}",
+        timeout=timeout,
+        every=0.1,
+    )
+    return count
 
 
 async def wait_logged(log: Path, text: str, *, after: int = 0, timeout: float = 20) -> int:
     """Wait until the server log holds `text` past offset `after`; returns the log's size then."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def found() -> int:
         content = log.read_text(errors="replace")
-        if text in content[after:]:
-            return len(content)
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{text!r} not in the server log")
-        await asyncio.sleep(0.05)
+        return len(content) if text in content[after:] else 0
+
+    return await polled(found, what=f"{text!r} in the server log", timeout=timeout)
 
 
 def line(stream: TwilioStream, seconds: float = 60) -> asyncio.Task[None]:
@@ -154,48 +146,6 @@ async def stopped(task: asyncio.Task[Any]) -> None:
 
 
 # --- a client that answers the closing handshake late ------------------------------------------
-
-
-def slow_client_close_code(url: str, *, unread_seconds: float) -> int:
-    """A client on a slow network, on a plain socket with a small receive buffer: it opens the session,
-    waits for `session.started`, then reads nothing for `unread_seconds` while the greeting's audio
-    queues up on the server's side of the connection, sends `stop`, reads nothing for `unread_seconds`
-    more, then reads on to the close frame; returns the close code it read (ConnectionError when the
-    server reset the connection before the close frame reached it)."""
-    parts = urllib.parse.urlsplit(url)
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.settimeout(60)
-        sock.connect((parts.hostname, parts.port))
-        key = base64.b64encode(os.urandom(16)).decode()
-        sock.sendall(
-            f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
-            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
-        )
-        stream = sock.makefile("rb")
-        assert b" 101 " in stream.readline()
-        while stream.readline() not in (b"\r\n", b""):
-            pass
-
-        def frame() -> tuple[int, bytes]:
-            head = stream.read(2)
-            if len(head) < 2:
-                raise ConnectionError("the connection ended without a close frame")
-            length = head[1] & 0x7F
-            if length >= 126:
-                length = int.from_bytes(stream.read(2 if length == 126 else 8), "big")
-            return head[0] & 0x0F, stream.read(length)
-
-        while b"session.started" not in frame()[1]:
-            pass
-        time.sleep(unread_seconds)
-        stop = json.dumps({"type": "stop"}).encode()
-        mask = os.urandom(4)
-        sock.sendall(bytes([0x81, 0x80 | len(stop)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(stop)))
-        time.sleep(unread_seconds)
-        while (opcode_payload := frame())[0] != 8:
-            pass
-        return int.from_bytes(opcode_payload[1][:2], "big")
 
 
 async def test_a_slow_client_still_reads_the_close_code_the_service_sent(server, owner, make_agent, realtime_settings):
@@ -256,11 +206,11 @@ async def test_a_nested_frame_on_the_phone_stream_is_ignored_and_a_drop_ends_the
         await twilio.send_raw(NESTED)
         # The call goes on: a key pressed is taken and logged by the live session.
         await twilio.dtmf("5")
-        for _ in range(200):
-            keys = await sync_to_async(AgentLog.objects.filter(content__message="caller pressed a key").count)()
-            if keys:
-                break
-            await asyncio.sleep(0.05)
+        keys = await polled(
+            sync_to_async(AgentLog.objects.filter(content__message="caller pressed a key").count),
+            what="the key logged",
+            timeout=10,
+        )
         assert keys == 1 and not twilio.closed
         await stopped(audio_line)
         await twilio.drop()

@@ -144,10 +144,7 @@ async def test_a_typed_turn_while_the_agent_is_still_answering_drops_that_answer
     task = asyncio.create_task(session.run())
     await asyncio.wait_for(session.settled(), 10)
     await session.caller_text("First question")
-    for _ in range(1000):  # the first answer's tool is running
-        if tools.calls:
-            break
-        await asyncio.sleep(0.01)
+    await tools.arrived.until(lambda: tools.calls, what="the first answer's tool running", timeout=10)
     await turn(session, "Second question")
     tools.release.set()
     disclosure = transport.said()[0]

@@ -6,7 +6,6 @@ server's background worker) and the document becomes `ready`."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from calls.models import Call, CallMessage
 from realtime import tokens
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer, start_test_server, stop_test_server, wait_until_indexed
+from testing.waiting import polled_sync
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -49,14 +49,7 @@ def api(server: DaphneServer, key: str, method: str, path: str, body: Any = None
 
 
 def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.05)
+    return polled_sync(predicate, what=what, timeout=timeout)
 
 
 def kill(server: DaphneServer) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from testing.twilio_webhooks import (
     make_account,
     twilio_api_fixture,  # noqa: F401 - the fixture
 )
+from testing.waiting import polled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -72,13 +72,7 @@ async def api(server: DaphneServer, owner: Any, path: str, body: Any = None, met
 
 
 async def eventually(check: Any, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.2)
+    return await polled(check, what=str(check), timeout=timeout, every=0.2)
 
 
 async def test_a_browser_call_greets_with_its_variables_and_keeps_them(server, owner, make_agent):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -22,6 +21,7 @@ from agents.models import Agent
 from calls.models import Call, CallStatus
 from testing.daphne import DaphneServer, shared_test_server
 from testing.factories import AgentFactory, CallFactory
+from testing.waiting import polled_sync
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -163,14 +163,15 @@ def _threads_and_files(server: DaphneServer) -> tuple[int, int]:
     """The server's threads and open files, once the clients' connections are gone: the counts of two
     polls in a row 0.2 s apart that agree."""
     assert server.process is not None
-    pid, last = server.process.pid, (-1, -1)
-    for _ in range(50):
+    pid, last = server.process.pid, [(-1, -1)]
+
+    def agreeing() -> tuple[int, int] | None:
         now = len(os.listdir(f"/proc/{pid}/task")), len(os.listdir(f"/proc/{pid}/fd"))
-        if now == last:
-            return now
-        last = now
-        time.sleep(0.2)
-    return last
+        agreed = now == last[0]
+        last[0] = now
+        return now if agreed else None
+
+    return polled_sync(agreeing, what="the server's threads and files settling", timeout=10, every=0.2)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads the server's threads and files in /proc")

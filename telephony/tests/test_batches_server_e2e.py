@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from telephony.models import CallBatch, OutboundCall
 from telephony.services.numbers import phone_number_claim
 from telephony.tasks import run_batch_tick
 from testing.daphne import start_test_server, stop_test_server
+from testing.waiting import polled_sync
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -34,15 +34,6 @@ def post(url: str, key: str, body: Any) -> Any:
     )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
-
-
-def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.05)
-    return value
 
 
 def open_calls(batch_id: Any) -> list[Call]:
@@ -72,11 +63,11 @@ def test_the_servers_scheduler_places_the_batch_and_a_restart_places_nothing_twi
                 "concurrency": 2,
             },
         )
-        wait_until(lambda: len(open_calls(batch["id"])) == 2, timeout=20, what="the first two calls")
+        polled_sync(lambda: len(open_calls(batch["id"])) == 2, timeout=20, what="the first two calls")
         time.sleep(1)  # several ticks: still two
         assert len(open_calls(batch["id"])) == 2
         complete(open_calls(batch["id"])[0])  # ends here; the server's next tick fills the slot
-        wait_until(lambda: Call.objects.count() == 3, timeout=20, what="the third call")
+        polled_sync(lambda: Call.objects.count() == 3, timeout=20, what="the third call")
     finally:
         assert server.process is not None
         server.process.kill()  # the scheduler dies mid-batch
@@ -85,9 +76,9 @@ def test_the_servers_scheduler_places_the_batch_and_a_restart_places_nothing_twi
         complete(call)
     again = start_test_server(tmp_path_factory, "batches-restarted", SCHEDULER, public=True)
     try:
-        wait_until(lambda: Call.objects.count() == 4, timeout=20, what="the last call, after the restart")
+        polled_sync(lambda: Call.objects.count() == 4, timeout=20, what="the last call, after the restart")
         complete(open_calls(batch["id"])[0])
-        wait_until(lambda: CallBatch.objects.get(pk=batch["id"]).status == "completed", timeout=20, what="completion")
+        polled_sync(lambda: CallBatch.objects.get(pk=batch["id"]).status == "completed", timeout=20, what="completion")
     finally:
         stop_test_server(again)
     links = OutboundCall.objects.filter(recipient__batch_id=batch["id"])

@@ -31,8 +31,9 @@ from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, issue, socket_url
 from testing.daphne import DaphneServer, shared_test_server
 from testing.dtmf import dtmf_decode
-from testing.twilio_stream import TwilioStream, is_event
+from testing.twilio_stream import TwilioStream, quiet
 from testing.twilio_webhooks import make_account
+from testing.waiting import polled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -79,44 +80,18 @@ async def phone_stream(server: DaphneServer, agent: Any, call_sid: str) -> Twili
 class Line:
     """The phone line's caller audio: silence, 20 ms at a time, until the call ends."""
 
-    def __init__(self, twilio: TwilioStream) -> None:
+    def __init__(self, twilio: TwilioStream, seconds: float = 600) -> None:
         self.twilio = twilio
-        self.task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        silence = bytes([audio.SILENCE_BYTE]) * audio.FRAME_BYTES
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        sent = 0
-        while not self.twilio.closed:
-            await self.twilio.send_media(silence)
-            sent += 1
-            await asyncio.sleep(max(0.0, start + sent * 0.02 - loop.time()))
+        silence = bytes([audio.SILENCE_BYTE]) * int(8000 * seconds)
+        self.task = asyncio.create_task(twilio.stream(silence, stop_when=lambda: twilio.closed))
 
     async def close(self) -> None:
         self.task.cancel()
         await asyncio.gather(self.task, return_exceptions=True)
 
 
-async def quiet(twilio: TwilioStream, *, after: int = 0, seconds: float = 1.0, timeout: float = 60) -> int:
-    """Wait until the agent has sent audio after message `after` and then none for `seconds`; the
-    index of the first message after that audio."""
-    await twilio.wait_for(is_event("media"), after=after, timeout=timeout)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        last = max(item.at for item in twilio.messages[after:] if item.message["event"] == "media")
-        if loop.time() - last > seconds:
-            return len(twilio.messages)
-        await asyncio.sleep(0.05)
-    raise AssertionError("the agent kept sending audio")
-
-
 async def requests_after(chat: ChatServer, first: int, count: int, timeout: float = 30) -> list[Any]:
-    deadline = time.monotonic() + timeout
-    while len(chat.requests) < first + count:
-        assert time.monotonic() < deadline, f"{len(chat.requests) - first} of {count} model requests"
-        await asyncio.sleep(0.05)
+    await chat.until(lambda: len(chat.requests) >= first + count, what=f"{count} model requests", timeout=timeout)
     return chat.requests[first:]
 
 
@@ -141,15 +116,13 @@ def tool_result(request: Any) -> dict[str, Any]:
 
 
 async def session_tools(agent: Any) -> list[str]:
-    for _ in range(200):
-        entries = await sync_to_async(
-            lambda: list(AgentLog.objects.filter(agent=agent, content__message="session started"))
-        )()
-        if entries:
-            tools: list[str] = entries[0].content["tools"]
-            return tools
-        await asyncio.sleep(0.05)
-    raise AssertionError("no session started line")
+    entries = await polled(
+        sync_to_async(lambda: list(AgentLog.objects.filter(agent=agent, content__message="session started"))),
+        what="the session started line",
+        timeout=10,
+    )
+    tools: list[str] = entries[0].content["tools"]
+    return tools
 
 
 # --- send_digits -----------------------------------------------------------------------------------
@@ -232,8 +205,7 @@ async def keys_call(server: DaphneServer, agent: Any, call_sid: str, presses: li
         for key, pause in presses:
             await asyncio.sleep(pause)
             await twilio.dtmf(key)
-        await asyncio.sleep(2.5)  # past the keypad's timeout
-        await quiet(twilio, after=greeted)
+        await quiet(twilio, after=greeted)  # the answer, once the keypad's timeout has ended the turn
         await twilio.stop()
         await line.close()
         await twilio.wait_closed()
@@ -251,12 +223,11 @@ async def keys_logged(agent: Any, count: int) -> list[str]:
         entries = AgentLog.objects.filter(agent=agent, content__message="caller pressed a key")
         return [entry.content["digit"] for entry in entries.order_by("timestamp", "sequence")]
 
-    for _ in range(200):
+    async def enough() -> list[str] | None:
         keys = await sync_to_async(read)()
-        if len(keys) >= count:
-            break
-        await asyncio.sleep(0.05)
-    return keys
+        return keys if len(keys) >= count else None
+
+    return await polled(enough, what=f"{count} keys in the agent log", timeout=10)
 
 
 async def test_consecutive_keys_are_one_caller_turn(server, owner, make_agent, realtime_settings):

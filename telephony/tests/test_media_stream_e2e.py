@@ -31,6 +31,7 @@ from testing.daphne import DaphneServer, shared_test_server, start_test_server, 
 from testing.twilio_stream import TwilioStream, from_phone, greeted, is_event, to_phone
 from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
 from testing.voice import record_voice, rms
+from testing.waiting import polled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -284,13 +285,11 @@ async def test_a_phone_call_end_to_end(server, ava, voice):
     # wideband, see bench/voice_latency.py --scenario phone for the word error rate).
     assert len(users) == 3 and users[0] and users[1] and users[2] == "the caller entered 1"
     # The key is in the agent log (written by the server's log writer: poll).
-    for _ in range(200):
-        keys = await sync_to_async(
-            lambda: list(AgentLog.objects.filter(agent=ava, content__message="caller pressed a key"))
-        )()
-        if keys:
-            break
-        await asyncio.sleep(0.05)
+    keys = await polled(
+        sync_to_async(lambda: list(AgentLog.objects.filter(agent=ava, content__message="caller pressed a key"))),
+        what="the key in the agent log",
+        timeout=10,
+    )
     assert [entry.content.get("digit") for entry in keys] == ["1"]
     # The answer cut by the barge-in keeps only what was heard: a part of it.
     cut = rows[rows.index(("user", users[0])) + 1]
@@ -308,11 +307,8 @@ async def test_a_transfer_goes_through_twilios_rest_api(server, ava, voice, twil
         silence = bytes([audio.SILENCE_BYTE]) * 8000
         for attempt in range(4):
             await twilio.stream(voice[ASK_FOR_PERSON[attempt % 2]] + silence * 2)
-            for _ in range(100):
-                if twilio_api.requests:
-                    break
-                await twilio.send_media(silence[:160])
-                await asyncio.sleep(0.02)
+            # The line goes on (silence) until the transfer request arrives, or for two seconds.
+            await twilio.stream(silence * 2, stop_when=lambda: bool(twilio_api.requests))
             if twilio_api.requests:
                 break
         assert twilio_api.requests, await transcript(await wait_call(call_sid))

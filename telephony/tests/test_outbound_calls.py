@@ -6,7 +6,6 @@ and bad input is a clear 4xx with nothing placed."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -35,6 +34,7 @@ from testing.twilio_webhooks import (
     sign,
     status_params,
 )
+from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Reply
 
 NUMBER = "+14155550123"
@@ -555,10 +555,9 @@ def test_with_celery_a_worker_places_the_call_queued_on_commit(
         call_id = _place(owner, ava).json()["id"]
         assert Call.objects.get(pk=call_id).status == "queued"  # on the broker: no worker yet
         with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
-            deadline = time.monotonic() + 60
-            while Call.objects.get(pk=call_id).status != "ringing":
-                assert time.monotonic() < deadline, "the worker did not place the call"
-                time.sleep(0.05)
+            polled_sync(
+                lambda: Call.objects.get(pk=call_id).status == "ringing", what="the worker placing the call", timeout=60
+            )
     finally:
         app.conf.task_always_eager = True
     assert len(created_calls(twilio_api.requests)) == 1

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from testing.daphne import DaphneServer, shared_test_server
 from testing.twilio_rest import CreatedCall, call_created, call_updates, created_calls
 from testing.twilio_stream import TwilioStream, greeted, is_event
 from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
+from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
@@ -34,6 +34,9 @@ GREETING = "Hello {{firstName}}, this is {{agent.name}} from Acme, calling about
 NUMBER = "+14155550100"
 CALLEE = "+14155550199"
 ACCOUNT_SID = "AC" + "4" * 32
+OTHER_ACCOUNT_SID = "AC" + "8" * 32  # another organization's
+OTHER_NUMBER = "+14155550111"
+OTHER_CALLEE = "+14155550133"
 AUTH_TOKEN = "e" * 32
 
 
@@ -109,23 +112,18 @@ async def place_call(server: DaphneServer, owner: Any, ava: Any, to: str = CALLE
 
 
 async def placed(twilio_api: LoopbackReceiver, count: int, timeout: float = 15) -> list[CreatedCall]:
-    deadline = time.monotonic() + timeout
-    while len(created_calls(twilio_api.requests)) < count:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{len(created_calls(twilio_api.requests))} of {count} calls placed")
-        await asyncio.sleep(0.05)
+    await twilio_api.until(
+        lambda: len(created_calls(twilio_api.requests)) >= count, what=f"{count} calls placed", timeout=timeout
+    )
     return created_calls(twilio_api.requests)
 
 
 async def status_of(call_id: str, wanted: str, timeout: float = 15) -> Call:
-    deadline = time.monotonic() + timeout
-    while True:
+    async def reached() -> Call | None:
         call = await sync_to_async(Call.objects.get)(pk=call_id)
-        if call.status == wanted:
-            return call
-        if time.monotonic() > deadline:
-            raise AssertionError(f"call {call_id} is {call.status}, not {wanted}")
-        await asyncio.sleep(0.05)
+        return call if call.status == wanted else None
+
+    return await polled(reached, what=f"call {call_id} {wanted}", timeout=timeout)
 
 
 async def test_an_outbound_call_rings_is_answered_by_the_agent_and_completes(server, owner, ava, twilio_api):
@@ -196,27 +194,43 @@ async def test_hang_up_ends_a_live_outbound_call_at_the_carrier_and_its_stream(s
     assert status == 409 and again["code"] == "CALL_ENDED"
 
 
-async def test_extra_calls_wait_queued_and_are_placed_when_a_call_ends(server, owner, ava, twilio_api):
+def other_agent(outsider: Any, make_agent: Any) -> Any:
+    """An agent of another organization, with a number and a Twilio account of its own."""
+    agent = make_agent(outsider.organization, name="Olive", status="active", greeting_type="static")
+    telephony_account_set(organization=outsider.organization, account_sid=OTHER_ACCOUNT_SID, auth_token=AUTH_TOKEN)
+    agent.number = phone_number_claim(organization=outsider.organization, number=OTHER_NUMBER)
+    return agent
+
+
+async def test_extra_calls_wait_queued_and_are_placed_when_a_call_ends(
+    server, owner, ava, twilio_api, outsider, make_agent
+):
     """Plan concurrency 1: the second call waits `queued`; the first ends unanswered (busy) and the
     server's dispatcher places the second at once (call_ended), without a poll."""
     twilio_api.requests.clear()
     await sync_to_async(Plan.objects.filter(pk=owner.organization.plan_id).update)(max_outbound_calls=1)
-    first_sid, second_sid = "CA" + "e3" * 16, "CA" + "e4" * 16
-    twilio_api.reply(call_created(first_sid), call_created(second_sid))
+    first_sid, other_sid, second_sid = "CA" + "e3" * 16, "CA" + "e5" * 16, "CA" + "e4" * 16
+    twilio_api.reply(call_created(first_sid), call_created(other_sid), call_created(second_sid))
     ids = []
     for to in (CALLEE, "+14155550198"):
         status, body = await place_call(server, owner, ava, to)
         assert status == 201
         ids.append(body["id"])
     [first] = await placed(twilio_api, 1)
-    await asyncio.sleep(1.5)  # a poll round or more: still one
-    assert len(created_calls(twilio_api.requests)) == 1
+    # Another organization's call, queued after the second: the dispatcher round that places it went over
+    # the queue oldest first, so past this organization's second call, and left that one queued.
+    olive = await sync_to_async(other_agent)(outsider, make_agent)
+    status, _ = await place_call(server, outsider, olive, OTHER_CALLEE)
+    assert status == 201
+    _, other = await placed(twilio_api, 2)
+    assert other.fields["To"] == OTHER_CALLEE
+    assert len(created_calls(twilio_api.requests)) == 2
     assert (await sync_to_async(Call.objects.get)(pk=ids[1])).status == "queued"
 
     assert await sync_to_async(callback)(server, first, first_sid, "busy") == 204
     call = await status_of(ids[0], "busy")
     assert call.ended_reason == "busy" and call.billable_seconds == 0
-    second = (await placed(twilio_api, 2, timeout=5))[1]
+    second = (await placed(twilio_api, 3, timeout=5))[2]
     assert second.fields["To"] == "+14155550198"
     assert (await status_of(ids[1], "ringing")).provider_call_id == second_sid
     assert await sync_to_async(callback)(server, second, second_sid, "no-answer") == 204

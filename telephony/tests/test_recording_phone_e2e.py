@@ -39,6 +39,7 @@ from testing.daphne import shared_test_server
 from testing.twilio_stream import TwilioStream, greeted, is_event, to_phone
 from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
 from testing.voice import record_voice
+from testing.waiting import polled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -114,14 +115,16 @@ async def test_a_recorded_phone_call_has_each_side_on_its_channel_and_the_agent_
         (await asyncio.to_thread(get, f"{server.http_url}/public/v1/calls/{call.pk}", owner.api_key))[1]
     )
     assert detail["recordingUrl"], detail  # from the end of the call on
-    deadline = time.monotonic() + 60
-    while True:  # 404 RECORDING_NOT_READY until it is stored, a moment later
-        url = f"{server.http_url}/public/v1/calls/{call.pk}/recording"
+    url = f"{server.http_url}/public/v1/calls/{call.pk}/recording"
+
+    async def stored() -> tuple[int, bytes] | None:  # 404 RECORDING_NOT_READY until it is stored, a moment later
         status, data = await asyncio.to_thread(get, url, owner.api_key)
-        if status != 404 or time.monotonic() > deadline:
-            break
-        assert json.loads(data)["code"] == "RECORDING_NOT_READY"
-        await asyncio.sleep(0.3)
+        if status == 404:
+            assert json.loads(data)["code"] == "RECORDING_NOT_READY"
+            return None
+        return status, data
+
+    status, data = await polled(stored, what="the stored recording", timeout=60, every=0.3)
     assert status == 200
     with av.open(io.BytesIO(data)) as container:
         rate = container.streams.audio[0].rate

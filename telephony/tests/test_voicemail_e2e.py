@@ -28,8 +28,9 @@ from telephony.streams import stream_token_issue
 from telephony.voicemail import AMD_PATH
 from testing.calls import wait_call
 from testing.daphne import DaphneServer, shared_test_server
-from testing.twilio_stream import TwilioStream, from_phone, is_event
+from testing.twilio_stream import TwilioStream, from_phone, is_event, quiet
 from testing.twilio_webhooks import amd_params
+from testing.waiting import polled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -160,25 +161,38 @@ async def log_line(agent: Any, message: str, timeout: float = 10) -> dict[str, A
     """The agent-log line `message` of the agent's call (written by the server's log writer: polled)."""
     from calls.models import AgentLog
 
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        found = await sync_to_async(
-            lambda: (
-                AgentLog.objects.filter(agent=agent, content__message=message).values_list("content", flat=True).first()
+    def read() -> dict[str, Any] | None:
+        found = AgentLog.objects.filter(agent=agent, content__message=message).values_list("content", flat=True).first()
+        return None if found is None else dict(found)
+
+    try:
+        return await polled(sync_to_async(read), what=f"the log line {message!r}", timeout=timeout)
+    except AssertionError:
+        lines = await sync_to_async(
+            lambda: list(
+                AgentLog.objects.filter(agent=agent).order_by("timestamp", "sequence").values_list("content", flat=True)
             )
         )()
-        if found is not None:
-            return dict(found)
-        if asyncio.get_running_loop().time() > deadline:
-            lines = await sync_to_async(
-                lambda: list(
-                    AgentLog.objects.filter(agent=agent)
-                    .order_by("timestamp", "sequence")
-                    .values_list("content", flat=True)
-                )
-            )()
-            raise AssertionError(f"no {message!r} in {lines}")
-        await asyncio.sleep(0.05)
+        raise AssertionError(f"no {message!r} in {lines}") from None
+
+
+async def call_log_line(call: Call, message: str, timeout: float = 20) -> dict[str, Any]:
+    """The agent-log line `message` of the session that carries `call` (its "session started" line names
+    the call; written by the server's log writer: polled)."""
+    from calls.models import AgentLog
+
+    def read() -> dict[str, Any] | None:
+        started = AgentLog.objects.filter(content__message="session started", content__callId=str(call.pk)).first()
+        if started is None:
+            return None
+        found = (
+            AgentLog.objects.filter(agent_id=started.agent_id, session_id=started.session_id, content__message=message)
+            .values_list("content", flat=True)
+            .first()
+        )
+        return None if found is None else dict(found)
+
+    return await polled(sync_to_async(read), what=f"the log line {message!r} of call {call.pk}", timeout=timeout)
 
 
 def report(name: str, **values: float) -> None:
@@ -225,7 +239,7 @@ async def test_a_human_verdict_ends_the_hold_and_the_agent_greets(server, leaves
         started = loop.time()
         await twilio.start()
         line = Line(twilio)
-        await asyncio.sleep(0.5)
+        await call_log_line(call, "session started")  # the session holds the greeting now
         posted = loop.time()
         assert await sync_to_async(post_verdict)(server, call_sid, "human", 900) == 204
         heard = await first_media_after(twilio, started)
@@ -235,7 +249,8 @@ async def test_a_human_verdict_ends_the_hold_and_the_agent_greets(server, leaves
         held = await log_line(leaves_message, "greeting held for answering-machine detection")
         assert held["answeredBy"] == "human" and held["greeting"] == "played"
         assert held["heldMs"] < GREETING_HOLD_SECONDS * 1000 and heard - (posted - started) < GREETING_HOLD_SECONDS
-        await asyncio.sleep(2)
+        # The greeting plays out (its audio ends and every mark is echoed): it was never cut.
+        await quiet(twilio)
         assert not any(item.message["event"] == "clear" for item in twilio.messages)
         await line.close()
         await twilio.stop()
@@ -282,8 +297,8 @@ async def test_a_machine_hears_the_message_with_the_calls_variables_and_the_call
     async with TwilioStream(stream_url(server), token, call_sid=call_sid) as twilio:
         await twilio.start()
         line = Line(twilio)
-        await first_media_after(twilio, loop.time())  # the greeting (no verdict in time)
-        await asyncio.sleep(0.5)
+        first = await twilio.wait_for(is_event("media"), timeout=30)  # the greeting (no verdict in time)
+        await twilio.wait_for(is_event("media"), after=first + 1, timeout=30)  # and it goes on playing
         before = len(twilio.messages)
         posted = loop.time()
         assert await sync_to_async(post_verdict)(server, call_sid, "machine_end_beep", 6100) == 204
@@ -312,13 +327,13 @@ async def test_a_machine_hears_the_message_with_the_calls_variables_and_the_call
 
 async def test_a_machine_verdict_during_the_hold_skips_the_greeting(server, leaves_message):
     call_sid = sid("4")
-    _, token = await sync_to_async(answered_call)(leaves_message, call_sid)
+    call, token = await sync_to_async(answered_call)(leaves_message, call_sid)
     loop = asyncio.get_running_loop()
     async with TwilioStream(stream_url(server), token, call_sid=call_sid) as twilio:
         started = loop.time()
         await twilio.start()
         line = Line(twilio)
-        await asyncio.sleep(0.2)
+        await call_log_line(call, "session started")  # the session holds the greeting now
         assert await sync_to_async(post_verdict)(server, call_sid, "machine_end_silence") == 204
         heard = await first_media_after(twilio, started)
         report("machine_end_silence during the hold", message_audio_after_start=heard)
@@ -334,16 +349,20 @@ async def test_a_machine_verdict_during_the_hold_skips_the_greeting(server, leav
 
 async def test_machine_start_waits_for_the_beep_then_leaves_the_message(server, leaves_message):
     call_sid = sid("5")
-    _, token = await sync_to_async(answered_call)(leaves_message, call_sid)
+    call, token = await sync_to_async(answered_call)(leaves_message, call_sid)
     async with TwilioStream(stream_url(server), token, call_sid=call_sid) as twilio:
         await twilio.start()
         line = Line(twilio)
-        await asyncio.sleep(0.2)
+        await call_log_line(call, "session started")  # the session holds the greeting now
         assert await sync_to_async(post_verdict)(server, call_sid, "machine_start", 1200) == 204
-        await asyncio.sleep(2.5)  # the machine's greeting: the agent stays quiet
+        # The machine's greeting: the hold ends without the agent's greeting, and the agent stays quiet.
+        held = await call_log_line(call, "greeting held for answering-machine detection")
+        assert held["answeredBy"] == "machine_start" and held["greeting"] == "not played", held
         assert not any(item.message["event"] == "media" for item in twilio.messages)
+        beep = asyncio.get_running_loop().time()
         assert await sync_to_async(post_verdict)(server, call_sid, "machine_end_beep", 4800) == 204
-        await twilio.wait_for(is_event("media"), timeout=30)
+        first = await twilio.wait_for(is_event("media"), timeout=30)
+        assert twilio.messages[first].at >= beep  # the agent said nothing before the beep
         assert await twilio.wait_closed(timeout=90) == 1000
         await line.close()
     row = await wait_call(call_sid, status="completed")
@@ -354,12 +373,12 @@ async def test_machine_start_waits_for_the_beep_then_leaves_the_message(server, 
 @pytest.mark.parametrize("verdict", ["machine_start", "machine_end_beep", "fax"])
 async def test_with_hang_up_a_machine_ends_the_call_at_once(server, hangs_up, verdict):
     call_sid = sid("6" if verdict == "machine_start" else "7" if verdict == "fax" else "8")
-    _, token = await sync_to_async(answered_call)(hangs_up, call_sid)
+    call, token = await sync_to_async(answered_call)(hangs_up, call_sid)
     loop = asyncio.get_running_loop()
     async with TwilioStream(stream_url(server), token, call_sid=call_sid) as twilio:
         await twilio.start()
         line = Line(twilio)
-        await asyncio.sleep(0.3)
+        await call_log_line(call, "session started")  # the session holds the greeting now
         posted = loop.time()
         assert await sync_to_async(post_verdict)(server, call_sid, verdict) == 204
         assert await twilio.wait_closed(timeout=10) == 1000

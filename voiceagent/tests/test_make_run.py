@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import wave
@@ -26,6 +25,7 @@ import pytest
 from testing.clients import VoiceClient, is_type
 from testing.daphne import wait_until_indexed
 from testing.servers import free_port
+from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = pytest.mark.slow
@@ -66,38 +66,48 @@ def _copy_repository(target: Path) -> None:
 
 
 def _wait_until_serving(process: subprocess.Popen[bytes], base: str, log: Path, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def serving() -> bool:
         if process.poll() is not None:
-            raise AssertionError(f"make run exited with {process.returncode}:\n{log.read_text()[-4000:]}")
+            raise RuntimeError(f"make run exited with {process.returncode}:\n{log.read_text()[-4000:]}")
         try:
             with urllib.request.urlopen(f"{base}/livez", timeout=2) as response:
-                if response.status == 200:
-                    return
+                return response.status == 200
         except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"make run did not serve within {timeout} s:\n{log.read_text()[-4000:]}")
+            return False
+
+    try:
+        polled_sync(serving, what="make run serving /livez", timeout=timeout, every=0.5)
+    except RuntimeError as exited:
+        raise AssertionError(str(exited)) from None
+    except AssertionError:
+        raise AssertionError(f"make run did not serve within {timeout} s:\n{log.read_text()[-4000:]}") from None
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
     """make, its shell, Daphne and the recognition workers share the process group started here."""
     group = process.pid
+
+    def gone() -> bool:
+        try:
+            process.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            return False
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
     for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
         try:
             os.killpg(group, sig)
         except ProcessLookupError:
             break
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                process.wait(timeout=0.2)
-            except subprocess.TimeoutExpired:
-                continue
-            try:
-                os.killpg(group, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.2)
+        try:
+            polled_sync(gone, what="make's process group ending", timeout=wait, every=0.2)
+        except AssertionError:
+            continue
+        return
 
 
 @pytest.fixture(scope="module")
@@ -241,9 +251,16 @@ def test_a_knowledge_upload_reaches_no_broker(made_server: MadeServer, active_ag
             return log.read().decode(errors="replace")
 
     # Celery logs the task's success once it has returned, a moment after the document is ready.
-    deadline = time.monotonic() + 10
-    while "ingest_document" not in (during := logged_since_upload()) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    def success_logged() -> str:
+        text = logged_since_upload()
+        return text if "ingest_document" in text else ""
+
+    during = polled_sync(
+        success_logged,
+        what="the task's success in the server log",
+        timeout=10,
+        every=0.1,
+    )
     assert "ingest_document" in during  # the task ran in the server process
     assert "No hostname was supplied" not in during
     assert "kombu" not in during
