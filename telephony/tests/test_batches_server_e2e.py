@@ -5,7 +5,6 @@ a server killed and started again places no recipient twice. The Celery path: th
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from typing import Any
 
@@ -18,6 +17,7 @@ from telephony.models import CallBatch, OutboundCall
 from telephony.services.numbers import phone_number_claim
 from telephony.tasks import run_batch_tick
 from testing.daphne import start_test_server, stop_test_server
+from testing.twilio_webhooks import make_account
 from testing.waiting import polled_sync
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -40,16 +40,25 @@ def open_calls(batch_id: Any) -> list[Call]:
     return list(Call.objects.filter(outbound__recipient__batch_id=batch_id, status__in=OPEN_STATUSES))
 
 
+def placed(batch_id: Any) -> int:
+    return Call.objects.filter(outbound__recipient__batch_id=batch_id).count()
+
+
 def complete(call: Call) -> None:
     Call.objects.filter(pk=call.pk).update(status="active")  # answered (the stream attached)
     call_services.call_finish(call=Call.objects.get(pk=call.pk), status="completed")
 
 
 def test_the_servers_scheduler_places_the_batch_and_a_restart_places_nothing_twice(
-    owner, make_agent, tmp_path_factory, outbound_ready
+    owner, outsider, make_agent, tmp_path_factory, outbound_ready
 ):
     agent = make_agent(owner.organization, name="Ava", status="active")
     number = phone_number_claim(organization=owner.organization, number="+14155550100")
+    # Another organization's batch (its own account, number and limits) is the scheduler's clock: its
+    # second call is placed by a later tick than its first, so ticks have passed over the owner's batch.
+    other_agent = make_agent(outsider.organization, name="Olive", status="active")
+    make_account(outsider.organization, account_sid="AC" + "7" * 32)
+    other_number = phone_number_claim(organization=outsider.organization, number="+14155550101")
     server = start_test_server(tmp_path_factory, "batches", SCHEDULER, public=True)
     try:
         batch = post(
@@ -64,10 +73,24 @@ def test_the_servers_scheduler_places_the_batch_and_a_restart_places_nothing_twi
             },
         )
         polled_sync(lambda: len(open_calls(batch["id"])) == 2, timeout=20, what="the first two calls")
-        time.sleep(1)  # several ticks: still two
-        assert len(open_calls(batch["id"])) == 2
+        other = post(
+            f"{server.http_url}/public/v1/call-batches",
+            outsider.api_key,
+            {
+                "name": "Ticks",
+                "agentId": str(other_agent.id),
+                "phoneNumberId": str(other_number.id),
+                "recipients": [{"to": f"+1415555{2000 + i}"} for i in range(2)],
+                "concurrency": 1,
+            },
+        )
+        polled_sync(lambda: len(open_calls(other["id"])) == 1, timeout=20, what="the other batch's first call")
+        complete(open_calls(other["id"])[0])
+        polled_sync(lambda: len(open_calls(other["id"])) == 1, timeout=20, what="the other batch's second call")
+        complete(open_calls(other["id"])[0])
+        assert len(open_calls(batch["id"])) == 2  # the ticks that placed the other batch's calls: still two
         complete(open_calls(batch["id"])[0])  # ends here; the server's next tick fills the slot
-        polled_sync(lambda: Call.objects.count() == 3, timeout=20, what="the third call")
+        polled_sync(lambda: placed(batch["id"]) == 3, timeout=20, what="the third call")
     finally:
         assert server.process is not None
         server.process.kill()  # the scheduler dies mid-batch
@@ -76,7 +99,7 @@ def test_the_servers_scheduler_places_the_batch_and_a_restart_places_nothing_twi
         complete(call)
     again = start_test_server(tmp_path_factory, "batches-restarted", SCHEDULER, public=True)
     try:
-        polled_sync(lambda: Call.objects.count() == 4, timeout=20, what="the last call, after the restart")
+        polled_sync(lambda: placed(batch["id"]) == 4, timeout=20, what="the last call, after the restart")
         complete(open_calls(batch["id"])[0])
         polled_sync(lambda: CallBatch.objects.get(pk=batch["id"]).status == "completed", timeout=20, what="completion")
     finally:

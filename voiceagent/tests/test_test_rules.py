@@ -22,16 +22,6 @@ PACING = {
     ("telephony/tests/test_keypad_e2e.py", "test_the_terminator_ends_the_turn_early"): "keys at the caller's pace",
 }
 
-# Work left: negatives ("nothing happens for a while") still waited out on the wall clock, each to be tied
-# to a later event that must come after the one that must not happen. This list only shrinks.
-NOT_YET_TIED = {
-    (
-        "telephony/tests/test_batches_server_e2e.py",
-        "test_the_servers_scheduler_places_the_batch_and_a_restart_places_nothing_twice",
-    ),
-    ("calls/tests/test_events_e2e.py", "test_a_400_is_final_and_redeliver_sends_it_again"),
-}
-
 
 def _is_sleep(call: ast.Call) -> bool:
     func = call.func
@@ -80,16 +70,14 @@ def test_no_test_module_sleeps_on_the_wall_clock_to_wait():
         module = path.relative_to(REPO).as_posix()
         for function, line in _sleeps(path):
             key = (module, function)
-            if key in PACING or key in NOT_YET_TIED:
+            if key in PACING:
                 used.add(key)
                 continue
             offenders.append(f"{module}:{line} in {function}")
     assert not offenders, (
         "sleeps on the wall clock in test modules (await the event: testing/waiting.py):\n" + "\n".join(offenders)
     )
-    assert used == set(PACING) | NOT_YET_TIED, (
-        f"allow-list entries with no sleep left: {set(PACING) | NOT_YET_TIED - used}"
-    )
+    assert used == set(PACING), f"allow-list entries with no sleep left: {set(PACING) - used}"
 
 
 def test_the_check_finds_a_sleep(tmp_path):
