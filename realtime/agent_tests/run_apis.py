@@ -102,7 +102,9 @@ class TestRunCreateApi(PublicApiView):
         test_ids = body.get("testIds")
         if test_ids is not None and not isinstance(test_ids, list):
             raise ApiError.field("testIds", "must be a list of test ids")
-        tag = body.get("tag") or ""
+        tag = body.get("tag", "")
+        if "tag" in body and (not isinstance(tag, str) or not tag.strip()):
+            raise ApiError.field("tag", "must name a tag (leave tag out to run every test)")
         run = test_run_create(agent=agent, test_ids=test_ids or None, tag=tag, repeat=body.get("repeat", 1))
         return Response({"id": str(run.pk), "status": "queued"}, status=202)
 

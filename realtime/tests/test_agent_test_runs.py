@@ -361,6 +361,9 @@ def test_a_test_run_counts_in_no_live_gauge(owner, olive, hook, anonymous, inlin
         ),
         ({"testIds": "all"}, "Invalid testIds: must be a list of test ids"),
         ({"tag": "nothing-has-it"}, "Nothing to run: the agent has no test tagged 'nothing-has-it'."),
+        ({"tag": ""}, "Invalid tag: must name a tag (leave tag out to run every test)"),
+        ({"tag": "  "}, "Invalid tag: must name a tag (leave tag out to run every test)"),
+        ({"tag": None}, "Invalid tag: must name a tag (leave tag out to run every test)"),
     ],
 )
 def test_bad_runs_are_refused_with_a_clear_message(owner, olive, inline_runs, body, message):
