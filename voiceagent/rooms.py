@@ -26,9 +26,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 PUBLIC_PREFIX = "public/v1/"
 
-# resource (its path's segments without the ids) -> the package its views live in (several only while a
-# package is being moved).
-ROOMS: dict[str, str | tuple[str, ...]] = {
+# resource (its path's segments without the ids) -> the package its views live in.
+ROOMS: dict[str, str] = {
     "agents": "api.agents",
     "agents/tools": "agents.tools",
     "agents/mcp-tools": "agents.tools",
@@ -86,11 +85,6 @@ def resource_of(path: str) -> str:
     return resource
 
 
-def _packages(resource: str) -> tuple[str, ...]:
-    room = ROOMS[resource]
-    return (room,) if isinstance(room, str) else room
-
-
 def rooms_problems(patterns: Sequence[Any] | None = None) -> list[str]:
     """What breaks the rule among the /public/v1 routes of `patterns` (the project's URLconf by default)."""
     problems: list[str] = []
@@ -113,11 +107,10 @@ def rooms_problems(patterns: Sequence[Any] | None = None) -> list[str]:
         if resource not in ROOMS:
             problems.append(f"/{route} names the resource {resource!r}, which has no room: add it to ROOMS")
             continue
-        packages = _packages(resource)
-        if not any(module == package or module.startswith(package + ".") for package in packages):
+        package = ROOMS[resource]
+        if module != package and not module.startswith(package + "."):
             problems.append(
-                f"/{route} is the {resource} resource's, served from {module}: its views live in "
-                f"{' or '.join(packages)} (ROOMS)"
+                f"/{route} is the {resource} resource's, served from {module}: its views live in {package} (ROOMS)"
             )
     return problems
 
