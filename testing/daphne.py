@@ -132,9 +132,10 @@ def start_test_server(
         "REALTIME_TOKEN_SECRET": SECRET,
         "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
         "DATABASE_POOL": "false",
-        # Background work in the server itself (kit/background.py), whatever REDIS_URL says: no Celery
-        # worker runs beside the tests. Queued jobs (ingestion, analyses, test runs) run on its pools; its
-        # loops of shared work are off unless a test asks (env), through their intervals:
+        # Background work in the server itself (kit/background.py), also with the REDIS_URL of a CI run: no
+        # Celery worker runs beside the tests (a test that hands the server a broker in `env` gets the
+        # server's default, below). Queued jobs (ingestion, analyses, test runs) run on its pools; its loops
+        # of shared work are off unless a test asks (env), through their intervals:
         "BACKGROUND_WORK": "inprocess",
         # no upkeep sweep of its own: a module's server lives across tests, and a sweep overlapping the
         # flush between two tests could deadlock it on PostgreSQL;
@@ -154,6 +155,8 @@ def start_test_server(
         "LIVENESS_HEARTBEAT_SECONDS": "1",
         "LIVENESS_EXPIRY_SECONDS": "5",
     }
+    if (env or {}).get("REDIS_URL"):
+        del base["BACKGROUND_WORK"]  # celery: the broker the test handed over (voiceagent/settings.py)
     if public:
         base["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"
     folder = logs if isinstance(logs, Path) else logs.mktemp("daphne")
