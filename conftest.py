@@ -26,25 +26,16 @@ def pytest_configure() -> None:
     app.conf.task_always_eager = True
     app.conf.task_eager_propagates = True
 
-    # No background writer threads in tests (they would write outside the test's transaction):
-    # agent logs wait for calls.logging.flush_agent_logs(), upkeep runs when a test calls it.
+    # Background work (kit/background.py) inline: no loop starts in the test process (no agent-log writer,
+    # upkeep timer, batch scheduler, outbound dispatcher, event delivery or heartbeat: tests run what they
+    # need themselves, e.g. flush_agent_logs(), batch_tick(now=...), outbound_dispatch(); calls and
+    # documents keep heartbeat_at empty), and queued jobs (knowledge ingestion, post-call analyses, agent
+    # test runs) run in the caller's thread (an ingestion inside the upload request, in the test's
+    # transaction). The loops and pools of a serving process are proven through real servers
+    # (testing/daphne.py) and by voiceagent/tests/test_background.py.
     from django.conf import settings
 
-    settings.AGENT_LOG_FLUSH_SECONDS = 0
-    settings.CALLS_MAINTENANCE_SECONDS = 0
-    # No call batch scheduler thread: tests run telephony.campaigns.services.batch_tick(now=...) themselves.
-    settings.BATCH_TICK_SECONDS = 0
-    # No outbound dispatcher: tests place queued calls with telephony.outbound.dispatcher.outbound_dispatch() (or start
-    # a server with OUTBOUND_WORKER=inprocess), never against a Twilio they did not start.
-    settings.OUTBOUND_WORKER = "off"
-    # No heartbeat thread either (kit/liveness.py): calls and documents keep heartbeat_at empty.
-    settings.LIVENESS_HEARTBEAT_SECONDS = 0
-    # Knowledge ingestion runs inside the upload request, in the test's transaction (the background
-    # worker of the serving process is proven through real servers: realtime/tests/test_upkeep_e2e.py).
-    settings.KNOWLEDGE_INGEST_INLINE = True
-    # Post-call analyses run in the thread that ended the call, once its transaction committed (the
-    # background worker of the serving process is proven through real servers: realtime/tests/test_analysis*.py).
-    settings.CALL_ANALYSIS_INLINE = True
+    settings.BACKGROUND_WORK = "inline"
     # Staff passwords: see QuickPasswordHasher.
     settings.PASSWORD_HASHERS = ["conftest.QuickPasswordHasher"]
     # The tests' Django clients (a new one per test and persona) each build the middleware at their first

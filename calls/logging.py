@@ -1,11 +1,11 @@
 """Agent runtime logs for the engine: `agent_log(session, severity, message, **fields)`.
 
 Lines are buffered in memory and written in batches (`bulk_create`) by one writer thread per
-process, started lazily: every AGENT_LOG_FLUSH_SECONDS, or at once when AGENT_LOG_BATCH_SIZE lines
-are waiting. `agent_log` only appends to the buffer, so it never blocks the event loop and never
+process (a loop of kit/background.py, in every BACKGROUND_WORK mode but `inline`), started lazily: every
+AGENT_LOG_FLUSH_SECONDS, or at once when AGENT_LOG_BATCH_SIZE lines are waiting. `agent_log` only appends to the buffer, so it never blocks the event loop and never
 raises. `flush_agent_logs()` writes what is buffered now (tests, end of a session). When the buffer
 holds AGENT_LOG_MAX_BUFFER lines (the database is unreachable), the oldest are dropped and counted.
-With AGENT_LOG_FLUSH_SECONDS = 0 no writer thread runs and lines wait for `flush_agent_logs()`.
+With AGENT_LOG_FLUSH_SECONDS = 0 (or BACKGROUND_WORK=inline) no writer thread runs and lines wait for `flush_agent_logs()`.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Agent
 from calls.models import AgentLog, Severity
 from calls.sequence import next_sequence
+from kit import background
 from kit.redaction import redact_for_agent
 
 logger = logging.getLogger(__name__)
@@ -66,9 +67,6 @@ class _Buffer:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.entries: deque[_Entry] = deque()
-        self.wake = threading.Event()
-        self.writer: threading.Thread | None = None
-        self.stopping = threading.Event()
         self.dropped = 0
         self.flush_lock = threading.Lock()  # one batch at a time, so rows land in order
 
@@ -111,10 +109,8 @@ def agent_log(session: LogSession, severity: str, message: str, **fields: Any) -
                 _buffer.entries.popleft()
                 _buffer.dropped += 1
             waiting = len(_buffer.entries)
-        if float(settings.AGENT_LOG_FLUSH_SECONDS) > 0:
-            _ensure_writer()
-            if waiting >= int(settings.AGENT_LOG_BATCH_SIZE):
-                _buffer.wake.set()
+        if _writer.start() and waiting >= int(settings.AGENT_LOG_BATCH_SIZE):
+            _writer.wake()
     except Exception:  # a log line must never break a call
         logger.warning("agent_log failed", exc_info=True)
 
@@ -160,41 +156,19 @@ def _write(batch: list[_Entry]) -> None:
         logger.warning("could not write %d agent log line(s)", len(batch), exc_info=True)
 
 
-def _ensure_writer() -> None:
-    if _buffer.writer is not None and _buffer.writer.is_alive():
-        return
-    with _buffer.lock:
-        if _buffer.writer is not None and _buffer.writer.is_alive():
-            return
-        _buffer.writer = threading.Thread(target=_writer_loop, name="agent-log-writer", daemon=True)
-        _buffer.writer.start()
-
-
 def stop_agent_log_writer() -> None:
     """Stop the writer thread (if any) and write what is buffered: for process shutdown and tests."""
-    writer = _buffer.writer
-    if writer is not None and writer.is_alive():
-        _buffer.stopping.set()
-        _buffer.wake.set()
-        writer.join(timeout=30)
-    _buffer.stopping.clear()
+    _writer.stop()
     flush_agent_logs()
 
 
-def _writer_loop() -> None:
-    try:
-        while True:
-            interval = float(settings.AGENT_LOG_FLUSH_SECONDS)
-            if interval <= 0 or _buffer.stopping.is_set():
-                return
-            _buffer.wake.wait(timeout=interval)
-            _buffer.wake.clear()
-            if _buffer.stopping.is_set():
-                return
-            try:
-                close_old_connections()
-                flush_agent_logs()
-            except Exception:
-                logger.warning("agent log writer failed", exc_info=True)
-    finally:
-        connections.close_all()  # this thread's connections only
+# This process's own loop (kit/background.py): it runs whatever BACKGROUND_WORK says but `inline`.
+_writer = background.Loop(
+    "agent-log-writer",
+    flush_agent_logs,
+    every=lambda: float(settings.AGENT_LOG_FLUSH_SECONDS),
+    own=True,
+    first=False,
+    failure="agent log writer failed",
+    keep_connection=True,
+)

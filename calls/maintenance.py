@@ -3,9 +3,10 @@ documents stuck in `processing`, spent session tokens past their expiry, and age
 
 Every serving process starts it with itself (voiceagent/asgi.py calls `start_upkeep`, as Daphne imports
 the application; Daphne's ASGI lifespan support is not relied on): one sweep at start-up, so a restart
-after a crash cleans up without waiting for a new call, then one every CALLS_MAINTENANCE_SECONDS (0: no
-timer; default 300 without REDIS_URL, 0 with it, where Celery beat runs `calls.run_upkeep` from
-CELERY_BEAT_SCHEDULE instead). `manage.py calls_maintenance` runs one sweep, e.g. from cron.
+after a crash cleans up without waiting for a new call, then, with BACKGROUND_WORK=inprocess, one every
+CALLS_MAINTENANCE_SECONDS (0: no timer), a loop of kit/background.py; with BACKGROUND_WORK=celery Celery
+beat runs `calls.run_upkeep` from CELERY_BEAT_SCHEDULE instead. `manage.py calls_maintenance` runs one
+sweep, e.g. from cron (BACKGROUND_WORK=off).
 
 One bad row never stops the upkeep of the others: a job that goes through rows handles each in its own
 transaction (`rows_one_by_one`), and a row that fails (text stored before the edge refused what cannot be
@@ -23,19 +24,17 @@ last recorded activity (CALLS_STALE_AFTER_SECONDS, at least 60), not by which pr
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import transaction
 
+from kit import background
 from kit.text import storable
 
 logger = logging.getLogger(__name__)
 
-_lock = threading.Lock()
-_thread: threading.Thread | None = None
 _jobs: dict[str, Callable[[], int]] = {}
 
 Row = TypeVar("Row")
@@ -92,50 +91,36 @@ def rows_one_by_one(
 
 def start_upkeep() -> None:
     """At process start-up: sweep once now (in the background, so start-up does not wait on the
-    database), then every CALLS_MAINTENANCE_SECONDS when set. Never raises."""
-    _start(sweep_first=bool(settings.CALLS_MAINTENANCE_AT_START))
-
-
-def ensure_inprocess_maintenance() -> None:
-    """Start the periodic timer once per process when it is configured (never raises). Processes that
-    did not start through voiceagent/asgi.py (e.g. `runserver` on WSGI) get it with their first call."""
-    if float(settings.CALLS_MAINTENANCE_SECONDS) > 0:
-        _start(sweep_first=False)
-
-
-def _start(*, sweep_first: bool) -> None:
-    global _thread
+    database; CALLS_MAINTENANCE_AT_START, where BACKGROUND_WORK is inprocess or celery), then every
+    CALLS_MAINTENANCE_SECONDS where it is inprocess. Never raises."""
     try:
-        periodic = float(settings.CALLS_MAINTENANCE_SECONDS) > 0
-        if not (periodic or sweep_first):
+        sweep_first = bool(settings.CALLS_MAINTENANCE_AT_START) and background.mode() in ("inprocess", "celery")
+        if _loop.start(first=sweep_first):
             return
-        with _lock:
-            if _thread is None or not _thread.is_alive():
-                _thread = threading.Thread(target=_loop, args=(sweep_first,), name="upkeep", daemon=True)
-                _thread.start()
+        if sweep_first:
+            background.in_thread("upkeep", _sweep)
     except Exception:
         logger.warning("could not start the upkeep timer", exc_info=True)
 
 
+def ensure_inprocess_maintenance() -> None:
+    """Start the periodic timer once per process when it runs here (never raises). Processes that did not
+    start through voiceagent/asgi.py (e.g. `runserver` on WSGI) get it with their first call."""
+    _loop.start(first=False)
+
+
 def _sweep() -> None:
-    try:
-        close_old_connections()
-        done = run_maintenance()
-        if any(done.values()):
-            logger.info("upkeep: %s", ", ".join(f"{name} {count}" for name, count in done.items()))
-    except Exception:
-        logger.warning("upkeep sweep failed", exc_info=True)
-    finally:
-        connections.close_all()  # this thread's connections only
+    done = run_maintenance()
+    if any(done.values()):
+        logger.info("upkeep: %s", ", ".join(f"{name} {count}" for name, count in done.items()))
 
 
-def _loop(sweep_first: bool) -> None:
-    stop = threading.Event()
-    if sweep_first:
-        _sweep()
-    while True:
-        interval = float(settings.CALLS_MAINTENANCE_SECONDS)
-        if interval <= 0:
-            return
-        stop.wait(interval)
-        _sweep()
+# The sweep of BACKGROUND_WORK=inprocess (with celery, beat runs calls.run_upkeep).
+_loop = background.Loop(
+    "upkeep",
+    _sweep,
+    every=lambda: float(settings.CALLS_MAINTENANCE_SECONDS),
+    feature="upkeep",
+    first=False,
+    failure="upkeep sweep failed",
+)

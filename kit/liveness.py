@@ -10,8 +10,9 @@ what another live process holds.
 
 `hold(model, pk)` when the work starts in this process and `release(model, pk)` when it ends (a release
 in a process that does not hold the row does nothing). The model's heartbeat column is `heartbeat_at`.
-LIVENESS_HEARTBEAT_SECONDS=0 turns the heartbeat off (the test suite's in-process runs); rows then keep
-`heartbeat_at` empty and only the slower rules of the sweep apply to them.
+The heartbeat is this process's own loop (kit/background.py): it runs whatever BACKGROUND_WORK says,
+except `inline` (the test suite's in-process runs); there, or with LIVENESS_HEARTBEAT_SECONDS=0, it is off,
+rows keep `heartbeat_at` empty and only the slower rules of the sweep apply to them.
 
 A kit module: it imports no domain app (models are passed in).
 """
@@ -25,19 +26,19 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections
 from django.db.models import Model
 from django.utils import timezone
+
+from kit import background
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _held: dict[type[Model], set[Any]] = defaultdict(set)
-_thread: threading.Thread | None = None
 
 
 def enabled() -> bool:
-    return float(settings.LIVENESS_HEARTBEAT_SECONDS) > 0
+    return _loop.enabled()
 
 
 def first_beat() -> datetime | None:
@@ -50,7 +51,7 @@ def hold(model: type[Model], pk: Any) -> None:
         return
     with _lock:
         _held[model].add(pk)
-    _ensure_thread()
+    _loop.start()
 
 
 def release(model: type[Model], pk: Any) -> None:
@@ -70,25 +71,12 @@ def beat() -> int:
     return written
 
 
-def _ensure_thread() -> None:
-    global _thread
-    if _thread is not None and _thread.is_alive():
-        return
-    with _lock:
-        if _thread is None or not _thread.is_alive():
-            _thread = threading.Thread(target=_loop, name="liveness", daemon=True)
-            _thread.start()
-
-
-def _loop() -> None:
-    stop = threading.Event()
-    while enabled():
-        stop.wait(float(settings.LIVENESS_HEARTBEAT_SECONDS))
-        try:
-            close_old_connections()
-            beat()
-        except Exception:
-            # A database blip: the next beat comes well within the expiry (at least two beats).
-            logger.warning("liveness heartbeat failed", exc_info=True)
-        finally:
-            connections.close_all()  # this thread's connections only
+# A database blip is logged and the next beat comes well within the expiry (at least two beats).
+_loop = background.Loop(
+    "liveness",
+    beat,
+    every=lambda: float(settings.LIVENESS_HEARTBEAT_SECONDS),
+    own=True,
+    first=False,
+    failure="liveness heartbeat failed",
+)

@@ -22,6 +22,7 @@ from kombu.exceptions import OperationalError
 
 from accounts.models import Organization
 from agents.selectors import agent_get
+from kit import background
 from kit.db import row_get
 from kit.errors import ApiError
 from knowledge import admission, ingestion
@@ -29,7 +30,7 @@ from knowledge.extraction import extract_upload, looks_binary, normalize
 from knowledge.models import DocumentStatus, DocumentType, KnowledgeDocument
 from knowledge.selectors import document_processing_count
 from knowledge.suggest import suggest_description, suggest_name
-from knowledge.tasks import ingest_document, ingest_in_background
+from knowledge.tasks import ingest_queue
 
 logger = logging.getLogger(__name__)
 
@@ -123,18 +124,15 @@ def document_create(
 
 def _queue_ingestion(document: KnowledgeDocument) -> None:
     document_id = str(document.pk)
-    if settings.KNOWLEDGE_INGEST_INLINE:
+    if background.mode("knowledge") == "inline":
         # Unit tests: in this thread and transaction, so the test's own transaction sees the result.
-        ingestion.document_ingest(document_id=document_id)
+        ingest_queue(document_id)
         return
 
     def queue() -> None:
-        if ingest_document.app.conf.task_always_eager:
-            # No broker (embedded default): a background thread of this process, not this request.
-            ingest_in_background(document_id)
-            return
+        # A Celery worker with a broker, else a background thread of this process, never this request.
         try:
-            ingest_document.delay(document_id)
+            ingest_queue(document_id)
         except OperationalError:
             logger.exception("could not queue ingestion of knowledge document %s", document_id)
             ingestion.document_fail(

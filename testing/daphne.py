@@ -132,24 +132,31 @@ def start_test_server(
         "REALTIME_TOKEN_SECRET": SECRET,
         "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
         "DATABASE_POOL": "false",
-        # No upkeep sweep of its own unless a test asks (env): a module's server lives across tests,
-        # and a sweep overlapping the flush between two tests could deadlock it on PostgreSQL.
+        # Background work in the server itself (kit/background.py), also with the REDIS_URL of a CI run: no
+        # Celery worker runs beside the tests (a test that hands the server a broker in `env` gets the
+        # server's default, below). Queued jobs (ingestion, analyses, test runs) run on its pools; its loops
+        # of shared work are off unless a test asks (env), through their intervals:
+        "BACKGROUND_WORK": "inprocess",
+        # no upkeep sweep of its own: a module's server lives across tests, and a sweep overlapping the
+        # flush between two tests could deadlock it on PostgreSQL;
         "CALLS_MAINTENANCE_AT_START": "false",
         "CALLS_MAINTENANCE_SECONDS": "0",
+        # call events recorded but not sent (a test's receivers see only what it asked for: the call events
+        # tests pass EVENTS_POLL_SECONDS);
+        "EVENTS_POLL_SECONDS": "0",
+        # no call batch scheduler (a test's batches are placed by its own ticks; the batch e2e tests pass
+        # BATCH_TICK_SECONDS);
+        "BATCH_TICK_SECONDS": "0",
+        # no outbound dispatcher (queued calls stay queued; the outbound e2e tests pass OUTBOUND_POLL_SECONDS
+        # with their own Twilio stand-in).
+        "OUTBOUND_POLL_SECONDS": "0",
         # A heartbeat every second for the calls it holds: another server's upkeep sweep on the same test
         # database (the upkeep tests' expire heartbeats after a few seconds) never takes them for dead.
         "LIVENESS_HEARTBEAT_SECONDS": "1",
         "LIVENESS_EXPIRY_SECONDS": "5",
-        # Call events are recorded but not sent (a test's receivers see only what it asked for); the call
-        # events tests pass EVENTS_WORKER=inprocess.
-        "EVENTS_WORKER": "off",
-        # No call batch scheduler either (a test's batches are placed by its own ticks); the batch e2e
-        # tests pass BATCH_SCHEDULER=inprocess.
-        "BATCH_SCHEDULER": "off",
-        # No outbound dispatcher (queued calls stay queued); the outbound e2e tests pass OUTBOUND_WORKER=inprocess
-        # with their own Twilio stand-in.
-        "OUTBOUND_WORKER": "off",
     }
+    if (env or {}).get("REDIS_URL"):
+        del base["BACKGROUND_WORK"]  # celery: the broker the test handed over (voiceagent/settings.py)
     if public:
         base["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"
     folder = logs if isinstance(logs, Path) else logs.mktemp("daphne")

@@ -15,6 +15,7 @@ class VoiceagentConfig(AppConfig):
         from calls import maintenance
         from calls import services as calls_services
         from calls.webhooks import events as calls_events
+        from kit import background
         from knowledge import services as knowledge_services
         from realtime import services as realtime_services
         from realtime.agent_tests import worker as agent_tests_worker
@@ -22,6 +23,9 @@ class VoiceagentConfig(AppConfig):
         from telephony.outbound import dispatcher as telephony_outbound
         from voiceagent.checks import check_secrets, check_shared_secret_key
         from voiceagent.rooms import check_rooms
+
+        # The per-feature background switches of earlier releases still work, for one release: say so.
+        background.warn_deprecated()
 
         # Not tagged `deploy`: every management command (migrate, check) refuses weak secrets in production.
         checks.register(check_secrets, checks.Tags.security)

@@ -26,27 +26,28 @@ from voiceagent.routing import websocket_urlpatterns  # noqa: E402 - imported af
 
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns)})
 
-# Upkeep starts with the serving process (Daphne imports this module once per process at start-up; its
-# ASGI lifespan events are not relied on): one sweep now, so calls and documents a crashed process left
-# behind are closed without waiting for a new call, then one every CALLS_MAINTENANCE_SECONDS.
+# Background work starts with the serving process, where BACKGROUND_WORK says (kit/background.py; Daphne
+# imports this module once per process at start-up, its ASGI lifespan events are not relied on).
+# Upkeep: one sweep now, so calls and documents a crashed process left behind are closed without waiting
+# for a new call, then (inprocess) one every CALLS_MAINTENANCE_SECONDS.
 from calls.maintenance import start_upkeep  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 start_upkeep()
 
-# Call events (calls/webhooks/events.py): with EVENTS_WORKER=inprocess (the embedded default) this process delivers
-# them; its worker starts now and first sends what a stopped process left pending.
+# Call events (calls/webhooks/events.py): with BACKGROUND_WORK=inprocess (the embedded default) this process
+# delivers them; its worker starts now and first sends what a stopped process left pending.
 from calls.webhooks.events import start_worker  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 start_worker()
 
-# Call batches (telephony/campaigns/services.py): with BATCH_SCHEDULER=inprocess (the embedded default) this process
-# places their due calls every BATCH_TICK_SECONDS.
+# Call batches (telephony/campaigns/services.py): with BACKGROUND_WORK=inprocess this process places their due
+# calls every BATCH_TICK_SECONDS.
 from telephony.campaigns.services import ensure_scheduler  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 ensure_scheduler()
 
-# Outbound calls (telephony/outbound/dispatcher.py): with OUTBOUND_WORKER=inprocess (the embedded default) this process
-# places queued calls; its dispatcher starts now and first places what a stopped process left queued.
+# Outbound calls (telephony/outbound/dispatcher.py): with BACKGROUND_WORK=inprocess this process places queued
+# calls; its dispatcher starts now and first places what a stopped process left queued.
 from telephony.outbound.dispatcher import start_worker as start_outbound_worker  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
 start_outbound_worker()

@@ -176,6 +176,38 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE: dict = {}
 
+# --- background work (kit/background.py, docs/operations/upkeep.md) ------------------------------------
+# Where this process's background work runs: "inprocess" (threads of each serving process: the upkeep
+# sweep, event delivery, the batch scheduler, the outbound dispatcher, and a pool for ingestion, analyses
+# and test runs; the default without a broker), "celery" (with REDIS_URL: Celery workers and beat; the
+# default there), "inline" (tests: queued jobs in the caller's thread, no loop) or "off" (this process runs
+# no shared loop: another process, worker or cron job does). The process's own heartbeat and agent-log
+# writer run in every mode but "inline".
+BACKGROUND_WORK = _choice(
+    "BACKGROUND_WORK",
+    "celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess",
+    ("inprocess", "celery", "inline", "off"),
+)
+
+
+# Deprecated (read for one release, with a warning at start-up, kit/background.py): per-feature switches
+# that, when set, decide for their feature instead of BACKGROUND_WORK. Unset: None.
+def _deprecated_worker(name: str) -> str | None:
+    value = env.str(name, default="") or None
+    if value not in (None, "inprocess", "celery", "off"):
+        raise ImproperlyConfigured(f"{name} (deprecated: use BACKGROUND_WORK) must be inprocess, celery or off")
+    return value
+
+
+OUTBOUND_WORKER = _deprecated_worker("OUTBOUND_WORKER")
+EVENTS_WORKER = _deprecated_worker("EVENTS_WORKER")
+BATCH_SCHEDULER = _deprecated_worker("BATCH_SCHEDULER")
+TEST_RUNS_WORKER = _deprecated_worker("TEST_RUNS_WORKER")
+CALL_ANALYSIS_WORKER = _deprecated_worker("CALL_ANALYSIS_WORKER")
+KNOWLEDGE_INGEST_INLINE = env.bool("KNOWLEDGE_INGEST_INLINE", default=None)
+TEST_RUNS_INLINE = env.bool("TEST_RUNS_INLINE", default=None)
+CALL_ANALYSIS_INLINE = env.bool("CALL_ANALYSIS_INLINE", default=None)
+
 # --- limits: cache, API rate limits, uploads (docs/operations/limits.md) ---------------------------------
 # The cache holds the per-API-key rate-limit buckets: Redis (shared by every server process) with
 # REDIS_URL, this process's memory otherwise. Short socket timeouts: when Redis is unreachable the rate
@@ -372,15 +404,9 @@ TELEPHONY_CALL_END_GRACE_SECONDS = env.float("TELEPHONY_CALL_END_GRACE_SECONDS",
 OUTBOUND_CALL_BLOCKLIST = [
     item.strip() for item in env.str("OUTBOUND_CALL_BLOCKLIST", default="").split(",") if item.strip()
 ]
-# Who places queued calls: "inprocess" (a thread of each serving process; the embedded default), "celery"
-# (with REDIS_URL: the task telephony.dispatch_outbound, kicked on commit and every few seconds by beat),
-# or "off" (this process queues calls; another places them).
-OUTBOUND_WORKER = env.str(
-    "OUTBOUND_WORKER", default="celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess"
-)
-if OUTBOUND_WORKER not in ("inprocess", "celery", "off"):
-    raise ImproperlyConfigured("OUTBOUND_WORKER must be inprocess, celery or off")
-# How often the dispatcher looks for queued calls when nothing wakes it (a commit or an ended call does).
+# BACKGROUND_WORK=inprocess: how often the dispatcher looks for queued calls when nothing wakes it (a
+# commit or an ended call does); 0: no dispatcher in this process. With celery: the task
+# telephony.dispatch_outbound, kicked on commit and every few seconds by beat.
 OUTBOUND_POLL_SECONDS = env.float("OUTBOUND_POLL_SECONDS", default=5.0)
 # Calls one dispatcher round asks the carrier for at once (each is one REST request).
 OUTBOUND_PLACE_THREADS = max(1, env.int("OUTBOUND_PLACE_THREADS", default=8))
@@ -551,26 +577,21 @@ if AGENT_LOG_RETENTION_HOURS < 24 or CALLS_STALE_AFTER_SECONDS < 60:
 AGENT_LOG_FLUSH_SECONDS = env.float("AGENT_LOG_FLUSH_SECONDS", default=1.0)
 AGENT_LOG_BATCH_SIZE = env.int("AGENT_LOG_BATCH_SIZE", default=200)
 AGENT_LOG_MAX_BUFFER = env.int("AGENT_LOG_MAX_BUFFER", default=10000)
-# In-process timer for the calls upkeep when no Celery beat runs (embedded default); 0 = off.
-CALLS_MAINTENANCE_SECONDS = env.int("CALLS_MAINTENANCE_SECONDS", default=0 if REDIS_URL else 300)
+# BACKGROUND_WORK=inprocess: the upkeep sweep's in-process timer (with celery, beat runs it); 0 = off.
+CALLS_MAINTENANCE_SECONDS = env.int("CALLS_MAINTENANCE_SECONDS", default=300)
 # The whole upkeep sweep (stale calls, stuck documents, spent tokens, old logs): calls/maintenance.py.
 CELERY_BEAT_SCHEDULE["calls-upkeep"] = {"task": "calls.run_upkeep", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["calls-purge-agent-logs"] = {"task": "calls.purge_agent_logs", "schedule": 3600.0}
 
 # --- call events: outbox and delivery (calls/webhooks/events.py, docs/reference/webhooks.md) ----------------
-# Who delivers: "inprocess" (a worker thread in every serving process; the embedded default), "celery"
-# (with REDIS_URL: a task per new delivery, and Celery beat's `calls.deliver_due_events` for the retries),
-# or "off" (this process records events but sends none: another process or worker does).
-EVENTS_WORKER = env.str(
-    "EVENTS_WORKER", default="celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess"
-)
-if EVENTS_WORKER not in ("inprocess", "celery", "off"):
-    raise ImproperlyConfigured("EVENTS_WORKER must be inprocess, celery or off")
+# Who delivers is BACKGROUND_WORK's: "inprocess", a worker loop in every serving process; "celery", a task
+# per new delivery and Celery beat's `calls.deliver_due_events` for the retries; "off", nobody here.
 # Retries: the n-th retry waits EVENTS_RETRY_BASE_SECONDS * 2**(n-1); at most EVENTS_MAX_ATTEMPTS attempts.
 EVENTS_RETRY_BASE_SECONDS = env.float("EVENTS_RETRY_BASE_SECONDS", default=30.0)
 EVENTS_MAX_ATTEMPTS = env.int("EVENTS_MAX_ATTEMPTS", default=8)
 EVENTS_TIMEOUT_SECONDS = env.float("EVENTS_TIMEOUT_SECONDS", default=10.0)
-# Deliveries the in-process worker sends at once, and how often it looks for due retries when idle.
+# Deliveries the in-process worker sends at once, and how often it looks for due retries when idle (0: no
+# worker in this process).
 EVENTS_WORKER_THREADS = max(1, env.int("EVENTS_WORKER_THREADS", default=4))
 EVENTS_POLL_SECONDS = env.float("EVENTS_POLL_SECONDS", default=5.0)
 if EVENTS_RETRY_BASE_SECONDS <= 0 or EVENTS_MAX_ATTEMPTS < 1 or EVENTS_TIMEOUT_SECONDS <= 0:
@@ -656,20 +677,13 @@ CALLS_MAINTENANCE_AT_START = env.bool("CALLS_MAINTENANCE_AT_START", default=True
 KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS = env.int("KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS", default=3600)
 if KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS < 1:
     raise ImproperlyConfigured("KNOWLEDGE_PROCESSING_TIMEOUT_SECONDS must be >= 1")
-# Without a broker (embedded default) ingestion runs on this many background threads of the serving
-# process, never inside the upload request. KNOWLEDGE_INGEST_INLINE runs it inside the request (unit tests).
+# BACKGROUND_WORK=inprocess (or no broker): ingestion runs on this many background threads of the serving
+# process, never inside the upload request (BACKGROUND_WORK=inline: inside it, in the tests).
 KNOWLEDGE_INGEST_WORKERS = max(1, env.int("KNOWLEDGE_INGEST_WORKERS", default=1))
-KNOWLEDGE_INGEST_INLINE = env.bool("KNOWLEDGE_INGEST_INLINE", default=False)
 
 # --- agent test runs (docs/guides/agent-test-runs.md) --------------------------------------------------
-# Where test runs are carried out: "inprocess" (a background thread of the serving process; the embedded
-# default) or "celery" (with REDIS_URL: the task realtime.run_agent_tests on a Celery worker).
-TEST_RUNS_WORKER = env.str(
-    "TEST_RUNS_WORKER", default="celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess"
-)
-if TEST_RUNS_WORKER not in ("inprocess", "celery"):
-    raise ImproperlyConfigured("TEST_RUNS_WORKER must be inprocess or celery")
-# Attempts one server process carries out at once (TEST_RUNS_WORKER=inprocess), taken fairly across
+# Where test runs are carried out is BACKGROUND_WORK's (celery: the task realtime.run_agent_tests).
+# Attempts one server process carries out at once (BACKGROUND_WORK=inprocess), taken fairly across
 # organizations (round-robin, one attempt at a time).
 TEST_RUNS_WORKERS = env.int("TEST_RUNS_WORKERS", default=1)
 if TEST_RUNS_WORKERS < 1:
@@ -686,18 +700,10 @@ if TEST_RUNS_MAX_ATTEMPTS < 1:
 TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION = env.int("TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION", default=3)
 if TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION < 1:
     raise ImproperlyConfigured("TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION must be at least 1")
-# Tests: a run is carried out in the thread that created it, once its transaction committed.
-TEST_RUNS_INLINE = env.bool("TEST_RUNS_INLINE", default=False)
 
 # --- post-call analysis (docs/guides/post-call-analysis.md) --------------------------------------------
-# Where analyses run: "inprocess" (background threads of the serving process; the embedded default) or
-# "celery" (with REDIS_URL: the task realtime.analyze_call on a Celery worker).
-CALL_ANALYSIS_WORKER = env.str(
-    "CALL_ANALYSIS_WORKER", default="celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess"
-)
-if CALL_ANALYSIS_WORKER not in ("inprocess", "celery"):
-    raise ImproperlyConfigured("CALL_ANALYSIS_WORKER must be inprocess or celery")
-# Analyses one server process runs at once in its background threads (CALL_ANALYSIS_WORKER=inprocess).
+# Where analyses run is BACKGROUND_WORK's (celery: the task realtime.analyze_call on a Celery worker).
+# Analyses one server process runs at once in its background threads (BACKGROUND_WORK=inprocess).
 CALL_ANALYSIS_WORKERS = env.int("CALL_ANALYSIS_WORKERS", default=1)
 if CALL_ANALYSIS_WORKERS < 1:
     raise ImproperlyConfigured("CALL_ANALYSIS_WORKERS must be at least 1")
@@ -710,8 +716,6 @@ if not CALL_ANALYSIS_TIMEOUT_SECONDS > 0:
 CALL_ANALYSIS_LEASE_SECONDS = env.int(
     "CALL_ANALYSIS_LEASE_SECONDS", default=int(6 * CALL_ANALYSIS_TIMEOUT_SECONDS) + 30
 )
-# Tests: the analysis runs in the thread that ended the call, once its transaction committed.
-CALL_ANALYSIS_INLINE = env.bool("CALL_ANALYSIS_INLINE", default=False)
 
 # --- i18n, static -----------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -759,13 +763,8 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # nothing there: without METRICS_TOKEN, /metrics then answers 401 to everyone (and check --deploy warns).
 
 # --- call batches (campaigns, telephony/campaigns/services.py, docs/guides/campaigns.md) -------------------------
-# Who runs the batch scheduler: "inprocess" (a thread of every serving process; the embedded default),
-# "celery" (with REDIS_URL: Celery beat runs `telephony.batch_tick`), or "off" (another process does).
-BATCH_SCHEDULER = env.str(
-    "BATCH_SCHEDULER", default="celery" if REDIS_URL and not CELERY_TASK_ALWAYS_EAGER else "inprocess"
-)
-if BATCH_SCHEDULER not in ("inprocess", "celery", "off"):
-    raise ImproperlyConfigured("BATCH_SCHEDULER must be inprocess, celery or off")
+# Who runs the batch scheduler is BACKGROUND_WORK's: "inprocess", a loop of every serving process; "celery",
+# Celery beat runs `telephony.batch_tick`; "off", another process does (or cron: manage.py batch_tick).
 # How often the scheduler looks for calls to place (seconds; in-process 0 = off).
 BATCH_TICK_SECONDS = env.float("BATCH_TICK_SECONDS", default=5.0)
 if BATCH_TICK_SECONDS < 0:

@@ -93,6 +93,7 @@ def test_the_buffer_is_bounded(agent, settings):
 async def test_a_chatty_session_is_written_in_batches_by_the_writer_thread(
     owner, make_agent, settings, thread_connections_closed
 ):
+    settings.BACKGROUND_WORK = "inprocess"  # the process's writer thread runs (the suite's is inline)
     settings.AGENT_LOG_FLUSH_SECONDS = 60  # only the batch size can wake the writer within this test
     settings.AGENT_LOG_BATCH_SIZE = 50
     agent = await sync_to_async(make_agent)(owner.organization, status="active")

@@ -10,11 +10,11 @@ content, the rest is read at `callUrl`) and one
 endpoint that subscribes to the type and whose agent filter matches). Delivery is queued with
 `transaction.on_commit`: an event whose transaction rolls back is never sent.
 
-Who sends (settings.EVENTS_WORKER): `inprocess`, a worker thread of each serving process (started by
-voiceagent/asgi.py with the upkeep, so at start-up it resumes the pending rows a stopped process left),
-woken by each commit and by its own timer for retries; `celery`, a `calls.deliver_event` task per new
-delivery and Celery beat's `calls.deliver_due_events` for retries; `off`, nobody in this process (the
-servers the tests start, unless a test asks for delivery). Several senders never send one attempt
+Who sends (settings.BACKGROUND_WORK, kit/background.py): `inprocess`, a worker loop of each serving process
+(started by voiceagent/asgi.py with the upkeep, so at start-up it resumes the pending rows a stopped process
+left), woken by each commit and by its own timer for retries (EVENTS_POLL_SECONDS; 0: no worker, as in the
+servers the tests start unless a test asks for delivery); `celery`, a `calls.deliver_event` task per new
+delivery and Celery beat's `calls.deliver_due_events` for retries; `off` or `inline`, nobody in this process. Several senders never send one attempt
 twice: a delivery is claimed by a conditional UPDATE before it is sent.
 
 Every attempt POSTs the frozen body with `x-service-signature` (kit/signing.py, as tool calls),
@@ -33,16 +33,14 @@ delivered, have finally failed or were cancelled.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import httpx
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import transaction
 from django.db.models import Exists, Max, Min, OuterRef, Q
 from django.utils import timezone
 
@@ -61,7 +59,7 @@ from calls.models import (
 )
 from calls.selectors import call_get
 from calls.serializers import call_detail
-from kit import egress
+from kit import background, egress
 from kit.errors import ApiError
 from kit.fields import iso
 from kit.redaction import redact_for_agent
@@ -177,14 +175,12 @@ def _targets(call: Call, event_type: str) -> list[tuple[WebhookEndpoint | None, 
 def _queue(ids: list[Any]) -> None:
     """After the commit: hand the new deliveries to whoever sends them. Never raises (the rows are
     stored; the retry sweep sends what could not be queued)."""
-    if settings.EVENTS_WORKER == "celery":
-        from celery import current_app
-
-        if current_app.conf.task_always_eager:
+    if background.mode("events") == "celery":
+        if not background.celery_broker():
             return  # no broker (the test process): the rows wait for a worker or for beat's sweep
         try:
             for pk in ids:
-                current_app.send_task("calls.deliver_event", args=[str(pk)])  # calls/tasks.py
+                background.send_task("calls.deliver_event", str(pk))  # calls/tasks.py
         except Exception:
             logger.warning("could not queue %d event deliveries; the retry sweep sends them", len(ids), exc_info=True)
     else:
@@ -482,63 +478,44 @@ def webhook_endpoints_disable_failing(*, after: timedelta = DISABLE_AFTER) -> in
     return disabled
 
 
-# --- the in-process worker (EVENTS_WORKER=inprocess) ----------------------------------------------
-
-_lock = threading.Lock()
-_wake = threading.Event()
-_thread: threading.Thread | None = None
+# --- the in-process worker (BACKGROUND_WORK=inprocess) --------------------------------------------
 
 
 def wake() -> None:
     """Tell this process's worker that deliveries may be due (no-op when it does not run here)."""
-    _wake.set()
+    _worker.wake()
 
 
 def start_worker() -> None:
-    """Start this process's delivery worker once (EVENTS_WORKER=inprocess; never raises). It first sends
+    """Start this process's delivery worker once (BACKGROUND_WORK=inprocess; never raises). It first sends
     what is pending (a restart resumes where the last process stopped), then waits for commits and
-    for the next due retry."""
-    global _thread
+    for the next due retry (at most EVENTS_POLL_SECONDS; 0: no worker)."""
+    _worker.start()
+
+
+def _send(pk: Any) -> bool:
     try:
-        if settings.EVENTS_WORKER != "inprocess":
-            return
-        with _lock:
-            if _thread is None or not _thread.is_alive():
-                _thread = threading.Thread(target=_loop, name="event-delivery", daemon=True)
-                _thread.start()
+        return deliver_one(pk)
     except Exception:
-        logger.warning("could not start the event delivery worker", exc_info=True)
+        logger.warning("event delivery %s failed", pk, exc_info=True)
+        return False
 
 
-def _send_batch(pool: ThreadPoolExecutor, ids: list[Any]) -> int:
-    def one(pk: Any) -> bool:
-        try:
-            return deliver_one(pk)
-        except Exception:
-            logger.warning("event delivery %s failed", pk, exc_info=True)
-            return False
-        finally:
-            connections.close_all()  # this pool thread's connection
-
-    return sum(pool.map(one, ids))
+def _deliver_round() -> float | None:
+    """Send what is due, in batches over EVENTS_WORKER_THREADS threads; seconds until the next retry."""
+    threads = int(settings.EVENTS_WORKER_THREADS)
+    while True:
+        ids = due_ids(limit=threads * 8)
+        if not ids or not sum(background.fan_out(_send, ids, threads=threads, name="event-send")):
+            break
+    return next_due_in()
 
 
-def _loop() -> None:
-    with ThreadPoolExecutor(settings.EVENTS_WORKER_THREADS, thread_name_prefix="event-send") as pool:
-        while True:
-            wait = float(settings.EVENTS_POLL_SECONDS)
-            try:
-                close_old_connections()
-                _wake.clear()
-                while True:
-                    ids = due_ids(limit=settings.EVENTS_WORKER_THREADS * 8)
-                    if not ids or not _send_batch(pool, ids):
-                        break
-                due_in = next_due_in()
-                if due_in is not None:
-                    wait = min(wait, max(due_in, 0.05))
-            except Exception:
-                logger.warning("event delivery sweep failed", exc_info=True)
-            finally:
-                connections.close_all()
-            _wake.wait(wait)
+_worker = background.Loop(
+    "event-delivery",
+    _deliver_round,
+    every=lambda: float(settings.EVENTS_POLL_SECONDS),
+    feature="events",
+    paced=True,
+    failure="event delivery sweep failed",
+)

@@ -18,13 +18,12 @@ import csv
 import io
 import logging
 import re
-import threading
 from datetime import datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -34,6 +33,7 @@ from agents.time_zones import time_zone_problem
 from calls.models import OPEN_STATUSES, Call, CallStatus, EndedReason
 from calls.variables import MAX_NAME_LENGTH, MAX_VARIABLES, metadata_clean, variables_clean
 from calls.variables import NAME as VARIABLE_NAME
+from kit import background
 from kit.errors import ApiError
 from kit.validation import e164_problem
 from telephony.models import (
@@ -585,37 +585,17 @@ def on_call_ended(sender: Any, call_id: Any, **kwargs: Any) -> None:
 
 # --- running the scheduler -------------------------------------------------------------------------
 
-_lock = threading.Lock()
-_thread: threading.Thread | None = None
-
-
-def scheduler_inprocess() -> bool:
-    return settings.BATCH_SCHEDULER == "inprocess" and float(settings.BATCH_TICK_SECONDS) > 0
-
 
 def ensure_scheduler() -> None:
-    """Start this process's scheduler thread once (BATCH_SCHEDULER=inprocess, the embedded default):
-    a tick every BATCH_TICK_SECONDS. With Celery, beat runs `telephony.batch_tick` instead. Never raises."""
-    global _thread
-    try:
-        if not scheduler_inprocess():
-            return
-        with _lock:
-            if _thread is None or not _thread.is_alive():
-                _thread = threading.Thread(target=_loop, name="batch-scheduler", daemon=True)
-                _thread.start()
-    except Exception:
-        logger.warning("could not start the call batch scheduler", exc_info=True)
+    """Start this process's scheduler loop once (BACKGROUND_WORK=inprocess, the embedded default): a tick
+    every BATCH_TICK_SECONDS (0: none). With Celery, beat runs `telephony.batch_tick` instead. Never raises."""
+    _scheduler.start()
 
 
-def _loop() -> None:
-    stop = threading.Event()
-    while scheduler_inprocess():
-        try:
-            close_old_connections()
-            batch_tick()
-        except Exception:
-            logger.warning("call batch tick failed", exc_info=True)
-        finally:
-            connections.close_all()  # this thread's connections only
-        stop.wait(float(settings.BATCH_TICK_SECONDS))
+_scheduler = background.Loop(
+    "batch-scheduler",
+    lambda: batch_tick(),
+    every=lambda: float(settings.BATCH_TICK_SECONDS),
+    feature="batches",
+    failure="call batch tick failed",
+)

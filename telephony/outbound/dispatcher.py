@@ -6,10 +6,11 @@ calls and the hang-ups are telephony/outbound/services.py).
   `queued`), nor above the live-call cap (`max_concurrent_calls`: a call being placed holds a slot, a
   ringing one counts as live). A call is claimed by a conditional UPDATE of `placed_at` before the
   carrier is asked, so it is placed at most once whatever restarts or how many dispatchers run.
-  Who runs it (settings.OUTBOUND_WORKER): `inprocess`, a thread of every serving process (started by
-  voiceagent/asgi.py, woken by each queued call's commit and by every ended call, polling every
-  OUTBOUND_POLL_SECONDS; other processes, such as a management command or the tests' own, only queue); `celery`, the task `telephony.dispatch_outbound` sent on the same kicks and
-  run by beat every 5 s; `off`, nobody here.
+  Who runs it (settings.BACKGROUND_WORK, kit/background.py): `inprocess`, a loop of every serving process
+  (started by voiceagent/asgi.py, woken by each queued call's commit and by every ended call, polling every
+  OUTBOUND_POLL_SECONDS, 0: none; other processes, such as a management command, only queue); `celery`, the
+  task `telephony.dispatch_outbound` sent on the same kicks and run by beat every 5 s; `off` or `inline`
+  (the tests' own process), nobody here.
 - The carrier is asked with `PhoneProvider.place_call`: the answered call opens a media stream with a
   single-use stream token naming the call record, which the stream makes `active`
   (calls.services.call_activate). Status callbacks move it to `ringing` and end a call never answered
@@ -20,13 +21,11 @@ calls and the hang-ups are telephony/outbound/services.py).
 from __future__ import annotations
 
 import logging
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
@@ -35,6 +34,7 @@ from calls.logging import LogSession, agent_log, new_session_id
 from calls.maintenance import rows_one_by_one
 from calls.models import Call, CallChannel, CallDirection, CallStatus, EndedReason
 from calls.services import call_end_unanswered
+from kit import background
 from kit.providers import ProviderError
 from realtime.services import call_slot_release, call_slots_reserve
 from realtime.tokens import TokenError
@@ -78,8 +78,7 @@ def outbound_dispatch(*, limit: int = 500) -> int:
         for call_id in claimed:
             _place(call_id)
     else:
-        with ThreadPoolExecutor(threads, thread_name_prefix="outbound-place") as pool:
-            list(pool.map(_place_in_thread, claimed))
+        background.fan_out(_place_in_thread, claimed, threads=threads, name="outbound-place")
     return len(claimed)
 
 
@@ -136,8 +135,6 @@ def _place_in_thread(call_id: Any) -> None:
         _place(call_id)
     except Exception:
         logger.exception("could not place outbound call %s", call_id)
-    finally:
-        connections.close_all()  # this pool thread's connection
 
 
 def status_callback_url(base: str, call_id: Any) -> str:
@@ -252,24 +249,19 @@ def outbound_close_stuck(*, older_than: timedelta | None = None) -> int:
 
 # --- who runs the dispatcher ----------------------------------------------------------------------
 
-_lock = threading.Lock()
-_wake = threading.Event()
-_thread: threading.Thread | None = None
-
 
 def outbound_wake() -> None:
     """Queued calls may be placeable (one was queued, a call ended): wake whoever places them. Never raises."""
     try:
-        if settings.OUTBOUND_WORKER == "inprocess":
+        where = background.mode("outbound")
+        if where == "inprocess":
             # Only a serving process runs the dispatcher (voiceagent/asgi.py starts it): a management
-            # command or a test process queues calls and leaves them to it.
-            _wake.set()
-        elif settings.OUTBOUND_WORKER == "celery":
-            from celery import current_app
-
-            if current_app.conf.task_always_eager:
+            # command queues calls and leaves them to it (a wake where no dispatcher runs does nothing).
+            _dispatcher.wake()
+        elif where == "celery":
+            if not background.celery_broker():
                 return  # no broker: beat's run (or a worker) places them
-            current_app.send_task("telephony.dispatch_outbound")
+            background.send_task("telephony.dispatch_outbound")
     except Exception:
         logger.warning("could not wake the outbound dispatcher; its next round places the calls", exc_info=True)
 
@@ -282,29 +274,20 @@ def call_ended_received(*, call_id: Any, **kwargs: Any) -> None:
 
 
 def start_worker() -> None:
-    """Start this process's dispatcher thread once (OUTBOUND_WORKER=inprocess; never raises): it places
-    what is queued now (a restart resumes), then waits for a wake or OUTBOUND_POLL_SECONDS."""
-    global _thread
-    try:
-        if settings.OUTBOUND_WORKER != "inprocess":
-            return
-        with _lock:
-            if _thread is None or not _thread.is_alive():
-                _thread = threading.Thread(target=_loop, name="outbound-dispatch", daemon=True)
-                _thread.start()
-    except Exception:
-        logger.warning("could not start the outbound dispatcher", exc_info=True)
+    """Start this process's dispatcher loop once (BACKGROUND_WORK=inprocess; never raises): it places
+    what is queued now (a restart resumes), then waits for a wake or OUTBOUND_POLL_SECONDS (0: none)."""
+    _dispatcher.start()
 
 
-def _loop() -> None:
-    while True:
-        try:
-            close_old_connections()
-            _wake.clear()
-            while outbound_dispatch():
-                pass
-        except Exception:
-            logger.warning("outbound dispatch round failed", exc_info=True)
-        finally:
-            connections.close_all()
-        _wake.wait(max(0.05, float(settings.OUTBOUND_POLL_SECONDS)))
+def _dispatch_all() -> None:
+    while outbound_dispatch():
+        pass
+
+
+_dispatcher = background.Loop(
+    "outbound-dispatch",
+    _dispatch_all,
+    every=lambda: float(settings.OUTBOUND_POLL_SECONDS),
+    feature="outbound",
+    failure="outbound dispatch round failed",
+)
