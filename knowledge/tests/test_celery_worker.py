@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def broker_mode(settings):
-    settings.KNOWLEDGE_INGEST_INLINE = False  # queued on commit, as in production
+    settings.BACKGROUND_WORK = "celery"  # queued on the broker on commit, as in production with REDIS_URL
     app.conf.task_always_eager = False
     yield
     app.conf.task_always_eager = True
