@@ -7,7 +7,10 @@ HTTP goes through the same application (`request`/`arequest`, or `http()`/`ahttp
 over ASGI). The settings a module's server would take from its environment are Django settings for the
 test (pytest-django's `settings` fixture): the ones every test server has (`start_test_server`) and the
 module's own (`settings_for`). Tests reach the database with transactional_db, as with a real server:
-the application's database work runs in its own threads.
+the application's database work runs in its own threads. No background worker starts (voiceagent/asgi.py
+starts them, not `make_application`): as on a test server (`start_test_server`), call events are recorded
+and not sent, no scheduler or dispatcher runs, and agent-log lines wait for `flush_agent_logs()` (the
+tests' settings).
 
 What it cannot stand in for: a server killed or restarted, a proxy in front, several processes, a
 browser loading pages from a real port, and the server's own HTTP handling (voiceagent/server.py: large
@@ -19,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,14 +139,13 @@ class CommunicatorSocket:
 
 class InProcessServer:
     """The application in this process (see the module's docstring). `start()` registers its `ws_url`
-    for the socket clients, `stop()` ends the sockets still open and unregisters it."""
+    for the socket clients, `stop()` unregisters it (a socket still open ends with the test's loop)."""
 
     def __init__(self) -> None:
         from voiceagent.routing import make_application
 
         self.port = next(_numbers)  # a name, not a port: nothing listens
         self.application = make_application()
-        self.sockets: list[CommunicatorSocket] = []
 
     @property
     def http_url(self) -> str:
@@ -157,11 +158,6 @@ class InProcessServer:
     def start(self) -> InProcessServer:
         IN_PROCESS[self.ws_url] = self.connect
         return self
-
-    async def astop(self) -> None:
-        for socket in self.sockets:
-            await socket.close()
-            socket.communicator.stop(exceptions=False)
 
     def stop(self) -> None:
         IN_PROCESS.pop(self.ws_url, None)
@@ -184,7 +180,6 @@ class InProcessServer:
                 message="Access denied",
             )
         assert output["type"] == "websocket.accept", output
-        self.sockets.append(socket)
         return socket
 
     # --- HTTP -----------------------------------------------------------------------------------
@@ -265,7 +260,3 @@ def serving(
         yield server
     finally:
         server.stop()
-
-
-def as_json(response: httpx.Response) -> Any:
-    return json.loads(response.content) if response.content else None
