@@ -2,7 +2,9 @@
 
 `SocketClient` is the lifecycle they share (testing/twilio_stream.py's `TwilioStream` is the other);
 `VoiceClient` speaks the browser protocol, streaming PCM in 20 ms chunks at real time like a
-microphone; a reader task keeps every message with its arrival time. `slow_client_close_code` is a
+microphone; a reader task keeps every message with its arrival time. A URL under an in-process
+server's `ws_url` (testing/inprocess.py, registered in `IN_PROCESS`) connects to the application in
+the test's own event loop instead (the same messages, no network). `slow_client_close_code` is a
 client on a slow network (a plain socket that stops reading for a while: the scenario's slow peer).
 """
 
@@ -16,7 +18,7 @@ import os
 import socket
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -25,6 +27,10 @@ import aiohttp
 from testing.voice import IN_RATE
 
 CHUNK_MS = 20
+
+# ws_url -> connect(url): the in-process servers running now (testing/inprocess.py). A client whose URL
+# starts with one of them talks to that application in this event loop; any other URL is a real socket.
+IN_PROCESS: dict[str, Callable[[str], Awaitable[Any]]] = {}
 
 
 @dataclass
@@ -48,13 +54,17 @@ class SocketClient:
     def __post_init__(self) -> None:
         self._arrived = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
-        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._ws: Any = None  # aiohttp.ClientWebSocketResponse, or an in-process one (testing/inprocess.py)
         self._reader: asyncio.Task[None] | None = None
         self.close_error: BaseException | None = None  # why the socket ended without a close frame, if it did
 
     async def __aenter__(self) -> Self:
-        self._session = aiohttp.ClientSession()
-        self._ws = await self._session.ws_connect(self.url, max_msg_size=0, heartbeat=None)
+        connect = next((c for prefix, c in IN_PROCESS.items() if self.url.startswith(prefix + "/")), None)
+        if connect is not None:
+            self._ws = await connect(self.url)  # the aiohttp socket's interface (testing/inprocess.py)
+        else:
+            self._session = aiohttp.ClientSession()
+            self._ws = await self._session.ws_connect(self.url, max_msg_size=0, heartbeat=None)
         self._reader = asyncio.create_task(self._read())
         return self
 
@@ -110,6 +120,8 @@ class SocketClient:
         """The client's network goes away: the TCP connection ends without a WebSocket close frame
         (the server sees 1006). Returns once the reader has seen the end."""
         assert self._ws is not None
+        if hasattr(self._ws, "drop"):  # in-process: the application is told the connection ended (1006)
+            await self._ws.drop()
         sock = self._ws.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):

@@ -1,4 +1,4 @@
-"""A browser caller's conversation with an agent of a real server (the embedded brain's end-to-end tests):
+"""A browser caller's conversation with an agent of a server (a real one, or in-process) (the embedded brain's end-to-end tests):
 the caller waits for the greeting, then speaks recorded sentences one by one, each time waiting for the
 agent's whole answer (`Exchange`: what the server heard, what the agent said, the events in between)."""
 
@@ -14,6 +14,9 @@ from typing import Any, Self
 from realtime import tokens
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer
+from testing.inprocess import InProcessServer
+
+Server = DaphneServer | InProcessServer  # a real process, or the application in the test's (testing/inprocess.py)
 
 
 def agent_for(owner: Any, make_agent: Any, *, name: str, instructions: str, **fields: Any) -> Any:
@@ -36,7 +39,7 @@ def issue(agent: Any) -> str:
     return tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
 
 
-def socket_url(server: DaphneServer, agent: Any, token: str) -> str:
+def socket_url(server: Server, agent: Any, token: str) -> str:
     return f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}"
 
 
@@ -82,7 +85,7 @@ class Caller:
 
 
 async def conversation(
-    server: DaphneServer,
+    server: Server,
     agent: Any,
     voice: dict[str, bytes],
     talk: Callable[[Caller], Awaitable[Any]],

@@ -15,16 +15,10 @@ import django  # noqa: E402 - imported after the settings module is set (and the
 
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application
 
-from voiceagent.http import PooledThreadsASGIHandler  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
+from voiceagent.routing import make_application  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
 
-# Django's ASGI handler, with each request's thread taken from a pool (voiceagent/http.py).
-django_asgi_app = PooledThreadsASGIHandler()
-
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
-
-from voiceagent.routing import websocket_urlpatterns  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
-
-application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns)})
+# Django's ASGI handler (each request's thread taken from a pool: voiceagent/http.py) and the consumers.
+application = make_application()
 
 # Background work starts with the serving process, where BACKGROUND_WORK says (kit/background.py; Daphne
 # imports this module once per process at start-up, its ASGI lifespan events are not relied on).

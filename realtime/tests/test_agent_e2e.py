@@ -1,4 +1,4 @@
-"""End to end over real Daphne processes: what an agent does in a spoken conversation (issue 10).
+"""End to end through the project's ASGI application in the test's process (testing/inprocess.py): what an agent does in a spoken conversation (issue 10).
 
 A caller speaks (eSpeak NG speech streamed in real time over the browser socket); the server hears it
 (Silero VAD + PocketSphinx with the agent's own language model), the brain acts, and the test checks
@@ -34,13 +34,14 @@ from asgiref.sync import sync_to_async
 
 from agents.models import AgentTool, McpToolSelection
 from agents.tools.services import mcp_server_connect
+from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
 from realtime.engine.phrases import phrase
 from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Error, Text, Tools
 from testing.clients import VoiceClient, is_type
 from testing.conversations import Caller, Exchange, agent_for, conversation, issue, silence, socket_url, tool_events
-from testing.daphne import DaphneServer, shared_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.mcp import LoopbackMcp
 from testing.voice import record_voice
 from testing.waiting import polled
@@ -48,7 +49,7 @@ from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
-LOOPBACK = {"OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8"}
+LOOPBACK = {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"]}
 HOOK_SECRET = "whsec-e2e-7Qk2pLx9"
 HOOK_HEADERS = {"X-Api-Key": "acme-tools-key", "X-Tenant": "acme"}
 LLM_MODEL = "scripted-model"
@@ -80,10 +81,10 @@ The clinic is open from Monday to Friday, from eight in the morning to six in th
 # --- servers -------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    """The embedded brain's server; it may reach loopback tool servers."""
-    with shared_test_server(django_db_blocker, tmp_path_factory, "tools", LOOPBACK) as started:
+@pytest.fixture
+def server(settings: Any) -> Iterator[InProcessServer]:
+    """The embedded brain's application; it may reach loopback tool servers."""
+    with serving(settings, LOOPBACK) as started:
         yield started
 
 
@@ -93,19 +94,17 @@ def chat() -> Iterator[ChatServer]:
         yield scripted
 
 
-@pytest.fixture(scope="module")
-def openai_server(
-    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, chat: ChatServer
-) -> Iterator[DaphneServer]:
-    """A second server whose brain is the scripted Chat Completions server."""
-    env = {
+@pytest.fixture
+def openai_server(settings: Any, chat: ChatServer) -> Iterator[InProcessServer]:
+    """The application whose brain is the scripted Chat Completions server."""
+    values = {
         **LOOPBACK,
         "LLM_PROVIDER": "openai",
         "LLM_BASE_URL": chat.base_url,
         "LLM_MODEL": LLM_MODEL,
         "LLM_API_KEY": "sk-e2e-test-key",
     }
-    with shared_test_server(django_db_blocker, tmp_path_factory, "openai", env) as started:
+    with serving(settings, values) as started:
         yield started
 
 
@@ -194,9 +193,11 @@ def invocations(detail: dict[str, Any]) -> list[tuple[str, dict[str, Any], str, 
 
 
 async def logged(agent: Any, message: str, *, severity: str = "error", timeout: float = 15) -> dict[str, Any]:
-    """The agent log line with this message (the server process writes its log lines in batches)."""
+    """The agent log line with this message (each look writes the lines buffered so far: the tests'
+    settings run no log writer thread)."""
 
     def find() -> dict[str, Any] | None:
+        flush_agent_logs()
         rows = AgentLog.objects.filter(agent=agent, severity=severity).values_list("content", flat=True)
         return next((content for content in rows if content.get("message") == message), None)
 

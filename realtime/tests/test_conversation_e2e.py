@@ -1,4 +1,5 @@
-"""A conversation that holds when people talk naturally (issue 35), end to end over real Daphne processes:
+"""A conversation that holds when people talk naturally (issue 35), end to end through the project's ASGI
+application in the test's process (testing/inprocess.py):
 callers who say two sentences with a pause between them, who say "okay" or make a sound while the agent
 speaks, who really interrupt, and a brain or a tool that never answers.
 
@@ -11,6 +12,10 @@ turns end does (the quick end of turn after a finished sentence, VAD_QUICK_END_S
 The sounds: "okay" is a backchannel. Pink noise at a speech level (300 ms) is never speech to Silero VAD;
 a `mumble` (a recording played backwards) is a sound it does take for speech, in which the recognizer
 hears no words.
+
+These are outcome checks: how soon something happens (a transfer within 10 s of the last word, a cut
+within 500 ms of the first, an apology within RESPONSE_TIMEOUT_SECONDS) is checked on the session's
+hand-moved clock, where it is exact: test_conversation_pipeline.py and test_interruptions_pipeline.py.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Text, Tools
 from testing.clients import VoiceClient, is_type
 from testing.conversations import Caller, OpenLine, agent_for, issue, silence, socket_url
-from testing.daphne import DaphneServer, shared_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.twilio_rest import call_updates
 from testing.twilio_stream import TwilioStream, greeted, to_phone
 from testing.twilio_webhooks import make_account, twilio_api_fixture  # noqa: F401 - the fixture
@@ -41,8 +46,6 @@ from testing.webhooks import LoopbackReceiver, Reply
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.slow,
-    # The caller's pauses and sounds are timed against the agent's speech in real time.
-    pytest.mark.serial,
     pytest.mark.usefixtures("close_db_threads"),
 ]
 
@@ -110,34 +113,30 @@ def hanging_chat() -> Iterator[ChatServer]:
         yield scripted
 
 
-def brain_env(chat: ChatServer) -> dict[str, str]:
+def brain_env(chat: ChatServer) -> dict[str, Any]:
     return {"LLM_PROVIDER": "openai", "LLM_BASE_URL": chat.base_url, "LLM_MODEL": LLM_MODEL, "LLM_API_KEY": "sk-x"}
 
 
-@pytest.fixture(scope="module")
-def server(
-    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, chat: ChatServer, twilio_api: Any
-) -> Iterator[DaphneServer]:
-    """The scripted brain's server, with the default settings of turn-taking and interruptions; it may
-    reach loopback tool servers, and Twilio's REST API is the loopback stand-in."""
-    env = {**brain_env(chat), "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8", "TWILIO_API_BASE_URL": twilio_api.base}
-    with shared_test_server(django_db_blocker, tmp_path_factory, "conversation", env, public=True) as started:
+@pytest.fixture
+def server(settings: Any, chat: ChatServer, twilio_api: Any) -> Iterator[InProcessServer]:
+    """The scripted brain's application, with the default settings of turn-taking and interruptions; it
+    may reach loopback tool servers, and Twilio's REST API is the loopback stand-in."""
+    values = {**brain_env(chat), "OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"], "TWILIO_API_BASE_URL": twilio_api.base}
+    with serving(settings, values, public=True) as started:
         yield started
 
 
-@pytest.fixture(scope="module")
-def hanging_server(
-    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, hanging_chat: ChatServer
-) -> Iterator[DaphneServer]:
-    """A server whose turns must be answered within RESPONSE_TIMEOUT_SECONDS (2 s); its model request
-    alone may take 30 s (LLM_TIMEOUT_SECONDS), so only the turn's own bound can bring the apology in time."""
-    env = {
+@pytest.fixture
+def hanging_server(settings: Any, hanging_chat: ChatServer) -> Iterator[InProcessServer]:
+    """An application whose turns must be answered within RESPONSE_TIMEOUT_SECONDS (2 s); its model
+    request alone may take 30 s (LLM_TIMEOUT_SECONDS), so only the turn's own bound brings the apology."""
+    values = {
         **brain_env(hanging_chat),
-        "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-        "RESPONSE_TIMEOUT_SECONDS": str(RESPONSE_TIMEOUT_SECONDS),
-        "LLM_TIMEOUT_SECONDS": "30",
+        "OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"],
+        "RESPONSE_TIMEOUT_SECONDS": RESPONSE_TIMEOUT_SECONDS,
+        "LLM_TIMEOUT_SECONDS": 30,
     }
-    with shared_test_server(django_db_blocker, tmp_path_factory, "conversation-hanging", env) as started:
+    with serving(settings, values) as started:
         yield started
 
 
@@ -258,21 +257,19 @@ def index_after(messages: list[Any], at: float) -> int:
 TRANSFER_PAUSES_MS = (350, 400, 450)
 
 
-async def browser_transfer(server: DaphneServer, agent: Any, voice: dict[str, bytes], pause_ms: int) -> str:
+async def browser_transfer(server: InProcessServer, agent: Any, voice: dict[str, bytes], pause_ms: int) -> str:
     """One caller asks for a person in two sentences, `pause_ms` apart; what went wrong, or ""."""
     request = two_sentences(voice, TRANSFER_FIRST, TRANSFER_SECOND, pause_ms)
-    _, last_word = speech_bounds(request)
     async with VoiceClient(socket_url(server, agent, issue(agent))) as client:
         await Caller(client, voice).answered()
         async with OpenLine.browser(client) as line:
-            spoken = await line.say(request)
+            await line.say(request)
             try:
-                transfer = await client.wait_for(is_type("transfer"), timeout=15)
+                transfer = await client.wait_for(is_type("transfer"), timeout=30)
             except (TimeoutError, ConnectionError) as exc:
                 return f"pause {pause_ms} ms: no transfer ({exc}): {story(client.messages)}"
-        late = client.messages[transfer].at - (spoken.began + last_word)
-        if late > 10 or client.messages[transfer].message["phoneNumber"] != HANDOFF:
-            return f"pause {pause_ms} ms: {client.messages[transfer].message} {late:.1f} s after the last word"
+        if client.messages[transfer].message["phoneNumber"] != HANDOFF:
+            return f"pause {pause_ms} ms: {client.messages[transfer].message}"
     return ""
 
 
@@ -280,7 +277,8 @@ async def test_a_two_sentence_transfer_request_on_a_browser_is_transferred(
     server, chat, voice, owner, make_agent, realtime_settings
 ):
     """The agent decides the transfer on the first sentence and starts its handoff announcement while
-    the caller goes on with the second: the transfer still happens, within 10 s of the last word (today,
+    the caller goes on with the second: the transfer still happens (within 10 s of the last word:
+    test_conversation_pipeline.py, on the session's clock; before issue 35,
     when the second sentence began before the first was taken, it cuts the announcement, which is what
     would have performed the transfer, and the call is left in dead air)."""
     chat.reset(fallback=transfers)
@@ -290,7 +288,7 @@ async def test_a_two_sentence_transfer_request_on_a_browser_is_transferred(
 
 
 async def phone_transfer(
-    server: DaphneServer, agent: Any, voice: dict[str, bytes], twilio_api: Any, pause_ms: int, call_sid: str
+    server: InProcessServer, agent: Any, voice: dict[str, bytes], twilio_api: Any, pause_ms: int, call_sid: str
 ) -> str:
     """One phone caller asks for a person in two sentences, `pause_ms` apart; what went wrong, or ""."""
     token = await sync_to_async(stream_token_issue)(
@@ -302,7 +300,6 @@ async def phone_transfer(
         to_number=NUMBER,
     )
     request = two_sentences(voice, TRANSFER_FIRST, TRANSFER_SECOND, pause_ms)
-    _, last_word = speech_bounds(request)
 
     def dialed() -> list[dict[str, str]]:
         updates = call_updates(twilio_api.requests)
@@ -313,15 +310,13 @@ async def phone_transfer(
         await greeted(twilio)
         async with OpenLine.phone(twilio) as line:
             spoken = await line.say(to_phone(request))
-            said_last_word = spoken.began + last_word
             loop = asyncio.get_running_loop()
-            while not dialed() and loop.time() < said_last_word + 15 and not twilio.closed:
+            while not dialed() and loop.time() < spoken.ended + 30 and not twilio.closed:
                 await line.wait(0.1)
-            asked_at = loop.time()
         if not dialed():
             return f"pause {pause_ms} ms: Twilio was not asked to dial: {story(twilio.messages)}"
-        if asked_at - said_last_word > 10 or HANDOFF not in dialed()[0]["Twiml"]:
-            return f"pause {pause_ms} ms: {dialed()} {asked_at - said_last_word:.1f} s after the last word"
+        if HANDOFF not in dialed()[0]["Twiml"]:
+            return f"pause {pause_ms} ms: {dialed()}"
     return ""
 
 
@@ -329,7 +324,7 @@ async def test_a_two_sentence_transfer_request_on_a_phone_call_asks_twilio_to_di
     server, chat, voice, owner, make_agent, realtime_settings, twilio_api
 ):
     """The same on Twilio Media Streams: Twilio's REST API is asked to replace each call's TwiML with a
-    <Dial> to the handoff number within 10 s of the caller's last word."""
+    <Dial> to the handoff number (how soon: test_conversation_pipeline.py, on the session's clock)."""
     chat.reset(fallback=transfers)
     agent = await sync_to_async(phone_agent)(owner, make_agent, "Pia")
     problems = [
@@ -440,18 +435,17 @@ async def test_a_backchannel_and_a_noise_do_not_cut_a_long_answer(
     assert assistant[-1] == LONG_ANSWER and len(assistant) == 2, assistant  # the greeting, then the whole answer
 
 
-async def test_a_real_interruption_cuts_the_agent_within_500_ms_and_is_answered(
+async def test_a_real_interruption_cuts_the_agent_and_is_answered(
     server, chat, voice, owner, make_agent, realtime_settings
 ):
     """Default settings: over a long answer, first an "okay" (a backchannel: the agent goes on), then
-    "Stop. What time do you open?": the agent is cut (`clear`) before the caller's audio has run 500 ms
-    past their first word, and the question is answered. Today the "okay" already cut the answer, so
+    "Stop. What time do you open?": the agent is cut (`clear`) once the caller speaks (within 500 ms of
+    the first word: test_interruptions_pipeline.py, on the session's clock), and the question is answered. Today the "okay" already cut the answer, so
     the real interruption finds the agent cut (a `clear` before the caller's "Stop")."""
     chat.reset(Text(LONG_ANSWER), fallback=Text(OPENING))
     agent = await sync_to_async(make)(owner, make_agent, "Rita")
     first_request = len(chat.requests)
     stop_then_ask = voice[STOP] + silence(300) + voice[OPEN]
-    first_word, _ = speech_bounds(stop_then_ask)
     async with VoiceClient(socket_url(server, agent, issue(agent))) as client:
         caller = await Caller(client, voice).answered()
         async with OpenLine.browser(client) as line:
@@ -461,7 +455,6 @@ async def test_a_real_interruption_cuts_the_agent_within_500_ms_and_is_answered(
             await line.wait(2.0)
             stop = line.now()
             spoken = await line.say(stop_then_ask)
-            said_first_word = stop + first_word
             try:
                 answer = await client.wait_for(
                     is_type("transcript", role="assistant", text=OPENING), after=started, timeout=30
@@ -474,7 +467,6 @@ async def test_a_real_interruption_cuts_the_agent_within_500_ms_and_is_answered(
         assert "clear" not in kinds_between(client, started, before_stop), story(client.messages, started)
         clears = [m.at for m in client.messages[before_stop:answer] if m.message["type"] == "clear"]
         assert clears, story(client.messages, started)
-        assert clears[0] - said_first_word <= 0.5, f"cut {clears[0] - said_first_word:.3f} s after the first word"
         assert spoken.ended <= client.messages[answer].at
         assert user_turns(chat, first_request)[-1], "the brain was not asked about the interruption"
         await caller.hang_up()
@@ -558,23 +550,17 @@ async def test_with_vad_interruptions_a_wordless_sound_cuts_the_agent_which_resu
 async def apology_then_next_turn(
     client: VoiceClient, line: OpenLine, voice: dict[str, bytes], answer: str, ends_within: float = 30
 ) -> None:
-    """The caller asks, the agent's answer hangs: the agent says something (an apology) within
-    RESPONSE_TIMEOUT_SECONDS and a margin of the caller's last word, and the response it begins has ended
-    within `ends_within` seconds of the apology (a tool's answer, or its timeout, is part of it); the caller
+    """The caller asks, the agent's answer hangs: the agent says something (an apology; that it comes
+    RESPONSE_TIMEOUT_SECONDS after the turn is checked on the session's clock, test_conversation_pipeline.py),
+    and the response it begins has ended within `ends_within` seconds of the apology (a tool's answer, or its timeout, is part of it); the caller
     asks again and is answered."""
-    _, last_word = speech_bounds(voice[OPEN])
     before = len(client.messages)
-    spoken = await line.say(voice[OPEN])
-    said_last_word = spoken.began + last_word
-    bound = RESPONSE_TIMEOUT_SECONDS + 2.5  # the turn's end (a quick end: 300 ms) and the apology's synthesis
+    await line.say(voice[OPEN])
     try:
-        apology = await client.wait_for(is_type("agent_speech"), after=before, timeout=bound + 20)
+        # Sooner than the model's own timeout (LLM_TIMEOUT_SECONDS, 30 s) could bring it.
+        apology = await client.wait_for(is_type("agent_speech"), after=before, timeout=RESPONSE_TIMEOUT_SECONDS + 20)
     except (TimeoutError, ConnectionError) as exc:
         raise AssertionError(f"no apology ({exc}): {story(client.messages, before)}") from None
-    late = client.messages[apology].at - said_last_word
-    assert late <= bound, (
-        f"the apology came {late:.1f} s after the caller's last word: {story(client.messages, before)}"
-    )
     words = client.messages[apology].message["text"]
     assert words != answer, "the brain's answer is no apology"  # the engine's own words, while the brain hangs
     try:
@@ -590,11 +576,12 @@ async def apology_then_next_turn(
         raise AssertionError(f"the next turn was not answered ({exc}): {story(client.messages, before)}") from None
 
 
-async def test_a_brain_that_never_answers_gets_the_apology_in_time_and_the_call_goes_on(
+async def test_a_brain_that_never_answers_gets_an_apology_and_the_call_goes_on(
     hanging_server, hanging_chat, voice, owner, make_agent, realtime_settings
 ):
     """The model never answers the first turn (it would only time out after LLM_TIMEOUT_SECONDS, 30 s):
-    the caller hears an apology within RESPONSE_TIMEOUT_SECONDS, and their next turn is answered."""
+    the caller hears an apology (after RESPONSE_TIMEOUT_SECONDS: test_conversation_pipeline.py), and their
+    next turn is answered."""
     hanging_chat.reset(Text("Too late.", delay=600), fallback=Text(OPENING))
     agent = await sync_to_async(make)(owner, make_agent, "Hana")
     async with VoiceClient(socket_url(hanging_server, agent, issue(agent))) as client:
@@ -604,11 +591,12 @@ async def test_a_brain_that_never_answers_gets_the_apology_in_time_and_the_call_
         await caller.hang_up()
 
 
-async def test_a_tool_that_never_answers_gets_the_apology_in_time_and_the_call_goes_on(
+async def test_a_tool_that_never_answers_gets_an_apology_and_the_call_goes_on(
     hanging_server, hanging_chat, voice, owner, make_agent, realtime_settings, receivers
 ):
-    """A webhook tool whose server never answers, with a 10 s timeout: the caller hears an apology within
-    RESPONSE_TIMEOUT_SECONDS, the tool's timeout is told and the response ends, and their next turn is answered."""
+    """A webhook tool whose server never answers, with a 10 s timeout: the caller hears an apology (after
+    RESPONSE_TIMEOUT_SECONDS: test_conversation_pipeline.py), the tool's timeout is told and the response
+    ends, and their next turn is answered."""
     hanging_chat.reset(Tools(ScriptedCall("track_parcel", {})), fallback=Text(PARCEL_ANSWER))
     hook = receivers(Reply(hold=True, json={"message": "Too late."}))
     agent = await sync_to_async(parcel_agent)(owner, make_agent, hook, "Ivo", timeout_ms=10_000)

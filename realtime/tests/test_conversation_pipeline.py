@@ -168,3 +168,38 @@ async def test_a_brain_that_never_answers_gets_the_caller_an_apology_after_the_r
     assert h.transport.transcripts()[-1] == ("assistant", OPENING)
     assert len(brain.asked) == 2
     await h.stop()
+
+
+async def test_a_tool_that_never_answers_gets_the_caller_an_apology_after_the_response_timeout(agent, settings):
+    """A tool that hangs (its webhook never answers; its 10 s timeout is the tool's answer): RESPONSE_TIMEOUT_SECONDS
+    (3 s here) after the caller's turn the agent says it is still working, on the session's clock; the tool's
+    timeout is told to the brain and the response ends; the caller's next turn is answered. (Moved from the
+    wall-clock bound of test_conversation_e2e.py's tool test, which keeps the outcome.)"""
+    settings.RESPONSE_TIMEOUT_SECONDS = 3
+    timed_out = ToolOutcome(result='{"error": "The tool did not answer within 10 s"}', status="error")
+    tools = ScriptedTools({"track_parcel": timed_out}, wait=True)
+    track = [ToolCall(name="track_parcel", arguments={}, id="call_track")]
+    brain = ScriptedBrain(track, [TextPiece(OPENING)])
+    h = Harness(agent, recorder=MemoryRecorder(), texts=[PARCEL_FIRST, "when do you open"], brain=brain, tools=tools)
+    await greeted(h)
+    await h.talk(600, then_silence_ms=0)
+    spoke = h.clock.now()
+    await h.feed(silence(2500))
+    assert [call.name for call in tools.calls] == ["track_parcel"]  # the tool runs, and hangs
+    assert [kind for at, kind, _ in h.transport.messages() if at > spoke and kind == "agent_speech"] == []
+    await h.feed(silence(1000))
+    speech_at = [at for at, kind, _ in h.transport.messages() if at > spoke and kind == "agent_speech"]
+    assert speech_at, (
+        f"no apology: {[(kind, value) for at, kind, value in h.transport.messages() if at > spoke and kind != 'audio']}"
+    )
+    assert speech_at[0] - spoke <= 3 + 0.5
+    await h.feed(silence(6500))  # 10 s after the call: the tool's timeout is its answer
+    tools.release.set()
+    await h.feed(silence(4000))
+    assert brain.seen[-1][-1].role == "tool"  # the brain was told the tool's outcome
+    ended = [kind for at, kind, _ in h.transport.messages() if at > spoke and kind == "agent_speech.ended"]
+    assert ended, "the response did not end"
+    await h.talk(600, then_silence_ms=3000)
+    assert h.transport.transcripts()[-1] == ("assistant", OPENING)
+    assert len(tools.calls) == 1
+    await h.stop()

@@ -1,4 +1,5 @@
-"""Why a call ended (endedReason), end to end over real Daphne processes: every way a call ends today
+"""Why a call ended (endedReason), end to end through the project's ASGI application in the test's
+process (testing/inprocess.py): every way a call ends today
 leaves its reason on the call as GET /public/v1/calls/{id} returns it.
 
 - a browser that closes its socket, and a phone stream that Twilio stops: caller-hung-up;
@@ -10,14 +11,13 @@ leaves its reason on the call as GET /public/v1/calls/{id} returns it.
   server) end_call is offered to the model, and its call without words gets the default goodbye; an agent
   that turns end_call off does not offer it;
 - Twilio's status callbacks busy and no-answer: the live stream's call, and a call no stream holds;
-- a server stopped (SIGTERM) under a live call: server-shutdown.
+- a server stopped (SIGTERM) under a live call: server-shutdown (a real process to stop:
+  test_socket_exits.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,7 +34,7 @@ from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Text, Tools
 from testing.clients import VoiceClient, is_type
 from testing.conversations import Caller, agent_for, issue, silence, socket_url
-from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.twilio_stream import TwilioStream, is_event
 from testing.twilio_webhooks import (
     PUBLIC_BASE_URL,
@@ -63,20 +63,20 @@ def voice(tmp_path_factory: Any) -> dict[str, bytes]:
     return record_voice((FAREWELL, REAL_PERSON, CAPABILITIES), tmp_path_factory.mktemp("voice"))
 
 
-def server_env(twilio_api: Any) -> dict[str, str]:
+def server_values(twilio_api: Any) -> dict[str, Any]:
     return {
-        "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-        "REALTIME_INPUT_IDLE_SECONDS": str(IDLE_SECONDS),
+        "OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"],
+        "REALTIME_INPUT_IDLE_SECONDS": IDLE_SECONDS,
         "PUBLIC_BASE_URL": PUBLIC_BASE_URL,
         "TWILIO_API_BASE_URL": twilio_api.base,
         # A status callback finishes a call that no live stream ends within a second.
-        "TELEPHONY_CALL_END_GRACE_SECONDS": "1",
+        "TELEPHONY_CALL_END_GRACE_SECONDS": 1,
     }
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any) -> Iterator[Any]:
-    with shared_test_server(django_db_blocker, tmp_path_factory, "endings", server_env(twilio_api)) as started:
+@pytest.fixture
+def server(settings: Any, twilio_api: Any) -> Iterator[InProcessServer]:
+    with serving(settings, server_values(twilio_api)) as started:
         yield started
 
 
@@ -86,12 +86,10 @@ def chat() -> Iterator[ChatServer]:
         yield scripted
 
 
-@pytest.fixture(scope="module")
-def openai_server(
-    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, chat: ChatServer
-) -> Iterator[DaphneServer]:
-    env = {"LLM_PROVIDER": "openai", "LLM_BASE_URL": chat.base_url, "LLM_MODEL": LLM_MODEL, "LLM_API_KEY": "sk-x"}
-    with shared_test_server(django_db_blocker, tmp_path_factory, "endings-openai", env) as started:
+@pytest.fixture
+def openai_server(settings: Any, chat: ChatServer) -> Iterator[InProcessServer]:
+    values = {"LLM_PROVIDER": "openai", "LLM_BASE_URL": chat.base_url, "LLM_MODEL": LLM_MODEL, "LLM_API_KEY": "sk-x"}
+    with serving(settings, values) as started:
         yield started
 
 
@@ -123,7 +121,7 @@ def phone_agent(owner: Any, make_agent: Any) -> Any:
     return agent
 
 
-async def phone_stream(server: DaphneServer, agent: Any, call_sid: str) -> TwilioStream:
+async def phone_stream(server: InProcessServer, agent: Any, call_sid: str) -> TwilioStream:
     token = await sync_to_async(stream_token_issue)(
         organization_id=agent.organization_id,
         agent_id=agent.pk,
@@ -135,18 +133,15 @@ async def phone_stream(server: DaphneServer, agent: Any, call_sid: str) -> Twili
     return TwilioStream(f"{server.ws_url}/telephony/twilio/stream", token, call_sid=call_sid)
 
 
-def status_callback(server: DaphneServer, call_sid: str, status: str) -> int:
-    """Twilio's call status callback to the real server, signed over PUBLIC_BASE_URL + path."""
+async def status_callback(server: InProcessServer, call_sid: str, status: str) -> int:
+    """Twilio's call status callback to the application, signed over PUBLIC_BASE_URL + path."""
     path = "/telephony/twilio/status"
     params = status_params(sid=call_sid, status=status, to=NUMBER)
-    request = urllib.request.Request(
-        server.http_url + path,
-        data=urllib.parse.urlencode(params).encode(),
-        headers={"X-Twilio-Signature": sign(PUBLIC_BASE_URL + path, params)},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return response.status
+    async with server.ahttp() as http:
+        response = await http.post(
+            path, data=params, headers={"X-Twilio-Signature": sign(PUBLIC_BASE_URL + path, params)}
+        )
+    return response.status_code
 
 
 # --- the caller ends the call --------------------------------------------------------------------
@@ -309,7 +304,7 @@ async def test_a_busy_status_callback_ends_the_live_stream_with_busy(server, own
         await twilio.wait_for(is_event("media"), timeout=60)
         line = asyncio.create_task(twilio.stream(bytes([audio.SILENCE_BYTE]) * 8000 * 30))
         try:
-            assert await sync_to_async(status_callback)(server, call_sid, "busy") == 204
+            assert await status_callback(server, call_sid, "busy") == 204
             assert await twilio.wait_closed(timeout=10) == 1000
         finally:
             line.cancel()
@@ -325,25 +320,6 @@ async def test_a_no_answer_status_callback_finishes_a_call_no_stream_holds(
     call_sid = "CA" + "3" * 32
     # A call record left open by a process that is gone (no live stream ends it).
     call = await sync_to_async(calls.call_start)(agent=agent, channel="phone", provider_call_id=call_sid)
-    assert await sync_to_async(status_callback)(server, call_sid, "no-answer") == 204
+    assert await status_callback(server, call_sid, "no-answer") == 204
     detail = await ended(str(call.pk), owner)
     assert (detail["status"], detail["endedReason"]) == ("failed", "no-answer")
-
-
-# --- the server stops ----------------------------------------------------------------------------
-
-
-async def test_a_server_stopped_under_a_live_call_ends_it_with_server_shutdown(
-    voice, owner, make_agent, realtime_settings, tmp_path_factory
-):
-    agent = await sync_to_async(make)(owner, make_agent, "Sid")
-    stopping = await sync_to_async(start_test_server)(tmp_path_factory, "endings-shutdown")
-    try:
-        async with VoiceClient(socket_url(stopping, agent, issue(agent))) as client:
-            caller = await Caller(client, voice).answered()
-            await sync_to_async(stopping.stop)()  # SIGTERM
-            await client.wait_closed()
-    finally:
-        await sync_to_async(stop_test_server)(stopping)
-    detail = await ended(caller.call_id, owner, timeout=5)
-    assert (detail["status"], detail["endedReason"]) == ("failed", "server-shutdown")

@@ -1,9 +1,10 @@
-"""End to end over a real Daphne process: a caller asks five questions about an uploaded plain-text FAQ
+"""End to end through the project's ASGI application in the test's process (testing/inprocess.py): a caller asks five questions about an uploaded plain-text FAQ
 and each is answered with its own fact (issue 18: one chunk of the whole FAQ answered every question
 with its first paragraph, title included).
 
-The FAQ is uploaded as a .txt file through the public API of the server, which indexes it on its
-background worker (the embedded default: no broker); the caller speaks recorded eSpeak NG sentences
+The FAQ is uploaded as a .txt file through the public API of the application, which indexes it (inline
+in the tests, KNOWLEDGE_INGEST_INLINE; the serving process's background worker is proven through real
+servers in test_upkeep_e2e.py); the caller speaks recorded eSpeak NG sentences
 over the browser socket (see test_agent_e2e.py on recognition of synthesized speech). The questions
 are close to the FAQ's own, which the agent's language model holds, in the `leo` voice, which the
 recognizer hears best: each was heard right in repeated runs through the server, in one call, in this
@@ -17,13 +18,13 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
 from testing.conversations import Caller, Exchange, agent_for, conversation, tool_events
-from testing.daphne import DaphneServer, shared_test_server, wait_until_indexed
+from testing.daphne import wait_until_indexed
 from testing.documents import HOTEL_FAQ, HOTEL_TITLE
+from testing.inprocess import InProcessServer, serving
 from testing.voice import record_voice
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
@@ -38,11 +39,9 @@ QUESTIONS = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    """The embedded default, also when the suite runs with REDIS_URL: uploads are indexed by the
-    serving process's background worker."""
-    with shared_test_server(django_db_blocker, tmp_path_factory, "knowledge", {"REDIS_URL": ""}) as started:
+@pytest.fixture
+def server(settings: Any) -> Iterator[InProcessServer]:
+    with serving(settings) as started:
         yield started
 
 
@@ -51,11 +50,11 @@ def voice(tmp_path_factory: Any) -> dict[str, bytes]:
     return record_voice(tuple(QUESTIONS), tmp_path_factory.mktemp("voice"), voice_name="leo")
 
 
-def upload_faq(server: DaphneServer, api_key: str, agent_id: str) -> dict[str, Any]:
-    """Upload the FAQ as a file through the server's API and wait until it is indexed; its list item."""
+def upload_faq(server: InProcessServer, api_key: str, agent_id: str) -> dict[str, Any]:
+    """Upload the FAQ as a file through the application's API and wait until it is indexed; its list item."""
     path = f"/public/v1/agents/{agent_id}/knowledge"
     headers = {"Authorization": f"Bearer {api_key}"}
-    with httpx.Client(base_url=server.http_url, headers=headers, timeout=30) as http:
+    with server.http(headers=headers) as http:
         response = http.post(path, files={"file": ("hotel-faq.txt", HOTEL_FAQ.encode(), "text/plain")})
         assert response.status_code == 200, response.text
 
@@ -67,7 +66,6 @@ def upload_faq(server: DaphneServer, api_key: str, agent_id: str) -> dict[str, A
         return wait_until_indexed(listed, response.json()["id"])
 
 
-@pytest.mark.serial  # five spoken questions in turn: each must be heard whole while the caller waits
 async def test_each_question_about_an_uploaded_faq_is_answered_with_its_own_fact(
     server, voice, owner, make_agent, realtime_settings
 ):

@@ -2,7 +2,8 @@
 converted for CTranslate2 and the Piper en_US-joe-medium voice, both from dev-only PyPI packages
 (requirements-dev.txt; docs/guides/neural-speech.md has what they hold and where they come from). Whisper hears
 Piper and eSpeak NG; pinned sha256 values are enforced; missing files are named by the system check; a
-failing model gets the offline apology; and one conversation goes through a real Daphne server."""
+failing model gets the offline apology; and one conversation goes through the project's ASGI
+application (in the test's process, testing/inprocess.py)."""
 
 from __future__ import annotations
 
@@ -239,20 +240,21 @@ async def test_an_agent_in_another_language_is_spoken_by_the_offline_voice(neura
     await conversation.stop()
 
 
-# --- end to end: a browser socket on a real Daphne server ----------------------------------------
+# --- end to end: a browser socket on the application (in-process) --------------------------------
 SENTENCE = "I would like to book a table for four people tomorrow evening."
 
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_db_threads")
-@pytest.mark.serial  # real-time speech through real models: it needs the CPU when the caller speaks
-async def test_a_spoken_conversation_with_whisper_and_piper_through_a_real_server(
-    whisper_dir, owner, make_agent, realtime_settings, tmp_path_factory
+async def test_a_spoken_conversation_with_whisper_and_piper_through_the_application(
+    whisper_dir, owner, make_agent, realtime_settings, settings, caplog
 ):
+    from calls.logging import flush_agent_logs
+    from calls.models import AgentLog
     from realtime import tokens
     from testing.clients import VoiceClient, is_type
-    from testing.daphne import start_test_server, stop_test_server
+    from testing.inprocess import serving
 
     agent = await sync_to_async(make_agent)(
         owner.organization,
@@ -262,7 +264,7 @@ async def test_a_spoken_conversation_with_whisper_and_piper_through_a_real_serve
         greeting_type="static",
         static_greeting="Hello, this is Ava from Acme. How can I help you today?",
     )
-    env = {
+    values = {
         "ASR_PROVIDER": "whisper",
         "WHISPER_MODEL_PATH": str(whisper_dir),
         "WHISPER_MODEL_SHA256": WHISPER_BASE_SHA256,
@@ -271,8 +273,7 @@ async def test_a_spoken_conversation_with_whisper_and_piper_through_a_real_serve
         "PIPER_MODEL_SHA256": JOE_MEDIUM_SHA256,
     }
     caller = to_16k(synthesize(SENTENCE, language="en-US", voice_name="rex"))
-    server = await sync_to_async(start_test_server)(tmp_path_factory, "neural-speech", env)
-    try:
+    with serving(settings, values) as server:
         token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
         async with VoiceClient(f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}") as client:
             try:
@@ -293,11 +294,11 @@ async def test_a_spoken_conversation_with_whisper_and_piper_through_a_real_serve
             assert answer_audio.size > OUT_RATE // 2 and np.abs(answer_audio).max() > 3000
             await client.send({"type": "stop"})
             assert await client.wait_closed() == 1000
-    finally:
-        await sync_to_async(stop_test_server)(server)
-    assert server.log_path is not None
-    log = server.log_path.read_text()
-    assert "speech synthesis failed" not in log and "speech recognition failed" not in log
+    # What the server's log held (this process's log records), and the agent's log.
+    assert "speech synthesis failed" not in caplog.text and "speech recognition failed" not in caplog.text
+    await sync_to_async(flush_agent_logs)()
+    messages = await sync_to_async(lambda: [str(c) for c in AgentLog.objects.values_list("content", flat=True)])()
+    assert not [m for m in messages if "speech synthesis failed" in m or "speech recognition failed" in m], messages
     rows = await sync_to_async(
         lambda: list(
             Call.objects.get(agent=agent).messages.order_by("occurred_at", "sequence").values_list("role", "content")

@@ -1,4 +1,5 @@
-"""End to end with VOICE_ENGINE=speech-to-speech: a real Daphne process whose voice engine is a scripted
+"""End to end with VOICE_ENGINE=speech-to-speech: the project's ASGI application in the test's process
+(testing/inprocess.py) whose voice engine is a scripted
 speech-to-speech provider on loopback (testing/speech_to_speech_provider.py, in a thread), a browser socket,
 a webhook tool on loopback, down to the call record and the agent log."""
 
@@ -12,12 +13,13 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+from calls.logging import flush_agent_logs
 from calls.models import AgentLog
 from realtime import tokens
 from realtime.engine.tools import end_call
 from testing.agents import DISCLOSURE, GREETING, ORDER_NUMBER, olive
 from testing.clients import VoiceClient, is_type
-from testing.daphne import DaphneServer, shared_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.speech_to_speech_provider import CallTool, ProviderServer, Say, eventually
 from testing.voice import rms
 from testing.waiting import polled
@@ -40,18 +42,16 @@ def provider() -> Iterator[ProviderServer]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def server(
-    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, provider: ProviderServer
-) -> Iterator[DaphneServer]:
-    env = {
-        "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
+@pytest.fixture
+def server(settings: Any, provider: ProviderServer) -> Iterator[InProcessServer]:
+    values = {
+        "OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"],
         "VOICE_ENGINE": "speech-to-speech",
         "REALTIME_PROVIDER_URL": provider.url,
         "REALTIME_PROVIDER_MODEL": MODEL,
         "REALTIME_PROVIDER_API_KEY": API_KEY,
     }
-    with shared_test_server(django_db_blocker, tmp_path_factory, "s2s", env) as started:
+    with serving(settings, values) as started:
         yield started
 
 
@@ -67,7 +67,7 @@ def failing_hook() -> Iterator[LoopbackReceiver]:
         yield receiver
 
 
-def socket_url(server: DaphneServer, agent: Any) -> str:
+def socket_url(server: InProcessServer, agent: Any) -> str:
     token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
     return f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}"
 
@@ -83,11 +83,12 @@ def audio_seconds(client: VoiceClient, start: int) -> float:
 
 
 async def logged(agent: Any, message: str, severity: str | None = None, timeout: float = 15.0) -> list[Any]:
-    """The server process's agent-log lines of `agent` once one starting with `message` is written
-    (the server flushes its log buffer every second)."""
+    """The agent-log lines of `agent` once one starting with `message` is written (each look writes
+    the lines buffered so far: the tests' settings run no log writer thread)."""
     seen: list[Any] = []
 
     async def found() -> list[Any] | None:
+        await sync_to_async(flush_agent_logs)()
         rows = await sync_to_async(list)(AgentLog.objects.filter(agent_id=agent.pk).values_list("severity", "content"))
         seen[:] = rows
         if any(row[1].get("message", "").startswith(message) and severity in (None, row[0]) for row in rows):

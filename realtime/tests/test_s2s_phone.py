@@ -1,5 +1,6 @@
 """A phone call with VOICE_ENGINE=speech-to-speech: Twilio's side of the Media Stream played by a script
-(testing/twilio_stream.py, mu-law 8 kHz both ways), a real Daphne process, the scripted
+(testing/twilio_stream.py, mu-law 8 kHz both ways), the project's ASGI application in the test's
+process (testing/inprocess.py), the scripted
 speech-to-speech provider on loopback; barge-in truncation uses what the phone really played (marks)."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_issue
 from testing.calls import wait_call
-from testing.daphne import DaphneServer, shared_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.speech_to_speech_provider import ProviderServer, Say, eventually
 from testing.twilio_stream import TwilioStream, from_phone, is_event, played_out
 from testing.voice import rms
@@ -39,18 +40,16 @@ def provider() -> Iterator[ProviderServer]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def server(
-    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, provider: ProviderServer
-) -> Iterator[DaphneServer]:
+@pytest.fixture
+def server(settings: Any, provider: ProviderServer) -> Iterator[InProcessServer]:
     with LoopbackReceiver(default=Reply(json={"sid": "CA" + "0" * 32})) as twilio_api:
-        env = {
+        values = {
             "TWILIO_API_BASE_URL": twilio_api.base,
             "VOICE_ENGINE": "speech-to-speech",
             "REALTIME_PROVIDER_URL": provider.url,
             "REALTIME_PROVIDER_MODEL": MODEL,
         }
-        with shared_test_server(django_db_blocker, tmp_path_factory, "s2s-phone", env, public=True) as started:
+        with serving(settings, values, public=True) as started:
             yield started
 
 

@@ -1,11 +1,17 @@
-"""End to end over real Daphne processes: session tokens at the socket, the browser protocol, and a
-spoken conversation with the real offline speech parts (eSpeak NG in, Silero VAD + PocketSphinx,
-eSpeak NG out), down to the call record in the database."""
+"""End to end through the project's ASGI application in the test's process (testing/inprocess.py):
+session tokens at the socket, the browser protocol, and a spoken conversation with the real offline
+speech parts (eSpeak NG in, Silero VAD + PocketSphinx, eSpeak NG out), down to the call record in the
+database. That a serving process loads those models without torch is checked in a process of its own
+(`without_torch`)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,14 +24,13 @@ from asgiref.sync import sync_to_async
 from calls.models import Call
 from realtime import tokens
 from testing.clients import VoiceClient, is_type
-from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.voice import record_voice, rms
 from testing.waiting import polled
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.slow,
-    pytest.mark.serial,
     pytest.mark.usefixtures("close_db_threads"),
 ]
 
@@ -40,9 +45,9 @@ ANSWER = "I take table reservations for the Acme restaurant. What would you like
 SECOND = "Please book it for dinner at seven."
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    with shared_test_server(django_db_blocker, tmp_path_factory, "a") as started:
+@pytest.fixture
+def server(settings: Any) -> Iterator[InProcessServer]:
+    with serving(settings) as started:
         yield started
 
 
@@ -59,7 +64,7 @@ def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
     )
 
 
-def socket_url(server: DaphneServer, agent_id: Any, token: str) -> str:
+def socket_url(server: InProcessServer, agent_id: Any, token: str) -> str:
     return f"{server.ws_url}/ws/agents/{agent_id}/realtime?token={token}"
 
 
@@ -87,7 +92,7 @@ async def audio_received(client: VoiceClient, *, after: int, seconds: float) -> 
         await client.wait_for(is_type("output_audio"), after=len(client.messages))
 
 
-async def refused(server: DaphneServer, agent_id: Any, token: str) -> tuple[int | None, dict[str, Any]]:
+async def refused(server: InProcessServer, agent_id: Any, token: str) -> tuple[int | None, dict[str, Any]]:
     async with VoiceClient(socket_url(server, agent_id, token)) as client:
         code = await client.wait_closed()
         assert not any(m.message["type"] == "output_audio" for m in client.messages)
@@ -115,8 +120,10 @@ async def test_the_socket_refuses_bad_tokens_with_documented_close_codes(server,
     assert not await sync_to_async(Call.objects.exists)()
 
 
-async def test_a_token_opens_one_socket_only_also_through_a_second_server_process(server, ava, tmp_path_factory):
-    second = await sync_to_async(start_test_server)(tmp_path_factory, "b")
+async def test_a_token_opens_one_socket_only_also_through_a_second_application(server, ava):
+    """The spent token is in the database (UsedSessionToken): another instance of the application,
+    with nothing of the first's in memory, refuses it too."""
+    second = InProcessServer().start()
     try:
         token = issue(ava)
         async with VoiceClient(socket_url(server, ava.pk, token)) as first:
@@ -128,7 +135,7 @@ async def test_a_token_opens_one_socket_only_also_through_a_second_server_proces
             await first.send({"type": "stop"})
             assert await first.wait_closed() == 1000
     finally:
-        await sync_to_async(stop_test_server)(second)
+        second.stop()
 
 
 async def test_bad_messages_get_an_error_and_the_session_goes_on(server, ava):
@@ -218,9 +225,40 @@ async def test_a_spoken_conversation_end_to_end(server, ava, speech_16k):
     assert rows[0][1] == greeting_text and rows[1][1] == heard and rows[2][1] == cut_text
     samples = np.frombuffer(greeting_audio, dtype="<i2")
     assert samples.max() > 1000 and samples.min() < -1000
-    # The server heard and spoke with its models on onnxruntime alone: torch (about 200 MB a process, which
-    # the silero-vad package's own import would load) is not in its memory.
-    assert "libtorch" not in Path(f"/proc/{server.process.pid}/maps").read_text()
+    # A serving process hears and speaks with these models on onnxruntime alone: torch (about 200 MB a
+    # process, which the silero-vad package's own import would load) is not in its memory.
+    assert await asyncio.to_thread(without_torch) == {"libtorch": False, "torch": False}
+
+
+# What a serving process loads to hear and speak (the embedded kit's models, and one of each part a
+# session makes), in a process of its own; then whether torch is in its memory.
+LOAD_THE_SPEECH_MODELS = """
+import json, sys, django
+django.setup()
+from pathlib import Path
+from realtime.engine.cascade import kit
+from realtime.engine.speech.espeak import synthesize
+voice = kit.voice_kit()
+kit.ensure_preloaded(voice)
+detector = voice.detector()
+audio = synthesize("Hello there.", language="en-US", voice_name="eve")
+maps = Path("/proc/self/maps").read_text()
+print(json.dumps({"libtorch": "libtorch" in maps, "torch": "torch" in sys.modules}))
+"""
+
+
+def without_torch() -> dict[str, bool]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "voiceagent.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_THE_SPEECH_MODELS],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 async def test_the_agent_s_words_arrive_sentence_by_sentence_as_it_speaks_them(server, ava):
@@ -280,7 +318,7 @@ def turn_speech(tmp_path_factory: Any) -> dict[str, bytes]:
     return record_voice((QUESTION, FOLLOW_UP, *PAUSED), tmp_path_factory.mktemp("turns"))
 
 
-async def caller_turns(server: DaphneServer, agent: Any, pcm: bytes) -> list[str]:
+async def caller_turns(server: InProcessServer, agent: Any, pcm: bytes) -> list[str]:
     """After the greeting, the caller says `pcm` and listens for 3 s: the user turns heard."""
     async with VoiceClient(socket_url(server, agent.pk, issue(agent))) as client:
         await client.wait_for(is_type("session.started"), timeout=60)
@@ -296,9 +334,7 @@ async def caller_turns(server: DaphneServer, agent: Any, pcm: bytes) -> list[str
     return [m.message["text"] for m in client.messages[before:] if is_type("transcript", role="user")(m.message)]
 
 
-async def test_a_finished_sentence_ends_the_turn_before_the_full_silence_window(
-    server, ava, turn_speech, tmp_path_factory
-):
+async def test_a_finished_sentence_ends_the_turn_before_the_full_silence_window(server, ava, turn_speech, settings):
     """A finished question, a 400 ms pause, another question: with the quick end of turn (default)
     the agent takes the turn in the pause (two caller turns); with VAD_QUICK_END_SILENCE_MS=0 every
     turn waits for the 500 ms window, so the pause does not end it (one turn)."""
@@ -307,11 +343,8 @@ async def test_a_finished_sentence_ends_the_turn_before_the_full_silence_window(
     assert len(quick) == 2, quick
     assert words(quick[0]) & words(QUESTION) and words(quick[1]) & words(FOLLOW_UP)
 
-    fixed = await sync_to_async(start_test_server)(tmp_path_factory, "fixed", {"VAD_QUICK_END_SILENCE_MS": "0"})
-    try:
-        assert len(await caller_turns(fixed, ava, spoken)) == 1
-    finally:
-        await sync_to_async(stop_test_server)(fixed)
+    settings.VAD_QUICK_END_SILENCE_MS = 0  # what the second server's environment set
+    assert len(await caller_turns(server, ava, spoken)) == 1
 
 
 async def test_pauses_inside_a_number_do_not_split_the_turn(server, ava, turn_speech):

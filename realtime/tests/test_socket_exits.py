@@ -296,3 +296,32 @@ async def test_a_redis_outage_leaves_browser_sessions_alone_and_phone_calls_live
         assert "Traceback" not in log.read_text(errors="replace")
     finally:
         await sync_to_async(stop_test_server)(server)
+
+
+# --- the server stops (moved from test_endings_e2e.py, which runs in-process) ------------------------
+
+
+async def test_a_server_stopped_under_a_live_call_ends_it_with_server_shutdown(
+    owner, make_agent, realtime_settings, tmp_path_factory
+):
+    from testing.conversations import Caller, agent_for, issue, socket_url
+
+    agent = await sync_to_async(agent_for)(owner, make_agent, name="Sid", instructions="You help callers.")
+    stopping = await sync_to_async(start_test_server)(tmp_path_factory, "endings-shutdown")
+    try:
+        async with VoiceClient(socket_url(stopping, agent, issue(agent))) as client:
+            caller = await Caller(client, {}).answered()
+            await sync_to_async(stopping.stop)()  # SIGTERM
+            await client.wait_closed()
+    finally:
+        await sync_to_async(stop_test_server)(stopping)
+    # GET /public/v1/calls/{id} once the call has left `active`.
+
+    async def ended() -> dict[str, Any] | None:
+        response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{caller.call_id}")
+        assert response.status_code == 200, response.content
+        body: dict[str, Any] = response.json()
+        return body if body["status"] != "active" else None
+
+    detail = await polled(ended, what=f"call {caller.call_id} to leave active", timeout=5)
+    assert (detail["status"], detail["endedReason"]) == ("failed", "server-shutdown")

@@ -1,7 +1,8 @@
 """Speech providers of the cascade (ASR_PROVIDER / TTS_PROVIDER = openai) against a scripted
 OpenAI-compatible audio server on loopback: the recognizer and the voice on their own, the cascade
 with the session shell (a recognized turn answered in the provider's voice; the offline voice when a
-provider fails), the system check, and one conversation through a real Daphne server."""
+provider fails), the system check, and one conversation through the project's ASGI application (in the
+test's process, testing/inprocess.py)."""
 
 from __future__ import annotations
 
@@ -383,7 +384,7 @@ async def test_after_a_permanent_synthesis_failure_the_offline_voice_speaks_for_
     await conversation.stop()
 
 
-# --- end to end: a browser socket on a real Daphne server ----------------------------------------
+# --- end to end: a browser socket on the application (in-process) --------------------------------
 SENTENCE = "I would like to book a table for four people tomorrow evening."
 HEARD = "I would like to book a table for four people tomorrow evening."
 
@@ -391,13 +392,15 @@ HEARD = "I would like to book a table for four people tomorrow evening."
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_db_threads")
-async def test_a_spoken_conversation_with_provider_speech_through_a_real_server(
-    audio_server, owner, make_agent, realtime_settings, tmp_path_factory
+async def test_a_spoken_conversation_with_provider_speech_through_the_application(
+    audio_server, owner, make_agent, realtime_settings, settings, caplog
 ):
+    from calls.logging import flush_agent_logs
+    from calls.models import AgentLog
     from realtime import tokens
     from realtime.engine.speech.espeak import synthesize
     from testing.clients import VoiceClient, is_type
-    from testing.daphne import start_test_server, stop_test_server
+    from testing.inprocess import serving
     from testing.voice import to_16k
 
     agent = await sync_to_async(make_agent)(
@@ -409,7 +412,7 @@ async def test_a_spoken_conversation_with_provider_speech_through_a_real_server(
         static_greeting="Hello, this is Ava from Acme. How can I help you today?",
     )
     audio_server.transcribe(Transcript(HEARD))
-    env = {
+    values = {
         "ASR_PROVIDER": "openai",
         "ASR_BASE_URL": audio_server.base_url,
         "ASR_API_KEY": KEY,
@@ -421,8 +424,8 @@ async def test_a_spoken_conversation_with_provider_speech_through_a_real_server(
         "TTS_VOICE_MAP": "eve=echo",
     }
     caller = to_16k(synthesize(SENTENCE, language="en-US", voice_name="rex"))
-    server = await sync_to_async(start_test_server)(tmp_path_factory, "speech-providers", env)
-    try:
+    voice.reset_kits()  # kits are built once per process; this one with these settings
+    with serving(settings, values) as server:
         token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
         async with VoiceClient(f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}") as client:
             await client.wait_for(is_type("session.started"), timeout=60)
@@ -438,8 +441,7 @@ async def test_a_spoken_conversation_with_provider_speech_through_a_real_server(
             assert spoken_by_provider(samples(client.audio(user, answer)), level_for("echo"))
             await client.send({"type": "stop"})
             assert await client.wait_closed() == 1000
-    finally:
-        await sync_to_async(stop_test_server)(server)
+    voice.reset_kits()
     (upload,) = audio_server.of("/audio/transcriptions")
     assert upload.rate == 16000 and len(upload.audio) >= len(caller) * 0.8
     assert upload.fields["model"] == "whisper-test" and upload.fields["language"] == "en"
@@ -448,7 +450,10 @@ async def test_a_spoken_conversation_with_provider_speech_through_a_real_server(
     assert inputs[-1] in answer_text and {request.fields["voice"] for request in audio_server.of("/audio/speech")} == {
         "echo"
     }
-    assert server.log_path is not None and KEY not in server.log_path.read_text()
+    # Neither the server's log (this process's log records) nor the agent's log holds the key.
+    assert KEY not in caplog.text
+    await sync_to_async(flush_agent_logs)()
+    assert KEY not in str(await sync_to_async(lambda: list(AgentLog.objects.values_list("content", flat=True)))())
     rows = await sync_to_async(
         lambda: list(
             Call.objects.get(agent=agent).messages.order_by("occurred_at", "sequence").values_list("role", "content")

@@ -1,4 +1,4 @@
-"""End to end over a real Daphne process: clean input and the typed-input budget on the browser socket
+"""End to end through the project's ASGI application in the test's process (testing/inprocess.py): clean input and the typed-input budget on the browser socket
 (issue 34, items 2 and 8; docs/reference/realtime-protocol.md, "Typed input budget").
 
 A string that cannot be stored (a lone surrogate, NUL) in any socket message is a `bad_message` naming
@@ -20,7 +20,7 @@ from asgiref.sync import sync_to_async
 
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, socket_url
-from testing.daphne import DaphneServer, shared_test_server
+from testing.inprocess import InProcessServer, serving
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -28,16 +28,16 @@ BURST = 3
 MAX_BYTES = 6000  # three turns of 2,000 characters
 FLOOD_CLOSE = 20
 LIMITS = {
-    "REALTIME_TEXT_PER_SECOND": "0.0001",  # one more turn every 3 hours: nothing refills during a test
-    "REALTIME_TEXT_BURST": str(BURST),
-    "REALTIME_TEXT_MAX_BYTES_PER_CALL": str(MAX_BYTES),
-    "REALTIME_TEXT_FLOOD_CLOSE": str(FLOOD_CLOSE),
+    "REALTIME_TEXT_PER_SECOND": 0.0001,  # one more turn every 3 hours: nothing refills during a test
+    "REALTIME_TEXT_BURST": BURST,
+    "REALTIME_TEXT_MAX_BYTES_PER_CALL": MAX_BYTES,
+    "REALTIME_TEXT_FLOOD_CLOSE": FLOOD_CLOSE,
 }
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    with shared_test_server(django_db_blocker, tmp_path_factory, "typed-input", LIMITS) as started:
+@pytest.fixture
+def server(settings: Any) -> Iterator[InProcessServer]:
+    with serving(settings, LIMITS) as started:
         yield started
 
 
@@ -47,7 +47,7 @@ def typed(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def text_session(owner: Any, agent: Any, server: DaphneServer) -> AsyncIterator[tuple[VoiceClient, str]]:
+async def text_session(owner: Any, agent: Any, server: InProcessServer) -> AsyncIterator[tuple[VoiceClient, str]]:
     """A typed session's socket, once the agent has greeted; and its call's id."""
     response = await sync_to_async(owner.client.post)(
         f"/public/v1/agents/{agent.pk}/realtime-sessions", {"modality": "text"}, format="json"

@@ -1,4 +1,4 @@
-"""End to end over a real Daphne process: typed sessions (issue 22, docs/guides/typed-sessions.md).
+"""End to end through the project's ASGI application in the test's process (testing/inprocess.py): typed sessions (issue 22, docs/guides/typed-sessions.md).
 
 A session opened through the public API with `"modality": "text"` and `"events": ["tool"]` is typed to
 over the browser socket (`input_text`): the agent answers from its knowledge, calls its signed webhook
@@ -21,7 +21,7 @@ from agents.models import AgentTool
 from realtime.engine.phrases import phrase
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, socket_url
-from testing.daphne import DaphneServer, shared_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
@@ -46,11 +46,10 @@ The clinic is open from Monday to Friday, from eight in the morning to six in th
 HOURS = "open from Monday to Friday, from eight in the morning to six in the evening"
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    """The embedded brain's server; it may reach the loopback webhook."""
-    env = {"OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8"}
-    with shared_test_server(django_db_blocker, tmp_path_factory, "typed", env) as started:
+@pytest.fixture
+def server(settings: Any) -> Iterator[InProcessServer]:
+    """The embedded brain's application; it may reach the loopback webhook."""
+    with serving(settings, {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"]}) as started:
         yield started
 
 

@@ -1,28 +1,27 @@
-"""Per-call variables end to end over a real Daphne server (docs/guides/variables.md): an API client
+"""Per-call variables end to end through the project's ASGI application in the test's process
+(testing/inprocess.py; docs/guides/variables.md): an API client
 starts a browser session with `variables` and `metadata`, the browser connects with the token alone, the
 agent greets with the variable filled in ("Hello {{firstName}}, ..."), the call detail and its events carry
 `direction`, `variables` and `metadata`, the one unknown placeholder is one `warn` line of the agent log,
-and bad variables are refused with a 400 by the server itself."""
+and bad variables are refused with a 400 by the application itself."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 
+from calls.logging import flush_agent_logs
 from calls.models import Call, CallEvent
 from realtime.models import SessionVariables
 from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_issue
 from testing.clients import VoiceClient
 from testing.conversations import Caller, agent_for
-from testing.daphne import DaphneServer, shared_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.twilio_stream import TwilioStream, is_event
 from testing.twilio_webhooks import (
     CALLER,
@@ -40,35 +39,18 @@ VARIABLES = {"firstName": "Ada", "company": "Acme", "orderId": "A-17"}
 METADATA = {"crmId": 4242, "campaign": "november-reminders", "tags": ["vip"]}
 
 
-@pytest.fixture(scope="module")
-def server(
-    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any
-) -> Iterator[DaphneServer]:
-    env = {"PUBLIC_BASE_URL": PUBLIC_BASE_URL, "TWILIO_API_BASE_URL": twilio_api.base}
-    with shared_test_server(django_db_blocker, tmp_path_factory, "variables", env) as started:
+@pytest.fixture
+def server(settings: Any, twilio_api: Any) -> Iterator[InProcessServer]:
+    values = {"PUBLIC_BASE_URL": PUBLIC_BASE_URL, "TWILIO_API_BASE_URL": twilio_api.base}
+    with serving(settings, values) as started:
         yield started
 
 
-def request(
-    server: DaphneServer, api_key: str, path: str, body: Any = None, method: str = "GET"
-) -> tuple[int, dict[str, Any]]:
-    """The public API of the real server, with the API key."""
-    data = None if body is None else json.dumps(body).encode()
-    message = urllib.request.Request(
-        server.http_url + path,
-        data=data,
-        headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"},
-        method=method,
-    )
-    try:
-        with urllib.request.urlopen(message, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
-async def api(server: DaphneServer, owner: Any, path: str, body: Any = None, method: str = "GET") -> Any:
-    return await asyncio.to_thread(request, server, owner.api_key, path, body, method)
+async def api(server: InProcessServer, owner: Any, path: str, body: Any = None, method: str = "GET") -> Any:
+    """The public API of the application, with the owner's API key: the status and the JSON answer."""
+    await sync_to_async(flush_agent_logs)()  # the agent log as a writer thread would have written it by now
+    response = await server.arequest(method, path, api_key=owner.api_key, body=body)
+    return response.status_code, response.json()
 
 
 async def eventually(check: Any, timeout: float = 30) -> Any:

@@ -1,4 +1,5 @@
-"""Keypad and phone menus end to end over a real Daphne process: Twilio's side of the Media Stream
+"""Keypad and phone menus end to end through the project's ASGI application in the test's process
+(testing/inprocess.py): Twilio's side of the Media Stream
 played by a script (testing/twilio_stream.py), the OpenAI-compatible brain answered by the scripted Chat
 Completions server (testing/chat_server.py), and the call as GET /public/v1/calls/{id} returns it.
 
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+from calls.logging import flush_agent_logs
 from calls.models import AgentLog
 from telephony import audio
 from telephony.services.numbers import phone_number_assign, phone_number_claim
@@ -29,8 +31,8 @@ from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Text, Tools
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, issue, socket_url
-from testing.daphne import DaphneServer, shared_test_server
 from testing.dtmf import dtmf_decode
+from testing.inprocess import InProcessServer, serving
 from testing.twilio_stream import TwilioStream, quiet
 from testing.twilio_webhooks import make_account
 from testing.waiting import polled
@@ -49,10 +51,15 @@ def chat() -> Iterator[ChatServer]:
         yield scripted
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, chat: ChatServer) -> Iterator[Any]:
-    env = {"LLM_PROVIDER": "openai", "LLM_BASE_URL": chat.base_url, "LLM_MODEL": "scripted-model", "LLM_API_KEY": "x"}
-    with shared_test_server(django_db_blocker, tmp_path_factory, "keypad", env) as started:
+@pytest.fixture
+def server(settings: Any, chat: ChatServer) -> Iterator[InProcessServer]:
+    values = {
+        "LLM_PROVIDER": "openai",
+        "LLM_BASE_URL": chat.base_url,
+        "LLM_MODEL": "scripted-model",
+        "LLM_API_KEY": "x",
+    }
+    with serving(settings, values) as started:
         yield started
 
 
@@ -65,7 +72,7 @@ def phone_agent(owner: Any, make_agent: Any, **fields: Any) -> Any:
     return agent
 
 
-async def phone_stream(server: DaphneServer, agent: Any, call_sid: str) -> TwilioStream:
+async def phone_stream(server: InProcessServer, agent: Any, call_sid: str) -> TwilioStream:
     token = await sync_to_async(stream_token_issue)(
         organization_id=agent.organization_id,
         agent_id=agent.pk,
@@ -116,11 +123,14 @@ def tool_result(request: Any) -> dict[str, Any]:
 
 
 async def session_tools(agent: Any) -> list[str]:
-    entries = await polled(
-        sync_to_async(lambda: list(AgentLog.objects.filter(agent=agent, content__message="session started"))),
-        what="the session started line",
-        timeout=10,
-    )
+    """The tools the session offered, from its "session started" agent-log line (each look writes the
+    lines buffered so far)."""
+
+    def read() -> list[AgentLog]:
+        flush_agent_logs()
+        return list(AgentLog.objects.filter(agent=agent, content__message="session started"))
+
+    entries = await polled(sync_to_async(read), what="the session started line", timeout=10)
     tools: list[str] = entries[0].content["tools"]
     return tools
 
@@ -195,7 +205,7 @@ async def test_send_digits_is_offered_on_phone_calls_only(server, owner, make_ag
 # --- caller keys -------------------------------------------------------------------------------------
 
 
-async def keys_call(server: DaphneServer, agent: Any, call_sid: str, presses: list[tuple[str, float]]) -> None:
+async def keys_call(server: InProcessServer, agent: Any, call_sid: str, presses: list[tuple[str, float]]) -> None:
     """A phone call in which the caller presses keys (each after its pause in seconds), then waits for
     the agent's answers and hangs up."""
     async with await phone_stream(server, agent, call_sid) as twilio:
@@ -217,9 +227,11 @@ async def caller_turns(owner: Any, call_sid: str) -> list[str]:
 
 
 async def keys_logged(agent: Any, count: int) -> list[str]:
-    """The keys in the agent log (written by the server's log writer: polled)."""
+    """The keys in the agent log (each look writes the lines buffered so far: the tests' settings run no
+    log writer thread)."""
 
     def read() -> list[str]:
+        flush_agent_logs()
         entries = AgentLog.objects.filter(agent=agent, content__message="caller pressed a key")
         return [entry.content["digit"] for entry in entries.order_by("timestamp", "sequence")]
 
