@@ -16,7 +16,7 @@ from django.utils import timezone
 from agents.analysis_plan import normalize_plan
 from calls.models import Call
 from calls.services import call_message_add, call_start
-from realtime.tests.test_agent_e2e import ASK_ORDER, LOOPBACK, SHIPPED, olive
+from realtime.tests.test_agent_e2e import ASK_ORDER, SHIPPED, olive
 from testing.chat_server import ChatServer, Text
 from testing.conversations import Caller, Exchange, conversation
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
@@ -27,6 +27,7 @@ from testing.webhooks import LoopbackReceiver, Reply
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
 # The embedded default (no broker: the server's own background worker), also when the suite has REDIS_URL.
+LOOPBACK = {"OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8"}  # the server calls the tools on this machine
 EMBEDDED = {"REDIS_URL": ""}
 ORDER_PLAN = {
     "structuredData": {
