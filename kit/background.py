@@ -113,9 +113,19 @@ def send_task(name: str, *args: Any, retry: bool = True) -> None:
     current_app.send_task(name, args=list(args), retry=retry)
 
 
+_task_modules_imported = False
+
+
 def _registered(name: str) -> bool:
+    """Whether `name` is a Celery task of this project. The tasks modules are imported first, once per
+    process, as a worker does at its start (Celery's autodiscovery waits for that): a process that has not
+    imported a feature's tasks module would otherwise run that feature's jobs on its own pool."""
+    global _task_modules_imported
     from celery import current_app
 
+    if name not in current_app.tasks and not _task_modules_imported:
+        current_app.loader.import_default_modules()
+        _task_modules_imported = True
     return name in current_app.tasks
 
 

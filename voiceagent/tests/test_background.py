@@ -6,6 +6,9 @@ generous timeout that only a broken helper reaches."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -307,6 +310,27 @@ def test_a_task_can_be_sent_from_a_background_thread(settings: Any, broker: Any)
     background._publisher.submit(sent.set)  # after the publish: one publisher thread, in order
     assert sent.wait(WAIT)
     assert broker == [("realtime.analyze_call", ("call-1",), False, "celery-publish-0")]
+
+
+def test_a_process_that_never_imported_a_features_tasks_still_sends_its_jobs_to_celery() -> None:
+    """In a fresh process (a web server, a management command), the first job of a feature whose tasks
+    module nothing has imported yet goes to the broker, not to this process's pool."""
+    script = (
+        "import sys, django; django.setup()\n"
+        "from celery import current_app\n"
+        "from kit import background\n"
+        "current_app.conf.task_always_eager = False\n"
+        "background.send_task = lambda name, *args, retry=True: print('sent', name)\n"
+        "assert 'realtime.agent_tests.tasks' not in sys.modules\n"
+        "pool = background.Pool('fresh', lambda: 1)\n"
+        "print(background.submit('realtime.run_agent_tests', print, 'run-1', pool=pool))\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "voiceagent.settings", "BACKGROUND_WORK": "celery"}
+    env.pop("DATABASE_URL", None)
+    env.pop("REDIS_URL", None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-2:] == ["sent realtime.run_agent_tests", "celery"], done.stdout
 
 
 def test_without_a_broker_or_a_task_the_job_runs_on_the_pool(settings: Any, broker: Any, monkeypatch: Any) -> None:
