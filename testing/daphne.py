@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from testing.server_forker import REPO, ForkedProcess, fork_server
 from testing.servers import free_port
+from testing.waiting import polled_sync
 
 # The realtime token secret of the tests and of the servers they start (the realtime tests' settings).
 SECRET = "test-realtime-secret-0123456789abcdef"
@@ -226,14 +227,13 @@ def wait_until_indexed(
     list_documents: Callable[[], list[dict[str, Any]]], document_id: str, *, timeout: float = 120
 ) -> dict[str, Any]:
     """Poll an agent's knowledge list (a callable that GETs it through the API) until the document is no
-    longer `processing` (ingestion runs after the upload answers); its list item. TimeoutError otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
+    longer `processing` (ingestion runs after the upload answers); its list item. AssertionError past
+    `timeout` (testing/waiting.py), LookupError when the document is not listed."""
+
+    def done() -> dict[str, Any] | None:
         item = next((d for d in list_documents() if d["id"] == document_id), None)
         if item is None:
             raise LookupError(f"document {document_id} is not listed")
-        if item["status"] != "processing":
-            return item
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"document {document_id} still processing after {timeout} s")
-        time.sleep(0.1)
+        return item if item["status"] != "processing" else None
+
+    return polled_sync(done, what=f"document {document_id} to leave processing", timeout=timeout, every=0.1)

@@ -35,6 +35,7 @@ import numpy as np
 from aiohttp import ClientConnectionResetError, WSMsgType, web
 
 from testing.servers import ScriptedServer
+from testing.waiting import polled
 
 WORD_MS = 100
 RATE = 24000
@@ -341,13 +342,9 @@ class ProviderServer(ScriptedServer):
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    """Wait for a condition met by another task or server (network events: no clock to drive)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
+    """Wait for a condition met by another task or server (network events: no clock to drive): the testing
+    kit's `polled`, read often (a provider event is a few milliseconds away)."""
+    await polled(predicate, what=what, timeout=timeout, every=0.005)
 
 
 __all__ = ["CallTool", "Fail", "HangUp", "ProviderServer", "Say", "eventually", "tone"]

@@ -74,7 +74,7 @@ class Signal:
 
 
 async def polled(
-    check: Callable[[], T | Awaitable[T]], *, what: str, timeout: float = 30, every: float = POLL_SECONDS
+    check: Callable[[], T | None | Awaitable[T | None]], *, what: str, timeout: float = 30, every: float = POLL_SECONDS
 ) -> T:
     """The first truthy `check()` (a function or a coroutine function), read every `every` seconds: for
     state another process writes. AssertionError past `timeout`."""
@@ -91,7 +91,7 @@ async def polled(
         await asyncio.sleep(every)
 
 
-def polled_sync(check: Callable[[], T], *, what: str, timeout: float = 30, every: float = POLL_SECONDS) -> T:
+def polled_sync(check: Callable[[], T | None], *, what: str, timeout: float = 30, every: float = POLL_SECONDS) -> T:
     """`polled` for a blocking test."""
     deadline = time.monotonic() + timeout
     while True:
