@@ -117,14 +117,15 @@ _task_modules_imported = False
 
 
 def _registered(name: str) -> bool:
-    """Whether `name` is a Celery task of this project. The tasks modules are imported first, once per
-    process, as a worker does at its start (Celery's autodiscovery waits for that): a process that has not
-    imported a feature's tasks module would otherwise run that feature's jobs on its own pool."""
+    """Whether `name` is a Celery task of this project. The apps' tasks modules are imported first, once
+    per process (Celery's autodiscovery otherwise waits for a worker's start): a process that has not
+    imported a feature's tasks module would run that feature's jobs on its own pool. Only the imports:
+    not the worker's start-up (which also runs Django's system checks)."""
     global _task_modules_imported
     from celery import current_app
 
     if name not in current_app.tasks and not _task_modules_imported:
-        current_app.loader.import_default_modules()
+        current_app.autodiscover_tasks(force=True)
         _task_modules_imported = True
     return name in current_app.tasks
 

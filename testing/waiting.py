@@ -74,7 +74,7 @@ class Signal:
 
 
 async def polled(
-    check: Callable[[], T | None | Awaitable[T | None]], *, what: str, timeout: float = 30, every: float = POLL_SECONDS
+    check: Callable[[], T | Awaitable[T | None] | None], *, what: str, timeout: float = 30, every: float = POLL_SECONDS
 ) -> T:
     """The first truthy `check()` (a function or a coroutine function), read every `every` seconds: for
     state another process writes. AssertionError past `timeout`."""
