@@ -21,47 +21,29 @@ REALTIME_SECRET_FILE := var/realtime_token_secret
 # service does by default), `make run` allows loopback. Without `make run` only public addresses are reached.
 LOOPBACK_NETWORKS := 127.0.0.0/8,::1/128
 # The suite runs on TEST_WORKERS pytest-xdist workers, each with a database of its own (and with REDIS_URL
-# a Redis database of its own: conftest.py); most tests wait on real servers and real-time audio, so more
-# workers than cores pay. Schemathesis' module runs beside them in a pytest of its own: it builds its
-# cases while it is collected (~45 s of CPU), which every worker would do again; at the lowest CPU
-# priority, since it is CPU-bound while the real-time voice tests need the CPU when they need it.
-# On two cores 4 workers keep the machine about three-quarters busy (3 left it 61 % busy, and the run took
-# 390 s against 310 s).
+# a Redis database of its own: conftest.py); many tests wait on sockets and real-time audio, so more workers
+# than cores pay. Schemathesis' module runs beside them in a pytest of its own: it builds its cases while it
+# is collected (~45 s of CPU), which every worker would do again; at the lowest CPU priority, since it has
+# no deadline. On two cores 4 workers keep the machine about three-quarters busy.
 TEST_WORKERS ?= 4
 SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
-# The tests marked `serial` (pytest.ini: real-time outcomes, such as a 400 ms pause ending a turn) run after
-# the others (`make test` is `make test-parallel`, then `make test-serial`), with the machine to themselves:
-# on two cores they failed now and then when the other workers' servers and speech models ran beside them.
-# They run on SERIAL_WORKERS workers (whole modules each: the turn-taking socket tests on one, the browser
-# tests on the other), which keep the machine about a third busy.
-SERIAL_WORKERS ?= 2
-# $(call pytest_parallel,MARKS): the tests that MARKS selects (a pytest -m expression) but the serial ones, on
-# TEST_WORKERS workers, with the Schemathesis module beside them unless SCHEMA_BESIDE=false (.ci/run runs it
-# with `make test-schema` later); fails when either fails, and then names what failed once more at the end,
-# where a CI log's tail shows it; prints the slowest tests (--durations).
-SCHEMA_BESIDE ?= true
-define pytest_parallel
-	@echo 'pytest -n $(TEST_WORKERS) -m "($(1)) and not serial"$(if $(filter true,$(SCHEMA_BESIDE)),  &  nice pytest $(SCHEMA_TESTS))'
-	@log=$$(mktemp -d); schema=; \
-	if [ "$(SCHEMA_BESIDE)" = true ]; then \
-		nice -n 19 $(VENV)/bin/pytest -p no:xdist -rfE -m "$(1)" $(SCHEMA_TESTS) >$$log/schema 2>&1 & schema=$$!; \
-	fi; \
-	{ $(VENV)/bin/pytest -n $(TEST_WORKERS) -rfE --durations=20 -m "($(1)) and not serial" --ignore=$(SCHEMA_TESTS); \
+# $(call pytest_suite,MARKS): the tests that MARKS selects (a pytest -m expression) on TEST_WORKERS workers,
+# with the Schemathesis module beside them; fails when either fails, and then names what failed once more at
+# the end, where a CI log's tail shows it; prints the slowest tests (--durations).
+define pytest_suite
+	@echo 'pytest -n $(TEST_WORKERS) -m "$(1)"  &  nice pytest $(SCHEMA_TESTS)'
+	@log=$$(mktemp -d); \
+	nice -n 19 $(VENV)/bin/pytest -p no:xdist -rfE -m "$(1)" $(SCHEMA_TESTS) >$$log/schema 2>&1 & schema=$$!; \
+	{ $(VENV)/bin/pytest -n $(TEST_WORKERS) -rfE --durations=20 -m "$(1)" --ignore=$(SCHEMA_TESTS); \
 	  echo $$? >$$log/suite.rc; } 2>&1 | tee $$log/suite; suite=$$(cat $$log/suite.rc); \
-	if [ -n "$$schema" ]; then wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log/schema; else schema=0; touch $$log/schema; fi; \
+	wait $$schema; schema=$$?; echo "=== $(SCHEMA_TESTS) ==="; cat $$log/schema; \
 	if [ $$suite != 0 ] || [ $$schema != 0 ]; then \
 		echo "=== what failed (suite $$suite, schema $$schema) ==="; grep -h -E "^(FAILED|ERROR) " $$log/suite $$log/schema; \
 	fi; \
 	rm -rf $$log; test $$suite = 0 && test $$schema = 0
 endef
-# $(call pytest_serial,MARKS): the serial tests that MARKS selects, on SERIAL_WORKERS workers (none selected passes).
-define pytest_serial
-	@echo 'pytest -n $(SERIAL_WORKERS) -m "($(1)) and serial"'
-	@$(VENV)/bin/pytest -n $(SERIAL_WORKERS) -rfE --durations=5 -m "($(1)) and serial" --ignore=$(SCHEMA_TESTS); \
-	rc=$$?; test $$rc = 0 || test $$rc = 5
-endef
 
-.PHONY: setup run test test-parallel test-serial test-schema test-fast lint bench worker clean
+.PHONY: setup run test test-fast lint bench worker clean
 
 # The Smart Turn v3 end-of-turn model (TURN_END_DETECTOR=smart-turn; BSD-2, by Daily) with its licence, taken
 # from the pinned pipecat-ai wheel at install time (the package itself is not installed), into the git-ignored
@@ -118,31 +100,18 @@ run: setup
 	REALTIME_TOKEN_SECRET="$${REALTIME_TOKEN_SECRET:-$$(cat $(REALTIME_SECRET_FILE))}" \
 		$(PY) -m voiceagent.server -b $(HOST) -p $(PORT) voiceagent.asgi:application
 
-# The whole suite: everything but the serial tests, then the serial tests with the machine to themselves.
-test: test-parallel
-	$(MAKE) --no-print-directory test-serial
-
-# The checks, the JavaScript unit tests and every pytest test but the serial ones.
-test-parallel: setup
+# The whole suite: the checks, the JavaScript unit tests and every pytest test.
+test: setup
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
 	@# The public OpenAPI schema: valid OpenAPI, generated without a single warning.
 	$(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 	node --test realtime/tests/js/
-	$(call pytest_parallel,slow or not slow)
-
-# The tests marked serial.
-test-serial: setup
-	$(call pytest_serial,slow or not slow)
-
-# The Schemathesis module alone, at the lowest CPU priority (CPU-bound; it runs beside real-time tests).
-test-schema: setup
-	nice -n 19 $(VENV)/bin/pytest -p no:xdist -rfE $(SCHEMA_TESTS)
+	$(call pytest_suite,slow or not slow)
 
 # The edit loop: the suite without the tests marked slow (real speech, real models, real servers).
 test-fast: setup
-	$(call pytest_parallel,not slow)
-	$(call pytest_serial,not slow)
+	$(call pytest_suite,not slow)
 
 # Style and mistakes (ruff, with the ASYNC rules), formatting, types (mypy with the Django and DRF plugins,
 # pyproject.toml: strict for kit and realtime.engine; its incremental cache is .mypy_cache), the import

@@ -162,6 +162,13 @@ class TwilioStream(SocketClient):
             }
         )
 
+    async def press(self, presses: list[tuple[str, float]]) -> None:
+        """Keys pressed at the caller's pace: each `(key, pause)` after its pause in seconds (real time, as
+        the caller's audio is: the keypad's timeout is what such a scenario puts under test)."""
+        for key, pause in presses:
+            await asyncio.sleep(pause)
+            await self.dtmf(key)
+
     async def stop(self) -> None:
         await self.send(
             {

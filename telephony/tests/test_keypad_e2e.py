@@ -212,9 +212,7 @@ async def keys_call(server: InProcessServer, agent: Any, call_sid: str, presses:
         await twilio.start()
         line = Line(twilio)
         greeted = await quiet(twilio)
-        for key, pause in presses:
-            await asyncio.sleep(pause)
-            await twilio.dtmf(key)
+        await twilio.press(presses)
         await quiet(twilio, after=greeted)  # the answer, once the keypad's timeout has ended the turn
         await twilio.stop()
         await line.close()
@@ -261,9 +259,7 @@ async def test_the_terminator_ends_the_turn_early(server, chat, owner, make_agen
         await twilio.start()
         line = Line(twilio)
         greeted = await quiet(twilio)
-        for key in "123#":
-            await twilio.dtmf(key)
-            await asyncio.sleep(0.2)
+        await twilio.press([("1", 0), ("2", 0.2), ("3", 0.2), ("#", 0.2)])
         pressed = time.monotonic()
         (asked,) = await requests_after(chat, first, 1)
         answered_in = time.monotonic() - pressed
