@@ -52,6 +52,7 @@ CSV_COLUMNS = (
     ("overageMinutes", "overage_minutes"),
     ("usageClassification", "usage_classification"),
     ("endedReason", "ended_reason"),
+    ("endedMessage", "ended_message_text"),
 )
 _PHONE = re.compile(r"^\+\d{2,15}$")
 
@@ -189,6 +190,7 @@ class CallAdmin(admin.ModelAdmin):
         "to_number",
         "status",
         "ended_reason",
+        "ended_message_display",
         "started_at",
         "ended_at",
         "duration_seconds",
@@ -255,6 +257,10 @@ class CallAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="Why it ended")
+    def ended_message_display(self, obj: Call) -> str:
+        return obj.ended_message_text or "-"
 
     @admin.display(description="Duration", ordering="duration_seconds")
     def duration(self, obj: Call) -> str:

@@ -21,7 +21,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from calls.models import Call
+from calls.models import Call, CallDirection, CallStatus
 from calls.recordings import recording_path
 from calls.selectors import call_session_log
 from calls.serializers import analysis_item
@@ -170,8 +170,23 @@ def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
         "latency_rows": latency_rows(call),
         # The player's source: the signed URL, on this host (the page's media-src is 'self').
         "recording_path": recording_path(call) if with_transcript else None,
+        "no_recording": no_recording(call),
         "analysis": analysis_view(call),
     }
+
+
+def no_recording(call: Call) -> str:
+    """Why the call page has no recording to play, as far as the call tells."""
+    unanswered = (CallStatus.NO_ANSWER, CallStatus.BUSY, CallStatus.CANCELED, CallStatus.FAILED)
+    if call.direction == CallDirection.OUTBOUND and call.status in unanswered and not call.duration_seconds:
+        return "No recording: the call was never answered."
+    if call.agent is not None and not call.agent.recording_enabled and not call.recording_key:
+        return 'No recording: the agent does not record calls ("Record calls").'
+    if call.recording_key and call.recording_saved_at is None:
+        return "No recording: it is being stored, or could not be stored (see the agent log)."
+    return (
+        "No recording: it was deleted, purged after the retention period, or could not be stored (see the agent log)."
+    )
 
 
 def analysis_view(call: Call) -> dict[str, Any] | None:

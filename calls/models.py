@@ -64,6 +64,35 @@ class EndedReason(models.TextChoices):
     ERROR = "error"  # an internal error of the service
 
 
+# The sentence a call's `endedMessage` gives for each reason when nothing more precise was stored
+# (Call.ended_message: the carrier's refusal, the provider that failed).
+ENDED_MESSAGES: dict[str, str] = {
+    EndedReason.CALLER_HUNG_UP: "The caller ended the call.",
+    EndedReason.AGENT_ENDED_CALL: "The agent ended the call.",
+    EndedReason.TRANSFERRED: "The call was transferred to a person.",
+    EndedReason.SILENCE_TIMEOUT: "The caller was silent for too long.",
+    EndedReason.MAX_DURATION_REACHED: "The call reached the agent's longest allowed duration.",
+    EndedReason.ASSISTANT_REQUEST_FAILED: "The agent's prompt could not be fetched from its server.",
+    EndedReason.PROVIDER_ERROR: "A speech, model or telephony provider failed.",
+    EndedReason.CONNECTION_LOST: "The connection to the caller was lost.",
+    EndedReason.NO_ANSWER: "Nobody answered the call.",
+    EndedReason.BUSY: "The number called was busy.",
+    EndedReason.CANCELED: "The call was canceled before it was answered.",
+    EndedReason.VOICEMAIL: "An answering machine answered the call.",
+    EndedReason.SERVER_SHUTDOWN: "The server was stopped during the call.",
+    EndedReason.STALE: "The server holding the call stopped; the call was closed later.",
+    EndedReason.ERROR: "The service failed during the call.",
+}
+
+
+def ended_message(reason: str | None, stored: str) -> str | None:
+    """Why a call ended, in a sentence (its endedMessage): what was stored (the carrier's or provider's
+    answer), else the reason's own sentence; None while the call has not ended."""
+    if not reason:
+        return None
+    return stored or ENDED_MESSAGES.get(reason, "")
+
+
 class UsageClassification(models.TextChoices):
     INCLUDED = "included"
     OVERAGE = "overage"
@@ -128,6 +157,9 @@ class Call(models.Model):
     latency = models.JSONField(null=True, blank=True)
     # Why it ended (EndedReason); null while active.
     ended_reason = models.CharField(max_length=32, choices=EndedReason.choices, null=True, blank=True)
+    # Why it ended in a sentence, when there is more to say than the reason's own (ENDED_MESSAGES): what the
+    # carrier or provider answered. Redacted like the transcript.
+    ended_message = models.TextField(blank=True, default="")
     # Written by the process holding the live call (kit/liveness.py); stale = that process died.
     heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
     # Post-call analysis (realtime/analysis/): pending from the end of the call until stored by
@@ -170,6 +202,11 @@ class Call(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_name} {self.started_at:%Y-%m-%d %H:%M} ({self.status})"
+
+    @property
+    def ended_message_text(self) -> str | None:
+        """The call's endedMessage (`ended_message`)."""
+        return ended_message(self.ended_reason, self.ended_message)
 
     @property
     def billable_minutes(self) -> float:

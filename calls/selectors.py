@@ -102,6 +102,7 @@ CALL_SUMMARY_COLUMNS = (
     "overage_seconds",
     "usage_classification",
     "ended_reason",
+    "ended_message",
     "direction",
     "variables",
     "metadata",

@@ -19,6 +19,7 @@ from calls.models import (
     Severity,
     ToolInvocationStatus,
     UsageClassification,
+    ended_message,
 )
 from calls.recordings import recording_url
 from calls.selectors import CALL_SUMMARY_COLUMNS
@@ -72,6 +73,7 @@ def call_summary_item(row: dict[str, Any]) -> dict[str, Any]:
         # An active call is not billed yet.
         "usageClassification": row["usage_classification"] or None,
         "endedReason": row["ended_reason"],
+        "endedMessage": ended_message(row["ended_reason"], row["ended_message"]),
         "direction": row["direction"],
         # Per-call variables and the client's metadata (docs/guides/variables.md).
         "variables": row["variables"] or {},
@@ -176,6 +178,11 @@ class CallSummarySchema(serializers.Serializer):
         allow_null=True,
         help_text='Why the call ended (one closed list, see docs/guides/voice-sessions.md, "Why a call ended"); null '
         "while it is active.",
+    )
+    endedMessage = serializers.CharField(
+        allow_null=True,
+        help_text="Why the call ended, in a sentence: for a failed call its cause (what the carrier or provider "
+        "answered, redacted like the transcript), otherwise the reason's own sentence; null while it is active.",
     )
     direction = serializers.ChoiceField(
         choices=CallDirection.choices,

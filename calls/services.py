@@ -251,10 +251,12 @@ def call_finish(
     status: str,
     latency: dict[str, Any] | None = None,
     ended_reason: str | None = None,
+    message: str = "",
     recording: bool = False,
 ) -> Call:
     """Close the call: duration, summary, billing, why it ended (`ended_reason`, an EndedReason; by
-    default caller-hung-up when completed, error when failed), and the per-turn latency summary of the
+    default caller-hung-up when completed, error when failed; `message`, a sentence saying more, such as
+    the provider's answer: the call's endedMessage), and the per-turn latency summary of the
     engine (calls.latency.latency_summary). `recording`: the engine is storing the call's recording, whose
     place the call keeps from now on (its recordingUrl, also in call.ended, works once it is stored:
     call_recording_attach; call_recording_abandon when it could not be). Idempotent: a call that is no
@@ -269,6 +271,7 @@ def call_finish(
         ended_at=timezone.now(),
         latency=latency,
         ended_reason=ended_reason,
+        message=message,
         recording=recording,
     )
     for field in (f.attname for f in Call._meta.concrete_fields):
@@ -283,6 +286,7 @@ def _finish(
     ended_at: datetime,
     latency: dict[str, Any] | None = None,
     ended_reason: str | None = None,
+    message: str = "",
     recording: bool = False,
 ) -> Call:
     liveness.release(Call, call_id)
@@ -297,6 +301,7 @@ def _finish(
     transcript = CallMessage.objects.filter(call_id=call_id).order_by("occurred_at", "sequence")
     summary = summarize(transcript.values_list("role", "content"))
     summary = redact_for_agent(current, summary)  # redactPii, also over messages stored before it was on
+    message = redact_for_agent(current, message)
     with transaction.atomic():
         # Lock order: organization, then call. Two calls of one organization finishing at once
         # serialize here, so the second sees the allowance the first has taken.
@@ -314,6 +319,7 @@ def _finish(
         if latency is not None:
             row.latency = latency  # with the final state, in the same transaction
         row.ended_reason = ended_reason or default_ended_reason(status)  # endings: why it ended
+        row.ended_message = message
         if recording and not row.recording_key:
             # The recording's place, kept before it is stored (recording_saved_at stays null until then).
             row.recording_key = recording_key_for(row)
@@ -352,11 +358,13 @@ def _finish(
 UNANSWERED_STATUSES = (CallStatus.NO_ANSWER, CallStatus.BUSY, CallStatus.CANCELED, CallStatus.FAILED)
 
 
-def call_end_unanswered(*, call_id: UUID | str, status: str, ended_reason: str) -> Call | None:
+def call_end_unanswered(*, call_id: UUID | str, status: str, ended_reason: str, message: str = "") -> Call | None:
     """End an outbound call that was never answered (still `queued` or `ringing`): `status` no-answer,
-    busy, canceled or failed with its `ended_reason`, ended now, no duration and nothing billed, with its
-    `call.ended` event and, after the commit, `call_ended_send`. Exactly once: a call that has left
-    queued/ringing (answered, or already ended) is returned unchanged, with no event. None: no such call."""
+    busy, canceled or failed with its `ended_reason` (and `message`, a sentence saying more: what the
+    carrier answered), ended now, no duration and nothing billed, its analysis skipped (there is no
+    conversation), with its `call.ended` and `call.analyzed` events and, after the commit,
+    `call_ended_send`. Exactly once: a call that has left queued/ringing (answered, or already ended) is
+    returned unchanged, with no event. None: no such call."""
     if status not in UNANSWERED_STATUSES:
         raise ValueError(f"status must be one of {', '.join(UNANSWERED_STATUSES)}, not {status!r}")
     ended_reason = _choice(ended_reason, EndedReason, "ended_reason")
@@ -367,21 +375,31 @@ def call_end_unanswered(*, call_id: UUID | str, status: str, ended_reason: str) 
         now = timezone.now()
         row.status = status
         row.ended_reason = ended_reason
+        row.ended_message = redact_for_agent(_redaction(row), message)
         row.ended_at = max(now, row.started_at)
         row.duration_seconds = 0
         row.billable_seconds = row.included_seconds = row.overage_seconds = 0
+        row.analysis_status = AnalysisStatus.SKIPPED
+        row.analysis = {key: None for key in ANALYSIS_RESULT_KEYS} | {
+            "parts": {},
+            "error": f"The call was never answered ({status}): there is nothing to analyse.",
+        }
         row.save(
             update_fields=[
                 "status",
                 "ended_reason",
+                "ended_message",
                 "ended_at",
                 "duration_seconds",
                 "billable_seconds",
                 "included_seconds",
                 "overage_seconds",
+                "analysis_status",
+                "analysis",
             ]
         )
         event_record(call=row, event_type=EventType.CALL_ENDED)
+        event_record(call=row, event_type=EventType.CALL_ANALYZED)
         pk = row.pk
         transaction.on_commit(lambda: call_ended_send(pk))
     return row

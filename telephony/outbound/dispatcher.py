@@ -171,7 +171,12 @@ def _place(call_id: Any) -> None:
         if problem:  # changed while the call waited: never placed
             logger.warning("outbound call %s not placed: %s", call_id, problem)
             _log(call, "error", f"Outbound call not placed: {problem}")
-            call_end_unanswered(call_id=call_id, status=CallStatus.FAILED, ended_reason=EndedReason.ERROR)
+            call_end_unanswered(
+                call_id=call_id,
+                status=CallStatus.FAILED,
+                ended_reason=EndedReason.ERROR,
+                message=f"The call was not placed: {problem}.",
+            )
             return
         assert agent is not None and number is not None and account is not None
         try:
@@ -200,7 +205,12 @@ def _place(call_id: Any) -> None:
         except (ProviderError, TokenError) as exc:
             logger.warning("outbound call %s could not be placed: %s", call_id, exc.message)
             _log(call, "error", f"Outbound call could not be placed: {exc.message}")
-            call_end_unanswered(call_id=call_id, status=CallStatus.FAILED, ended_reason=EndedReason.PROVIDER_ERROR)
+            call_end_unanswered(
+                call_id=call_id,
+                status=CallStatus.FAILED,
+                ended_reason=EndedReason.PROVIDER_ERROR,
+                message=f"The call could not be placed: {exc.message}",
+            )
             return
         _placed(call, provider, sid)
     finally:
@@ -235,7 +245,12 @@ def outbound_close_stuck(*, older_than: timedelta | None = None) -> int:
     ).values_list("call_id", flat=True)
 
     def fail(call_id: Any) -> bool:
-        ended = call_end_unanswered(call_id=call_id, status=CallStatus.FAILED, ended_reason=EndedReason.PROVIDER_ERROR)
+        ended = call_end_unanswered(
+            call_id=call_id,
+            status=CallStatus.FAILED,
+            ended_reason=EndedReason.PROVIDER_ERROR,
+            message=f"The carrier never reported on the call within {int(older_than.total_seconds())} s of placing it.",
+        )
         call_slot_release(channel=CallChannel.PHONE, key=_slot_key(call_id))
         return ended is not None and ended.status == CallStatus.FAILED
 

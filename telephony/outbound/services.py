@@ -129,9 +129,11 @@ def outbound_origin(*, organization: Organization, agent_id: Any, phone_number_i
             f"The {plan.name} plan does not include outbound calls; upgrade the plan to place calls.",
             code=OUTBOUND_NOT_ALLOWED,
         )
-    if not settings.PUBLIC_BASE_URL or not settings.REALTIME_TOKEN_SECRET:
+    missing = [name for name in ("PUBLIC_BASE_URL", "REALTIME_TOKEN_SECRET") if not getattr(settings, name)]
+    if missing:
         raise ApiError(
-            "This service cannot place phone calls: PUBLIC_BASE_URL and REALTIME_TOKEN_SECRET must be set.",
+            f"This service cannot place phone calls: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+            "not set (docs/configuration.md).",
             status_code=503,
             code="TELEPHONY_NOT_CONFIGURED",
         )

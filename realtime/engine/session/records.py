@@ -173,9 +173,12 @@ class CallRecorder(TranscriptOrder):
         if self.call is not None and not self._finished:
             self.turn_latencies.append(dict(stages_ms))
 
-    async def finish(self, status: str, *, ended_reason: str | None = None, recording: bool = False) -> Call | None:
-        """Write what is queued, then close the call with why it ended (idempotent); `recording`: its
-        recording is being stored (the call keeps the recording's place, so call.ended links to it)."""
+    async def finish(
+        self, status: str, *, ended_reason: str | None = None, message: str = "", recording: bool = False
+    ) -> Call | None:
+        """Write what is queued, then close the call with why it ended (idempotent; `message`: a sentence
+        saying more, the call's endedMessage); `recording`: its recording is being stored (the call keeps
+        the recording's place, so call.ended links to it)."""
         if self.call is None or self._finished:
             return self.call
         self.release_caller_message()
@@ -188,6 +191,7 @@ class CallRecorder(TranscriptOrder):
             status=status,
             latency=latency_summary(self.turn_latencies),
             ended_reason=ended_reason,
+            message=message,
             recording=recording,
         )
         self.log(

@@ -245,10 +245,10 @@ class Session:
         self._started.set()
         await self._ended.wait()
 
-    async def stop(self, status: str = CallStatus.COMPLETED, reason: str | None = None) -> None:
+    async def stop(self, status: str = CallStatus.COMPLETED, reason: str | None = None, message: str = "") -> None:
         """End the conversation: keep what was heard of a running answer, finish the call record.
-        `reason` (an EndedReason) says why; by default caller-hung-up when completed, error when
-        failed. The first stop decides both."""
+        `reason` (an EndedReason) says why, `message` more (a failure's cause: the call's endedMessage); by
+        default caller-hung-up when completed, error when failed. The first stop decides them."""
         if self._stopping:
             await self._ended.wait()
             return
@@ -266,7 +266,7 @@ class Session:
             await self._cancel_tasks()
             await self._close_parts()
             recording = self.audio is not None and not self.audio.empty and self.call_id is not None
-            await self.recorder.finish(status, ended_reason=self.ended_reason, recording=recording)
+            await self.recorder.finish(status, ended_reason=self.ended_reason, message=message, recording=recording)
             self._store_recording()
         finally:
             if self._live is not None:
@@ -282,8 +282,14 @@ class Session:
             return
         logger.error("session %s failed", self.recorder.session_id, exc_info=exc)
         self.recorder.log("error", f"engine error: {type(exc).__name__}: {str(exc)[:300]}")
-        reason = EndedReason.PROVIDER_ERROR if isinstance(exc, ProviderError) else EndedReason.ERROR
-        await self.stop(CallStatus.FAILED, reason)
+        if isinstance(exc, ProviderError):  # its message is safe to show an operator (kit/providers.py)
+            reason, cause = EndedReason.PROVIDER_ERROR, f"A provider failed: {exc.message}"
+        else:
+            reason, cause = (
+                EndedReason.ERROR,
+                f"The conversation engine failed ({type(exc).__name__}; see the agent log).",
+            )
+        await self.stop(CallStatus.FAILED, reason, cause)
         # A configuration problem is the operator's to fix and safe to name; anything else stays generic.
         permanent = isinstance(exc, ProviderError) and exc.permanent
         if isinstance(exc, ProviderError):
