@@ -57,7 +57,7 @@ LATENCY_LABELS = (
     ("Recognition", "recognitionMs"),
     ("First model token", "firstTokenMs"),
     ("First audio byte (after the first token)", "firstAudioMs"),
-    ("Total (caller silent until the first audio byte)", "totalMs"),
+    ("End of speech to first audio (the figure each turn shows)", "totalMs"),
 )
 
 
@@ -79,7 +79,7 @@ def _remark(turn: Turn | None) -> str:
         return ""
     notes = []
     if turn.latency_ms is not None:
-        notes.append(f"answered after {latency_label(turn)}")
+        notes.append(f"answered {latency_label(turn)} after the caller stopped speaking")
     if turn.cut:
         notes.append("cut off by the caller" + (" (inferred)" if turn.cut == "inferred" else ""))
     return ", ".join(notes)

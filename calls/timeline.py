@@ -4,8 +4,10 @@ What the record holds: a message's `occurred_at` is when the engine committed th
 END of it (a caller turn when it was recognised, an agent turn when it had played out or was cut); a
 tool invocation is written when it finished, with its duration. So a turn's start is derived:
 
-- an agent turn answering a caller turn starts `latencyMs` after that caller turn when the agent log's
-  "assistant turn" line of the call's session measured it (a measured latency);
+- an agent turn answering a caller turn starts `answerStartMs` after that caller turn when the agent log's
+  "assistant turn" line of the call's session measured it (a measured latency, labelled with the line's
+  `latencyMs`: the caller's last speech until the answer's first audio, the call's `totalMs`; an older
+  line without `answerStartMs` is placed by its `latencyMs`);
 - otherwise a turn is taken to last as long as its words take to say (150 words a minute, at least half
   a second), and not to start before the previous turn of the same speaker ended (an estimate, shown
   with "~" where it yields a latency).
@@ -185,8 +187,15 @@ def build_timeline(
         measured = False
         answering = previous is not None and previous.role == "caller"
         logged_latency = line.content.get("latencyMs") if line is not None else None
-        if role == "agent" and answering and previous is not None and isinstance(logged_latency, int | float):
-            start = min(end, previous.end + logged_latency / 1000)
+        logged_start = line.content.get("answerStartMs", logged_latency) if line is not None else None
+        if (
+            role == "agent"
+            and answering
+            and previous is not None
+            and isinstance(logged_latency, int | float)
+            and isinstance(logged_start, int | float)
+        ):
+            start = min(end, previous.end + logged_start / 1000)
             latency, measured = round(logged_latency), True
         else:
             start = max(row_end[role], end - _speaking(message.content))

@@ -28,6 +28,7 @@ class RecordedCall:
     pk: uuid.UUID = field(default_factory=uuid.uuid4)
     status: str | None = None  # None while the call is active
     ended_reason: str | None = None  # why it ended (calls.models.EndedReason); None while active
+    ended_message: str = ""  # why, in a sentence (a failure's cause), when the engine gave one
     written: list[tuple[datetime, int, str, str]] = field(default_factory=list)  # (occurred_at, sequence, role, text)
     tool_invocations: list[dict[str, Any]] = field(default_factory=list)
     llm_usage: list[dict[str, Any]] = field(default_factory=list)
@@ -114,7 +115,7 @@ class MemoryRecorder(TranscriptOrder):
             self.call.latencies.append(dict(stages_ms))
 
     async def finish(
-        self, status: str, *, ended_reason: str | None = None, recording: bool = False
+        self, status: str, *, ended_reason: str | None = None, message: str = "", recording: bool = False
     ) -> RecordedCall | None:
         if self.call is None or self._finished:
             return self.call
@@ -122,6 +123,7 @@ class MemoryRecorder(TranscriptOrder):
         self._finished = True
         self.call.status = str(status)
         self.call.ended_reason = default_ended_reason(status) if ended_reason is None else str(ended_reason)
+        self.call.ended_message = message
         self.log(
             "info" if status == CallStatus.COMPLETED else "error",
             "session ended",

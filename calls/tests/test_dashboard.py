@@ -126,8 +126,11 @@ def test_the_call_page_shows_the_conversation_with_times_from_the_start(superuse
     assert "Where is my order 4417?" in page
     assert "Hi, I&#x27;m Support, an AI agent. How can I help?" in page
     assert len(bubbles) == 7
-    assert 'Agent · +0:11.0 · <span class="remark">answered after 640 ms</span>' in page
-    assert 'Agent · +0:17.0 · <span class="remark">answered after ~1.8 s, cut off by the caller</span>' in page
+    assert 'Agent · +0:11.0 · <span class="remark">answered 640 ms after the caller stopped speaking</span>' in page
+    assert (
+        'Agent · +0:17.0 · <span class="remark">answered ~1.8 s after the caller stopped speaking, cut off by the caller</span>'
+        in page
+    )
 
 
 def test_the_call_page_shows_tool_requests_and_responses_pretty_printed(superuser_client, recorded_call):
@@ -268,7 +271,7 @@ def test_without_log_lines_a_barge_in_is_inferred_from_the_messages(superuser_cl
     assert page.count('class="turn caller"') == 2
     assert ">~400 ms</text>" in page  # estimated: 9 words take 3.6 s, so it started 0.4 s after the caller
     assert "barge-ins are inferred and latencies estimated" in page
-    assert "answered after ~400 ms, cut off by the caller (inferred)" in page
+    assert "answered ~400 ms after the caller stopped speaking, cut off by the caller (inferred)" in page
 
 
 def test_text_in_the_record_is_escaped_in_the_page_and_the_svg(superuser_client, agent):

@@ -85,7 +85,9 @@ class TestRecorder:
     def turn_latency(self, stages_ms: dict[str, float | None]) -> None:
         return None
 
-    async def finish(self, status: str, *, ended_reason: str | None = None, recording: bool = False) -> TestCall | None:
+    async def finish(
+        self, status: str, *, ended_reason: str | None = None, message: str = "", recording: bool = False
+    ) -> TestCall | None:
         return self.call
 
 

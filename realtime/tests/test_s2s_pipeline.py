@@ -358,6 +358,7 @@ async def test_a_provider_error_ends_the_call_as_failed_with_an_error_log(agent,
     call = await sync_to_async(Call.objects.get)(pk=h.conversation.call_id)
     assert call.status == "failed"
     assert call.ended_reason == "provider-error"
+    assert "A provider failed" in call.ended_message and "Overloaded" in call.ended_message  # the endedMessage
     await sync_to_async(flush_agent_logs)()
     errors = await sync_to_async(list)(
         AgentLog.objects.filter(session_id=h.recorder.session_id, severity="error").values_list("content", flat=True)

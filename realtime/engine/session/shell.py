@@ -807,7 +807,12 @@ class Session:
         )
         fields: dict[str, Any] = {"words": len(text.split())}
         if response.turn_ended_at is not None and response.segments and response.segments[0].play_start:
-            fields["latencyMs"] = round((response.segments[0].play_start - response.turn_ended_at) * 1000)
+            # latencyMs: the caller's last speech until the answer's first audio (the call's `totalMs`, the
+            # headline figure); answerStartMs: the turn taken until the answer began to play (the timeline).
+            after_turn = round((response.segments[0].play_start - response.turn_ended_at) * 1000)
+            total = response.timing.stages_ms()["total"] if response.timing is not None else None
+            fields["latencyMs"] = round(total) if total is not None else after_turn
+            fields["answerStartMs"] = after_turn
         await self._speech_ended(response, interrupted=False)
         self._forget_requests()
         await self._commit_assistant(text, "assistant turn", fields)
