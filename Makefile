@@ -84,7 +84,7 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 run: setup
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py bootstrapdemo
+	$(PY) manage.py bootstrapdemo --base-url http://$(HOST):$(PORT)
 	@test -n "$$REALTIME_TOKEN_SECRET" || test -s $(REALTIME_SECRET_FILE) || \
 		(mkdir -p $(dir $(REALTIME_SECRET_FILE)) && umask 077 && \
 		$(PY) -c 'import secrets; print(secrets.token_urlsafe(48))' > $(REALTIME_SECRET_FILE))

@@ -3,8 +3,9 @@ says to a WAV file and print the transcripts.
 
     python docs/examples/python_client.py --agent-id AGENT_ID --input question.wav --output answer.wav
 
-The API key comes from --api-key or the VOICE_AGENT_API_KEY environment variable; --base-url defaults
-to http://127.0.0.1:8000 (`make run`). The agent must be `active`. Needs Python 3.10+ and aiohttp
+The API key comes from --api-key or the VOICE_AGENT_API_KEY environment variable, the service's address
+from --base-url or VOICE_AGENT_BASE_URL (default http://127.0.0.1:8000, where `make run` serves unless
+given another PORT). The agent must be `active`. Needs Python 3.10+ and aiohttp
 (`pip install aiohttp`; the service's own virtualenv has it). The session request uses only the
 standard library.
 
@@ -51,6 +52,12 @@ def create_session(base_url: str, api_key: str, agent_id: str) -> dict:
             return json.load(response)
     except urllib.error.HTTPError as error:
         sys.exit(f"Could not create a session: {error.code} {error.read().decode(errors='replace')}")
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        sys.exit(
+            f"Cannot reach the service at {base_url} ({reason}): is it running there? "
+            "Give its address with --base-url or VOICE_AGENT_BASE_URL."
+        )
 
 
 def read_wav_as_16k_mono(path: str) -> bytes:
@@ -179,7 +186,7 @@ def main() -> None:
     parser.add_argument("--agent-id", required=True)
     parser.add_argument("--input", required=True, help="WAV file (16-bit PCM, any rate, mono or stereo)")
     parser.add_argument("--output", default="agent.wav", help="where to save the agent's audio")
-    parser.add_argument("--base-url", default="http://127.0.0.1:8000")
+    parser.add_argument("--base-url", default=os.environ.get("VOICE_AGENT_BASE_URL", "http://127.0.0.1:8000"))
     parser.add_argument("--api-key", default=os.environ.get("VOICE_AGENT_API_KEY"))
     parser.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the greeting, then the answer")
     args = parser.parse_args()

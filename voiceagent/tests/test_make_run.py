@@ -24,7 +24,7 @@ import pytest
 
 from testing.clients import VoiceClient, is_type
 from testing.daphne import wait_until_indexed
-from testing.servers import free_port
+from testing.servers import closed_port_url, free_port
 from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Reply
 
@@ -136,7 +136,11 @@ def made_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeServer
         base = f"http://127.0.0.1:{port}"
         _wait_until_serving(process, base, log)
         demo = json.loads((checkout / "var" / "demo.json").read_text())
-        assert demo["apiKey"] in log.read_text()  # printed for the user
+        printed = log.read_text()
+        assert demo["apiKey"] in printed  # printed for the user
+        # The banner and the example command name the address actually served (PORT is a free port here).
+        assert f"Serving on {base}/" in printed and f"{base}/public/v1/agents" in printed
+        assert "127.0.0.1:8000" not in printed
         yield MadeServer(base=base, port=port, api_key=demo["apiKey"], log=log)
     finally:
         _stop_group(process)
@@ -266,6 +270,31 @@ def test_a_knowledge_upload_reaches_no_broker(made_server: MadeServer, active_ag
     assert "kombu" not in during
 
 
+def test_the_python_client_says_clearly_when_the_service_is_unreachable() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "docs" / "examples" / "python_client.py"),
+            "--agent-id",
+            "3b2f0c1e-0000-4000-8000-000000000000",
+            "--input",
+            str(REPO / "docs" / "examples" / "question.wav"),
+        ],
+        env={
+            "PATH": os.environ["PATH"],
+            "VOICE_AGENT_BASE_URL": closed_port_url().rstrip("/"),
+            "VOICE_AGENT_API_KEY": "va_unused",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "Cannot reach the service at http://127.0.0.1:" in result.stderr and "VOICE_AGENT_BASE_URL" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_the_documented_python_client_talks_with_the_agent(
     made_server: MadeServer, active_agent_id: str, tmp_path: Path
 ) -> None:
@@ -280,10 +309,13 @@ def test_the_documented_python_client_talks_with_the_agent(
             str(REPO / "docs" / "examples" / "question.wav"),
             "--output",
             str(answer),
-            "--base-url",
-            made_server.base,
         ],
-        env={"PATH": os.environ["PATH"], "VOICE_AGENT_API_KEY": made_server.api_key},
+        # The documented variables: the address make run serves on, and the key it printed.
+        env={
+            "PATH": os.environ["PATH"],
+            "VOICE_AGENT_BASE_URL": made_server.base,
+            "VOICE_AGENT_API_KEY": made_server.api_key,
+        },
         capture_output=True,
         text=True,
         timeout=240,

@@ -14,12 +14,23 @@ DEMO_FILE = settings.VAR_DIR / "demo.json"
 class Command(BaseCommand):
     help = "First run only: create a demo organization and API key and print them (kept in var/demo.json)."
 
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--base-url",
+            default="",
+            help="The address the service is served on, for the example command printed "
+            "(default: PUBLIC_BASE_URL, else http://127.0.0.1:8000; `make run` gives its own).",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
+        base = (options["base_url"] or settings.PUBLIC_BASE_URL or "http://127.0.0.1:8000").rstrip("/")
+        example = f"Try: curl -H 'Authorization: Bearer <apiKey>' {base}/public/v1/agents"
         if DEMO_FILE.exists():
             demo = json.loads(DEMO_FILE.read_text())
             if Organization.objects.filter(pk=demo["organizationId"]).exists():
                 self.stdout.write(
-                    f"Demo organization {demo['organizationId']} (key printed on first run, in var/demo.json)"
+                    f"Demo organization {demo['organizationId']} (key printed on first run, in var/demo.json)\n"
+                    + example
                 )
                 return
         organization, issued = organization_create(name="Demo", plan_code="studio", key_name="demo")
@@ -35,7 +46,5 @@ class Command(BaseCommand):
         self.stdout.write(
             "Created the demo organization (Studio plan).\n"
             f"  organizationId: {demo['organizationId']}\n"
-            f"  apiKey:         {demo['apiKey']}\n"
-            + "".join(f"{line}\n" for line in lines)
-            + "Try: curl -H 'Authorization: Bearer <apiKey>' http://127.0.0.1:8000/public/v1/agents"
+            f"  apiKey:         {demo['apiKey']}\n" + "".join(f"{line}\n" for line in lines) + example
         )
