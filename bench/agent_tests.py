@@ -42,7 +42,9 @@ def main() -> None:
     handle = bench_database("atbench", ROOT / "var")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
-    os.environ["TEST_RUNS_INLINE"] = "false"
+    # Inline: the knowledge document is indexed inside document_create; the run is not queued (queue=False)
+    # but carried out by hand below (test_run_execute), and no loop of a serving process starts.
+    os.environ["BACKGROUND_WORK"] = "inline"
     import django
 
     django.setup()
@@ -60,7 +62,6 @@ def main() -> None:
     from realtime.agent_tests.selectors import test_run_results
     from realtime.models import AgentTest, TestRun
 
-    settings.KNOWLEDGE_INGEST_INLINE = True
     try:
         call_command("migrate", verbosity=0)
         print(f"database: {connection.vendor}; cores: {os.cpu_count()}; brain: {settings.LLM_PROVIDER}")

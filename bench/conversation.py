@@ -126,7 +126,7 @@ def bench_env() -> dict[str, str]:
         "REALTIME_TOKEN_SECRET": SECRET,
         "DATABASE_URL": bench_database_url("conversation", ROOT / "var"),
         "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-        "EVENTS_WORKER": "off",  # the receiver hears tool calls only
+        "EVENTS_POLL_SECONDS": "0",  # no event delivery: the receiver hears tool calls only
     }
 
 

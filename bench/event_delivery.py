@@ -3,7 +3,7 @@ on loopback.
 
 Seeds one organization with a webhook subscribed to every event type and `--calls` calls started and
 ended (3 events each: call.started, call.ended, call.analyzed, written to the outbox with the calls, as
-the engine does), then starts the in-process delivery worker of calls/webhooks/events.py (EVENTS_WORKER=inprocess,
+the engine does), then starts the in-process delivery worker of calls/webhooks/events.py (BACKGROUND_WORK=inprocess,
 EVENTS_WORKER_THREADS senders) and times until the loopback receiver (testing/webhooks.py) has every
 event: each one claimed, signed, POSTed through the egress guard and its attempt recorded.
 
@@ -35,7 +35,7 @@ def main() -> None:
 
     own_database("eventbench")
     os.environ.update(
-        EVENTS_WORKER="inprocess",
+        BACKGROUND_WORK="inprocess",
         EVENTS_WORKER_THREADS=str(args.threads),
         OUTBOUND_ALLOWED_NETWORKS="127.0.0.0/8",
         LIVENESS_HEARTBEAT_SECONDS="0",

@@ -265,7 +265,7 @@ def main() -> None:
     from accounts.services import organization_create
     from agents.models import Agent
 
-    settings.KNOWLEDGE_INGEST_INLINE = True  # measure the ingestion itself, inside the upload's call
+    settings.BACKGROUND_WORK = "inline"  # measure the ingestion itself, inside the upload's call
     try:
         call_command("migrate", verbosity=0)
         print(f"database: {connection.vendor}; cores: {os.cpu_count()}; model: all-MiniLM-L6-v2 (CPU)")

@@ -46,7 +46,7 @@ def main() -> None:
 
     own_database("outboundbench")
     os.environ.update(
-        OUTBOUND_WORKER="off",  # started by hand below
+        BACKGROUND_WORK="off",  # no dispatcher woken while the calls are queued; started by hand below
         OUTBOUND_PLACE_THREADS=str(args.threads),
         OUTBOUND_POLL_SECONDS="5",
         PUBLIC_BASE_URL="https://voice.example.test",
@@ -54,7 +54,7 @@ def main() -> None:
         LIVENESS_HEARTBEAT_SECONDS="0",
         CALLS_MAINTENANCE_SECONDS="0",
         API_RATE_LIMITS="false",
-        EVENTS_WORKER="off",
+        EVENTS_POLL_SECONDS="0",  # no event delivery
         ALLOWED_HOSTS="testserver",
     )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
@@ -141,7 +141,7 @@ def main() -> None:
         Call.objects.all().delete()
 
         # 2. Latency: POST one after another, the in-process dispatcher woken by each commit.
-        settings.OUTBOUND_WORKER = "inprocess"
+        settings.BACKGROUND_WORK = "inprocess"
         twilio.arrived.clear()
         numbers = [f"+1212555{4000 + n:04d}" for n in range(args.calls)]
         posted: dict[str, float] = {}

@@ -28,7 +28,7 @@ def purge_agent_logs() -> int:
 
 @shared_task(name="calls.deliver_event")
 def deliver_event(delivery_id: str) -> bool:
-    """One attempt of a new or redelivered call event (EVENTS_WORKER=celery); False when not due or taken."""
+    """One attempt of a new or redelivered call event (BACKGROUND_WORK=celery); False when not due or taken."""
     return events.deliver_one(delivery_id)
 
 

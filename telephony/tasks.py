@@ -10,7 +10,7 @@ from telephony.outbound.dispatcher import outbound_dispatch
 
 @shared_task(name="telephony.batch_tick")
 def run_batch_tick() -> int:
-    """Place the calls of call batches that are due (BATCH_SCHEDULER=celery: beat runs it every
+    """Place the calls of call batches that are due (BACKGROUND_WORK=celery: beat runs it every
     BATCH_TICK_SECONDS). Several at once place no recipient twice."""
     return batch_tick()
 

@@ -1,7 +1,7 @@
 """Fault: organization A's webhooks redirect (301, 302, 303, 307 and 308 to another origin, and a 307 within
 its own origin) while organization B's webhook answers 200.
 
-One Daphne process delivering events (EVENTS_WORKER=inprocess, OUTBOUND_ALLOWED_NETWORKS on loopback) to
+One Daphne process delivering events (BACKGROUND_WORK=inprocess, OUTBOUND_ALLOWED_NETWORKS on loopback) to
 scripted receivers (LoopbackReceiver of testing/webhooks.py, in threads). This process records the calls
 (`call_start`, `call_finish`: call.started and call.ended for each) of both organizations at once; the
 server sends them. Prints what happened to A's deliveries (status, attempts, lastError, whether anything
@@ -109,7 +109,7 @@ def main() -> None:
             env={
                 **env,
                 "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-                "EVENTS_WORKER": "inprocess",
+                "BACKGROUND_WORK": "inprocess",
                 "EVENTS_RETRY_BASE_SECONDS": str(args.retry_base),
                 "EVENTS_POLL_SECONDS": "0.5",
             },

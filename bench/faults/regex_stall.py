@@ -128,7 +128,7 @@ def main() -> None:
 
     env = bench_env("regex")
     olive, ava, key, _other, other_key = organizations(env, args.length)
-    server = start_server(env, "regex", TEST_RUNS_WORKER="inprocess")
+    server = start_server(env, "regex", BACKGROUND_WORK="inprocess")
     try:
         asyncio.run(run_all(server, olive, ava, key, other_key, args.runs))
     finally:

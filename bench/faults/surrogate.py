@@ -189,12 +189,12 @@ def main() -> None:
             "REALTIME_WS_URL": f"ws://127.0.0.1:{port}",
             "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
             "TWILIO_API_BASE_URL": twilio.base,
-            "OUTBOUND_WORKER": "inprocess",
+            "BACKGROUND_WORK": "inprocess",
             "OUTBOUND_POLL_SECONDS": "1",
             "OUTBOUND_RING_TIMEOUT_SECONDS": "5",
             "OUTBOUND_STUCK_AFTER_SECONDS": str(args.stuck),
             "CALLS_MAINTENANCE_SECONDS": str(args.sweep),
-            "EVENTS_WORKER": "off",
+            "EVENTS_POLL_SECONDS": "0",  # no event delivery
         }
         server = DaphneServer(env=server_env, port=port, log_path=ROOT / "var" / "bench-faults-surrogate-daphne.log")
         server.start()

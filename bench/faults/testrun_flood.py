@@ -140,7 +140,7 @@ def main() -> None:
             env,
             "testrun-flood",
             OUTBOUND_ALLOWED_NETWORKS="127.0.0.0/8",
-            TEST_RUNS_WORKER="inprocess",
+            BACKGROUND_WORK="inprocess",
             TEST_RUNS_WORKERS="1",
         )
         try:

@@ -164,7 +164,7 @@ def test_run_step(*, run_id: Any) -> str:
 
 
 def test_run_execute(*, run_id: Any) -> str:
-    """Carry out one run to its end here (TEST_RUNS_INLINE, `manage.py agenttest`): its final status, or ""
+    """Carry out one run to its end here (BACKGROUND_WORK=inline, `manage.py agenttest`): its final status, or ""
     when it was not to be taken or was stopped (cancelled, its agent deleted)."""
     for _ in range(int(settings.TEST_RUNS_MAX_ATTEMPTS) * 2 + 2):
         status = test_run_step(run_id=run_id)

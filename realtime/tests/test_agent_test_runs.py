@@ -1,6 +1,6 @@
 """Agent test runs through the API and the real runtime (issue 22, docs/guides/agent-test-runs.md).
 
-Runs are carried out inline (TEST_RUNS_INLINE) once the request's transaction commits, in the test's
+Runs are carried out inline (BACKGROUND_WORK=inline, the suite's) once the request's transaction commits, in the test's
 process: each attempt is a real session (the agent's prompt, tools, knowledge, handoff; the configured
 brain) with mocked tools and no call record."""
 
@@ -58,7 +58,7 @@ The clinic is open from Monday to Friday, from eight in the morning to six in th
 
 @pytest.fixture
 def inline_runs(settings: Any) -> None:
-    settings.TEST_RUNS_INLINE = True
+    settings.BACKGROUND_WORK = "inline"  # the suite's: a run is carried out in the request's thread, on commit
 
 
 @pytest.fixture
@@ -402,8 +402,7 @@ def wait_for_status(owner: Any, run_id: str, timeout: float = 120) -> dict[str, 
 
 
 def test_runs_go_on_in_a_background_thread_and_resume_after_a_restart(owner, olive, settings):
-    settings.TEST_RUNS_INLINE = False
-    settings.TEST_RUNS_WORKER = "inprocess"
+    settings.BACKGROUND_WORK = "inprocess"  # the runs on this process's pool (the agent's document was indexed before)
     tests = suite(olive)
     created = owner.client.post(f"/public/v1/agents/{olive.pk}/test-runs", {"tag": "orders"}, format="json")
     assert created.status_code == 202 and created.json()["status"] == "queued"
@@ -578,8 +577,7 @@ def _environment() -> dict[str, str]:
 
 
 def test_a_celery_worker_carries_out_a_queued_run(owner, olive, settings):
-    settings.TEST_RUNS_INLINE = False
-    settings.TEST_RUNS_WORKER = "celery"
+    settings.BACKGROUND_WORK = "celery"  # the run sent to the broker on commit (the document was indexed before)
     app.conf.task_always_eager = False
     tests = suite(olive)
     done = threading.Event()

@@ -50,7 +50,7 @@ def openai_brain(settings: Any, chat: ChatServer) -> ChatServer:
     settings.LLM_MODEL = MODEL
     settings.LLM_API_KEY = KEY
     settings.CALL_ANALYSIS_TIMEOUT_SECONDS = 10
-    settings.CALL_ANALYSIS_INLINE = True
+    settings.BACKGROUND_WORK = "inline"  # the suite's: the analysis runs in the caller's thread, on commit
     return chat
 
 
@@ -215,7 +215,7 @@ def test_a_model_that_does_not_answer_in_time_fails_the_part(
 def test_the_embedded_brain_summarizes_and_fills_fields_from_the_callers_words(
     owner, make_agent, settings, django_capture_on_commit_callbacks
 ):
-    settings.CALL_ANALYSIS_INLINE = True
+    settings.BACKGROUND_WORK = "inline"  # the suite's: the analysis runs in the caller's thread, on commit
     schema = {
         "type": "object",
         "properties": {
@@ -276,7 +276,11 @@ def test_an_active_call_has_no_analysis(owner, make_agent):
 def test_the_analysis_runs_in_the_background_and_never_delays_the_end_of_the_call(
     owner, make_agent, openai_brain, settings
 ):
-    settings.CALL_ANALYSIS_INLINE = False  # the server's way: a background thread of this process
+    settings.BACKGROUND_WORK = "inprocess"  # the server's way: the analysis on a background thread of this process
+    # Nothing else of a serving process starts here: no heartbeat loop for the call (heartbeat_at stays empty,
+    # as in the suite) and no upkeep sweep (the timer call_start would start).
+    settings.LIVENESS_HEARTBEAT_SECONDS = 0
+    settings.CALLS_MAINTENANCE_SECONDS = 0
     agent = make_agent(owner.organization)
     openai_brain.analysis(Text(json.dumps({"summary": "Dana booked a table."}), delay=2.0))
     call = call_start(agent=agent, channel="web")

@@ -20,8 +20,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def broker_mode(settings):
-    settings.CALL_ANALYSIS_INLINE = False  # queued on commit, as in production
-    settings.CALL_ANALYSIS_WORKER = "celery"  # on the broker (the test process runs tasks eagerly by default)
+    # Queued on commit and sent to the broker, as in production with REDIS_URL (the test process runs
+    # tasks eagerly by default): the whole process's background work, the analysis included.
+    settings.BACKGROUND_WORK = "celery"
+    # No heartbeat loop of this process for the call it starts (the suite's way: heartbeat_at stays empty);
+    # the upkeep sweep and the other loops of shared work never run in this process with celery.
+    settings.LIVENESS_HEARTBEAT_SECONDS = 0
     app.conf.task_always_eager = False
     yield
     app.conf.task_always_eager = True

@@ -3,7 +3,7 @@ and each is answered with its own fact (issue 18: one chunk of the whole FAQ ans
 with its first paragraph, title included).
 
 The FAQ is uploaded as a .txt file through the public API of the application, which indexes it (inline
-in the tests, KNOWLEDGE_INGEST_INLINE; the serving process's background worker is proven through real
+in the tests, BACKGROUND_WORK=inline; the serving process's background worker is proven through real
 servers in test_upkeep_e2e.py); the caller speaks recorded eSpeak NG sentences
 over the browser socket (see test_agent_e2e.py on recognition of synthesized speech). The questions
 are close to the FAQ's own, which the agent's language model holds, in the `leo` voice, which the

@@ -93,7 +93,7 @@ def tick_in_another_process(at: datetime) -> int:
         **os.environ,
         "DATABASE_URL": database_url(connection.settings_dict),
         "DATABASE_POOL": "false",
-        "BATCH_SCHEDULER": "off",
+        "BACKGROUND_WORK": "off",  # as a cron job beside the servers: no loop here, no dispatcher woken
     }
     done = subprocess.run(
         [sys.executable, "manage.py", "batch_tick", "--at", at.isoformat()],

@@ -49,7 +49,7 @@ pytestmark = pytest.mark.usefixtures("public_settings")
 def twilio_api(settings: Any) -> Iterator[LoopbackReceiver]:
     with LoopbackReceiver(default=Reply(status=500, json={"message": "unscripted"})) as api:
         settings.TWILIO_API_BASE_URL = api.base
-        settings.OUTBOUND_WORKER = "off"  # the tests place calls themselves (outbound_dispatch)
+        settings.BACKGROUND_WORK = "inline"  # the suite's: no dispatcher; the tests place calls (outbound_dispatch)
         settings.OUTBOUND_PLACE_THREADS = 1  # in the test's transaction
         settings.TELEPHONY_CALL_END_GRACE_SECONDS = 0.2
         yield api
@@ -541,14 +541,14 @@ def test_a_malformed_body_is_a_400_before_the_configuration_is_checked(
 def test_with_celery_a_worker_places_the_call_queued_on_commit(
     owner: Any, ava: Any, twilio_api: LoopbackReceiver, settings: Any
 ) -> None:
-    """OUTBOUND_WORKER=celery: the commit of POST /calls sends telephony.dispatch_outbound to the broker
+    """BACKGROUND_WORK=celery: the commit of POST /calls sends telephony.dispatch_outbound to the broker
     (Redis with REDIS_URL, Celery's in-memory transport otherwise) and a real worker places the call."""
     from celery.contrib.testing.worker import start_worker
 
     from voiceagent.celery import app
 
     assert settings.CELERY_BEAT_SCHEDULE["telephony-dispatch-outbound"]["task"] == "telephony.dispatch_outbound"
-    settings.OUTBOUND_WORKER = "celery"
+    settings.BACKGROUND_WORK = "celery"
     app.conf.task_always_eager = False
     try:
         twilio_api.reply(call_created("CA" + "c" * 32))

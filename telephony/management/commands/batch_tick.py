@@ -9,7 +9,7 @@ from telephony.campaigns.services import batch_tick
 
 class Command(JsonCommand):
     help = (
-        'Place the due calls of every call batch once (e.g. from cron with BATCH_SCHEDULER=off). Prints {"placed": n}.'
+        'Place the due calls of every call batch once (e.g. by cron with BATCH_TICK_SECONDS=0). Prints {"placed": n}.'
     )
 
     def add_arguments(self, parser: Any) -> None:
