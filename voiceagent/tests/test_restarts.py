@@ -254,7 +254,7 @@ async def test_a_call_orphaned_by_a_killed_process_is_failed_at_restart_without_
         killed_at = timezone.now()
     await sync_to_async(stop_test_server)(first)
     orphan = await sync_to_async(Call.objects.get)(pk=call.pk)
-    assert orphan.status == "active"
+    assert orphan.status == "active" and orphan.heartbeat_at is not None
     last_activity = await sync_to_async(
         lambda: max(CallMessage.objects.filter(call=call).values_list("occurred_at", flat=True))
     )()
@@ -296,7 +296,7 @@ async def test_a_call_orphaned_by_a_killed_process_is_failed_at_restart_without_
                 what="the live call's heartbeat",
             )
 
-            def orphan() -> Call:
+            def another_orphan() -> Call:
                 other = Call.objects.create(
                     organization_id=ava.organization_id,
                     agent=ava,
@@ -310,7 +310,7 @@ async def test_a_call_orphaned_by_a_killed_process_is_failed_at_restart_without_
                 )
                 return other
 
-            other = await sync_to_async(orphan)()
+            other = await sync_to_async(another_orphan)()
             await sync_to_async(wait_until)(
                 lambda: Call.objects.get(pk=other.pk).status == "failed", timeout=10, what="second orphan closed"
             )
@@ -441,4 +441,4 @@ def test_the_servers_scheduler_places_the_batch_and_a_restart_places_nothing_twi
         complete(open_calls(batch["id"])[0])
         polled_sync(lambda: CallBatch.objects.get(pk=batch["id"]).status == "completed", timeout=20, what="completion")
     links = OutboundCall.objects.filter(recipient__batch_id=batch["id"])
-    assert sorted(link.recipient.position for link in links) == [0, 1, 2, 3]
+    assert sorted(links.values_list("recipient__position", flat=True)) == [0, 1, 2, 3]
