@@ -1,5 +1,13 @@
-"""Call events through real servers (issue 20): a Daphne process delivers the outbox to receivers on
-loopback (testing/webhooks.py), signed over the exact bytes, retried, in order, and after a restart."""
+"""Call events end to end (issue 20): the outbox is delivered to receivers on loopback
+(testing/webhooks.py), signed over the exact bytes, retried, in order, redelivered on request.
+
+Who sends is BACKGROUND_WORK's (kit/background.py): a serving process's delivery loop, or Celery (a task per
+delivery, beat's `calls.deliver_due_events` for what is due). The tests run background work `inline`, where
+no loop runs: they send what is due through that task (eager here, in the test's process), as often as it
+takes. Retries come after EVENTS_RETRY_BASE_SECONDS (20 ms, 40 ms, 80 ms... here: `quick_retries`), the
+product's own backoff on its own clock; a wait is `polled_sync`, never a sleep. A browser call talks to the
+project's ASGI application in the test's event loop (testing/inprocess.py). The delivery a restarted server
+resumes needs real server processes: voiceagent/tests/test_restarts.py."""
 
 from __future__ import annotations
 
@@ -23,45 +31,46 @@ from asgiref.sync import sync_to_async
 
 from calls import services
 from calls.models import CallEvent
+from calls.tasks import deliver_due_events
 from kit.signing import signature
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, issue, socket_url
-from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
-from testing.fixtures import close_db_threads, realtime_settings
+from testing.fixtures import close_db_threads
+from testing.inprocess import InProcessServer, serving
 from testing.servers import free_port
 from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Received, Reply
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-__all__ = ["close_db_threads", "realtime_settings"]  # fixtures
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback", "quick_retries")]
+__all__ = ["close_db_threads"]  # fixtures
 
 AGENT_SECRET = "whsec-agent-e2e-51xQ"
-# Quick retries: 0.3 s, 0.6 s, 1.2 s... (EVENTS_RETRY_BASE_SECONDS); the worker looks for due rows often.
-FAST = {
-    "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-    "EVENTS_WORKER": "inprocess",
-    "CALL_ANALYSIS_WORKER": "inprocess",  # call.analyzed follows from the server itself, also with REDIS_URL
-    "EVENTS_RETRY_BASE_SECONDS": "0.3",
-    "EVENTS_POLL_SECONDS": "0.2",
-}
-
-
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    with shared_test_server(django_db_blocker, tmp_path_factory, "events", FAST) as started:
-        yield started
 
 
 @pytest.fixture
 def loopback(settings: Any) -> Any:
-    """This process may save loopback webhook URLs too."""
+    """This process may save loopback webhook URLs, and send to them."""
     settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     return settings
 
 
 @pytest.fixture
+def quick_retries(settings: Any) -> Any:
+    """Retries after 20 ms, 40 ms, 80 ms... (EVENTS_RETRY_BASE_SECONDS; 30 s by default)."""
+    settings.EVENTS_RETRY_BASE_SECONDS = 0.02
+    return settings
+
+
+@pytest.fixture
+def server(settings: Any, tmp_path: Path) -> Iterator[InProcessServer]:
+    """The application in the test's loop; recordings in the test's folder."""
+    with serving(settings, {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"]}, folder=tmp_path) as started:
+        yield started
+
+
+@pytest.fixture
 def receivers() -> Iterator[Callable[..., LoopbackReceiver]]:
-    """Receivers serving from threads (the server process calls them while the test waits)."""
+    """Receivers serving from threads (the deliveries are sent from the test's thread or a worker thread)."""
     started: list[LoopbackReceiver] = []
 
     def make(*replies: Reply) -> LoopbackReceiver:
@@ -74,13 +83,25 @@ def receivers() -> Iterator[Callable[..., LoopbackReceiver]]:
         hook.stop()
 
 
+def deliver() -> int:
+    """Send every due delivery: Celery beat's task (calls.deliver_due_events), run here (tasks are eager in
+    the tests). How many attempts it made."""
+    return deliver_due_events.delay().get()
+
+
+def delivered(predicate: Callable[[], Any], *, timeout: float = 30, what: str = "") -> Any:
+    """Send what is due until `predicate()` holds (a retry comes due after its backoff): its value."""
+
+    def check() -> Any:
+        deliver()
+        return predicate()
+
+    return polled_sync(check, what=what or str(predicate), timeout=timeout)
+
+
 def signed(received: Received, secret: str) -> bool:
     expected = "sha256=" + hmac.new(secret.encode(), received.body, hashlib.sha256).hexdigest()
     return hmac.compare_digest(received.headers.get("x-service-signature", ""), expected)
-
-
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 30, what: str = "") -> Any:
-    return polled_sync(predicate, what=what or str(predicate), timeout=timeout)
 
 
 def webhook(owner: Any, url: str, events: list[str], **fields: Any) -> dict[str, Any]:
@@ -107,9 +128,10 @@ def static_agent(owner: Any, make_agent: Any) -> Any:
 # --- a browser call ------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("loopback", "realtime_settings", "close_db_threads")
+@pytest.mark.slow
+@pytest.mark.usefixtures("close_db_threads")
 async def test_a_browser_call_sends_started_ended_analyzed_in_order_signed_over_the_exact_bytes(
-    server: DaphneServer, owner: Any, make_agent: Any, receivers: Any
+    server: InProcessServer, owner: Any, make_agent: Any, receivers: Any
 ) -> None:
     hook = receivers()
     agent = await sync_to_async(agent_for)(
@@ -136,7 +158,8 @@ async def test_a_browser_call_sends_started_ended_analyzed_in_order_signed_over_
     def arrived(path: str) -> list[Received]:
         return [r for r in hook.requests if r.path == path]
 
-    await sync_to_async(wait_for)(lambda: len(arrived("/agent")) == 3 and len(arrived("/org")) == 3, what="6 events")
+    # The analysis ran when the call ended (inline); its event follows the others.
+    await sync_to_async(delivered)(lambda: len(arrived("/agent")) == 3 and len(arrived("/org")) == 3, what="6 events")
     detail = (await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")).json()
     for path, secret in (("/agent", AGENT_SECRET), ("/org", org["secret"])):
         requests = arrived(path)
@@ -164,13 +187,12 @@ async def test_a_browser_call_sends_started_ended_analyzed_in_order_signed_over_
     assert arrived("/agent")[0].headers["x-tenant"] == "acme"  # the agent's serverHeaders, as tool calls
     assert "x-tenant" not in arrived("/org")[0].headers
 
-    # A delivery is marked succeeded once the receiver's answer is read, which may be a moment after the
-    # receiver has the request.
+    # A delivery is marked succeeded once the receiver's answer is read.
     def all_succeeded() -> list[dict[str, Any]] | None:
         listed = deliveries(owner, callId=call_id)
         return listed if {d["status"] for d in listed} == {"succeeded"} else None
 
-    listed = await sync_to_async(wait_for)(all_succeeded, what="the deliveries marked succeeded")
+    listed = await sync_to_async(polled_sync)(all_succeeded, what="the deliveries marked succeeded")
     assert len(listed) == 6 and {d["status"] for d in listed} == {"succeeded"}
     assert all(d["attemptLog"][0]["statusCode"] == 200 for d in listed)
 
@@ -178,9 +200,8 @@ async def test_a_browser_call_sends_started_ended_analyzed_in_order_signed_over_
 # --- retries, order, final failures, redelivery ----------------------------------------------------
 
 
-@pytest.mark.usefixtures("loopback")
 def test_500_twice_then_200_gets_the_same_event_three_times_and_later_events_wait(
-    server: DaphneServer, owner: Any, static_agent: Any, receivers: Any
+    owner: Any, static_agent: Any, receivers: Any
 ) -> None:
     hook = receivers(Reply(status=500, body="busy"), Reply(status=500, body="busy"))
     org = webhook(owner, hook.url(), ["call.started", "call.ended", "call.analyzed"])
@@ -188,7 +209,7 @@ def test_500_twice_then_200_gets_the_same_event_three_times_and_later_events_wai
     call = services.call_start(agent=static_agent, channel="web")
     services.call_finish(call=call, status="completed")
 
-    wait_for(lambda: len(hook.requests) == 5, what="5 requests")
+    delivered(lambda: len(hook.requests) == 5, what="5 requests")
     assert kinds(hook.requests) == [
         ("call.started", "1"),
         ("call.started", "2"),
@@ -202,12 +223,13 @@ def test_500_twice_then_200_gets_the_same_event_three_times_and_later_events_wai
     assert {r.body for r in first_three} == {started.body.encode()}  # the same bytes every time
     assert all(signed(r, org["secret"]) for r in hook.requests)
 
-    [delivery] = wait_for(
+    [delivery] = polled_sync(
         lambda: [
             d
             for d in deliveries(owner, callId=str(call.pk))
             if d["eventType"] == "call.started" and d["status"] == "succeeded"
-        ]
+        ],
+        what="call.started recorded as succeeded",
     )
     log = delivery["attemptLog"]
     assert [(a["attempt"], a["statusCode"], a["succeeded"]) for a in log] == [
@@ -219,82 +241,44 @@ def test_500_twice_then_200_gets_the_same_event_three_times_and_later_events_wai
     assert delivery["attempts"] == 3 and delivery["webhookId"] == org["id"]
 
 
-@pytest.mark.usefixtures("loopback")
-def test_a_400_is_final_and_redeliver_sends_it_again(
-    server: DaphneServer, owner: Any, static_agent: Any, receivers: Any
-) -> None:
+def test_a_400_is_final_and_redeliver_sends_it_again(owner: Any, static_agent: Any, receivers: Any) -> None:
     hook = receivers(Reply(status=400, json={"error": "unknown"}))
-    # A second endpoint that answers 500 is retried (0.3 s, then 0.6 s): its third attempt shows the
-    # worker has passed over the 400's delivery through several backoff periods.
+    # A second endpoint that answers 500 is retried (after 20 ms, then 40 ms): its third attempt shows the
+    # sender has passed over the 400's delivery through several backoff periods.
     retried = receivers(*[Reply(status=500, json={"error": "busy"})] * 3)
     webhook(owner, hook.url(), ["call.started"])
     webhook(owner, retried.url(), ["call.started"])
     call = services.call_start(agent=static_agent, channel="web")
 
-    [failed] = wait_for(
+    [failed] = delivered(
         lambda: [d for d in deliveries(owner, status="failed") if d["lastStatusCode"] == 400],
         what="the failed delivery",
     )
     assert failed["attempts"] == 1 and failed["nextAttemptAt"] is None
     assert failed["attemptLog"][0]["nextAttemptAt"] is None
-    wait_for(lambda: len(retried.requests) >= 3, what="the other endpoint's third attempt")
+    delivered(lambda: len(retried.requests) >= 3, what="the other endpoint's third attempt")
     assert len(hook.requests) == 1  # no retry came
 
     answered = owner.client.post(f"/public/v1/webhook-deliveries/{failed['id']}/redeliver")
     assert answered.status_code == 202
-    wait_for(lambda: deliveries(owner, status="succeeded"), what="the redelivery")
+    delivered(
+        lambda: [d for d in deliveries(owner, status="succeeded") if d["id"] == failed["id"]], what="the redelivery"
+    )
     assert kinds(hook.requests) == [("call.started", "1"), ("call.started", "2")]
     assert hook.requests[0].body == hook.requests[1].body
     assert hook.requests[1].headers["x-service-event-id"] == str(CallEvent.objects.get(call=call).id)
 
 
-@pytest.mark.usefixtures("loopback")
-def test_after_a_rotation_events_are_signed_with_the_new_secret(
-    server: DaphneServer, owner: Any, static_agent: Any, receivers: Any
-) -> None:
+def test_after_a_rotation_events_are_signed_with_the_new_secret(owner: Any, static_agent: Any, receivers: Any) -> None:
     hook = receivers()
     created = webhook(owner, hook.url(), ["call.started"])
     rotated = owner.client.post(f"/public/v1/webhooks/{created['id']}/rotate-secret").json()
     services.call_start(agent=static_agent, channel="web")
 
-    [received] = wait_for(lambda: hook.requests, what="the event")
+    [received] = delivered(lambda: hook.requests, what="the event")
     assert signed(received, rotated["secret"]) and not signed(received, created["secret"])
 
 
-# --- a restart -------------------------------------------------------------------------------------
-
-
-@pytest.mark.usefixtures("loopback")
-def test_an_event_pending_while_the_server_restarts_is_delivered_after_the_restart(
-    owner: Any, static_agent: Any, tmp_path_factory: Any
-) -> None:
-    hook = LoopbackReceiver()  # its port is known; nothing listens there yet
-    webhook(owner, hook.url(), ["call.started"])
-    slow = {**FAST, "EVENTS_RETRY_BASE_SECONDS": "2"}
-    first = start_test_server(tmp_path_factory, "events-before", slow)
-    try:
-        call = services.call_start(agent=static_agent, channel="web")
-        [pending] = wait_for(lambda: [d for d in deliveries(owner) if d["attempts"] >= 1], what="a failed attempt")
-        assert pending["status"] == "pending" and "Could not connect" in pending["lastError"]
-    finally:
-        stop_test_server(first)
-
-    with hook:
-        second = start_test_server(tmp_path_factory, "events-after", slow)
-        try:
-            wait_for(lambda: hook.requests, timeout=30, what="the delivery after the restart")
-        finally:
-            stop_test_server(second)
-    [received] = hook.requests
-    event = CallEvent.objects.get(call=call)
-    assert received.headers["x-service-event-id"] == str(event.id) and received.body == event.body.encode()
-    assert int(received.headers["x-service-attempt"]) >= 2
-    [delivered] = deliveries(owner)
-    assert delivered["status"] == "succeeded" and delivered["attemptLog"][0]["error"].startswith("Could not connect")
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("loopback")
 def test_senders_reaching_for_one_due_delivery_at_once_send_it_once(owner: Any, static_agent: Any) -> None:
     """A process's sender threads, its start-up resend and other processes' senders may take the same due
     delivery at the same moment (on PostgreSQL each claim waits on the other's row lock): one sends it."""
@@ -322,11 +306,12 @@ def test_senders_reaching_for_one_due_delivery_at_once_send_it_once(owner: Any, 
 
             with ThreadPoolExecutor(senders) as pool:
                 sent = list(pool.map(send, range(senders)))  # a sender's error is raised here
-            # At most one of them sent it (none when this test process runs a delivery worker of its own,
-            # started by a test that built the ASGI application: it may take the delivery first).
-            assert sent.count(True) <= 1
-            wait_for(lambda done=done: len(hook.requests) >= done, what=f"delivery {done}")
-        wait_for(lambda: {d["status"] for d in deliveries(owner)} == {"succeeded"}, what="every delivery marked sent")
+            # One of them sent it (no other sender runs in this process: background work is inline).
+            assert sent.count(True) == 1
+            assert len(hook.requests) == done  # sent before deliver_one returned
+        polled_sync(
+            lambda: {d["status"] for d in deliveries(owner)} == {"succeeded"}, what="every delivery marked sent"
+        )
         assert len(hook.requests) == rounds
 
 
@@ -355,9 +340,8 @@ def post(url: str, body: bytes, signature: str) -> int:
 
 
 @pytest.mark.parametrize("language", ["python", "node"])
-@pytest.mark.usefixtures("loopback")
 def test_the_documented_receivers_accept_signed_events_once_and_refuse_the_rest(
-    server: DaphneServer, owner: Any, static_agent: Any, tmp_path: Path, language: str
+    owner: Any, static_agent: Any, tmp_path: Path, language: str
 ) -> None:
     code = doc_receivers()[language]
     assert len([line for line in code.splitlines() if line.strip()]) <= 14, "a receiver in about ten lines"
@@ -369,9 +353,9 @@ def test_the_documented_receivers_accept_signed_events_once_and_refuse_the_rest(
     env = {**os.environ, "WEBHOOK_SECRET": created["secret"], "PORT": str(port)}
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        wait_for(lambda: _listening(port), timeout=15, what="the receiver")
+        polled_sync(lambda: _listening(port), timeout=15, what="the receiver")
         call = services.call_start(agent=static_agent, channel="web")
-        wait_for(lambda: deliveries(owner, status="succeeded"), what="the real server's delivery")
+        delivered(lambda: deliveries(owner, status="succeeded"), what="the delivery")
         event = CallEvent.objects.get(call=call)
         body = event.body.encode()
         url = f"http://127.0.0.1:{port}/events"

@@ -1,5 +1,5 @@
 """/public/v1/webhooks and /public/v1/webhook-deliveries: the rules a caller meets through the REST API, and
-the outbox rows a call's start and end write (delivery itself: test_events_e2e.py, through real servers)."""
+the outbox rows a call's start and end write (delivery itself: test_events_e2e.py; after a restart: voiceagent/tests/test_restarts.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The upkeep sweep of documents left `processing` by a process that died (calls/maintenance.py), as the
-API shows them; the real-process version (SIGKILL, restart) is realtime/tests/test_upkeep_e2e.py."""
+API shows them; the real-process version (SIGKILL, restart) is voiceagent/tests/test_restarts.py."""
 
 from __future__ import annotations
 

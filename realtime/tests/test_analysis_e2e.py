@@ -1,34 +1,28 @@
-"""Post-call analysis through real Daphne processes: the embedded brain fills the plan's fields from what
-a caller said in a real spoken call, and an analysis whose server process was killed (SIGKILL) while it
-ran is resumed by the next start of a server on the same database."""
+"""Post-call analysis end to end: the embedded brain fills the plan's fields from what a caller said in a
+real spoken call, talking to the project's ASGI application in the test's event loop (testing/inprocess.py);
+the analysis runs where BACKGROUND_WORK places it (inline in the tests: as the call ends). An analysis whose
+server process was killed (SIGKILL) while it ran, resumed by the next start of a server on the same
+database, needs real processes: voiceagent/tests/test_restarts.py."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.utils import timezone
 
 from agents.analysis_plan import normalize_plan
-from calls.models import Call
-from calls.services import call_message_add, call_start
 from realtime.tests.test_agent_e2e import ASK_ORDER, SHIPPED, olive
-from testing.chat_server import ChatServer, Text
 from testing.conversations import Caller, Exchange, conversation
-from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.voice import record_voice
 from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
-# The embedded default (no broker: the server's own background worker), also when the suite has REDIS_URL.
-LOOPBACK = {"OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8"}  # the server calls the tools on this machine
-EMBEDDED = {"REDIS_URL": ""}
+LOOPBACK = {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"]}  # the application calls the tools on this machine
 ORDER_PLAN = {
     "structuredData": {
         "schema": {
@@ -40,16 +34,11 @@ ORDER_PLAN = {
         }
     }
 }
-BOOKING = {
-    "type": "object",
-    "properties": {"name": {"type": "string", "description": "The caller's full name"}},
-    "required": ["name"],
-}
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    with shared_test_server(django_db_blocker, tmp_path_factory, "analysis", {**LOOPBACK, **EMBEDDED}) as started:
+@pytest.fixture
+def server(settings: Any) -> Iterator[InProcessServer]:
+    with serving(settings, LOOPBACK) as started:
         yield started
 
 
@@ -90,61 +79,3 @@ async def test_the_embedded_brain_fills_the_plans_fields_from_what_the_caller_sa
     assert analysis["structuredData"] == {"order_number": "3561"}, exchange.heard
     assert analysis["parts"] == {"summary": "completed", "structuredData": "completed"}
     assert f"Caller: {exchange.heard}" in analysis["summary"] and analysis["model"] == "embedded"
-
-
-def test_an_analysis_killed_with_its_server_is_resumed_when_a_server_starts_again(owner, make_agent, tmp_path_factory):
-    with ChatServer() as chat:
-        env = {
-            **EMBEDDED,
-            "LLM_PROVIDER": "openai",
-            "LLM_BASE_URL": chat.base_url,
-            "LLM_MODEL": "scripted-model",
-            "CALLS_MAINTENANCE_AT_START": "true",
-            "CALLS_STALE_AFTER_SECONDS": "60",
-        }
-        # A call its server process left active two hours ago: the next server's start-up sweep closes it,
-        # which marks its analysis pending and queues it on that server's background worker.
-        agent = make_agent(owner.organization, analysis_plan=normalize_plan({"structuredData": {"schema": BOOKING}}))
-        call = call_start(agent=agent, channel="web")
-        long_ago = timezone.now() - timedelta(hours=2)
-        call_message_add(call=call, role="user", content="Hi, this is Dana Smith.", occurred_at=long_ago)
-        Call.objects.filter(pk=call.pk).update(started_at=long_ago - timedelta(seconds=5))
-
-        # The first server takes the analysis; the model takes its time, and the server is killed.
-        chat.analysis(Text(json.dumps({"summary": "Never sent."}), delay=120))
-        first = start_test_server(tmp_path_factory, "analysis-killed", env)
-        try:
-            chat.until_sync(lambda: len(chat.analysis_requests) == 1, timeout=60, what="the first server's request")
-            assert first.process is not None
-            first.process.kill()
-            first.process.wait()
-        finally:
-            stop_test_server(first)
-        row = Call.objects.get(pk=call.pk)
-        assert (row.status, row.analysis_status) == ("failed", "pending")
-        assert row.analysis_claimed_at is not None  # taken by the dead process
-        # The next server sweeps as it starts (within a second): its lease (1 s, below) must be over by then.
-        claimed = row.analysis_claimed_at
-        polled_sync(lambda: timezone.now() - claimed > timedelta(seconds=1.5), timeout=10, what="the lease's end")
-
-        # The next server's start-up sweep resumes it once the dead worker's lease is over.
-        chat.analysis(
-            Text(json.dumps({"summary": "Dana Smith called and hung up."}), usage=(90, 12)),
-            Text(json.dumps({"name": "Dana Smith"}), usage=(110, 6)),
-        )
-        second = start_test_server(tmp_path_factory, "analysis-resumed", {**env, "CALL_ANALYSIS_LEASE_SECONDS": "1"})
-        try:
-            analysis = analysis_when_done(owner, call.pk)
-        finally:
-            stop_test_server(second)
-    assert analysis == {
-        "status": "completed",
-        "summary": "Dana Smith called and hung up.",
-        "structuredData": {"name": "Dana Smith"},
-        "successEvaluation": None,
-        "parts": {"summary": "completed", "structuredData": "completed"},
-        "model": "scripted-model",
-        "usage": {"inputTokens": 200, "outputTokens": 18},
-        "error": None,
-    }
-    assert len(chat.analysis_requests) == 3

@@ -4,7 +4,7 @@ with its first paragraph, title included).
 
 The FAQ is uploaded as a .txt file through the public API of the application, which indexes it (inline
 in the tests, BACKGROUND_WORK=inline; the serving process's background worker is proven through real
-servers in test_upkeep_e2e.py); the caller speaks recorded eSpeak NG sentences
+servers in voiceagent/tests/test_restarts.py); the caller speaks recorded eSpeak NG sentences
 over the browser socket (see test_agent_e2e.py on recognition of synthesized speech). The questions
 are close to the FAQ's own, which the agent's language model holds, in the `leo` voice, which the
 recognizer hears best: each was heard right in repeated runs through the server, in one call, in this
