@@ -117,7 +117,6 @@ def parse_time(value: str) -> Any:
 # The server's delivery worker looks for due rows often; the first retry waits 2 s (past the restart).
 EVENTS = {
     "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-    "EVENTS_WORKER": "inprocess",
     "EVENTS_RETRY_BASE_SECONDS": "2",
     "EVENTS_POLL_SECONDS": "0.2",
 }
@@ -362,7 +361,7 @@ def test_a_document_whose_ingestion_was_killed_does_not_stay_processing(
 
 # --- call batches: the scheduler of a server, killed mid-batch ---------------------------------------
 
-SCHEDULER = {"BATCH_SCHEDULER": "inprocess", "BATCH_TICK_SECONDS": "0.2"}
+SCHEDULER = {"BATCH_TICK_SECONDS": "0.2"}  # the server's scheduler (BACKGROUND_WORK=inprocess)
 
 
 @pytest.fixture
