@@ -21,12 +21,14 @@ configuration (replies.py). Each caller turn is handled by the first rule that a
    required argument asked for (one at a time);
 8. new values for the last lookup ("what about tomorrow?" after a forecast) -> that tool again with
    them, for tools named for reading (get, check, find...) only;
-9. "what can you do", "who are you" -> the self-description;
-10. `search_knowledge` offered -> called with the turn as query; when the best passage's score reaches
-    `KNOWLEDGE_MIN_SCORE`, its sentences that answer the query are spoken (replies.speak_passage:
-    ranked with the embedding model of the search, never a heading or the title, about 35 words),
-    else "Sorry, I don't know that" and what the agent can do;
-11. otherwise what the agent can do, from its tools and instructions.
+9. "what can you do", "who are you" (the whole question) -> the self-description;
+10. a question the facts of the agent's instructions answer -> those sentences (answers.answer_from_prompt);
+11. `search_knowledge` offered -> called with the turn as query; when the best passage's score reaches
+    `KNOWLEDGE_MIN_SCORE`, what it says in answer is spoken (answers.speak_passage: a Q&A passage's
+    matching answer without labels, else its best sentences with their figures; never a heading, the
+    title or a question; about 35 words), else "Sorry, I don't know that", one or two topics of the
+    documents (answers.passage_topics) and what the tools do;
+12. otherwise what the agent can do, from its tools and instructions.
 
 A trailing tool turn in the history is a result to speak (replies.speak_result); a transfer result is
 left to the session shell, which speaks the handoff. State kept between turns: the pending call
