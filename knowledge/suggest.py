@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from knowledge import faq
 from knowledge.chunking import split_sentences
 from knowledge.embeddings import embed
 
@@ -14,8 +15,10 @@ DESCRIPTION_MAX = 200
 # Only the start of a long document is read for the description: bounded time in the upload request.
 DESCRIPTION_SCAN_CHARS = 20_000
 DESCRIPTION_CANDIDATES = 48
+DESCRIPTION_TOPICS = 3
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_SECTION = re.compile(r"^ {0,3}#{2,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)  # below the title
 _MARKUP = re.compile(r"[*_`>#|]+|^\s*([-+]|\d+[.)])\s+|\[([^\]]*)\]\([^)]*\)")
 _WORD = re.compile(r"[^\W\d_]{2,}")
 
@@ -45,13 +48,30 @@ def suggest_name(text: str, *, markdown: bool, fallback: str = "Untitled documen
     return fallback
 
 
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def suggest_description(text: str) -> str | None:
-    """One sentence of the document, the one closest to the mean embedding of its first sentences."""
-    body = _HEADING.sub("", text[:DESCRIPTION_SCAN_CHARS])
+    """What the document is: for questions and answers (knowledge/faq.py), "Answers to questions about"
+    the topics of its first questions; for a document of several sections, "About" its sections;
+    otherwise the sentence closest to the mean embedding of its first sentences (never a question)."""
+    scanned = text[:DESCRIPTION_SCAN_CHARS]
+    title = _HEADING.search(scanned)
+    found = faq.entries(scanned)
+    if faq.is_faq(found):
+        topics = faq.topics(scanned, title=title.group(1) if title else "", limit=DESCRIPTION_TOPICS)
+        if topics:
+            return _shorten(f"Answers to questions about {_listed(topics)}.", DESCRIPTION_MAX)
+    sections = [faq.heading_topic(match.group(1)) for match in _SECTION.finditer(scanned)]
+    sections = [section for index, section in enumerate(sections) if section and section not in sections[:index]]
+    if len(sections) >= 2:
+        return _shorten(f"About {_listed(sections[:DESCRIPTION_TOPICS])}.", DESCRIPTION_MAX)
+    body = _HEADING.sub("", scanned)
     candidates: list[str] = []
     for paragraph in re.split(r"\n[ \t]*\n", body):
         for sentence in split_sentences(" ".join(_plain(line, trim=" ") for line in paragraph.split("\n"))):
-            if len(_WORD.findall(sentence)) >= 4:
+            if len(_WORD.findall(sentence)) >= 4 and not sentence.endswith("?") and not faq.LABEL.match(sentence):
                 candidates.append(sentence)
         if len(candidates) >= DESCRIPTION_CANDIDATES:
             break

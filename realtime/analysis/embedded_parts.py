@@ -1,7 +1,7 @@
 """The analysis parts with the embedded brain (offline: no model, no network).
 
-- summary: the extractive summary of calls/summary.py (the caller's first sentence and the sentences
-  whose words recur most, each tagged with its speaker); the plan's prompt is not used.
+- summary: what the caller wanted and what happened (tool outcomes, a transfer, how the call ended), not
+  the transcript (realtime/analysis/summary.py); the plan's prompt is not used.
 - structuredData: the embedded argument extractor (realtime/engine/brain/embedded/arguments.py) reads every caller
   turn against the plan's schema, as it reads a tool's arguments: e-mail addresses, dates, times, phone
   and other digit strings, listed (enum) values, numbers, yes/no, names, places and, for a property named
@@ -18,8 +18,8 @@ from typing import Any
 
 import jsonschema
 
-from calls.summary import summarize
 from kit.patterns import linear_validator
+from realtime.analysis.summary import ToolUse, summarize_call
 from realtime.engine.brain.embedded.arguments import extract, parameters_of
 from realtime.engine.brain.embedded.spoken import Utterance
 
@@ -27,8 +27,8 @@ MODEL = "embedded"
 NO_EVALUATION = "the embedded brain does not evaluate calls; successEvaluation needs LLM_PROVIDER=openai"
 
 
-def summary(messages: list[tuple[str, str]]) -> str:
-    return summarize(messages)
+def summary(messages: list[tuple[str, str]], tools: list[ToolUse], ended_reason: str | None) -> str:
+    return summarize_call(messages, tools, ended_reason=ended_reason)
 
 
 def structured_data(schema: dict[str, Any], messages: list[tuple[str, str]], today: date) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from calls.summary import SPEAKERS
 from kit.redaction import categories_of, redact_for_agent
 from realtime.analysis import embedded_parts
 from realtime.analysis.openai_parts import OpenAIAnalyst, PartFailed
+from realtime.analysis.selectors import call_happenings
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,14 @@ def redacted_input(found: AnalysisInput) -> AnalysisInput:
         return found
     messages = [(role, redact_for_agent(redaction, content)) for role, content in found.messages]
     return dataclasses.replace(found, messages=messages)
+
+
+def _redacted(call_id: Any, text: str) -> str:
+    """A stored text of the call as its agent's redactPii lets it be read (see redacted_input)."""
+    redaction = Agent.objects.filter(calls=call_id).values("redact_pii", "language").first()
+    if not redaction or not categories_of(redaction["redact_pii"]):
+        return text
+    return redact_for_agent(redaction, text)
 
 
 def _skipped(reason: str) -> dict[str, Any]:
@@ -116,7 +125,9 @@ def _embedded(found: AnalysisInput, parts: list[str]) -> dict[str, Any]:
     plan = found.plan or {}
     for part in parts:
         if part == "summary":
-            values["summary"] = embedded_parts.summary(found.messages)
+            tools, ended_reason = call_happenings(call_id=found.call_id)
+            tools = [dataclasses.replace(use, response=_redacted(found.call_id, use.response)) for use in tools]
+            values["summary"] = embedded_parts.summary(found.messages, tools, ended_reason)
         elif part == "structuredData":
             schema = plan["structuredData"]["schema"]
             values["structuredData"] = embedded_parts.structured_data(schema, found.messages, found.started_at.date())

@@ -45,6 +45,7 @@ from realtime.engine.cascade.listener import Listener, RecognizerJob
 from realtime.engine.cascade.turn_taking import UNFINISHED, UNSURE
 from realtime.engine.contracts import Brain, Conversation, Response, TextPiece, ToolCall, Usage
 from realtime.engine.phrases import phrase
+from realtime.engine.speech.reading import spoken_form
 from realtime.engine.timing import TurnTiming
 from realtime.selectors import agent_vocabulary_texts
 
@@ -653,11 +654,14 @@ class CascadePipeline:
         kit, session = self.kit, self.session
         offline = kit.offline_synthesize
         audio: bytes
+        # The voice reads numbers as a caller expects ("five five five, zero one nine nine"); the
+        # transcript keeps the sentence as written (item.text).
+        text = spoken_form(item.text, language)
         if offline is not None and (item.offline or self._provider_voice_off or self._offline_answer is item.response):
-            audio = await session.run_blocking(offline, item.text, language, voice_name)
+            audio = await session.run_blocking(offline, text, language, voice_name)
             return audio
         try:
-            audio = await session.run_blocking(kit.synthesize, item.text, language, voice_name)
+            audio = await session.run_blocking(kit.synthesize, text, language, voice_name)
             return audio
         except ProviderError as exc:
             if offline is None:
@@ -672,7 +676,7 @@ class CascadePipeline:
                 reason=exc.message,
                 permanent=exc.permanent,
             )
-            audio = await session.run_blocking(offline, item.text, language, voice_name)
+            audio = await session.run_blocking(offline, text, language, voice_name)
             return audio
 
     def _complete_sentences(self, text: str) -> tuple[list[str], str]:

@@ -1,7 +1,8 @@
 """The native `search_knowledge` tool: the agent's knowledge documents, best passages first.
 
-Result: {"passages": [{"document": <document name>, "text": <chunk text>, "score": <rounded to 3
-decimals>}, ...]} with at most PASSAGES items, best first; {"passages": []} when nothing is indexed.
+Result: {"passages": [{"document": <document name>, "section": <the heading the chunk is under, "" when
+none but the document's title>, "text": <chunk text>, "score": <rounded to 3 decimals>}, ...]} with at
+most PASSAGES items, best first; {"passages": []} when nothing is indexed.
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ def _search(agent_id: Any, query: str, k: int) -> list[Any]:
         connections.close_all()
 
 
+def _section(path: list[str], document: str) -> str:
+    """The heading a passage is under, unless it is only the document's title."""
+    headings = [heading for heading in path if heading.strip()]
+    if not headings or (len(headings) == 1 and headings[0].strip().lower() == document.strip().lower()):
+        return ""
+    return headings[-1].strip() if len(headings) > 1 else headings[0].strip()
+
+
 class SearchKnowledgeTool(ToolKind):
     kind = "search_knowledge"
 
@@ -52,6 +61,12 @@ class SearchKnowledgeTool(ToolKind):
             raise ToolError("The knowledge search failed") from None
         return {
             "passages": [
-                {"document": hit.document_name, "text": hit.text, "score": round(hit.score, 3)} for hit in hits
+                {
+                    "document": hit.document_name,
+                    "section": _section(hit.heading_path, hit.document_name),
+                    "text": hit.text,
+                    "score": round(hit.score, 3),
+                }
+                for hit in hits
             ]
         }

@@ -10,20 +10,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
-from knowledge.chunking import heading_lines, paragraph_units
-from knowledge.embeddings import similarities
 from realtime.engine.brain.embedded.arguments import Parameter
 from realtime.engine.brain.embedded.understanding import NATIVE_TOOLS, split_identifier
 from realtime.engine.contracts import BrainContext, ToolSpec
 
 RESULT_WORDS = 30  # a tool result is spoken in about this many words at most
 ANSWER_WORDS = 35  # a knowledge answer (the best sentences of the best passage) likewise
-# Sentences of the passage that score within this of the best one are spoken with it, room permitting.
-NEAR_BEST = 0.1
-# A best sentence that starts with one of these words is spoken with the sentence before it.
-_REFERRING = frozenset("it its this that these those they them their there such he she his her".split())
 PHRASE_WORDS = 8  # a tool's description becomes a phrase of at most this many words
 LISTED_TOOLS = 4  # the self-description names at most this many tools
 SPOKEN_FIELDS = ("message", "text", "result", "answer", "summary", "response")
@@ -44,6 +39,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "can_help_with": "I can help with {items}.",
         "also_with": "I can also help with {items}.",
         "answer_questions": "find answers to your questions",
+        "help_topics": "I can help with questions about {items}.",
         "what_next": "What would you like to do?",
         "anything_else": "Is there anything else I can help with?",
         "how_help": "How can I help you?",
@@ -79,6 +75,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "can_help_with": "Puedo ayudarle con {items}.",
         "also_with": "También puedo ayudarle con {items}.",
         "answer_questions": "encontrar respuestas a sus preguntas",
+        "help_topics": "Puedo ayudarle con preguntas sobre {items}.",
         "what_next": "¿Qué le gustaría hacer?",
         "anything_else": "¿Puedo ayudarle en algo más?",
         "how_help": "¿En qué puedo ayudarle?",
@@ -114,6 +111,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "can_help_with": "Posso aiutarla con {items}.",
         "also_with": "Posso aiutarla anche con {items}.",
         "answer_questions": "trovare risposte alle sue domande",
+        "help_topics": "Posso aiutarla con domande su {items}.",
         "what_next": "Cosa desidera fare?",
         "anything_else": "Posso aiutarla in qualcos'altro?",
         "how_help": "Come posso aiutarla?",
@@ -301,55 +299,6 @@ def trim(text: str, limit: int) -> str:
     return " ".join(cut).rstrip(",;:-") + "..."
 
 
-def passage_sentences(passage: str, document: str = "") -> list[str]:
-    """A knowledge passage's sentences as they are heard, in order, without its heading lines and
-    without the document's title (`document`, its name), also where a title runs into a sentence."""
-    headings = heading_lines(passage)
-    kept = "\n".join("" if index in headings else line for index, line in enumerate(passage.split("\n")))
-    title = plain_text(document).rstrip(".").lower()
-    sentences = []
-    for paragraph in re.split(r"\n\s*\n", kept):
-        for _, unit in paragraph_units(paragraph):
-            spoken = plain_text(unit)
-            rest = spoken[len(title) :].lstrip(" .:-\u2013\u2014")
-            # "Guest Policy Cancellation Reservations can..." loses its title, "Parking is free" keeps it.
-            if title and spoken.lower().startswith(title) and not rest[:1].islower() and not rest[:1] == "'":
-                spoken = rest
-            if re.search(r"\w", spoken):
-                sentences.append(spoken)
-    return sentences
-
-
-def speak_passage(passage: str, question: str, *, document: str = "") -> str:
-    """The sentences of `passage` that answer `question`, at most about ANSWER_WORDS words: the best one
-    by cosine similarity with the question (the embedding model that ranked the passages), with the
-    sentence before it when it starts with "it", "this"..., and the next best ones that score nearly as
-    well. A question in the passage (a FAQ's) is no answer. Empty when the passage holds no sentence."""
-    sentences = passage_sentences(passage, document)
-    answers = [index for index, sentence in enumerate(sentences) if not sentence.endswith("?")]
-    answers = answers or list(range(len(sentences)))
-    if not answers:
-        return ""
-    scores = similarities(question, [sentences[index] for index in answers])
-    ranked = sorted(range(len(answers)), key=lambda k: -scores[k])
-    best = answers[ranked[0]]
-    chosen = {best}
-    words = len(sentences[best].split())
-    before = best - 1
-    opening = sentences[best].split()[0].lower().strip(",;:")
-    if opening in _REFERRING and before in answers and words + len(sentences[before].split()) <= ANSWER_WORDS:
-        chosen.add(before)
-        words += len(sentences[before].split())
-    for k in ranked[1:]:
-        if scores[k] < scores[ranked[0]] - NEAR_BEST:
-            break
-        size = len(sentences[answers[k]].split())
-        if answers[k] not in chosen and words + size <= ANSWER_WORDS:
-            chosen.add(answers[k])
-            words += size
-    return trim(" ".join(sentences[index] for index in sorted(chosen)), ANSWER_WORDS)
-
-
 # Questions ----------------------------------------------------------------------------------------
 
 
@@ -496,12 +445,20 @@ def _as_me(sentence: str) -> str:
     return ""
 
 
-def describe(context: BrainContext, language: str, *, introduce: bool = False, knowledge: bool = True) -> str:
-    """What the agent can do, from its tools (or its instructions), then an open question; with
-    `introduce`, who it is first; without `knowledge`, its documents go unmentioned (after a search
-    that found nothing)."""
+def describe(
+    context: BrainContext, language: str, *, introduce: bool = False, knowledge: bool = True, topics: Sequence[str] = ()
+) -> str:
+    """What the agent can do, from its tools (or its instructions) and the `topics` of its documents
+    seen so far, then an open question; with `introduce`, who it is first; without `knowledge`, its
+    documents go unmentioned (after a search that found nothing)."""
     parts = []
     can_do = capabilities(context, language, knowledge=knowledge)
+    if topics:
+        can_do = " ".join(
+            part
+            for part in (phrase("help_topics", language).format(items=join(list(topics), language)), can_do)
+            if part
+        )
     if introduce or not can_do:
         identity = _as_me(_first_sentence(context.identity)) if context.identity else ""
         parts.append(identity or phrase("intro", language).format(name=context.agent_name))

@@ -21,12 +21,14 @@ configuration (replies.py). Each caller turn is handled by the first rule that a
    required argument asked for (one at a time);
 8. new values for the last lookup ("what about tomorrow?" after a forecast) -> that tool again with
    them, for tools named for reading (get, check, find...) only;
-9. "what can you do", "who are you" -> the self-description;
-10. `search_knowledge` offered -> called with the turn as query; when the best passage's score reaches
-    `KNOWLEDGE_MIN_SCORE`, its sentences that answer the query are spoken (replies.speak_passage:
-    ranked with the embedding model of the search, never a heading or the title, about 35 words),
-    else "Sorry, I don't know that" and what the agent can do;
-11. otherwise what the agent can do, from its tools and instructions.
+9. "what can you do", "who are you" (the whole question) -> the self-description;
+10. a question the facts of the agent's instructions answer -> those sentences (answers.answer_from_prompt);
+11. `search_knowledge` offered -> called with the turn as query; when the best passage's score reaches
+    `KNOWLEDGE_MIN_SCORE`, what it says in answer is spoken (answers.speak_passage: a Q&A passage's
+    matching answer without labels, else its best sentences with their figures; never a heading, the
+    title or a question; about 35 words), else "Sorry, I don't know that", one or two topics of the
+    documents (answers.passage_topics) and what the tools do;
+12. otherwise what the agent can do, from its tools and instructions.
 
 A trailing tool turn in the history is a result to speak (replies.speak_result); a transfer result is
 left to the session shell, which speaks the handoff. State kept between turns: the pending call
@@ -43,7 +45,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-from realtime.engine.brain.embedded import replies
+from realtime.engine.brain.embedded import answers, replies
 from realtime.engine.brain.embedded.arguments import Parameter, extract, parameters_of
 from realtime.engine.brain.embedded.keys import keys_asked
 from realtime.engine.brain.embedded.replies import phrase
@@ -110,6 +112,7 @@ class EmbeddedBrain:
         self._catalog: _Catalog | None = None
         self._called: dict[str, str] = {}  # call id -> tool name, for a tool turn that lacks the name
         self._last: tuple[str, dict[str, Any]] | None = None  # the last custom call, for follow-ups
+        self._topics: list[str] = []  # topics of the agent's documents seen in a search, for "I can help with"
 
     async def respond(self, context: BrainContext, history: Sequence[Turn]) -> AsyncIterator[BrainOutput]:
         if history and history[-1].role == "tool" and self._tool_name(history[-1]) == "search_knowledge":
@@ -162,13 +165,26 @@ class EmbeddedBrain:
         best = max(passages, key=lambda p: _score(p), default=None)
         if best is not None and _score(best) >= KNOWLEDGE_MIN_SCORE:
             question = _query_of(history)
-            answer = replies.speak_passage(str(best["text"]), question, document=str(best.get("document") or ""))
+            answer = answers.speak_passage(str(best["text"]), question, document=str(best.get("document") or ""))
             if answer:
                 return answer
+        return self._no_answer(context, language, passages)
+
+    def _no_answer(self, context: BrainContext, language: str, passages: Sequence[dict[str, Any]] = ()) -> str:
+        """No answer found: what the agent can help with, naming topics of its documents (the passages
+        the search did find) and its tools, then an open question."""
+        topics = answers.passage_topics(
+            [(str(p.get("text") or ""), str(p.get("document") or ""), str(p.get("section") or "")) for p in passages]
+        )
+        self._topics = topics or self._topics
+        parts = [phrase("dont_know", language)]
+        if self._topics:
+            parts.append(phrase("help_topics", language).format(items=replies.join(self._topics, language)))
         can_do = replies.capabilities(context, language, knowledge=False)
-        if not can_do:
-            return f"{phrase('dont_know', language)} {phrase('anything_else', language)}"
-        return f"{phrase('dont_know', language)} {can_do} {phrase('what_next', language)}"
+        if can_do:
+            parts.append(can_do)
+        parts.append(phrase("what_next" if len(parts) > 1 else "anything_else", language))
+        return " ".join(parts)
 
     # Caller turns ---------------------------------------------------------------------------------
 
@@ -212,10 +228,15 @@ class EmbeddedBrain:
             return follow_up
         if asks_capabilities(utterance):
             introduce = "who" in utterance.words or utterance.has_phrase(("what", "are", "you"))
-            return [TextPiece(replies.describe(context, language, introduce=introduce))]
-        if context.tool("search_knowledge") and content_stems(utterance.tokens):
-            return [self._call("search_knowledge", {"query": utterance.text})]
-        return [TextPiece(replies.describe(context, language))]
+            return [TextPiece(replies.describe(context, language, introduce=introduce, topics=self._topics))]
+        if content_stems(utterance.tokens):
+            # Facts written in the agent's prompt answer first ("We are open on Saturday from 10 to 2.").
+            said = answers.answer_from_prompt((context.instructions, context.identity), utterance.text)
+            if said:
+                return [TextPiece(said)]
+            if context.tool("search_knowledge"):
+                return [self._call("search_knowledge", {"query": utterance.text})]
+        return [TextPiece(replies.describe(context, language, topics=self._topics))]
 
     def _transfer(self, context: BrainContext, utterance: Utterance, language: str) -> list[BrainOutput]:
         tool = context.tool("transfer_call")

@@ -133,7 +133,8 @@ CAPABILITY_PHRASES: tuple[str, ...] = (
     "what can you help",
     "help",
 )
-CAPABILITY_PHRASES += ("what are you", "who are you", "what is this", "what services", "what options", "options")
+IDENTITY_PHRASES = ("what are you", "who are you", "what is this")
+CAPABILITY_PHRASES += (*IDENTITY_PHRASES, "what services", "what options", "options")
 CAPABILITY_PHRASES += ("what can i do", "what can i ask", "what do you offer", "menu", "what are my options")
 REPEAT_PHRASES: tuple[str, ...] = (
     "repeat",
@@ -282,7 +283,12 @@ def is_question(utterance: Utterance) -> bool:
 
 
 def asks_capabilities(utterance: Utterance) -> bool:
-    return _matches_phrase(utterance, CAPABILITY_PHRASES) and len(_without(utterance, CAPABILITY_PHRASES)) <= 2
+    """ "What can you do?", "who are you?"; not a question that starts like one ("what are you open on
+    saturday": "what are you", "who are you" and "what is this" only with nothing else said)."""
+    others = [phrase for phrase in CAPABILITY_PHRASES if phrase not in IDENTITY_PHRASES]
+    if _matches_phrase(utterance, others) and len(_without(utterance, CAPABILITY_PHRASES)) <= 2:
+        return True
+    return _matches_phrase(utterance, IDENTITY_PHRASES) and not _without(utterance, IDENTITY_PHRASES)
 
 
 def asks_repeat(utterance: Utterance) -> bool:
