@@ -433,7 +433,8 @@ def call_analysis_claim(*, call_id: UUID, lease: timedelta) -> bool:
 
 def call_analysis_save(*, call_id: UUID, analysis: dict[str, Any]) -> bool:
     """Store a call's analysis (`status` completed, skipped or failed, and the result keys of
-    ANALYSIS_RESULT_KEYS) and its `call.analyzed` event in one transaction. Only a pending analysis is
+    ANALYSIS_RESULT_KEYS; its summary, when it made one, becomes the call's `summary`) and its
+    `call.analyzed` event in one transaction. Only a pending analysis is
     stored: a second worker that finished the same analysis changes nothing (and False is returned), so
     the event is recorded once. With the agent's redactPii, what it read of the call is stored redacted."""
     status = analysis.get("status")
@@ -452,7 +453,12 @@ def call_analysis_save(*, call_id: UUID, analysis: dict[str, Any]) -> bool:
             for key, value in result.items()
         }
         row.analysis_claimed_at = None
-        row.save(update_fields=["analysis_status", "analysis", "analysis_claimed_at"])
+        fields = ["analysis_status", "analysis", "analysis_claimed_at"]
+        if isinstance(row.analysis.get("summary"), str) and row.analysis["summary"].strip():
+            # The call's own summary becomes the analysis' (the end of call's extract was a stand-in).
+            row.summary = row.analysis["summary"]
+            fields.append("summary")
+        row.save(update_fields=fields)
         event_record(call=row, event_type=EventType.CALL_ANALYZED)
     return True
 
