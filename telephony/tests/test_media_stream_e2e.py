@@ -179,11 +179,12 @@ def keys_logged(agent: Any) -> list[AgentLog]:
 
 
 async def refused(server: Server, token: str | None, call_sid: str, **kwargs: Any) -> int | None:
-    """The stream is closed at once, nothing is sent to it; returns the close code."""
+    """The stream is closed at once, nothing is sent to it; returns the close code (a refusal's own: not
+    4408, the close of a socket that presented no valid start within START_TIMEOUT_SECONDS)."""
     async with TwilioStream(stream_url(server), token, call_sid=call_sid, **kwargs) as twilio:
         await twilio.start()
         await twilio.send_media(bytes(160))
-        code = await twilio.wait_closed(timeout=5)
+        code = await twilio.wait_closed(timeout=30)
         assert not twilio.messages
         return code
 

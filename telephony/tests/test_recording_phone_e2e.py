@@ -141,5 +141,8 @@ async def test_a_recorded_phone_call_has_each_side_on_its_channel_and_the_agent_
     left, right = energy(barged_at - 0.8, barged_at - 0.1)
     assert right > 0.02, (left, right)
     second = len(voice[SECOND]) / 8000
+    assert cleared_at + 0.1 < barged_at + second, (
+        f"cleared {cleared_at - barged_at:.2f} s into a {second:.2f} s sentence"
+    )
     left, right = energy(cleared_at + 0.1, barged_at + second)
     assert right < 0.002 and left > 0.02, (left, right)
