@@ -68,7 +68,9 @@ def server_values(twilio_api: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def server(realtime_settings: Any, settings: Any, twilio_api: Any, tmp_path: Any) -> Iterator[InProcessServer]:
+def server(
+    engine_loaded: None, realtime_settings: Any, settings: Any, twilio_api: Any, tmp_path: Any
+) -> Iterator[InProcessServer]:
     """The application (after realtime_settings, which the agents' fixtures use: its REALTIME_WS_URL wins)."""
     with serving(settings, server_values(twilio_api.base), public=True, folder=tmp_path) as started:
         yield started

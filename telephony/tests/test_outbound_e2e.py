@@ -48,7 +48,9 @@ AUTH_TOKEN = "e" * 32
 
 
 @pytest.fixture
-def server(realtime_settings: Any, settings: Any, twilio_api: Any, tmp_path: Any) -> Iterator[InProcessServer]:
+def server(
+    engine_loaded: None, realtime_settings: Any, settings: Any, twilio_api: Any, tmp_path: Any
+) -> Iterator[InProcessServer]:
     """The application (after realtime_settings, which the agents' fixtures use: its REALTIME_WS_URL wins)."""
     values = {"TWILIO_API_BASE_URL": twilio_api.base, "TELEPHONY_CALL_END_GRACE_SECONDS": 10}
     with serving(settings, values, public=True, folder=tmp_path) as started:

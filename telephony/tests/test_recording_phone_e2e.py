@@ -44,7 +44,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.
 
 
 @pytest.fixture
-def server(realtime_settings: Any, settings: Any, twilio_api: Any, tmp_path: Any) -> Iterator[InProcessServer]:
+def server(
+    engine_loaded: None, realtime_settings: Any, settings: Any, twilio_api: Any, tmp_path: Any
+) -> Iterator[InProcessServer]:
     """The application, its recordings stored under the test's temporary folder (after realtime_settings,
     which the agent's fixture uses: its REALTIME_WS_URL wins)."""
     with serving(settings, server_values(twilio_api.base), public=True, folder=tmp_path) as started:

@@ -58,7 +58,7 @@ LONG_HOLD_SECONDS = 120.0  # longer than any wait of these tests
 
 
 @pytest.fixture
-def server(realtime_settings: Any, settings: Any, tmp_path: Any) -> Iterator[InProcessServer]:
+def server(engine_loaded: None, realtime_settings: Any, settings: Any, tmp_path: Any) -> Iterator[InProcessServer]:
     """The application (after realtime_settings, which the agents' fixtures use: its REALTIME_WS_URL wins)."""
     with serving(settings, {"TELEPHONY_CALL_END_GRACE_SECONDS": 10}, public=True, folder=tmp_path) as started:
         yield started
