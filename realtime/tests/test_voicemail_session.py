@@ -129,3 +129,70 @@ async def test_a_human_verdict_after_the_greeting_changes_nothing_and_inbound_ca
     assert inbound.transport.audio_ms() > 0
     call = await inbound.stop()
     assert call.ended_reason == "caller-hung-up"
+
+
+# --- how soon, on the session's clock (the end-to-end tests, telephony/tests/test_voicemail_e2e.py, check
+# the outcomes; bench/voicemail_amd.py measures a real server) ----------------------------------------
+
+
+def first_audio(h: Harness, since: float = float("-inf")) -> float:
+    return min(at for at, kind, _ in h.transport.events if kind == "audio" and at >= since)
+
+
+async def test_a_human_verdict_during_the_hold_ends_it_and_the_agent_greets_at_once(agent):
+    h = Harness(agent, OutboundRecorder())
+    await h.start()
+    began = h.clock.now()
+    await h.feed(silence(900))
+    assert h.transport.audio_ms() == 0  # held
+    await h.conversation.answered_by("human", detection_ms=900)
+    await h.feed(silence(2500))
+    # The greeting starts at the verdict, not at the end of the hold.
+    assert 0.9 - 0.01 <= first_audio(h) - began < 0.9 + 0.2
+    held = fields_of(h.recorder, "greeting held for answering-machine detection")
+    assert (held["answeredBy"], held["greeting"]) == ("human", "played")
+    assert 900 <= held["heldMs"] <= 920, held  # the verdict ended it (within a frame of the clock)
+    assert not any(kind == "clear" for _, kind, _ in h.transport.events)  # never cut
+    call = await h.stop()
+    assert call.ended_reason == "caller-hung-up"
+
+
+async def test_an_inbound_call_is_greeted_at_once(agent):
+    h = Harness(agent, MemoryRecorder(channel="phone"))
+    await h.start()
+    began = h.clock.now()
+    await h.feed(silence(300))
+    assert first_audio(h) - began < 0.2  # no hold
+    assert not [fields for _, logged, fields in h.recorder.logs if logged.startswith("greeting held")]
+    await h.stop()
+
+
+@pytest.mark.parametrize("verdict", ["machine_start", "machine_end_beep", "fax"])
+async def test_with_hang_up_a_machine_verdict_during_the_hold_ends_the_call_at_once(agent, verdict):
+    agent.voicemail = {"detection": "provider", "action": "hang-up", "message": ""}
+    h = Harness(agent, OutboundRecorder())
+    await h.start()
+    await h.feed(silence(300))
+    await h.conversation.answered_by(verdict)
+    await h.feed(silence(40))  # two frames of the session's clock
+    assert h.transport.ended == (Ending.COMPLETED, "")
+    call = await h.ended()
+    assert (call.status, call.ended_reason) == ("completed", "voicemail")
+    assert h.transport.audio_ms() == 0  # nothing said
+
+
+async def test_a_machine_verdict_during_the_greeting_cuts_it_and_the_message_starts_at_once(agent):
+    h = Harness(agent, OutboundRecorder())
+    await h.start()
+    await h.feed(silence(int(GREETING_HOLD_SECONDS * 1000) + 500))  # the hold ran out: the greeting plays
+    assert h.transport.audio_ms() > 0
+    verdict_at = h.clock.now()
+    await h.conversation.answered_by("machine_end_beep", detection_ms=6100)
+    await h.feed(silence(15000))
+    call = await h.ended()
+    assert (call.status, call.ended_reason) == ("completed", "voicemail")
+    cleared = [at for at, kind, _ in h.transport.events if kind == "clear" and at >= verdict_at]
+    assert cleared and cleared[0] - verdict_at < 0.02, cleared  # cut at the verdict
+    assert first_audio(h, since=cleared[0]) - verdict_at < 0.1  # and the message follows
+    disclosure = h.conversation.context.disclosure
+    assert h.said()[-1] == f"{disclosure} Hi Robert, this is Acme Dental . Please call us back."

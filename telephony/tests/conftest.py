@@ -8,7 +8,26 @@ import pytest
 from testing.fixtures import active_agent, close_db_threads, realtime_settings
 from testing.twilio_webhooks import make_account, public_settings
 
-__all__ = ["active_agent", "close_db_threads", "outbound_ready", "public_settings", "realtime_settings"]
+__all__ = [
+    "active_agent",
+    "close_db_threads",
+    "engine_loaded",
+    "outbound_ready",
+    "public_settings",
+    "realtime_settings",
+]
+
+
+@pytest.fixture(scope="module")
+def engine_loaded() -> None:
+    """The voice engine's models loaded before a module's first in-process call (testing/inprocess.py), as
+    a server loads them at its start (realtime/apps.py): in the test's process the first session would
+    otherwise load them within the wait of a test (more than 30 s on a loaded machine)."""
+    from realtime.apps import preload_in_background
+
+    thread = preload_in_background()
+    if thread is not None:
+        thread.join(timeout=300)
 
 
 @pytest.fixture

@@ -1,7 +1,10 @@
-"""Phone calls end to end over real Daphne processes: Twilio's side of the Media Stream played by a
-script (testing/twilio_stream.py) with eSpeak NG speech as mu-law, the real offline engine,
-a loopback stand-in for Twilio's REST API (TWILIO_API_BASE_URL), signed webhooks, and the call
-record in the database."""
+"""Phone calls end to end through the project's ASGI application in the test's process
+(testing/inprocess.py): Twilio's side of the Media Stream played by a script (testing/twilio_stream.py)
+with eSpeak NG speech as mu-law, the real offline engine, a loopback stand-in for Twilio's REST API
+(TWILIO_API_BASE_URL), signed webhooks over ASGI, and the call record in the database.
+
+One test keeps a real server: two processes sharing stream tokens and call control (the test's own
+process, serving the application in-process, and a Daphne process beside it: testing/daphne.py)."""
 
 from __future__ import annotations
 
@@ -11,23 +14,26 @@ import json
 import re
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 from xml.etree import ElementTree
 
+import httpx
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from twilio.request_validator import RequestValidator
 
+from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
 from telephony import audio
+from telephony import consumers as media_stream
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.streams import stream_token_issue
 from testing.calls import wait_call
-from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.twilio_stream import TwilioStream, from_phone, greeted, is_event, to_phone
 from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
 from testing.voice import record_voice, rms
@@ -52,16 +58,21 @@ AUTH_TOKEN = "f" * 32
 
 
 def server_env(twilio_api: str) -> dict[str, str]:
-    """A server reachable at PUBLIC_BASE_URL (start_test_server's public), with Twilio's REST API at the
-    loopback stand-in."""
+    """A server reachable at PUBLIC_BASE_URL (`public`), with Twilio's REST API at the loopback
+    stand-in: as environment variables (a real server), or as settings (`server_values`, in-process)."""
     return {"TWILIO_API_BASE_URL": twilio_api, "TELEPHONY_CALL_END_GRACE_SECONDS": "10"}
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any) -> Iterator[Any]:
-    with shared_test_server(
-        django_db_blocker, tmp_path_factory, "a", server_env(twilio_api.base), public=True
-    ) as started:
+def server_values(twilio_api: str) -> dict[str, Any]:
+    return {"TWILIO_API_BASE_URL": twilio_api, "TELEPHONY_CALL_END_GRACE_SECONDS": 10}
+
+
+@pytest.fixture
+def server(
+    engine_loaded: None, realtime_settings: Any, settings: Any, twilio_api: Any, tmp_path: Any
+) -> Iterator[InProcessServer]:
+    """The application (after realtime_settings, which the agents' fixtures use: its REALTIME_WS_URL wins)."""
+    with serving(settings, server_values(twilio_api.base), public=True, folder=tmp_path) as started:
         yield started
 
 
@@ -104,19 +115,25 @@ def token_for(agent: Any, call_sid: str, **kwargs: Any) -> str:
     )
 
 
-def stream_url(server: DaphneServer) -> str:
+Server = InProcessServer | DaphneServer
+
+
+def stream_url(server: Server) -> str:
     return f"{server.ws_url}/telephony/twilio/stream"
 
 
-def signed_post(server: DaphneServer, path: str, params: dict[str, str]) -> tuple[int, str]:
-    """A webhook as Twilio sends it: form-encoded, signed over PUBLIC_BASE_URL + path."""
+async def signed_post(server: Server, path: str, params: dict[str, str]) -> tuple[int, str]:
+    """A webhook as Twilio sends it: form-encoded, signed over PUBLIC_BASE_URL + path (the application
+    in this process over ASGI, or a real server over HTTP)."""
     url = server.http_url + path
-    signature = RequestValidator(AUTH_TOKEN).compute_signature(url, params)
-    request = urllib.request.Request(
-        url, data=urllib.parse.urlencode(params).encode(), headers={"X-Twilio-Signature": signature}, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return response.status, response.read().decode()
+    headers = {"X-Twilio-Signature": RequestValidator(AUTH_TOKEN).compute_signature(url, params)}
+    if isinstance(server, InProcessServer):
+        async with server.ahttp() as client:
+            response = await client.post(path, data=params, headers=headers)
+    else:
+        async with httpx.AsyncClient(base_url=server.http_url, timeout=30) as client:
+            response = await client.post(path, data=params, headers=headers)
+    return response.status_code, response.text
 
 
 def call_params(call_sid: str, **extra: str) -> dict[str, str]:
@@ -153,15 +170,23 @@ def recognize(agent: Any, pcm16_16k: bytes) -> str:
     return recognizer.finish()
 
 
+def keys_logged(agent: Any) -> list[AgentLog]:
+    """The agent's "caller pressed a key" log lines (each look writes the lines buffered so far: the tests'
+    settings run no log writer thread)."""
+    flush_agent_logs()
+    return list(AgentLog.objects.filter(agent=agent, content__message="caller pressed a key"))
+
+
 # --- tokens ------------------------------------------------------------------------------------
 
 
-async def refused(server: DaphneServer, token: str | None, call_sid: str, **kwargs: Any) -> int | None:
-    """The stream is closed at once, nothing is sent to it; returns the close code."""
+async def refused(server: Server, token: str | None, call_sid: str, **kwargs: Any) -> int | None:
+    """The stream is closed at once, nothing is sent to it; returns the close code (a refusal's own: not
+    4408, the close of a socket that presented no valid start within START_TIMEOUT_SECONDS)."""
     async with TwilioStream(stream_url(server), token, call_sid=call_sid, **kwargs) as twilio:
         await twilio.start()
         await twilio.send_media(bytes(160))
-        code = await twilio.wait_closed(timeout=5)
+        code = await twilio.wait_closed(timeout=30)
         assert not twilio.messages
         return code
 
@@ -188,7 +213,9 @@ async def test_the_stream_refuses_missing_bad_expired_and_reused_tokens(server, 
     assert await sync_to_async(Call.objects.count)() == 1 and call.channel == "phone"
 
 
-async def test_a_socket_without_a_start_is_closed_and_messages_before_it_are_ignored(server, ava):
+async def test_a_socket_without_a_start_is_closed_and_messages_before_it_are_ignored(server, ava, monkeypatch):
+    # The application runs in this process: its wait for a `start` is shortened (10 s in production).
+    monkeypatch.setattr(media_stream, "START_TIMEOUT_SECONDS", 1.0)
     async with TwilioStream(stream_url(server), None) as twilio:
         await twilio.send({"event": "connected", "protocol": "Call", "version": "1.0.0"})
         await twilio.send_media(bytes(160))
@@ -284,12 +311,8 @@ async def test_a_phone_call_end_to_end(server, ava, voice):
     # Phone-band speech reaches the recognizer (its words are rough: the offline acoustic model is
     # wideband, see bench/voice_latency.py --scenario phone for the word error rate).
     assert len(users) == 3 and users[0] and users[1] and users[2] == "the caller entered 1"
-    # The key is in the agent log (written by the server's log writer: poll).
-    keys = await polled(
-        sync_to_async(lambda: list(AgentLog.objects.filter(agent=ava, content__message="caller pressed a key"))),
-        what="the key in the agent log",
-        timeout=10,
-    )
+    # The key is in the agent log.
+    keys = await polled(sync_to_async(lambda: keys_logged(ava)), what="the key in the agent log", timeout=10)
     assert [entry.content.get("digit") for entry in keys] == ["1"]
     # The answer cut by the barge-in keeps only what was heard: a part of it.
     cut = rows[rows.index(("user", users[0])) + 1]
@@ -334,7 +357,7 @@ async def test_a_status_callback_ends_the_call(server, ava):
         await twilio.start()
         await twilio.wait_for(is_event("media"), timeout=60)
         line = asyncio.create_task(twilio.silence(20))
-        status, _ = await sync_to_async(signed_post)(
+        status, _ = await signed_post(
             server, "/telephony/twilio/status", call_params(call_sid, CallStatus="completed", CallDuration="3")
         )
         assert status == 204
@@ -349,14 +372,15 @@ async def test_a_status_callback_ends_the_call(server, ava):
 
 
 async def test_two_processes_share_stream_tokens_and_call_control(server, ava, tmp_path_factory, twilio_api):
-    """A token minted by the voice webhook of one process opens a stream on the other, once. With
-    Redis, a status callback received by one process ends the call held by the other; on the
-    in-memory channel layer (no Redis) each process only reaches its own calls, so the callback goes
-    to the process holding the call."""
+    """A token minted by the voice webhook of one process (this one, serving the application in-process)
+    opens a stream on the other (a real Daphne process: it needs a process of its own), once. With Redis,
+    a status callback received by one process ends the call held by the other; on the in-memory channel
+    layer (no Redis) each process only reaches its own calls, so the callback goes to the process holding
+    the call."""
     second = await sync_to_async(start_test_server)(tmp_path_factory, "b", server_env(twilio_api.base), public=True)
     try:
         call_sid = "CA" + "d" * 32
-        status, twiml = await sync_to_async(signed_post)(server, "/telephony/twilio/voice", call_params(call_sid))
+        status, twiml = await signed_post(server, "/telephony/twilio/voice", call_params(call_sid))
         assert status == 200
         stream = ElementTree.fromstring(twiml).find("Connect/Stream")  # noqa: S314 - the service's own TwiML
         assert stream is not None and stream.get("url") == f"{server.ws_url}/telephony/twilio/stream"
@@ -368,8 +392,8 @@ async def test_two_processes_share_stream_tokens_and_call_control(server, ava, t
             assert await refused(server, token, call_sid) == 4409  # spent: refused by either process
             assert await refused(second, token, call_sid) == 4409
             line = asyncio.create_task(twilio.silence(20))
-            callback_to = server if settings.REDIS_URL else second
-            status, _ = await sync_to_async(signed_post)(
+            callback_to: Server = server if settings.REDIS_URL else second
+            status, _ = await signed_post(
                 callback_to, "/telephony/twilio/status", call_params(call_sid, CallStatus="completed")
             )
             assert status == 204

@@ -1,7 +1,8 @@
-"""A recorded phone call end to end (a real Daphne process, Twilio's Media Stream played by
-testing/twilio_stream.py): the recording is stereo with the caller on the left and the agent on the right,
-on the call's clock, and the agent's side stops where the caller barged in (the listener's position from
-Twilio's marks), not where the server had sent audio to."""
+"""A recorded phone call end to end (the project's ASGI application in the test's process,
+testing/inprocess.py; Twilio's Media Stream played by testing/twilio_stream.py): the recording is stereo
+with the caller on the left and the agent on the right, on the call's clock, and the agent's side stops
+where the caller barged in (the listener's position from Twilio's marks), not where the server had sent
+audio to."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import asyncio
 import io
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,12 +29,12 @@ from telephony.tests.test_media_stream_e2e import (
     NUMBER,
     SECOND,
     SENTENCE,
-    server_env,
+    server_values,
     stream_url,
     token_for,
 )
 from testing.calls import wait_call
-from testing.daphne import shared_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.twilio_stream import TwilioStream, greeted, is_event, to_phone
 from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
 from testing.voice import record_voice
@@ -44,10 +43,13 @@ from testing.waiting import polled
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, twilio_api: Any) -> Iterator[Any]:
-    env = {**server_env(twilio_api.base), "RECORDINGS_STORAGE_URL": f"file://{tmp_path_factory.mktemp('media')}"}
-    with shared_test_server(django_db_blocker, tmp_path_factory, "phone-recording", env, public=True) as started:
+@pytest.fixture
+def server(
+    engine_loaded: None, realtime_settings: Any, settings: Any, twilio_api: Any, tmp_path: Any
+) -> Iterator[InProcessServer]:
+    """The application, its recordings stored under the test's temporary folder (after realtime_settings,
+    which the agent's fixture uses: its REALTIME_WS_URL wins)."""
+    with serving(settings, server_values(twilio_api.base), public=True, folder=tmp_path) as started:
         yield started
 
 
@@ -76,13 +78,9 @@ def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
     return agent
 
 
-def get(url: str, api_key: str) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
+async def get(server: InProcessServer, path: str, api_key: str) -> tuple[int, bytes]:
+    response = await server.arequest("GET", path, api_key=api_key)
+    return response.status_code, response.content
 
 
 async def test_a_recorded_phone_call_has_each_side_on_its_channel_and_the_agent_cut_at_barge_in(
@@ -111,14 +109,12 @@ async def test_a_recorded_phone_call_has_each_side_on_its_channel_and_the_agent_
 
     call = await wait_call(call_sid, status="completed")
     origin = call.started_at.timestamp()
-    detail = json.loads(
-        (await asyncio.to_thread(get, f"{server.http_url}/public/v1/calls/{call.pk}", owner.api_key))[1]
-    )
+    detail = json.loads((await get(server, f"/public/v1/calls/{call.pk}", owner.api_key))[1])
     assert detail["recordingUrl"], detail  # from the end of the call on
-    url = f"{server.http_url}/public/v1/calls/{call.pk}/recording"
+    path = f"/public/v1/calls/{call.pk}/recording"
 
     async def stored() -> tuple[int, bytes] | None:  # 404 RECORDING_NOT_READY until it is stored, a moment later
-        status, data = await asyncio.to_thread(get, url, owner.api_key)
+        status, data = await get(server, path, owner.api_key)
         if status == 404:
             assert json.loads(data)["code"] == "RECORDING_NOT_READY"
             return None
@@ -147,5 +143,8 @@ async def test_a_recorded_phone_call_has_each_side_on_its_channel_and_the_agent_
     left, right = energy(barged_at - 0.8, barged_at - 0.1)
     assert right > 0.02, (left, right)
     second = len(voice[SECOND]) / 8000
+    assert cleared_at + 0.1 < barged_at + second, (
+        f"cleared {cleared_at - barged_at:.2f} s into a {second:.2f} s sentence"
+    )
     left, right = energy(cleared_at + 0.1, barged_at + second)
     assert right < 0.002 and left > 0.02, (left, right)
