@@ -146,6 +146,7 @@ class InProcessServer:
 
         self.port = next(_numbers)  # a name, not a port: nothing listens
         self.application = make_application()
+        self.configured_layers: dict[str, Any] = {}
 
     @property
     def http_url(self) -> str:
@@ -158,6 +159,11 @@ class InProcessServer:
     def start(self) -> InProcessServer:
         IN_PROCESS[self.ws_url] = self.connect
         return self
+
+    def share_layer(self, settings: Any) -> None:
+        """Take the configured channel layer back (Redis' with REDIS_URL), for a test in which a real
+        server process shares it with this one (server_settings gives the application the in-memory one)."""
+        settings.CHANNEL_LAYERS = self.configured_layers
 
     def stop(self) -> None:
         IN_PROCESS.pop(self.ws_url, None)
@@ -241,6 +247,11 @@ def server_settings(
     `settings` fixture: undone after the test."""
     settings.REALTIME_TOKEN_SECRET = SECRET
     settings.REALTIME_WS_URL = server.ws_url
+    # One process: the in-memory channel layer (with REDIS_URL, Redis' layer is what several processes
+    # share, proven through real servers). A test of this process with a real server beside it takes the
+    # configured one back (`share_layer`).
+    server.configured_layers = settings.CHANNEL_LAYERS
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     if public:
         settings.PUBLIC_BASE_URL = server.http_url
     if folder is not None:

@@ -21,7 +21,6 @@ from xml.etree import ElementTree
 import httpx
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from twilio.request_validator import RequestValidator
 
 from calls.logging import flush_agent_logs
@@ -371,12 +370,13 @@ async def test_a_status_callback_ends_the_call(server, ava):
 # --- two processes, one service ---------------------------------------------------------------
 
 
-async def test_two_processes_share_stream_tokens_and_call_control(server, ava, tmp_path_factory, twilio_api):
+async def test_two_processes_share_stream_tokens_and_call_control(server, ava, tmp_path_factory, twilio_api, settings):
     """A token minted by the voice webhook of one process (this one, serving the application in-process)
     opens a stream on the other (a real Daphne process: it needs a process of its own), once. With Redis,
     a status callback received by one process ends the call held by the other; on the in-memory channel
     layer (no Redis) each process only reaches its own calls, so the callback goes to the process holding
     the call."""
+    server.share_layer(settings)  # with REDIS_URL, the layer the other process shares
     second = await sync_to_async(start_test_server)(tmp_path_factory, "b", server_env(twilio_api.base), public=True)
     try:
         call_sid = "CA" + "d" * 32
