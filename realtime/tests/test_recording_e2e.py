@@ -193,8 +193,8 @@ async def ended_event(receiver: LoopbackReceiver) -> dict[str, Any]:
         await sync_to_async(deliver_due)()
         return receiver.requests
 
-    await polled(sent, what="call.ended", timeout=30, every=0.1)
-    message: dict[str, Any] = receiver.requests[0].json()["message"]
+    requests: list[Any] = await polled(sent, what="call.ended", timeout=30, every=0.1)
+    message: dict[str, Any] = requests[0].json()["message"]
     return message
 
 

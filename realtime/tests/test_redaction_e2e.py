@@ -158,7 +158,8 @@ async def events_of(hook: LoopbackReceiver) -> list[bytes]:
         await sync_to_async(deliver_due)()
         return of_type(hook, "call.analyzed")
 
-    await polled(analyzed, what="call.analyzed", timeout=30, every=0.1)
+    analyses: list[Any] = await polled(analyzed, what="call.analyzed", timeout=30, every=0.1)
+    assert len(analyses) == 1, analyses
     return [request.body for request in hook.requests if request.json()["message"]["type"].startswith("call.")]
 
 
