@@ -2,26 +2,31 @@
 and a tool schema's `pattern` are matched in linear time (kit/patterns.py, RE2); what RE2 cannot run
 (backreferences, lookaround) is refused when saved, naming the field.
 
-The end-to-end case runs on a real server: one organization's run matches `(a+)+$` against a mocked
-reply of 40 `a`s (with Python's backtracking `re`, about 2^40 steps holding the GIL) while another
-organization types to its agent; /livez and the other organization's answers each come
+The end-to-end case runs the project's ASGI application in the test's process (testing/inprocess.py)
+with the test runs on the process's own worker thread (a pool of one, as a server has): one
+organization's run matches `(a+)+$` against a mocked reply of 40 `a`s (with Python's backtracking `re`,
+about 2^40 steps holding the GIL, which the application in this same process would need to answer)
+while another organization types to its agent; /livez and the other organization's answers each come
 within 1 s, the run's reads within 5 s (awaited with those timeouts, never measured)."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
 from agents.models import AgentTool
+from kit import background
+from realtime.agent_tests import worker
 from realtime.tests.test_agent_test_runs import ORDER_NUMBER
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, socket_url
-from testing.daphne import DaphneServer, shared_test_server
 from testing.factories import AgentToolFactory
+from testing.inprocess import InProcessServer, serving
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
@@ -78,10 +83,40 @@ def test_a_tool_schema_pattern_the_linear_matcher_cannot_run_is_refused(owner, m
     assert not AgentTool.objects.filter(agent=agent).exists()
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    with shared_test_server(django_db_blocker, tmp_path_factory, "patterns", {"TEST_RUNS_WORKER": "inprocess"}) as s:
-        yield s
+@pytest.fixture
+def run_worker(monkeypatch: Any) -> Iterator[background.Pool]:
+    """The process's test-run worker for one test: a fresh pool of one thread (as a server's, with
+    TEST_RUNS_WORKERS=1; the module's own pool keeps the thread count of its first job), its thread ended
+    once the test is over (after the attempt it is running, if any), so nothing of it runs past the test."""
+    pool = background.Pool("agent-tests", lambda: 1)
+    monkeypatch.setattr(worker, "_pool", pool)
+    yield pool
+    pool.shutdown()
+    for thread in list(pool._threads):
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the test-run worker did not finish its attempt"
+
+
+def run_values(**values: Any) -> dict[str, Any]:
+    """The settings of an application whose test runs go to the worker thread (never run in the request,
+    as BACKGROUND_WORK=inline would: the test suite's)."""
+    return {"TEST_RUNS_INLINE": False, "TEST_RUNS_WORKER": "inprocess", "TEST_RUNS_WORKERS": 1, **values}
+
+
+@pytest.fixture
+def server(settings: Any, realtime_settings: Any, run_worker: background.Pool) -> Iterator[InProcessServer]:
+    with serving(settings, run_values()) as started:
+        yield started
+
+
+async def preloaded() -> None:
+    """The voice engine's models loaded, as on a server taking calls: making the application starts loading
+    them in a thread of this process (realtime/routing.py, the first time), which holds the CPU for
+    seconds. The bounds below are about a test run beside live sessions, not about a cold start."""
+    for thread in threading.enumerate():
+        if thread.name == "voice-preload":
+            await asyncio.to_thread(thread.join, 180)
+            assert not thread.is_alive(), "the voice engine's preload did not end"
 
 
 def order_agent(persona: Any, make_agent: Any, server_url: str, **fields: Any) -> Any:
@@ -115,7 +150,7 @@ async def test_a_backtracking_pattern_stalls_neither_the_server_nor_another_orga
     )
     assert token.status_code == 200, token.content
     owner_key = {"Authorization": f"Bearer {owner.api_key}"}
-    async with httpx.AsyncClient(base_url=server.http_url, headers=owner_key, timeout=30) as http:
+    async with server.ahttp(headers=owner_key) as http:
         test = await http.post(
             f"/public/v1/agents/{olive.pk}/tests",
             json={
@@ -130,8 +165,14 @@ async def test_a_backtracking_pattern_stalls_neither_the_server_nor_another_orga
         async with VoiceClient(socket_url(server, ava, token.json()["token"])) as client:
             started = await client.wait_for(is_type("session.started"), timeout=60)
             await client.wait_for(is_type("transcript", role="assistant"), after=started, timeout=30)
+            # A first exchange before the run, and the engine's models loaded (as a server's are by then).
+            await preloaded()
+            before = len(client.messages)
+            await client.send_text("Hello")
+            await client.wait_for(is_type("transcript", role="assistant"), after=before, timeout=30)
             created = await http.post(f"/public/v1/agents/{olive.pk}/test-runs", json={})
             assert created.status_code == 202, created.text
+            assert created.json()["status"] == "queued"  # on the worker thread, not in the request
             run: dict[str, Any] = {}
             for _ in range(200):  # the other organization keeps typing until the run is over
                 assert (await http.get("/livez", timeout=1)).status_code == 200

@@ -4,10 +4,13 @@ TEST_RUNS_MAX_UNFINISHED_PER_ORGANIZATION runs queued or running; the worker tak
 organization; POST /test-runs/{id}/cancel stops a run, and so does deleting its agent. Test runs of an
 agent that redacts personal data are stored redacted; the run pages keep to the Content-Security-Policy.
 
-The fairness and stopping cases run on a real server with one worker thread: the big run's agent asks its
-server for its prompt at the start of every attempt, and that loopback server never answers, so each
-attempt lasts the request's 3 s timeout and is one request there (what the test counts to see that a
-stopped run makes no more)."""
+The fairness and stopping cases run the project's ASGI application in the test's process
+(testing/inprocess.py) with one worker thread for the test runs (a pool of one, as a server with
+TEST_RUNS_WORKERS=1 has), answering the API from its own request threads meanwhile: the big run's agent
+asks its server for its prompt at the start of every attempt, and that loopback server never answers, so
+each attempt lasts the request's 3 s timeout and is one request there (what the test counts to see that a
+stopped run makes no more). The other organization's runs complete within awaited bounds while the big
+run holds the only worker thread between attempts."""
 
 from __future__ import annotations
 
@@ -21,10 +24,14 @@ from asgiref.sync import sync_to_async
 
 from realtime.agent_tests.services import agent_test_create_for
 from realtime.models import TestAttempt, TestRun
-from realtime.tests.test_agent_test_patterns import order_agent
+from realtime.tests.test_agent_test_patterns import (
+    order_agent,
+    run_values,
+    run_worker,  # noqa: F401 - the fixture
+)
 from testing.conversations import agent_for
-from testing.daphne import DaphneServer, shared_test_server
 from testing.factories import attempt_rows_create
+from testing.inprocess import InProcessServer, serving
 from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver, Reply
 
@@ -137,13 +144,12 @@ def test_the_run_pages_have_no_inline_styles(admin_client, owner, make_agent):
     assert f'<form method="post" action="/admin/realtime/agenttest/run/{agent.pk}/" class="inline-form">' in listing
 
 
-# --- fair and stoppable, on a real server ------------------------------------------------------------
+# --- fair and stoppable, on the in-process application with one worker thread -------------------------
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    env = {"OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8", "TEST_RUNS_WORKER": "inprocess", "TEST_RUNS_WORKERS": "1"}
-    with shared_test_server(django_db_blocker, tmp_path_factory, "test-run-bounds", env) as started:
+@pytest.fixture
+def server(settings: Any, run_worker: Any) -> Iterator[InProcessServer]:  # noqa: F811 - the fixture imported
+    with serving(settings, run_values(OUTBOUND_ALLOWED_NETWORKS=["127.0.0.0/8"])) as started:
         yield started
 
 
@@ -174,10 +180,8 @@ async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float) 
     return await polled(check, what=what, timeout=timeout)
 
 
-def client(server: DaphneServer, persona: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        base_url=server.http_url, headers={"Authorization": f"Bearer {persona.api_key}"}, timeout=10
-    )
+def client(server: InProcessServer, persona: Any) -> httpx.AsyncClient:
+    return server.ahttp(headers={"Authorization": f"Bearer {persona.api_key}"})
 
 
 async def run_of(http: httpx.AsyncClient, agent: Any, **body: Any) -> str:

@@ -1,15 +1,20 @@
-"""Metrics an operator can watch, end to end: a real Daphne process (VOICE_ENGINE=speech-to-speech against the
-scripted speech-to-speech provider, a webhook tool on loopback, METRICS_TOKEN set and traces sent to a
-scripted OTLP/HTTP receiver) takes a call with a caller turn that calls a tool; then /metrics is
-scraped, the call detail read, the dashboard's call page opened and the received spans decoded."""
+"""Metrics an operator can watch, end to end: the project's ASGI application in the test's process
+(testing/inprocess.py; VOICE_ENGINE=speech-to-speech against the scripted speech-to-speech provider, a
+webhook tool on loopback, METRICS_TOKEN set and traces sent to a scripted OTLP/HTTP receiver) takes a call
+with a caller turn that calls a tool; then /metrics is scraped through the application, the call detail
+read, the dashboard's call page opened (Django's test client, a staff login) and the received spans
+decoded.
+
+The metrics are this process's (prometheus-client's registry, as a server's are its process's): what the
+call adds is read as the difference between a scrape before it and the scrapes during and after it.
+Traces are on while OTEL_EXPORTER_OTLP_ENDPOINT is set (kit/tracing.py reads the environment, as a
+server's process does): the test sets it and gets a tracer of its own."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,10 +26,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.models import AgentTool
+from calls.logging import flush_agent_logs
 from calls.models import AgentLog
+from kit import tracing
 from realtime import tokens
 from testing.clients import VoiceClient, is_type
-from testing.daphne import DaphneServer, shared_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.speech_to_speech_provider import CallTool, ProviderServer, Say, eventually
 from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver, Reply
@@ -53,25 +60,30 @@ def collector() -> Iterator[LoopbackReceiver]:
         yield receiver
 
 
-@pytest.fixture(scope="module")
-def server(
-    django_db_setup: Any,
-    django_db_blocker: Any,
-    tmp_path_factory: Any,
-    provider: ProviderServer,
-    collector: LoopbackReceiver,
-) -> Iterator[DaphneServer]:
-    env = {
-        "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
+@pytest.fixture
+def traced(monkeypatch: Any, collector: LoopbackReceiver) -> Iterator[None]:
+    """Traces on for the test, to the scripted collector: the environment kit/tracing.py reads, and a
+    tracer made afresh from it (shut down after the test)."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.base)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")  # export spans within 0.1 s (the SDK's default is 5 s)
+    monkeypatch.setattr(tracing, "_tracer", None)
+    monkeypatch.setattr(tracing, "_provider", None)
+    yield
+    if tracing._provider is not None:
+        tracing._provider.shutdown()
+
+
+@pytest.fixture
+def server(settings: Any, realtime_settings: Any, provider: ProviderServer, traced: None) -> Iterator[InProcessServer]:
+    values = {
+        "OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"],
         "VOICE_ENGINE": "speech-to-speech",
         "REALTIME_PROVIDER_URL": provider.url,
         "REALTIME_PROVIDER_MODEL": "gpt-realtime-metrics",
         "REALTIME_PROVIDER_API_KEY": "sk-metrics-e2e",
         "METRICS_TOKEN": METRICS_TOKEN,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.base,
-        "OTEL_BSP_SCHEDULE_DELAY": "100",  # export spans within 0.1 s (the SDK's default is 5 s)
     }
-    with shared_test_server(django_db_blocker, tmp_path_factory, "metrics", env) as started:
+    with serving(settings, values) as started:
         yield started
 
 
@@ -99,15 +111,11 @@ def order_desk(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
     return agent
 
 
-def scrape(server: DaphneServer, token: str | None = METRICS_TOKEN) -> tuple[int, str]:
-    request = urllib.request.Request(f"{server.http_url}/metrics")
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+async def scrape(server: InProcessServer, token: str | None = METRICS_TOKEN) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with server.ahttp(headers=headers) as http:
+        response = await http.get("/metrics")
+    return response.status_code, response.text
 
 
 def sample(text: str, name: str, **labels: str) -> float:
@@ -136,7 +144,7 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
     server, provider, collector, owner, make_agent, realtime_settings, hook
 ):
     agent = await sync_to_async(order_desk)(owner, make_agent, hook)
-    status, before = await asyncio.to_thread(scrape, server)
+    status, before = await scrape(server)
     assert status == 200, before[:200]
     token = tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
     async with VoiceClient(f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}") as client:
@@ -144,9 +152,10 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
         call_id = client.messages[first].message["callId"]
         await client.send_audio(b"\x00\x00" * 3200)
         await client.wait_for(is_type("transcript", role="assistant"), timeout=30)  # the greeting
-        _, during = await asyncio.to_thread(scrape, server)
-        assert sample(during, "voiceagent_live_calls", channel="web", engine="speech-to-speech") == 1
-        assert sample(during, "voiceagent_live_sessions", channel="web", engine="speech-to-speech") == 1
+        _, during = await scrape(server)
+        live = {"channel": "web", "engine": "speech-to-speech"}
+        for gauge in ("voiceagent_live_calls", "voiceagent_live_sessions"):
+            assert sample(during, gauge, **live) - sample(before, gauge, **live) == 1, gauge
 
         # One caller turn: the provider calls the tool, then speaks the answer.
         connection = provider.last
@@ -158,7 +167,7 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
         await client.send({"type": "stop"})
         assert await client.wait_closed() == 1000
 
-    status, after = await asyncio.to_thread(scrape, server)
+    status, after = await scrape(server)
     assert status == 200
 
     def counted(name: str, **labels: str) -> float:
@@ -170,17 +179,18 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
     assert counted("voiceagent_turn_latency_seconds_count", stage="recognition", engine="speech-to-speech") == 0
     assert counted("voiceagent_turn_latency_seconds_sum", stage="total", engine="speech-to-speech") > 0
     assert counted("voiceagent_tool_call_duration_seconds_count", kind="webhook", outcome="success") == 1
-    assert sample(after, "voiceagent_live_calls", channel="web", engine="speech-to-speech") == 0
-    assert sample(after, "voiceagent_live_sessions", channel="web", engine="speech-to-speech") == 0
-    assert sample(after, "voiceagent_event_loop_lag_seconds_count") >= 1
+    assert counted("voiceagent_live_calls", **live) == 0
+    assert counted("voiceagent_live_sessions", **live) == 0
+    assert counted("voiceagent_event_loop_lag_seconds_count") >= 1  # sampled while the call was live
     assert "voiceagent_rate_limit_refusals_total" in after and "voiceagent_provider_errors_total" in after
     if os.environ.get("REDIS_URL"):  # the Celery queue's length, read from Redis at scrape time
         assert sample(after, "voiceagent_task_queue_length", queue="celery") >= 0
         assert "voiceagent_task_queue_length{" in after
 
-    # The server writes the call's last agent-log lines after the socket closed (every second): wait for
-    # them, so that no write of the server overlaps the database flush after the test.
+    # The call's last agent-log lines are written after the socket closed (a server's writer thread does it
+    # every second; each look here writes the lines buffered so far): wait for them.
     def session_ended() -> bool:
+        flush_agent_logs()
         return AgentLog.objects.filter(content__message="session ended", content__callId=str(call_id)).exists()
 
     await polled(sync_to_async(session_ended), what="the 'session ended' agent log", timeout=15, every=0.2)
@@ -205,6 +215,7 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
     assert f"<td>{latency['totalMs']['p50']}</td><td>{latency['totalMs']['p95']}</td>" in page
 
     # A trace per call with a span per answered turn.
+    await asyncio.to_thread(tracing.flush)
     await eventually(lambda: any(span.name == "voice.call" for span in spans(collector)), what="the call's span")
     received = spans(collector)
     (call_span,) = [span for span in received if span.name == "voice.call"]
@@ -215,8 +226,8 @@ async def test_a_call_shows_in_the_metrics_the_call_detail_the_dashboard_and_the
     assert attributes["voiceagent.status"].string_value == "completed"
 
 
-def test_the_metrics_endpoint_refuses_a_missing_or_wrong_token(server):
-    assert scrape(server, token=None)[0] == 401
-    assert scrape(server, token="scrape-7Qv2-mK9d-Xw4p-Lr8X")[0] == 401
-    status, body = scrape(server)
+async def test_the_metrics_endpoint_refuses_a_missing_or_wrong_token(server):
+    assert (await scrape(server, token=None))[0] == 401
+    assert (await scrape(server, token="scrape-7Qv2-mK9d-Xw4p-Lr8X"))[0] == 401
+    status, body = await scrape(server)
     assert status == 200 and "# TYPE voiceagent_turn_latency_seconds histogram" in body

@@ -1,7 +1,13 @@
-"""End to end over real Daphne processes: a browser call with recording on is stored as stereo Ogg/Opus (the
-caller on the left while they speak, the agent on the right while it speaks, on the call's clock), its
-recordingUrl works, answers Range requests and stops working once expired; a recording that cannot be
-stored leaves a complete call with an `error` agent log line and no recordingUrl."""
+"""End to end through the project's ASGI application in the test's process (testing/inprocess.py): a browser
+call with recording on is stored as stereo Ogg/Opus (the caller on the left while they speak, the agent on
+the right while it speaks, on the call's clock), its recordingUrl works, answers Range requests and stops
+working once expired; a recording that cannot be stored leaves a complete call with an `error` agent log
+line and no recordingUrl; recordings go to an S3-compatible store when one is configured.
+
+The recordings storage is the server's setting (RECORDINGS_STORAGE_URL makes settings.STORAGES's
+`recordings` entry: the same entry is set here). A recordingUrl's expiry is read on the service's clock
+(calls/recordings.py's `time`), moved past it here rather than waited for. Call events go out as the
+event worker sends them (`deliver_due`, run by the test: the tests' settings start no worker thread)."""
 
 from __future__ import annotations
 
@@ -9,20 +15,24 @@ import asyncio
 import io
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import av
+import httpx
 import numpy as np
 import pytest
 from asgiref.sync import sync_to_async
 
+from calls import recordings
+from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
+from calls.webhooks.events import deliver_due
+from kit.storage import storage_from_url
 from testing.clients import VoiceClient, is_type
 from testing.conversations import issue, silence, socket_url
-from testing.daphne import DaphneServer, shared_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.stores import LocalS3
 from testing.voice import record_voice
 from testing.waiting import polled
@@ -43,30 +53,28 @@ SENTENCE = "I would like to book a table for four people tomorrow evening."
 TTL = 8  # seconds a recordingUrl works on this test's server
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    media = tmp_path_factory.mktemp("media")
-    env = {
-        "RECORDINGS_STORAGE_URL": f"file://{media}",
-        "RECORDING_URL_TTL_SECONDS": str(TTL),
-        # call.ended goes to an organization webhook on loopback, at once.
-        "EVENTS_WORKER": "inprocess",
-        "EVENTS_POLL_SECONDS": "0.2",
-        "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
-    }
-    with shared_test_server(django_db_blocker, tmp_path_factory, "recording", env) as started:
+def stored_in(settings: Any, url: str, **credentials: str) -> None:
+    """The recordings storage RECORDINGS_STORAGE_URL=`url` configures (voiceagent/settings.py)."""
+    entry = storage_from_url(url, default_location="", name="RECORDINGS_STORAGE_URL", **credentials)
+    settings.STORAGES = {**settings.STORAGES, "recordings": entry}
+
+
+@pytest.fixture
+def server(settings: Any, realtime_settings: Any, tmp_path: Any) -> Iterator[InProcessServer]:
+    stored_in(settings, f"file://{tmp_path / 'media'}")
+    # call.ended goes to an organization webhook on loopback.
+    values = {"RECORDING_URL_TTL_SECONDS": TTL, "OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"]}
+    with serving(settings, values) as started:
         yield started
 
 
-@pytest.fixture(scope="module")
-def broken_storage_server(
-    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any
-) -> Iterator[DaphneServer]:
-    """A server whose recordings storage cannot be written: its folder is below a regular file."""
-    blocker = tmp_path_factory.mktemp("broken") / "a-file"
+@pytest.fixture
+def broken_storage_server(settings: Any, realtime_settings: Any, tmp_path: Any) -> Iterator[InProcessServer]:
+    """An application whose recordings storage cannot be written: its folder is below a regular file."""
+    blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    env = {"RECORDINGS_STORAGE_URL": f"file://{blocker}/recordings"}
-    with shared_test_server(django_db_blocker, tmp_path_factory, "broken-recording", env) as started:
+    stored_in(settings, f"file://{blocker}/recordings")
+    with serving(settings) as started:
         yield started
 
 
@@ -76,12 +84,11 @@ def s3() -> Iterator[LocalS3]:
         yield store
 
 
-@pytest.fixture(scope="module")
-def s3_server(
-    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, s3: LocalS3
-) -> Iterator[DaphneServer]:
-    """A server storing recordings in the S3-compatible stand-in (RECORDINGS_STORAGE_URL=s3://...)."""
-    with shared_test_server(django_db_blocker, tmp_path_factory, "s3-recording", s3.settings_env) as started:
+@pytest.fixture
+def s3_server(settings: Any, realtime_settings: Any, s3: LocalS3) -> Iterator[InProcessServer]:
+    """An application storing recordings in the S3-compatible stand-in (RECORDINGS_STORAGE_URL=s3://...)."""
+    stored_in(settings, s3.storage_url, access_key=s3.ACCESS_KEY, secret_key=s3.SECRET_KEY)
+    with serving(settings) as started:
         yield started
 
 
@@ -104,36 +111,25 @@ def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
     )
 
 
-def http(
-    url: str, *, api_key: str | None = None, headers: dict[str, str] | None = None, method: str = "GET"
-) -> tuple[int, Any, bytes]:
-    request = urllib.request.Request(url, headers={**(headers or {})}, method=method)
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.headers, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read()
+async def http(
+    server: InProcessServer,
+    url: str,
+    *,
+    api_key: str | None = None,
+    headers: dict[str, str] | None = None,
+    method: str = "GET",
+    body: Any = None,
+) -> tuple[int, httpx.Headers, bytes]:
+    """One request to the application (`url`: a path, or an absolute URL it handed out)."""
+    sent = {**(headers or {}), **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+    async with server.ahttp() as client:
+        response = await client.request(method, url, headers=sent, json=body)
+    return response.status_code, response.headers, response.content
 
 
-def http_json(url: str, body: Any, api_key: str) -> tuple[int, Any, bytes]:
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.headers, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read()
-
-
-async def call_detail_when(server: DaphneServer, api_key: str, call_id: str, ready: Any, timeout: float = 60) -> Any:
+async def call_detail_when(server: InProcessServer, api_key: str, call_id: str, ready: Any, timeout: float = 60) -> Any:
     async def read() -> Any:
-        status, _, body = await asyncio.to_thread(http, f"{server.http_url}/public/v1/calls/{call_id}", api_key=api_key)
+        status, _, body = await http(server, f"/public/v1/calls/{call_id}", api_key=api_key)
         assert status == 200, body
         detail = json.loads(body)
         return detail if ready(detail) else None
@@ -147,12 +143,12 @@ def energy(audio: np.ndarray, rate: int, start: float, end: float) -> tuple[floa
     return float(left), float(right)
 
 
-async def recording_when_stored(url: str, timeout: float = 60) -> tuple[int, Any, bytes]:
+async def recording_when_stored(server: InProcessServer, url: str, timeout: float = 60) -> tuple[int, Any, bytes]:
     """GET a recordingUrl handed out at the end of the call: 404 RECORDING_NOT_READY (with Retry-After)
     while the recording is being stored, then the recording."""
 
     async def read() -> tuple[int, Any, bytes] | None:
-        status, headers, body = await asyncio.to_thread(http, url)  # no API key: the URL is the credential
+        status, headers, body = await http(server, url)  # no API key: the URL is the credential
         if status != 404:
             return status, headers, body
         assert json.loads(body)["code"] == "RECORDING_NOT_READY" and int(headers["Retry-After"]) > 0, body
@@ -161,7 +157,7 @@ async def recording_when_stored(url: str, timeout: float = 60) -> tuple[int, Any
     return await polled(read, what="the stored recording", timeout=timeout, every=0.2)
 
 
-async def recorded_call(server: DaphneServer, ava: Any, speech_16k: dict[str, bytes]) -> tuple[Any, ...]:
+async def recorded_call(server: InProcessServer, ava: Any, speech_16k: dict[str, bytes]) -> tuple[Any, ...]:
     """A browser call: the greeting, the caller's sentence, the answer, then the caller hangs up. Returns the
     call id, the client's time of the call's start, and the client times of the agent's and caller's audio."""
     loop = asyncio.get_running_loop()
@@ -189,22 +185,38 @@ async def recorded_call(server: DaphneServer, ava: Any, speech_16k: dict[str, by
     return call_id, origin, greeting_audio, spoke_at, speech, answer_audio
 
 
-async def test_a_recorded_browser_call_is_stereo_with_each_side_on_its_channel(server, ava, owner, speech_16k):
+async def ended_event(receiver: LoopbackReceiver) -> dict[str, Any]:
+    """call.ended as the organization's webhook received it (each look sends what is due, as a round of
+    the event worker does)."""
+
+    async def sent() -> list[Any]:
+        await sync_to_async(deliver_due)()
+        return receiver.requests
+
+    requests: list[Any] = await polled(sent, what="call.ended", timeout=30, every=0.1)
+    message: dict[str, Any] = requests[0].json()["message"]
+    return message
+
+
+async def test_a_recorded_browser_call_is_stereo_with_each_side_on_its_channel(
+    server, ava, owner, speech_16k, monkeypatch
+):
     with LoopbackReceiver() as receiver:
         hook = {"url": receiver.url("/events"), "events": ["call.ended"]}
-        status, _, body = await asyncio.to_thread(
-            http_json, f"{server.http_url}/public/v1/webhooks", hook, owner.api_key
-        )
+        status, _, body = await http(server, "/public/v1/webhooks", api_key=owner.api_key, method="POST", body=hook)
         assert status == 201, body
+        before_call = time.time()
         call_id, origin, greeting_audio, spoke_at, speech, answer_audio = await recorded_call(server, ava, speech_16k)
         # The call ends at once, and call.ended links to its recording, which is stored a moment later.
-        await receiver.until(lambda: receiver.requests, what="call.ended", timeout=30)
-    ended = receiver.requests[0].json()["message"]
+        ended = await ended_event(receiver)
     assert ended["type"] == "call.ended" and ended["call"]["id"] == call_id
     assert ended["call"]["status"] == "completed" and ended["call"]["endedReason"] == "caller-hung-up"
     url = ended["call"]["recordingUrl"]
     assert url.startswith(f"{server.http_url}/public/v1/recordings/{call_id}?expires=")
-    status, headers, data = await recording_when_stored(url)
+    # It works for RECORDING_URL_TTL_SECONDS from when it was handed out (at the call's end).
+    expires = int(url.rsplit("expires=", 1)[1].split("&")[0])
+    assert int(before_call) <= expires - TTL <= time.time(), (before_call, expires, time.time())
+    status, headers, data = await recording_when_stored(server, url)
     assert status == 200 and headers["Content-Type"] == "audio/ogg" and data[:4] == b"OggS"
     detail = await call_detail_when(server, owner.api_key, call_id, lambda d: True)
     assert detail["recordingUrl"].split("?")[0] == url.split("?")[0]
@@ -233,25 +245,22 @@ async def test_a_recorded_browser_call_is_stereo_with_each_side_on_its_channel(s
     length = audio.shape[1] / rate
     assert abs(length - (answer_audio[-1] - origin)) < 1.5, length
 
-    # Range requests through the real server (streamed by the ASGI handler).
+    # Range requests through the application (streamed by the ASGI handler).
     key = {"api_key": owner.api_key}
-    recording = f"{server.http_url}/public/v1/calls/{call_id}/recording"
-    status, headers, body = await asyncio.to_thread(http, recording, headers={"Range": "bytes=100-1099"}, **key)
+    recording = f"/public/v1/calls/{call_id}/recording"
+    status, headers, body = await http(server, recording, headers={"Range": "bytes=100-1099"}, **key)
     assert status == 206 and body == data[100:1100]
     assert headers["Content-Range"] == f"bytes 100-1099/{len(data)}"
-    status, headers, body = await asyncio.to_thread(http, url, headers={"Range": f"bytes={len(data)}-"})
+    status, headers, body = await http(server, url, headers={"Range": f"bytes={len(data)}-"})
     assert status == 416 and json.loads(body)["code"] == "RANGE_NOT_SATISFIABLE"
 
-    # The URL stops working once expired (RECORDING_URL_TTL_SECONDS on this server).
-    expires = int(url.rsplit("expires=", 1)[1].split("&")[0])
-    # The server process's wall clock passes the expiry (no clock of its own to drive from here).
-    await polled(
-        lambda: time.time() > expires + 1, what="the URL's expiry", timeout=max(1.0, expires + 5 - time.time())
-    )
-    status, _, body = await asyncio.to_thread(http, url)
+    # The URL stops working once expired: the service's clock (calls/recordings.py reads time.time())
+    # passes its expiry.
+    monkeypatch.setattr(recordings, "time", SimpleNamespace(time=lambda: expires + 1.0))
+    status, _, body = await http(server, url)
     assert status == 403 and json.loads(body)["code"] == "RECORDING_LINK_INVALID"
     fresh = (await call_detail_when(server, owner.api_key, call_id, lambda d: True))["recordingUrl"]
-    assert fresh != url and (await asyncio.to_thread(http, fresh))[0] == 200
+    assert fresh != url and (await http(server, fresh))[0] == 200
 
 
 async def test_a_recording_that_cannot_be_stored_leaves_a_complete_call(broken_storage_server, ava, owner):
@@ -267,6 +276,7 @@ async def test_a_recording_that_cannot_be_stored_leaves_a_complete_call(broken_s
     assert detail["messages"] and detail["endedAt"]
 
     def failure() -> AgentLog | None:
+        flush_agent_logs()  # the lines buffered so far (a server's writer thread writes them every second)
         return AgentLog.objects.filter(agent=ava, content__message="recording failed").first()
 
     line = await polled(sync_to_async(failure), what="the recording failure logged", timeout=30, every=0.3)
@@ -275,9 +285,7 @@ async def test_a_recording_that_cannot_be_stored_leaves_a_complete_call(broken_s
     assert call.status == "completed" and call.recording_key == ""
     detail = await call_detail_when(server, owner.api_key, call_id, lambda d: True)
     assert detail["recordingUrl"] is None
-    status, _, _ = await asyncio.to_thread(
-        http, f"{server.http_url}/public/v1/calls/{call_id}/recording", api_key=owner.api_key
-    )
+    status, _, _ = await http(server, f"/public/v1/calls/{call_id}/recording", api_key=owner.api_key)
     assert status == 404
 
 
@@ -291,21 +299,15 @@ async def test_recordings_go_to_an_s3_compatible_store_when_configured(s3_server
         assert await client.wait_closed() == 1000
 
     detail = await call_detail_when(server, owner.api_key, call_id, lambda d: d["recordingUrl"] is not None)
-    status, _, served = await recording_when_stored(detail["recordingUrl"])
+    status, _, served = await recording_when_stored(server, detail["recordingUrl"])
     call = await sync_to_async(Call.objects.get)(pk=call_id)
     key = f"voice/{call.recording_key}"
     assert await asyncio.to_thread(s3.keys) == [key]
     stored = await asyncio.to_thread(lambda: s3.client().get_object(Bucket=s3.bucket, Key=key)["Body"].read())
     assert status == 200 and served == stored and stored[:4] == b"OggS"
-    status, _, part = await asyncio.to_thread(
-        http,
-        f"{server.http_url}/public/v1/calls/{call_id}/recording",
-        api_key=owner.api_key,
-        headers={"Range": "bytes=-64"},
-    )
+    recording = f"/public/v1/calls/{call_id}/recording"
+    status, _, part = await http(server, recording, api_key=owner.api_key, headers={"Range": "bytes=-64"})
     assert status == 206 and part == stored[-64:]
-    status, _, _ = await asyncio.to_thread(
-        http, f"{server.http_url}/public/v1/calls/{call_id}/recording", api_key=owner.api_key, method="DELETE"
-    )
+    status, _, _ = await http(server, recording, api_key=owner.api_key, method="DELETE")
     assert status == 204
     assert await asyncio.to_thread(s3.keys) == []

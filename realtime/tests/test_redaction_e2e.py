@@ -1,10 +1,13 @@
-"""Redaction end to end (an agent's redactPii, docs/guides/redaction.md), over a real Daphne process.
+"""Redaction end to end (an agent's redactPii, docs/guides/redaction.md), through the project's ASGI
+application in the test's process (testing/inprocess.py).
 
 A browser caller says an e-mail address, a phone number and a card number (the server hears them through
 a scripted OpenAI-compatible recognizer, so the words are exactly those); the scripted Chat Completions
 model calls a signed webhook tool with them and repeats them in its answer. The live conversation, the
 model and the tool get the real values; what is stored (searched in a dump of every table) has
-placeholders when redaction is on, and the real values when it is off.
+placeholders when redaction is on, and the real values when it is off. The call events go out as the
+event worker sends them (`deliver_due`, run by the test: the tests' settings start no worker thread), and
+the post-call analysis runs where the call ends (the tests' BACKGROUND_WORK=inline).
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 
 from agents.models import AgentTool
+from calls.logging import flush_agent_logs
 from calls.models import AgentLog
+from calls.webhooks.events import deliver_due
 from testing.audio_server import AudioServer, Transcript
 from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Text, Tools
 from testing.conversations import Caller, Exchange, agent_for, conversation
-from testing.daphne import DaphneServer, shared_test_server
+from testing.inprocess import InProcessServer, serving
 from testing.voice import record_voice
 from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver, Reply
@@ -71,12 +76,12 @@ def recognizer() -> Iterator[AudioServer]:
         yield scripted
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def server(
-    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, chat: ChatServer, recognizer: AudioServer
-) -> Iterator[DaphneServer]:
-    env = {
-        "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",
+    settings: Any, realtime_settings: Any, chat: ChatServer, recognizer: AudioServer
+) -> Iterator[InProcessServer]:
+    values = {
+        "OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"],
         "LLM_PROVIDER": "openai",
         "LLM_BASE_URL": chat.base_url,
         "LLM_MODEL": "scripted-model",
@@ -85,12 +90,8 @@ def server(
         "ASR_BASE_URL": recognizer.base_url,
         "ASR_API_KEY": "sk-asr-test-key",
         "ASR_MODEL": "whisper-test",
-        "AGENT_LOG_FLUSH_SECONDS": "0.2",
-        "EVENTS_WORKER": "inprocess",  # the call events go to the agent's serverUrl too
-        "CALL_ANALYSIS_WORKER": "inprocess",  # and call.analyzed, also with REDIS_URL
-        "EVENTS_POLL_SECONDS": "0.2",
     }
-    with shared_test_server(django_db_blocker, tmp_path_factory, "redaction", env) as started:
+    with serving(settings, values) as started:
         yield started
 
 
@@ -122,7 +123,9 @@ def contact_desk(owner: Any, make_agent: Any, hook: LoopbackReceiver, redact_pii
     return agent
 
 
-async def a_call(server: DaphneServer, chat: ChatServer, recognizer: AudioServer, agent: Any, voice: Any) -> Exchange:
+async def a_call(
+    server: InProcessServer, chat: ChatServer, recognizer: AudioServer, agent: Any, voice: Any
+) -> Exchange:
     recognizer.transcribe(Transcript(HEARD))
     chat.script(Tools(ScriptedCall("save_contact", ARGUMENTS, id="call_contact_1")), Text(ANSWER))
 
@@ -132,9 +135,14 @@ async def a_call(server: DaphneServer, chat: ChatServer, recognizer: AudioServer
         return exchange
 
     exchange: Exchange = await conversation(server, agent, voice, talk)
-    # The log line written once the call is finished (the server writes its log lines in batches).
-    ended = AgentLog.objects.filter(agent=agent, content__message="session ended")
-    await polled(sync_to_async(ended.exists), what="the call's end", timeout=20, every=0.1)
+    # The log line written once the call is finished (each look writes the lines buffered so far, as the
+    # server's writer thread does in batches).
+
+    def ended() -> bool:
+        flush_agent_logs()
+        return AgentLog.objects.filter(agent=agent, content__message="session ended").exists()
+
+    await polled(sync_to_async(ended), what="the call's end", timeout=20, every=0.1)
     return exchange
 
 
@@ -143,8 +151,15 @@ def of_type(hook: LoopbackReceiver, kind: str) -> list[Any]:
 
 
 async def events_of(hook: LoopbackReceiver) -> list[bytes]:
-    """The call events the agent's serverUrl received, once the last one (call.analyzed) is in."""
-    await hook.until(lambda: of_type(hook, "call.analyzed"), what="call.analyzed", timeout=30)
+    """The call events the agent's serverUrl received, once the last one (call.analyzed) is in. Each look
+    sends what is due, as a round of the event worker does."""
+
+    async def analyzed() -> list[Any]:
+        await sync_to_async(deliver_due)()
+        return of_type(hook, "call.analyzed")
+
+    analyses: list[Any] = await polled(analyzed, what="call.analyzed", timeout=30, every=0.1)
+    assert len(analyses) == 1, analyses
     return [request.body for request in hook.requests if request.json()["message"]["type"].startswith("call.")]
 
 

@@ -1,7 +1,12 @@
-"""GET /public/v1/agents through a real server, which keeps each organization's rendered list between
-requests (telephony/agent_list.py): every change shows in the very next list, whoever makes it (the API,
-another process writing the database, a bulk update), call figures are read for each request, and a long
-list is gzip-compressed for a client that accepts it."""
+"""GET /public/v1/agents through the project's ASGI application in the test's process
+(testing/inprocess.py), which keeps each organization's rendered list between requests
+(telephony/agent_list.py, per process): every change shows in the very next list, whoever makes it (the
+API, another process writing the database, a bulk update), call figures are read for each request, and a
+long list is gzip-compressed for a client that accepts it.
+
+"Another process" is a write from the test's own thread that goes around the application's hooks (a
+queryset `.update()`, no model save, no signal): all the application can learn of it is what another
+process's write leaves, the database triggers' counter."""
 
 from __future__ import annotations
 
@@ -14,32 +19,32 @@ from typing import Any
 
 import httpx
 import pytest
+from asgiref.sync import async_to_sync, sync_to_async
 from django.utils import timezone
 
 from accounts.services import organization_create
 from agents.models import Agent
 from calls.models import Call, CallStatus
-from testing.daphne import DaphneServer, shared_test_server
 from testing.factories import AgentFactory, CallFactory
-from testing.waiting import polled_sync
+from testing.inprocess import InProcessServer, serving
+from testing.waiting import polled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SCHEMA = {"type": "object", "properties": {"orderId": {"type": "string"}}, "required": ["orderId"]}
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    with shared_test_server(django_db_blocker, tmp_path_factory, "agent-list", {"REALTIME_PRELOAD": "false"}) as s:
-        yield s
+@pytest.fixture
+def server(settings: Any) -> Iterator[InProcessServer]:
+    with serving(settings, {"REALTIME_PRELOAD": False}) as started:
+        yield started
 
 
 class Api:
-    def __init__(self, server: DaphneServer, name: str) -> None:
+    def __init__(self, server: InProcessServer, name: str) -> None:
         self.organization, issued = organization_create(name=name, plan_code="agency")
-        self.client = httpx.Client(
-            base_url=server.http_url, headers={"Authorization": f"Bearer {issued.raw_key}"}, timeout=30
-        )
+        self.headers = {"Authorization": f"Bearer {issued.raw_key}"}
+        self.client = server.http(headers=self.headers)
 
     def create(self, name: str, **fields: Any) -> str:
         response = self.client.post("/public/v1/agents", json={"name": name, "instructions": "Help callers.", **fields})
@@ -58,6 +63,16 @@ class Api:
         assert detail.status_code == 200
         assert {k: v for k, v in detail.json().items() if k in item} == item
         return item
+
+
+def raw_get(server: InProcessServer, path: str, headers: dict[str, str]) -> tuple[httpx.Headers, bytes]:
+    """GET `path`: the answer's headers and its body as sent (not decoded)."""
+
+    async def get() -> tuple[httpx.Headers, bytes]:
+        async with server.ahttp(headers=headers) as client, client.stream("GET", path) as response:
+            return response.headers, b"".join([part async for part in response.aiter_raw()])
+
+    return async_to_sync(get)()
 
 
 def test_every_change_shows_in_the_next_list_whoever_makes_it(server):
@@ -142,9 +157,8 @@ def test_a_long_list_is_gzip_compressed_for_a_client_that_accepts_it(server):
     assert "Content-Encoding" not in plain.headers and plain.headers["Vary"] == "Accept-Encoding"
     assert len(plain.content) > 16 * 1024 and len(plain.json()) == 60
 
-    with api.client.stream("GET", "/public/v1/agents", headers={"Accept-Encoding": "gzip"}) as squeezed:
-        assert squeezed.headers["Content-Encoding"] == "gzip"
-        raw = b"".join(squeezed.iter_raw())
+    squeezed, raw = raw_get(server, "/public/v1/agents", {**api.headers, "Accept-Encoding": "gzip"})
+    assert squeezed["Content-Encoding"] == "gzip"
     assert len(raw) < len(plain.content) / 5 and json.loads(gzip.decompress(raw)) == plain.json()
 
     refused = api.client.get("/public/v1/agents", headers={"Accept-Encoding": "gzip;q=0, identity"})
@@ -159,36 +173,38 @@ def test_a_long_list_is_gzip_compressed_for_a_client_that_accepts_it(server):
     assert "Content-Encoding" not in small.headers and [a["name"] for a in small.json()] == ["Till"]
 
 
-def _threads_and_files(server: DaphneServer) -> tuple[int, int]:
-    """The server's threads and open files, once the clients' connections are gone: the counts of two
-    polls in a row 0.2 s apart that agree."""
-    assert server.process is not None
-    pid, last = server.process.pid, [(-1, -1)]
+async def _threads_and_files() -> tuple[int, int]:
+    """This process's threads and open files (the application runs here), once the clients' connections
+    are gone: the counts of two polls in a row 0.2 s apart that agree."""
+    last = [(-1, -1)]
 
     def agreeing() -> tuple[int, int] | None:
-        now = len(os.listdir(f"/proc/{pid}/task")), len(os.listdir(f"/proc/{pid}/fd"))
+        now = len(os.listdir("/proc/self/task")), len(os.listdir("/proc/self/fd"))
         agreed = now == last[0]
         last[0] = now
         return now if agreed else None
 
-    return polled_sync(agreeing, what="the server's threads and files settling", timeout=10, every=0.2)
+    return await polled(agreeing, what="the process's threads and files settling", timeout=10, every=0.2)
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads the server's threads and files in /proc")
-def test_many_reads_leave_the_server_with_the_threads_and_files_it_had(server):
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads the process's threads and files in /proc")
+@pytest.mark.usefixtures("close_db_threads")
+async def test_many_reads_leave_the_server_with_the_threads_and_files_it_had(server):
     """Each request runs on a thread of its own; the threads are kept for the next requests (with their
-    database connections) instead of started and stopped for every request, and nothing a request opens
-    (a database or Redis connection) is left behind. One client reads after another's answer, so the
-    server never needs more threads than the first reads made."""
-    api = Api(server, "Busy Desk")
-    api.create("Front desk")
+    database connections) instead of started and stopped for every request (voiceagent/http.py, the
+    application's HTTP handler), and nothing a request opens (a database or Redis connection) is left
+    behind. One client reads after another's answer, so the application never needs more threads than
+    the first reads made. The application runs in this process, in this test's event loop: its threads
+    and files are this process's."""
+    api = await sync_to_async(Api)(server, "Busy Desk")
+    await sync_to_async(api.create)("Front desk")
 
-    def reads(requests: int) -> tuple[int, int]:
-        with httpx.Client(base_url=server.http_url, headers=api.client.headers, timeout=30) as client:
-            assert {client.get("/public/v1/agents").status_code for _ in range(requests)} == {200}
-        return _threads_and_files(server)
+    async def reads(requests: int) -> tuple[int, int]:
+        async with server.ahttp(headers=api.headers) as client:
+            assert {(await client.get("/public/v1/agents")).status_code for _ in range(requests)} == {200}
+        return await _threads_and_files()
 
-    threads, files = reads(40)
-    more_threads, more_files = reads(300)
+    threads, files = await reads(40)
+    more_threads, more_files = await reads(300)
     assert more_threads <= threads + 1, (threads, more_threads)
     assert more_files <= files + 4, (files, more_files)

@@ -1,6 +1,9 @@
 """Limits through real servers (docs/operations/limits.md): two Daphne processes sharing a redis-server this module
 starts on a free port, so the per-API-key rate limit, the concurrent-call cap and the upload bound are
-proved the way a deployment with several processes sees them, on SQLite and on PostgreSQL alike."""
+proved the way a deployment with several processes sees them, on SQLite and on PostgreSQL alike. The
+upload bound is the server's own HTTP handling (voiceagent/server.py: upload slots, large bodies kept on
+disk): concurrent large uploads beyond it are refused before their body is read, and the process's
+memory stays flat."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from calls.models import Call
 from kit import throttling
 from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.webhooks import BUSY_SENTENCE
-from testing.daphne import DaphneServer, start_test_server, stop_test_server
+from testing.daphne import DaphneServer, start_test_server, stop_test_server, wait_until_indexed
 from testing.servers import free_port
 from testing.stores import RedisServer
 from testing.twilio_webhooks import PUBLIC_BASE_URL, make_account, parse_twiml, sign, status_params, voice_params
@@ -48,6 +51,11 @@ def servers(
         "REALTIME_PRELOAD": "false",
         "PUBLIC_BASE_URL": PUBLIC_BASE_URL,
         "KNOWLEDGE_MAX_CONCURRENT_UPLOADS": "1",
+        # Documents are indexed by the server's own worker (a test server with REDIS_URL would queue them on
+        # this module's Redis, where no Celery worker runs).
+        "BACKGROUND_WORK": "inprocess",
+        "KNOWLEDGE_MAX_PROCESSING_PER_ORGANIZATION": "10",
+        "KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT": "200",
     }
     with django_db_blocker.unblock():
         first = start_test_server(tmp_path_factory, "limits-a", env)
@@ -213,11 +221,94 @@ def test_uploads_over_the_per_process_bound_get_a_429(servers, make_persona, mak
             assert len(done) == 1 and len(pending) == 1
             _assert_429(done.pop().result(), "UPLOADS_BUSY")
         (held,) = pending
-        assert held.result(timeout=60).status_code == 200
+        accepted = held.result(timeout=60)
+        assert accepted.status_code == 200
     finally:
         pool.shutdown(wait=True)
-    # The slot is free again.
-    assert upload("c.txt").status_code == 200
+
+    def documents() -> list[dict[str, Any]]:
+        return _get(first, path, persona.api_key).json()
+
+    # The slot is free again once the request is over and so is the document's ingestion on the server's
+    # worker (it holds a slot of its own until then: knowledge/admission.py).
+    assert wait_until_indexed(documents, accepted.json()["id"])["status"] == "ready"
+    last = upload("c.txt")
+    assert last.status_code == 200
+    # Indexed before the test ends: no write of the server's after the test's flush.
+    assert wait_until_indexed(documents, last.json()["id"])["status"] == "ready"
+
+
+MIB = 1024 * 1024
+# Distinct paragraphs, each long enough to be a chunk of its own.
+PARAGRAPHS = [
+    f"Room {n} faces the {('garden', 'harbour', 'square')[n % 3]} and has {n % 4 + 1} beds; its minibar is "
+    f"refilled at {n % 12 + 1} o'clock and its safe code is reset after every guest who stays there."
+    for n in range(2)
+]
+
+
+def test_concurrent_large_uploads_beyond_the_bound_are_refused_and_memory_stays_flat(
+    servers, make_persona, make_agent
+) -> None:
+    """Moved from knowledge/tests/test_upload_bounds.py: process A's one upload slot
+    (KNOWLEDGE_MAX_CONCURRENT_UPLOADS=1), its documents indexed by its own worker, over 200 chunks failed."""
+    server, _ = servers
+    persona = make_persona("Flooder", plan="agency")
+    agent = make_agent(persona.organization, status=AgentStatus.ACTIVE)
+    path = f"/public/v1/agents/{agent.pk}/knowledge"
+
+    def documents() -> list[dict[str, Any]]:
+        return _get(server, path, persona.api_key).json()
+
+    size, count = 12 * MIB, 6
+    line = b"Guests may borrow an umbrella at the front desk; please bring it back when you leave.\n"
+    body = line * (size // len(line))
+
+    def upload(n: int) -> httpx.Response:
+        return _post(server, path, persona.api_key, files={"file": (f"big-{n}.txt", body, "text/plain")}, timeout=120)
+
+    # What the server keeps once it has indexed a first document (the embedding model, about 200 MiB)
+    # and processed a first large one (buffers and caches, about 50 MiB) is not what a flood costs.
+    small = _post(server, path, persona.api_key, json={"content": "# Pool\n\n" + PARAGRAPHS[0]})
+    assert small.status_code == 200
+    assert wait_until_indexed(documents, small.json()["id"])["status"] == "ready"
+    first = upload(0)
+    assert first.status_code == 200
+    assert wait_until_indexed(documents, first.json()["id"])["status"] == "failed"
+    before = server.rss_bytes()
+
+    # Hold the API key's row: the server's first request of this key in the view (which records
+    # last_used_at) waits on the lock, keeping the process's only slot until the lock is let go.
+    pool = ThreadPoolExecutor(max_workers=count)
+    try:
+        with transaction.atomic():
+            ApiKey.objects.select_for_update().filter(organization=persona.organization).update(name="held")
+            futures = {pool.submit(upload, n) for n in range(count)}
+            refused: set[Any] = set()
+            for _ in range(count):  # each pass collects at least one finished upload
+                done, pending = wait(futures - refused, timeout=120, return_when=FIRST_COMPLETED)
+                refused |= done
+                if len(refused) == count - 1:
+                    break
+            # Every upload but the one holding the slot was refused while that one was still held.
+            assert len(refused) == count - 1 and len(pending) == 1
+            for future in refused:
+                assert _assert_429(future.result(), "UPLOADS_BUSY")["retryAfter"] == 5
+        (held,) = futures - refused
+        accepted = held.result(timeout=120)
+    finally:
+        pool.shutdown(wait=True)
+    assert accepted.status_code == 200
+    # 12 MiB of text make far more than 200 chunks: failed before anything is embedded.
+    item = wait_until_indexed(documents, accepted.json()["id"])
+    assert item["status"] == "failed" and "KNOWLEDGE_MAX_CHUNKS_PER_DOCUMENT" in item["error"]
+
+    grown = server.rss_bytes() - before
+    assert grown < size * count, f"the server grew by {grown / MIB:.0f} MiB for {size * count / MIB:.0f} MiB sent"
+    # The slot is free again: a small upload is accepted (and indexed before the test ends).
+    last = _post(server, path, persona.api_key, json={"content": "# Bar\n\n" + PARAGRAPHS[1]})
+    assert last.status_code == 200
+    assert wait_until_indexed(documents, last.json()["id"])["status"] == "ready"
 
 
 def test_the_rate_limit_fails_open_with_a_warning_when_redis_is_down(make_persona, settings, caplog) -> None:
