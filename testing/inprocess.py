@@ -32,6 +32,7 @@ import httpx
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 
+from kit.storage import storage_from_url
 from testing.clients import IN_PROCESS
 from testing.daphne import SECRET
 
@@ -217,7 +218,13 @@ class _BlockingASGI(httpx.BaseTransport):
                 answer = await client.send(
                     client.build_request(request.method, str(request.url), headers=request.headers, content=body)
                 )
-                return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)
+                # The body is decoded already (answer.content): its encoding header no longer applies.
+                headers = [
+                    (k, v)
+                    for k, v in answer.headers.multi_items()
+                    if k.lower() not in ("content-encoding", "content-length")
+                ]
+                return httpx.Response(answer.status_code, headers=headers, content=answer.content)
 
         return async_to_sync(send)()
 
@@ -255,7 +262,12 @@ def server_settings(
     if public:
         settings.PUBLIC_BASE_URL = server.http_url
     if folder is not None:
+        # Recordings go to the test's folder: the storage settings.py makes of RECORDINGS_STORAGE_URL.
         settings.RECORDINGS_STORAGE_URL = f"file://{folder / 'recordings'}"
+        settings.STORAGES = {
+            **settings.STORAGES,
+            "recordings": storage_from_url(settings.RECORDINGS_STORAGE_URL, default_location=str(folder)),
+        }
     for name, value in (values or {}).items():
         setattr(settings, name, value)
 

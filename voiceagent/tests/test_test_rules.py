@@ -21,6 +21,7 @@ REAL_SERVERS = {
     "voiceagent/tests/test_restarts.py": "servers killed (SIGKILL) and started again on the same database",
     "realtime/tests/test_socket_exits.py": "a server stopped under a live call, a Redis outage, a slow reader",
     "voiceagent/tests/test_limits.py": "two processes sharing one Redis; the server's own upload bound",
+    "telephony/tests/test_media_stream_e2e.py": "a stream token and call control shared by two processes",
     "voiceagent/tests/test_behind_nginx.py": "Debian's nginx with deploy/nginx.conf in front of the server",
     "voiceagent/tests/test_browser_pages.py": "Chromium loading the dashboard's pages from a real port",
     "agents/tests/test_dashboard_browser.py": "Chromium building and calling an agent in the dashboard",
