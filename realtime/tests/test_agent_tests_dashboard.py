@@ -376,7 +376,8 @@ def test_the_json_editor_round_trips_with_the_structured_form(admin_client: Clie
 
     shown = page_form(url)
     assert shown["agent_test_editor"] == "form" and shown["mock_rows-0-tool"] == "check_order_status"
-    assert shown["variable_rows-1-value"] == "3" and shown["expect_no_tool_calls"] == "no"
+    variables = {shown[f"variable_rows-{row}-name"]: shown[f"variable_rows-{row}-value"] for row in (0, 1)}
+    assert variables == {"customer_name": "Ann", "visits": "3"} and shown["expect_no_tool_calls"] == "no"
     response = admin_client.post(url, shown)  # the structured form, as shown
     assert response.status_code == 302, errors_of(response)
     test.refresh_from_db()
