@@ -26,10 +26,20 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 import agents.tools.admin  # noqa: F401 - registers the MCP server, custom tool and tool selection pages
+from agents import dashboard_forms as structured
 from agents.dashboard import ServiceModelForm, header_lines, through_service, warn_destination, wire_sources
+from agents.dashboard_forms import AnalysisPlanFields, InterruptionFields, VoicemailFields
 from agents.disclosure import disclosure_for
 from agents.keypad import TERMINATORS, TIMEOUT_MS_RANGE, keypad_of
-from agents.models import BUILTIN_VOICES, Agent, AgentStatus, AmbientSound, McpServer, McpServerStatus
+from agents.models import (
+    BUILTIN_VOICES,
+    Agent,
+    AgentStatus,
+    AmbientSound,
+    McpServer,
+    McpServerStatus,
+    default_analysis_plan,
+)
 from agents.selectors import agent_get
 from agents.serializers import AgentPatchSerializer, AgentWriteSerializer
 from agents.services import agent_create, agent_delete, agent_patch, ambient_sound_playable
@@ -84,13 +94,13 @@ LABELS = {
     "ambient_sound_ducking": "Duck the ambient sound while the agent speaks",
     "server_url": "Server URL",
     "handoff_phone_number": "Handoff phone number",
-    "analysis_plan": "Analysis plan",
+    "analysis_plan": "Analysis plan (JSON)",
     "end_call_enabled": "The agent may end the call (end_call)",
     "max_duration_seconds": "Maximum call duration (seconds)",
     "recording_enabled": "Record calls",
     "time_zone": "Time zone",
-    "voicemail": "Voicemail",
-    "interruption": "Interruptions",
+    "voicemail": "Voicemail (JSON)",
+    "interruption": "Interruptions (JSON)",
 }
 HELP = {
     "status": "Active agents take calls and count against the plan's allowance of active agents.",
@@ -107,18 +117,19 @@ HELP = {
     "server_url": "Webhook agents only: receives tool calls and, for a dynamic prompt, the assistant request.",
     "handoff_phone_number": "E.164, for example +14155550123: where transfer_call sends the caller "
     "(a number's own handoff number, set when assigning it, wins).",
-    "analysis_plan": "JSON: summary {enabled, prompt}, structuredData {enabled, schema, prompt}, successEvaluation "
+    "analysis_plan": "The whole plan as the API takes it: summary {enabled, prompt}, structuredData {enabled, schema, prompt}, successEvaluation "
     "{enabled, rubric, scale: pass-fail or 1-10}; run after every call (docs/guides/post-call-analysis.md). "
-    "Leave blank to keep the stored plan.",
+    "Used when the plan is edited as JSON; left blank, the stored plan stays.",
     "end_call_enabled": "Offers the end_call tool: the agent says goodbye and ends the call when the caller is done.",
     "max_duration_seconds": "From 30 to 14400: the agent then says a short closing line and ends the call.",
     "recording_enabled": "Record every call in stereo (caller left, agent right); played on the call's page.",
     "time_zone": "An IANA name such as Europe/Madrid: the time {{now}} gives in the prompt and greeting.",
-    "voicemail": 'JSON: {"detection": "off" or "provider", "action": "hang-up" or "leave-message", "message": '
-    '"..."}: answering machines on outbound calls (docs/guides/voicemail.md). Leave blank to keep the stored setting.',
-    "interruption": 'JSON: {"mode": "adaptive", "vad" or "off", "minWords": 0 to 5, "backchannels": ["okay", ...] or '
+    "voicemail": 'As the API takes it: {"detection": "off" or "provider", "action": "hang-up" or "leave-message", "message": '
+    '"..."}: answering machines on outbound calls (docs/guides/voicemail.md). Used when edited as JSON; left blank, the '
+    "stored setting stays.",
+    "interruption": 'As the API takes it: {"mode": "adaptive", "vad" or "off", "minWords": 0 to 5, "backchannels": ["okay", ...] or '
     "null for the language's list, \"resumeAfterMs\": 0 to 5000}: what the caller's speech does while the agent "
-    "speaks (docs/guides/conversation.md). Leave blank to keep the stored setting.",
+    "speaks (docs/guides/conversation.md). Used when edited as JSON; left blank, the stored setting stays.",
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {
@@ -138,9 +149,35 @@ class StaleEdit(Exception):
     """The agent changed after the form was opened (the service's optimistic-concurrency refusal)."""
 
 
-class AgentForm(ServiceModelForm):
+class _IssuePlaces(dict[str, str]):
+    """FORM_FIELD_OF, and the structured fields of the parts edited with the form (`interruption.mode` goes on
+    the mode's select, not on the JSON box)."""
+
+    def __init__(self, base: dict[str, str], form_parts: set[str]) -> None:
+        super().__init__(base)
+        self.form_parts = form_parts
+
+    def get(self, key: str, default: Any = None) -> Any:
+        wire, _, inner = key.partition(".")
+        part = STRUCTURED_WIRE.get(wire)
+        if inner and part in self.form_parts and (place := structured.field_of_issue(part, key)):
+            return place
+        return super().get(key, default)
+
+
+# The agent's JSON settings that also have a structured editor: form field -> its wire name.
+STRUCTURED = {"analysis_plan": "analysisPlan", "voicemail": "voicemail", "interruption": "interruption"}
+STRUCTURED_WIRE = {wire: part for part, wire in STRUCTURED.items()}
+
+
+class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, InterruptionFields):
     """The agent's settings. Validating the form is the service call itself: a valid form is a saved
-    agent, an invalid one changed nothing. serverHeaders and serverSecret are write-only."""
+    agent, an invalid one changed nothing. serverHeaders and serverSecret are write-only.
+
+    The analysis plan, voicemail and interruption settings have a structured editor each (real fields,
+    agents/dashboard_forms.py) beside their JSON box; `<part>_editor` says which one the page used, and a
+    form posted without it is read as JSON. Either way the API's value is composed and saved through the
+    same service, and the API's messages go on the field they name."""
 
     new_server_headers = forms.CharField(
         label="New server headers",
@@ -189,8 +226,15 @@ class AgentForm(ServiceModelForm):
         help_text="The key that ends the turn at once (not part of the digits).",
     )
     expected_updated_at = forms.CharField(required=False, widget=forms.HiddenInput)
-    issue_fields = FORM_FIELD_OF
     issue_codes = CODE_FIELDS
+
+    class Media:
+        js = (structured.SCRIPT,)
+        css = {"all": (structured.STYLE,)}
+
+    @property
+    def issue_fields(self) -> dict[str, str]:  # type: ignore[override]
+        return _IssuePlaces(FORM_FIELD_OF, {part for part in STRUCTURED if self._editor(part) == structured.FORM})
 
     class Meta:
         model = Agent
@@ -204,9 +248,12 @@ class AgentForm(ServiceModelForm):
             "handoff_phone_number": forms.TextInput(attrs={"size": 16}),
             "static_greeting": forms.Textarea(attrs={"rows": 2}),
             "identity": forms.Textarea(attrs={"rows": 2}),
-            "analysis_plan": forms.Textarea(attrs={"rows": 8, "cols": 80}),
-            "voicemail": forms.Textarea(attrs={"rows": 3, "cols": 80}),
-            "interruption": forms.Textarea(attrs={"rows": 3, "cols": 80}),
+            **{
+                part: forms.Textarea(
+                    attrs={"rows": 8 if part == "analysis_plan" else 3, "cols": 80, "class": "json-editor"}
+                )
+                for part in STRUCTURED
+            },
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -222,6 +269,52 @@ class AgentForm(ServiceModelForm):
             self.fields["keypad_enabled"].initial = keypad["enabled"]
             self.fields["keypad_timeout_ms"].initial = keypad["timeoutMs"]
             self.fields["keypad_terminator"].initial = keypad["terminator"]
+        self._show_structured(self.instance)
+
+    def _show_structured(self, agent: Agent) -> None:
+        """The structured fields show the agent's stored settings (a new agent's: the defaults); a plan
+        whose schema the table cannot show opens as JSON."""
+        plan = agent.analysis_plan or default_analysis_plan()
+        values = {
+            **structured.plan_decompose(plan),
+            **structured.voicemail_decompose(agent.voicemail or {}),
+            **structured.interruption_decompose(agent.interruption or {}),
+        }
+        schema = (plan.get("structuredData") or {}).get("schema")
+        values["analysis_plan_editor"] = (
+            structured.FORM if structured.schema_rows(schema) is not None else structured.JSON
+        )
+        for name, value in values.items():
+            if name in self.fields:
+                self.fields[name].initial = value
+
+    def _editor(self, part: str) -> str:
+        return structured.editor_of(self, part) if self.is_bound else structured.FORM
+
+    def clean(self) -> dict[str, Any]:
+        """A part edited with the form: its value is composed from the fields (its JSON box is not read)."""
+        cleaned = super().clean() or {}
+        stored = self.instance.analysis_plan if not self.instance._state.adding else None
+        composers = {
+            "analysis_plan": lambda: structured.plan_compose(cleaned, stored or {}),
+            "voicemail": lambda: structured.voicemail_compose(cleaned),
+            "interruption": lambda: structured.interruption_compose(cleaned),
+        }
+        for part, compose in composers.items():
+            if part in self.fields and self._editor(part) == structured.FORM:
+                self.errors.pop(part, None)  # the JSON box's own parse error: not what was used
+                cleaned[part] = compose()
+        return cleaned
+
+    def add_error(self, field: str | None, error: Any) -> None:
+        """A message of the API about a part edited with the form goes on the field its key names
+        (`structuredData.schema: ...` on the table of fields), else on the part's editor choice."""
+        if field in STRUCTURED and self.is_bound and self._editor(field) == structured.FORM:
+            for message in [error] if isinstance(error, str) else list(error):
+                place = structured.field_of_message(field, str(message)) or f"{field}_editor"
+                super().add_error(place if place in self.fields else None, message)
+            return
+        super().add_error(field, error)
 
     def _wire(self) -> dict[str, Any]:
         """The form's values as an API request body."""
@@ -289,6 +382,7 @@ class AgentForm(ServiceModelForm):
         self.data = {name: getattr(current, name) for name in shown}
         if "analysis_plan" in self.data:
             self.data["analysis_plan"] = json.dumps(self.data["analysis_plan"])  # the form field reads JSON text
+        editors = {f"{part}_editor": self._editor(part) for part in STRUCTURED}
         keypad = keypad_of(current.keypad)
         self.data.update(keypad_timeout_ms=keypad["timeoutMs"], keypad_terminator=keypad["terminator"])
         if keypad["enabled"]:
@@ -296,6 +390,16 @@ class AgentForm(ServiceModelForm):
         for as_json in ("voicemail", "interruption"):
             if as_json in self.data:
                 self.data[as_json] = json.dumps(self.data[as_json])
+        self.data.update(editors)
+        self.data.update(
+            structured.as_post_data(
+                {
+                    **structured.plan_decompose(current.analysis_plan or default_analysis_plan()),
+                    **structured.voicemail_decompose(current.voicemail or {}),
+                    **structured.interruption_decompose(current.interruption or {}),
+                }
+            )
+        )
         self.data["expected_updated_at"] = iso(current.updated_at)
         changed = f" Your values differ in: {', '.join(differing)}." if differing else ""
         self.add_error(
@@ -390,13 +494,16 @@ class AgentAdmin(admin.ModelAdmin):
             ),
             ("Handoff", {"fields": ["handoff_phone_number"]}),
             ("Privacy", {"fields": ["redact_pii_categories"]}),
-            ("Post-call analysis", {"fields": ["analysis_plan"]}),
+            ("Post-call analysis", {"fields": [*structured.AnalysisPlanFields.base_fields, "analysis_plan"]}),
             ("Call endings", {"fields": ["end_call_enabled", "max_duration_seconds"]}),
             ("Phone keypad", {"fields": ["keypad_enabled", "keypad_timeout_ms", "keypad_terminator"]}),
             ("Recording", {"fields": ["recording_enabled"]}),
             ("Per-call variables", {"fields": ["time_zone"]}),
-            ("Voicemail (outbound calls)", {"fields": ["voicemail"]}),
-            ("Interruptions", {"fields": ["interruption"]}),
+            (
+                "Voicemail (outbound calls)",
+                {"fields": [*structured.VoicemailFields.base_fields, "voicemail"]},
+            ),
+            ("Interruptions", {"fields": [*structured.InterruptionFields.base_fields, "interruption"]}),
             (
                 "Record",
                 {

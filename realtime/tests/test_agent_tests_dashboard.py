@@ -193,3 +193,221 @@ def test_runs_are_listed_with_counts_and_a_run_shows_each_verdict(admin_client: 
     assert admin_client.get("/admin/realtime/testrun/add/").status_code == 403  # runs are made by Run / the API
     queued = TestRun.objects.create(organization=agent.organization, agent=agent, test_ids=[])
     assert "No results yet." in admin_client.get(f"/admin/realtime/testrun/{queued.pk}/change/").content.decode()
+
+
+# --- the structured form (agents/dashboard_forms.py): turns as rows, mocked tools as a table, expectations as fields
+
+
+def structured_form(agent: Agent, **changes: Any) -> dict[str, Any]:
+    data = {
+        "agent": str(agent.pk),
+        "name": "Order status",
+        "kind": "tool_call",
+        "agent_test_editor": "form",
+        "tag_list": "smoke, orders",
+        "turn_rows-0-user": "What is the status of order 3561?",
+        "turn_rows-1-user": "",  # the blank row the page offers
+        "mock_rows-0-tool": "check_order_status",
+        "mock_rows-0-arguments": '{"order_number": "3561"}',
+        "mock_rows-0-result": '{"status": "shipped yesterday", "arrives": "Friday"}',
+        "mock_rows-0-error": "",
+        "expect_tool_calls-0-name": "check_order_status",
+        "expect_tool_calls-0-arguments": '{"order_number": "3561"}',
+        "expect_no_tool_calls": "",
+        "expect_reply_contains": "shipped yesterday\nFriday",
+        "expect_reply_matches": "",
+        "expect_transferred": "no",
+        "expect_ended": "",
+        "expect_criteria": "",
+    }
+    data.update(changes)
+    return {key: value for key, value in data.items() if value is not None}
+
+
+STRUCTURED_BODY = {
+    "name": "Order status",
+    "kind": "tool_call",
+    "turns": [{"user": "What is the status of order 3561?"}],
+    "toolMocks": [
+        {
+            "tool": "check_order_status",
+            "when": {"argumentsInclude": {"order_number": "3561"}},
+            "result": {"status": "shipped yesterday", "arrives": "Friday"},
+        }
+    ],
+    "expect": {
+        "toolCalls": [{"name": "check_order_status", "argumentsInclude": {"order_number": "3561"}}],
+        "transferred": False,
+        "replyContains": ["shipped yesterday", "Friday"],
+    },
+    "tags": ["smoke", "orders"],
+}
+
+
+@pytest.fixture
+def orders_agent(owner: Any, make_agent: Any) -> Agent:
+    """A webhook agent whose one tool looks up orders (mocked in the tests: its server is never reached)."""
+    from testing.factories import AgentToolFactory
+
+    agent = make_agent(
+        owner.organization,
+        name="Olive",
+        status="active",
+        instructions="You help callers with their orders.",
+        agent_type="webhook",
+        server_url="https://hooks.example.com/agent",
+    )
+    AgentToolFactory(
+        agent=agent,
+        name="check_order_status",
+        description="Look up the delivery status of an order by its order number",
+        parameter_schema={
+            "type": "object",
+            "properties": {"order_number": {"type": "string", "description": "The order number"}},
+            "required": ["order_number"],
+        },
+    )
+    return agent
+
+
+def test_the_structured_form_saves_what_the_api_would(admin_client: Client, orders_agent: Agent) -> None:
+    from realtime.agent_tests.services import agent_test_clean
+
+    page = admin_client.get(f"/admin/realtime/agenttest/add/?agent={orders_agent.pk}").content.decode()
+    for name in ("turn_rows-0-user", "mock_rows-0-tool", "mock_rows-0-result", "expect_tool_calls-0-name"):
+        assert f'name="{name}"' in page, name
+    assert 'name="expect_transferred"' in page and 'name="expect_criteria"' in page
+    assert "agents/structured-forms.js" in page
+
+    response = admin_client.post("/admin/realtime/agenttest/add/", structured_form(orders_agent))
+    assert response.status_code == 302, errors_of(response)
+    test = AgentTest.objects.get()
+    expected = agent_test_clean(agent=orders_agent, body=STRUCTURED_BODY)
+    assert {name: getattr(test, name) for name in expected} == expected
+
+    # Edited with the form: a row removed (its inputs gone), one added, a tri-state cleared.
+    changed = structured_form(
+        orders_agent,
+        **{"turn_rows-0-user": None, "turn_rows-3-user": "Order 3561, please."},
+        expect_transferred="",
+        expect_no_tool_calls="",
+    )
+    response = admin_client.post(f"/admin/realtime/agenttest/{test.pk}/change/", changed)
+    assert response.status_code == 302, errors_of(response)
+    test.refresh_from_db()
+    assert test.turns == [{"user": "Order 3561, please."}]
+    assert "transferred" not in test.expect
+
+
+def field_errors(page: str, field: str) -> list[str]:
+    from testing.dashboard import errors
+
+    start = page.find(f'field-{field}"')
+    assert start != -1, f"no field {field} on the page"
+    return errors(page[page.rfind("<div", 0, start) : page.find("</div>", start)])
+
+
+def test_the_structured_form_shows_the_apis_message_on_the_field(
+    admin_client: Client, owner: Any, orders_agent: Agent
+) -> None:
+    def api(body: dict[str, Any]) -> list[str]:
+        response = owner.client.post(f"/public/v1/agents/{orders_agent.pk}/tests", body, format="json")
+        assert response.status_code == 400, response.content
+        return [f"{key}: {text}" for key, texts in response.json()["issues"].items() for text in texts]
+
+    response = admin_client.post(
+        "/admin/realtime/agenttest/add/", structured_form(orders_agent, **{"mock_rows-0-tool": "refund"})
+    )
+    shown = field_errors(errors_of(response), "mock_rows")
+    mocks = [{**STRUCTURED_BODY["toolMocks"][0], "tool": "refund"}]
+    assert shown == api({**STRUCTURED_BODY, "toolMocks": mocks})
+    assert shown[0].startswith("toolMocks.0.tool: unknown tool 'refund': the agent offers check_order_status")
+
+    response = admin_client.post(
+        "/admin/realtime/agenttest/add/", structured_form(orders_agent, expect_reply_matches="ship(ped")
+    )
+    shown = field_errors(errors_of(response), "expect_reply_matches")
+    assert shown == api({**STRUCTURED_BODY, "expect": {"replyMatches": "ship(ped"}})
+
+    response = admin_client.post(
+        "/admin/realtime/agenttest/add/", structured_form(orders_agent, **{"turn_rows-0-user": ""})
+    )
+    assert field_errors(errors_of(response), "turn_rows") == [
+        'A tool_call test needs at least one turn: [{"user": "..."}].'
+    ]
+    response = admin_client.post(
+        "/admin/realtime/agenttest/add/", structured_form(orders_agent, tag_list="smoke, no tags!")
+    )
+    assert field_errors(errors_of(response), "tag_list") == ["tags.1: 1 to 64 letters, digits or _ . : - characters."]
+    assert not AgentTest.objects.exists()
+
+
+def test_the_json_editor_round_trips_with_the_structured_form(admin_client: Client, orders_agent: Agent) -> None:
+    from agents.tests.test_dashboard_forms import _Form
+
+    def page_form(url: str) -> dict[str, Any]:
+        parser = _Form()
+        parser.feed(admin_client.get(url).content.decode().replace('id="agenttest_form"', 'id="agent_form"'))
+        return parser.data
+
+    body = {
+        **STRUCTURED_BODY,
+        "variables": {"customer_name": "Ann", "visits": "3"},
+        "expect": {**STRUCTURED_BODY["expect"], "noToolCalls": False, "criteria": ["Polite."], "replyMatches": "ship"},
+    }
+    json_form = {
+        "agent": str(orders_agent.pk),
+        "name": body["name"],
+        "kind": body["kind"],
+        "agent_test_editor": "json",
+        "turns": json.dumps(body["turns"]),
+        "caller": "",
+        "variables": json.dumps(body["variables"]),
+        "tool_mocks": json.dumps(body["toolMocks"]),
+        "expect": json.dumps(body["expect"]),
+        "tags": json.dumps(body["tags"]),
+    }
+    response = admin_client.post("/admin/realtime/agenttest/add/", json_form)
+    assert response.status_code == 302, errors_of(response)
+    test = AgentTest.objects.get()
+    url = f"/admin/realtime/agenttest/{test.pk}/change/"
+    fields = ("turns", "caller", "variables", "tool_mocks", "expect", "tags")
+    stored = {name: getattr(test, name) for name in fields}
+
+    shown = page_form(url)
+    assert shown["agent_test_editor"] == "form" and shown["mock_rows-0-tool"] == "check_order_status"
+    variables = {shown[f"variable_rows-{row}-name"]: shown[f"variable_rows-{row}-value"] for row in (0, 1)}
+    assert variables == {"customer_name": "Ann", "visits": "3"} and shown["expect_no_tool_calls"] == "no"
+    response = admin_client.post(url, shown)  # the structured form, as shown
+    assert response.status_code == 302, errors_of(response)
+    test.refresh_from_db()
+    assert {name: getattr(test, name) for name in fields} == stored
+
+    shown = page_form(url)
+    shown["agent_test_editor"] = "json"  # the JSON boxes, as shown
+    response = admin_client.post(url, shown)
+    assert response.status_code == 302, errors_of(response)
+    test.refresh_from_db()
+    assert {name: getattr(test, name) for name in fields} == stored
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_test_built_with_the_structured_form_runs_from_its_page(
+    admin_client: Client, orders_agent: Agent, settings: Any
+) -> None:
+    settings.TEST_RUNS_INLINE = True  # the run is carried out once the request commits, in this process
+    response = admin_client.post("/admin/realtime/agenttest/add/", structured_form(orders_agent))
+    assert response.status_code == 302, errors_of(response)
+    test = AgentTest.objects.get()
+    page = admin_client.get(f"/admin/realtime/agenttest/{test.pk}/change/").content.decode()
+    assert f'action="/admin/realtime/agenttest/{test.pk}/run/"' in page and "Run this test" in page
+
+    response = admin_client.post(f"/admin/realtime/agenttest/{test.pk}/run/")
+    run = TestRun.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/admin/realtime/testrun/{run.pk}/change/"
+    run.refresh_from_db()
+    assert (run.status, run.passed, run.failed, run.errored) == ("completed", 1, 0, 0), run.error
+    assert run.test_ids == [str(test.pk)]
+    page = admin_client.get(response["Location"]).content.decode()
+    assert '<strong class="test-verdict-pass">pass</strong>' in page
+    assert admin_client.get(f"/admin/realtime/agenttest/{test.pk}/run/").status_code == 405  # POST only
