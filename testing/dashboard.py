@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from typing import Any
 
 from accounts.models import Organization
@@ -82,3 +83,65 @@ def errors(page: str) -> list[str]:
         for block in found
         for item in re.findall(r"<li>(.*?)</li>", block, re.S)
     ]
+
+
+class PageForm(HTMLParser):
+    """The values a browser posts from a page's form `form_id` (inputs, checked boxes, selects, text
+    areas; not what a <template> holds)."""
+
+    def __init__(self, form_id: str = "agent_form") -> None:
+        super().__init__()
+        self.form_id = form_id
+        self.data: dict[str, Any] = {}
+        self._select: str | None = None
+        self._textarea: str | None = None
+        self._inside = False
+        self._in_template = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {key: value or "" for key, value in attrs}
+        if tag == "form" and a.get("id") == self.form_id:
+            self._inside = True
+        if tag == "template":
+            self._in_template = True
+        if not self._inside or self._in_template or "name" not in a:
+            if tag == "option" and self._select and "selected" in a:
+                self.data[self._select] = a.get("value", "")
+            return
+        name = a["name"]
+        if tag == "input":
+            kind = a.get("type", "text")
+            if kind in ("checkbox", "radio"):
+                if "checked" in a:
+                    self.data[name] = a.get("value", "on")
+            elif kind not in ("submit", "button", "file"):
+                self.data[name] = a.get("value", "")
+        elif tag == "select":
+            self._select = name
+            self.data.setdefault(name, "")
+        elif tag == "textarea":
+            self._textarea = name
+            self.data[name] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+        elif tag == "template":
+            self._in_template = False
+        elif tag == "form":
+            self._inside = False
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea:
+            text = data[1:] if not self.data[self._textarea] and data.startswith("\n") else data
+            self.data[self._textarea] += text
+
+
+def page_form(page: str, form_id: str = "agent_form") -> dict[str, Any]:
+    """What the browser would post from the page's form `form_id` (without the "save and add another")."""
+    parser = PageForm(form_id)
+    parser.feed(page)
+    parser.data.pop("_addanother", None)
+    return parser.data

@@ -6,7 +6,6 @@ page's fields, posted back unchanged with either editor, leave the stored settin
 from __future__ import annotations
 
 import json
-from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from django.test import Client
 
 from agents.models import Agent
 from kit.fields import iso
-from testing.dashboard import edit_form, errors
+from testing.dashboard import edit_form, errors, page_form
 
 pytestmark = pytest.mark.django_db
 
@@ -32,65 +31,6 @@ NESTED = {
         "items": {"type": "array", "items": {"type": "string"}, "description": "What the caller ordered"},
     },
 }
-
-
-class _Form(HTMLParser):
-    """The values a browser posts from the page's agent form (inputs, checked boxes, selects, text areas)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.data: dict[str, Any] = {}
-        self._select: str | None = None
-        self._textarea: str | None = None
-        self._inside = False
-        self._in_template = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {key: value or "" for key, value in attrs}
-        if tag == "form" and a.get("id") == "agent_form":
-            self._inside = True
-        if tag == "template":
-            self._in_template = True
-        if not self._inside or self._in_template or "name" not in a:
-            if tag == "option" and self._select and "selected" in a:
-                self.data[self._select] = a.get("value", "")
-            return
-        name = a["name"]
-        if tag == "input":
-            kind = a.get("type", "text")
-            if kind in ("checkbox", "radio"):
-                if "checked" in a:
-                    self.data[name] = a.get("value", "on")
-            elif kind not in ("submit", "button", "file"):
-                self.data[name] = a.get("value", "")
-        elif tag == "select":
-            self._select = name
-            self.data.setdefault(name, "")
-        elif tag == "textarea":
-            self._textarea = name
-            self.data[name] = ""
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "select":
-            self._select = None
-        elif tag == "textarea":
-            self._textarea = None
-        elif tag == "template":
-            self._in_template = False
-        elif tag == "form":
-            self._inside = False
-
-    def handle_data(self, data: str) -> None:
-        if self._textarea:
-            text = data[1:] if not self.data[self._textarea] and data.startswith("\n") else data
-            self.data[self._textarea] += text
-
-
-def page_form(page: str) -> dict[str, Any]:
-    parser = _Form()
-    parser.feed(page)
-    parser.data.pop("_addanother", None)
-    return parser.data
 
 
 def field_errors(page: str, field: str) -> list[str]:

@@ -12,6 +12,7 @@ from django.test import Client
 
 from agents.models import Agent, AgentTool
 from realtime.models import AgentTest, TestRun
+from testing.dashboard import PageForm
 from testing.factories import attempt_rows_create
 
 pytestmark = pytest.mark.django_db
@@ -343,11 +344,9 @@ def test_the_structured_form_shows_the_apis_message_on_the_field(
 
 
 def test_the_json_editor_round_trips_with_the_structured_form(admin_client: Client, orders_agent: Agent) -> None:
-    from agents.tests.test_dashboard_forms import _Form
-
-    def page_form(url: str) -> dict[str, Any]:
-        parser = _Form()
-        parser.feed(admin_client.get(url).content.decode().replace('id="agenttest_form"', 'id="agent_form"'))
+    def form_of(url: str) -> dict[str, Any]:
+        parser = PageForm("agenttest_form")
+        parser.feed(admin_client.get(url).content.decode())
         return parser.data
 
     body = {
@@ -374,7 +373,7 @@ def test_the_json_editor_round_trips_with_the_structured_form(admin_client: Clie
     fields = ("turns", "caller", "variables", "tool_mocks", "expect", "tags")
     stored = {name: getattr(test, name) for name in fields}
 
-    shown = page_form(url)
+    shown = form_of(url)
     assert shown["agent_test_editor"] == "form" and shown["mock_rows-0-tool"] == "check_order_status"
     variables = {shown[f"variable_rows-{row}-name"]: shown[f"variable_rows-{row}-value"] for row in (0, 1)}
     assert variables == {"customer_name": "Ann", "visits": "3"} and shown["expect_no_tool_calls"] == "no"
@@ -383,7 +382,7 @@ def test_the_json_editor_round_trips_with_the_structured_form(admin_client: Clie
     test.refresh_from_db()
     assert {name: getattr(test, name) for name in fields} == stored
 
-    shown = page_form(url)
+    shown = form_of(url)
     shown["agent_test_editor"] = "json"  # the JSON boxes, as shown
     response = admin_client.post(url, shown)
     assert response.status_code == 302, errors_of(response)
