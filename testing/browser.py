@@ -10,6 +10,7 @@ short names).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -34,11 +35,51 @@ document.addEventListener("securitypolicyviolation", (e) => {
   window.__cspViolations.push(`${e.violatedDirective} blocked ${e.blockedURI || "inline"} (${e.sourceFile}:${e.lineNumber})`);
 });
 """
+# Records in window.__timeline when the microphone opened (its file starts playing then), each message the
+# server sent but audio, and every 5 s of microphone audio sent, at the time of day in UTC (an init script):
+# printed after a conversation test beside the agent log, so that a failure shows what happened when.
+WATCH_TIMELINE = """
+window.__timeline = [];
+const __mark = (what) => window.__timeline.push(`${new Date().toISOString().slice(11, 23)} ${what}`);
+if (navigator.mediaDevices) {
+  const openMicrophone = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
+  navigator.mediaDevices.getUserMedia = async (constraints) => {
+    const stream = await openMicrophone(constraints);
+    __mark("microphone open");
+    return stream;
+  };
+}
+const NativeSocket = window.WebSocket;
+window.WebSocket = class extends NativeSocket {
+  constructor(...args) {
+    super(...args);
+    this.addEventListener("message", (event) => {
+      if (typeof event.data === "string" && !event.data.includes('"output_audio"')) __mark(event.data.slice(0, 160));
+    });
+    this.audioFrames = 0;
+  }
+  send(data) {
+    // Every 5 s of microphone audio sent (250 frames of 20 ms): a browser that keeps up sends them 5 s apart.
+    if (typeof data === "string" && data.startsWith('{"type":"input_audio"') && ++this.audioFrames % 250 === 0) {
+      __mark(`sent ${this.audioFrames / 50} s of microphone audio`);
+    }
+    super.send(data);
+  }
+};
+"""
 MIC_RATE = 48000
-# The microphone file: silence while the disclosure and greeting play, the sentence, a short pause,
-# and the sentence again, spoken over the agent's answer (a barge-in); then silence.
+# The microphone file: silence while the disclosure and greeting play, the sentence, a pause, and the
+# sentence again, spoken over the agent's answer (a barge-in); then silence. The file plays from the
+# moment the browser opens the microphone, whatever the machine's load, while the agent's timing depends
+# on it. The lead: the session's start and the greeting (about 7.5 s of speech) took 7.6 to 8.6 s
+# beside a CPU hog (a longer lead changes what the recognizer makes of the first sentence: the browser's
+# automatic gain rises in the silence). The pause: the caller's audio may be processed seconds late on
+# a busy machine, but all of it equally late; what counts is that the answer has started and played
+# REALTIME_CONTINUE_TURN_MS (after which the caller's words are a barge-in, not more of the same turn)
+# within the pause, up to 4 s after the turn ended, with a long answer (about 8 s: see
+# realtime/tests/test_browser_e2e.py) still playing when the caller speaks again.
 LEAD_SECONDS = 11.0
-PAUSE_SECONDS = 2.2
+PAUSE_SECONDS = 4.5
 TAIL_SECONDS = 12.0
 
 
@@ -123,6 +164,7 @@ def page_fixture(microphone_wav: Path, request: Any) -> Iterator[Any]:
         )
         context = browser.new_context(viewport={"width": 1200, "height": 900})
         context.add_init_script(WATCH_VIOLATIONS)  # window.__cspViolations: what the page's CSP refused
+        context.add_init_script(WATCH_TIMELINE)  # window.__timeline: the microphone and the server's messages
         opened = context.new_page()
         console: list[str] = []
         opened.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
@@ -133,6 +175,8 @@ def page_fixture(microphone_wav: Path, request: Any) -> Iterator[Any]:
         finally:
             if console:
                 print("browser console:\n" + "\n".join(console[-50:]))
+            with contextlib.suppress(Exception):  # the page may be gone
+                print("timeline:\n" + "\n".join(opened.evaluate("window.__timeline || []")))
             browser.close()
 
 

@@ -29,7 +29,7 @@ from testing.browser import (  # noqa: F401 - fixtures: Chromium with a micropho
 from testing.daphne import REPO, SECRET, DaphneServer, in_thread, start_test_server, stop_test_server
 from testing.webhooks import LoopbackReceiver, Reply
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.serial]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ARTIFACTS = REPO / "var" / "test-artifacts"
 PASSWORD = "pw-staff-Xq4Lm8Tz"

@@ -151,3 +151,69 @@ describe("the microphone level", () => {
     assert.equal(client.micLevel, 0);
   });
 });
+
+describe("a barge-in's clear", () => {
+  // The playback worklet's port: what the client posts to it; its answers come back through onPlayback.
+  function withPlayback(client) {
+    const posted = [];
+    client.playback = { port: { postMessage: (message) => posted.push(message) } };
+    return posted;
+  }
+
+  test("what comes after a clear is raised after it, once the worklet has dropped its queue", () => {
+    const client = new VoiceClient();
+    const posted = withPlayback(client);
+    const events = [];
+    client.on("clear", ({ droppedSamples }) => events.push(["clear", droppedSamples]));
+    client.on("speech", ({ speaking }) => events.push(["speech", speaking]));
+    client.on("transcript", ({ role, text }) => events.push(["transcript", role, text]));
+    receive(client, { type: "agent_speech", text: "Let me tell you everything." });
+    // On a busy machine the caller's turn can end as the barge-in cuts the agent: all at once.
+    receive(client, { type: "clear" });
+    receive(client, { type: "agent_speech.ended", interrupted: true });
+    receive(client, { type: "transcript", role: "assistant", text: "Let me" });
+    receive(client, { type: "transcript", role: "user", text: "I would like to book a table" });
+    assert.deepEqual(posted, [{ type: "clear" }]);
+    assert.deepEqual(events, [["speech", true]]);
+    client.onPlayback({ type: "cleared", dropped: 4800, queued: 0, sampleRate: 48000 });
+    assert.deepEqual(events, [
+      ["speech", true],
+      ["clear", 4800],
+      ["speech", false],
+      ["transcript", "assistant", "Let me"],
+      ["transcript", "user", "I would like to book a table"],
+    ]);
+    receive(client, { type: "transcript", role: "assistant", text: "Sure." });
+    assert.deepEqual(events.at(-1), ["transcript", "assistant", "Sure."]);
+  });
+
+  test("a clear among the held messages holds the rest again", () => {
+    const client = new VoiceClient();
+    const posted = withPlayback(client);
+    const events = [];
+    client.on("clear", () => events.push("clear"));
+    client.on("transcript", ({ text }) => events.push(text));
+    receive(client, { type: "clear" });
+    receive(client, { type: "transcript", role: "user", text: "one" });
+    receive(client, { type: "clear" });
+    receive(client, { type: "transcript", role: "user", text: "two" });
+    client.onPlayback({ type: "cleared", dropped: 0, queued: 0, sampleRate: 48000 });
+    assert.deepEqual(events, ["clear", "one"]);
+    assert.equal(posted.length, 2);
+    client.onPlayback({ type: "cleared", dropped: 0, queued: 0, sampleRate: 48000 });
+    assert.deepEqual(events, ["clear", "one", "clear", "two"]);
+  });
+
+  test("a call that closes before the worklet answers still raises what was held, before closed", () => {
+    const client = new VoiceClient();
+    withPlayback(client);
+    const events = [];
+    client.on("clear", () => events.push("clear"));
+    client.on("transcript", ({ text }) => events.push(text));
+    client.on("closed", () => events.push("closed"));
+    receive(client, { type: "clear" });
+    receive(client, { type: "transcript", role: "user", text: "goodbye" });
+    client.onClose(1000, "conversation ended");
+    assert.deepEqual(events, ["clear", "goodbye", "closed"]);
+  });
+});

@@ -85,6 +85,10 @@ export class VoiceClient {
     this.speechText = ""; // the sentence it is speaking
     this.answerText = ""; // its answer so far (the sentences of this answer)
     this.micLevel = 0; // the microphone's last level (RMS, 0..1)
+    // The server's messages that came after a `clear`, held until the playback worklet has dropped its
+    // queue (its `cleared` answer raises the `clear` event), so that the events keep the server's order:
+    // on a busy machine a barge-in's `clear` and the caller's `user` transcript can come together.
+    this.held = null;
   }
 
   on(name, handler) {
@@ -227,20 +231,33 @@ export class VoiceClient {
   }
 
   onPlayback(message) {
-    if (message.type === "queue") {
-      this.queued = message.queued;
-      this.emit("queue", { queuedSamples: message.queued, playing: message.playing, sampleRate: message.sampleRate });
-    } else if (message.type === "cleared") {
+    if (message.type === "cleared") {
       this.queued = message.queued;
       this.emit("clear", {
         droppedSamples: message.dropped,
         queuedSamples: message.queued,
         sampleRate: message.sampleRate,
       });
+      this.releaseHeld();
+    } else if (message.type === "queue") {
+      this.queued = message.queued;
+      this.emit("queue", { queuedSamples: message.queued, playing: message.playing, sampleRate: message.sampleRate });
     }
   }
 
+  /** Handles the messages held since a `clear`, in order (a `clear` among them holds the rest again). */
+  releaseHeld() {
+    const held = this.held || [];
+    this.held = null;
+    while (held.length && this.held === null) this.onMessage(held.shift());
+    if (this.held !== null) this.held.push(...held);
+  }
+
   onMessage(raw) {
+    if (this.held !== null) {
+      this.held.push(raw);
+      return;
+    }
     let message;
     try {
       message = JSON.parse(raw);
@@ -262,9 +279,12 @@ export class VoiceClient {
         break;
       }
       case "clear":
-        // The worklet drops its queue and answers "cleared"; that answer raises the `clear` event.
-        if (this.playback) this.playback.port.postMessage({ type: "clear" });
-        else this.emit("clear", { droppedSamples: 0, queuedSamples: 0, sampleRate: null });
+        // The worklet drops its queue and answers "cleared"; that answer raises the `clear` event, and
+        // the messages after this one wait for it.
+        if (this.playback) {
+          this.held = [];
+          this.playback.port.postMessage({ type: "clear" });
+        } else this.emit("clear", { droppedSamples: 0, queuedSamples: 0, sampleRate: null });
         break;
       case "transcript":
         this.emit("transcript", { role: message.role, text: message.text });
@@ -376,5 +396,10 @@ export class VoiceClient {
     if (this.context && this.context.state !== "closed") this.context.close().catch(() => {});
     this.stream = this.source = this.capture = this.playback = null;
     this.queued = 0;
+    // No worklet answers a pending clear any more: what waited for it is handled now.
+    if (this.held !== null) {
+      this.emit("clear", { droppedSamples: 0, queuedSamples: 0, sampleRate: null });
+      this.releaseHeld();
+    }
   }
 }

@@ -1,0 +1,336 @@
+"""The project's pages in a real browser: headless Chromium (Debian's, driven by Playwright) at 1280x800
+against a real Daphne server. One server and one browser serve the module; each test makes its own world
+on the test database and opens its pages in a fresh browser context (no cookies from the test before).
+
+- Every page under its Content-Security-Policy: each loads with no CSP violation (no "Refused to ..." on
+  the console, no securitypolicyviolation event) and still works: Swagger UI lists the operations, the
+  agent page mounts its talk panel, the demo page offers its agents, the call record draws its timeline.
+- The dashboard: every list page fits the window (no horizontal scrolling), the home page refreshes its
+  live calls by itself under the CSP, and the favicon is served. Set DASHBOARD_SCREENSHOTS to a folder to
+  keep a screenshot of each page there.
+- The call page's recording player loads the recording through its signed URL under the page's CSP
+  (media-src 'self'; Chromium fetches it with Range requests), and clicking a turn in the transcript or
+  the timeline moves the player to that turn's start."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from django.contrib import admin
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import Organization
+from accounts.services import plan_get
+from calls import services as calls_services
+from calls.models import Call, CallMessage
+from calls.recordings import encode_stereo_ogg, recording_store
+from kit.storage import storage_from_url
+from testing.browser import CHROMIUM, WATCH_VIOLATIONS, playwright_or_skip
+from testing.daphne import DaphneServer, in_thread, shared_test_server
+from testing.dashboard import STAFF_PASSWORD
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# The organization the server's demo pages talk as (DEMO_ORGANIZATION_ID): the CSP test's world makes it.
+DEMO_ORGANIZATION = "6f1d2c3b-4a59-4e8f-9d7c-0b1a2e3f4d5c"
+RECORDING_SECONDS = 12
+# How many pixels the page is wider than the window, or a list's table wider than its box (Django lets
+# the table scroll sideways inside it: the page fits, the table does not).
+OVERFLOW = """Math.max(
+  document.documentElement.scrollWidth - window.innerWidth,
+  ...[...document.querySelectorAll("#changelist .results")].map((box) => box.scrollWidth - box.clientWidth),
+)"""
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory: Any) -> Path:
+    """Where the server and the tests keep recordings (the player test's is stored here)."""
+    return tmp_path_factory.mktemp("recordings")
+
+
+@pytest.fixture(scope="module")
+def server(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any, recordings: Path
+) -> Iterator[DaphneServer]:
+    """One server for the module's tests (each test makes its own world)."""
+    env = {
+        "DEMO_PAGES": "true",
+        "DEMO_ORGANIZATION_ID": DEMO_ORGANIZATION,
+        "REALTIME_PRELOAD": "false",
+        "RECORDINGS_STORAGE_URL": f"file://{recordings}",
+    }
+    with shared_test_server(django_db_blocker, tmp_path_factory, "pages", env) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[tuple[Any, asyncio.AbstractEventLoop]]:
+    """One Chromium for the module, and the event loop of Playwright's sync API.
+
+    That API marks its loop as running in this thread between its calls, and Django refuses database
+    queries in a thread with a running loop: the mark is off while no test's page is open (each test's
+    world is made, and the database flushed after it, then), and on while one is (`fresh_page`). The
+    tests' own queries go through in_thread, as with a browser of their own."""
+    sync_playwright = playwright_or_skip()
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
+        )
+        loop = asyncio.get_running_loop()
+        asyncio.events._set_running_loop(None)
+        try:
+            yield chromium, loop
+        finally:
+            asyncio.events._set_running_loop(loop)
+            chromium.close()
+
+
+@pytest.fixture
+def fresh_page(browser: tuple[Any, asyncio.AbstractEventLoop]) -> Iterator[tuple[Any, list[str]]]:
+    """A page (1280x800) in a context of its own that records CSP violations, and its console lines."""
+    chromium, loop = browser
+    asyncio.events._set_running_loop(loop)
+    try:
+        context = chromium.new_context(viewport={"width": 1280, "height": 800})
+        try:
+            context.add_init_script(WATCH_VIOLATIONS)
+            page = context.new_page()
+            console: list[str] = []
+            page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+            page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
+            yield page, console
+        finally:
+            context.close()
+    finally:
+        asyncio.events._set_running_loop(None)
+
+
+def _log_in(page: Any, base: str) -> None:
+    page.goto(f"{base}/admin/login/")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", STAFF_PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}/admin/")
+
+
+def _problems(page: Any, console: list[str]) -> list[str]:
+    """What the page's CSP refused (its securitypolicyviolation events and the console's "Refused to"
+    lines) and its uncaught errors."""
+    violations = page.evaluate("window.__cspViolations")
+    refused = [line for line in console if "Refused to" in line or "Content Security Policy" in line]
+    errors = [line for line in console if line.startswith("pageerror")]
+    return violations + refused + errors
+
+
+# Every page under its CSP.
+
+
+@pytest.fixture
+def csp_world(make_agent: Any, django_user_model: Any) -> dict[str, Any]:
+    """The demo organization with an agent and a finished call, and the superuser `staff`."""
+    organization = Organization.objects.create(id=DEMO_ORGANIZATION, name="Acme", plan=plan_get(code="studio"))
+    agent = make_agent(organization, name="Ava", status="active", static_greeting="Hello!")
+    call = calls_services.call_start(agent=agent, channel="web")
+    calls_services.call_message_add(call=call, role="assistant", content="Hello!")
+    calls_services.call_message_add(call=call, role="user", content="When do you open?")
+    calls_services.call_finish(call=call, status="completed")
+    django_user_model.objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD)
+    return {"agent": agent, "call": call}
+
+
+def _visit(page: Any, console: list[str], url: str, ready: str) -> list[str]:
+    """Open `url`, wait until `ready` (a selector) is on it, and return its CSP violations."""
+    console.clear()
+    response = page.goto(url)
+    assert response.status == 200, url
+    assert "'nonce-" in response.headers["content-security-policy"], url
+    page.wait_for_selector(ready, timeout=30_000)
+    page.wait_for_load_state("networkidle")
+    return _problems(page, console)
+
+
+def test_every_page_works_under_its_csp(server, csp_world, fresh_page):
+    page, console = fresh_page
+    base = server.http_url
+    agent, call = csp_world["agent"], csp_world["call"]
+
+    assert _visit(page, console, f"{base}/", "h1") == []
+    assert _visit(page, console, f"{base}/demo/", f"#agent-{agent.pk}") == []
+    assert page.is_checked(f"#agent-{agent.pk}")  # the page's script ran
+    assert page.is_visible('#talk-panel [data-role="toggle"]')
+    # Swagger UI renders the operations from the schema (its start-up script is a file now).
+    assert _visit(page, console, f"{base}/docs/", ".opblock") == []
+    assert page.locator(".opblock").count() > 20
+
+    assert _visit(page, console, f"{base}/admin/login/", "#id_username") == []
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", STAFF_PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}/admin/")
+    pages = {
+        f"{base}/admin/": "#content-main",
+        f"{base}/admin/agents/agent/": "#result_list",
+        f"{base}/admin/agents/agent/{agent.pk}/change/": '#talk-panel [data-role="toggle"]',
+        f"{base}/admin/calls/call/": "#result_list",
+        f"{base}/admin/calls/call/{call.pk}/change/": ".conversation",
+        f"{base}/admin/calls/call/usage/": "table",
+    }
+    for url, ready in pages.items():
+        assert _visit(page, console, url, ready) == [], url
+    # The talk panel's script ran under the nonce: the panel is mounted (its button reads "Start").
+    page.goto(f"{base}/admin/agents/agent/{agent.pk}/change/")
+    assert page.locator('#talk-panel [data-role="toggle"]').is_enabled()
+
+
+# The dashboard at 1280x800 (the world: voiceagent/tests/conftest.py's dashboard_world).
+
+
+def _open(page: Any, console: list[str], url: str, name: str) -> int:
+    """Open `url`; return by how many pixels it is too wide (0: it fits, see OVERFLOW)."""
+    console.clear()
+    response = page.goto(url)
+    assert response.status == 200, url
+    page.wait_for_load_state("networkidle")
+    folder = os.environ.get("DASHBOARD_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+    problems = page.evaluate("window.__cspViolations") + [line for line in console if "pageerror" in line]
+    assert problems == [], url
+    return page.evaluate(OVERFLOW)
+
+
+def _list_pages() -> dict[str, str]:
+    pages = {"home": reverse("admin:index"), "usage": reverse("admin:calls_usage")}
+    for model in admin.site._registry:
+        pages[model._meta.label_lower] = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+    return pages
+
+
+def test_every_list_page_fits_a_1280_pixel_window(server, dashboard_world, fresh_page):
+    page, console = fresh_page
+    base = server.http_url
+    _log_in(page, base)
+    overflowing = {name: px for name, path in _list_pages().items() if (px := _open(page, console, base + path, name))}
+    assert overflowing == {}, f"wider than the window by (px): {overflowing}"
+
+    # The pages that show one record, with the widest content the dashboard has.
+    call = dashboard_world.call
+    records = {
+        "call": reverse("admin:calls_call_change", args=[call.pk]),
+        "agent-logs-of-a-call": f"{reverse('admin:calls_agentlog_changelist')}?call={call.pk}",
+        "phone-number": reverse(
+            "admin:telephony_phonenumber_change", args=[in_thread(lambda: dashboard_world.agent.phone_numbers.get().pk)]
+        ),
+        "phone-number-add": reverse("admin:telephony_phonenumber_add"),
+    }
+    overflowing = {name: px for name, path in records.items() if (px := _open(page, console, base + path, name))}
+    assert overflowing == {}, f"wider than the window by (px): {overflowing}"
+
+
+def test_the_home_page_refreshes_live_calls_by_itself(server, dashboard_world, fresh_page):
+    from playwright.sync_api import expect
+
+    page, console = fresh_page
+    base = server.http_url
+    _log_in(page, base)
+    assert _open(page, console, f"{base}/admin/", "home") == 0
+    assert page.text_content('[data-count="live"]') == "2"
+    assert page.locator("#live-calls tbody tr").count() == 2
+
+    # A third call starts while the page is open: the page shows it without being reloaded.
+    in_thread(lambda: calls_services.call_start(agent=dashboard_world.agent, channel="web"))
+    expect(page.locator('[data-count="live"]')).to_have_text("3", timeout=20_000)
+    assert page.locator("#live-calls tbody tr").count() == 3
+    assert page.text_content("#live-updated").startswith("updated")
+    assert page.evaluate("window.__cspViolations") == []
+
+
+def test_pages_carry_a_favicon_that_is_served(server, dashboard_world, fresh_page):
+    page, _ = fresh_page
+    base = server.http_url
+    _log_in(page, base)
+    icons = page.eval_on_selector_all('link[rel="icon"]', "links => links.map(link => link.href)")
+    assert icons
+    for href in icons:
+        response = page.request.get(href)
+        assert response.status == 200 and response.headers["content-type"].startswith("image/"), href
+    browsers_default = page.request.get(f"{base}/favicon.ico")
+    assert browsers_default.status == 200 and browsers_default.headers["content-type"].startswith("image/")
+
+
+# The call page's recording player.
+
+
+@pytest.fixture
+def player_world(
+    owner: Any, make_agent: Any, django_user_model: Any, settings: Any, recordings: Path
+) -> dict[str, Any]:
+    """A finished call of RECORDING_SECONDS whose turns end at 3, 7 and 10 s, recorded (a tone) where the
+    server finds recordings, and the superuser `staff`."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "recordings": storage_from_url(f"file://{recordings}", default_location=""),
+    }
+    agent = make_agent(owner.organization, name="Ava", status="active", recording_enabled=True)
+    call = calls_services.call_start(agent=agent, channel="web")
+    calls_services.call_message_add(call=call, role="assistant", content="Hello! How can I help you today?")
+    calls_services.call_message_add(call=call, role="user", content="When do you open on Sunday morning?")
+    calls_services.call_message_add(call=call, role="assistant", content="We open at noon on Sundays.")
+    calls_services.call_finish(call=call, status="completed")
+    started = timezone.now() - timedelta(seconds=RECORDING_SECONDS)
+    Call.objects.filter(pk=call.pk).update(started_at=started, ended_at=started + timedelta(seconds=RECORDING_SECONDS))
+    for message, ends in zip(CallMessage.objects.filter(call=call).order_by("sequence"), (3, 7, 10), strict=True):
+        CallMessage.objects.filter(pk=message.pk).update(occurred_at=started + timedelta(seconds=ends))
+    call.refresh_from_db()
+    rate = 16000
+    tone = (np.sin(2 * np.pi * 220 * np.arange(RECORDING_SECONDS * rate) / rate) * 6000).astype("<i2").tobytes()
+    encoded = io.BytesIO()
+    encode_stereo_ogg(left=io.BytesIO(tone), left_rate=rate, right=io.BytesIO(tone), right_rate=rate, out=encoded)
+    calls_services.call_recording_attach(call_id=str(call.pk), key=recording_store(call=call, data=encoded))
+    django_user_model.objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD)
+    return {"call": call}
+
+
+@pytest.mark.slow
+def test_the_call_page_plays_the_recording_and_a_click_on_a_turn_seeks_to_it(server, player_world, fresh_page):
+    page, console = fresh_page
+    base = server.http_url
+    _log_in(page, base)
+
+    response = page.goto(f"{base}/admin/calls/call/{player_world['call'].pk}/change/")
+    assert response.status == 200
+    page.wait_for_function(
+        "document.getElementById('call-recording').readyState >= 1", timeout=30_000
+    )  # metadata loaded through the signed URL
+    duration = page.evaluate("document.getElementById('call-recording').duration")
+    assert abs(duration - RECORDING_SECONDS) < 0.5
+
+    bubbles = page.locator(".conversation .bubble[data-seek]")
+    assert bubbles.count() == 3
+    target = float(bubbles.nth(2).get_attribute("data-seek"))
+    assert 5 < target < 10
+    bubbles.nth(2).click()
+    page.wait_for_function(
+        "(t) => Math.abs(document.getElementById('call-recording').currentTime - t) < 0.6", arg=target, timeout=10_000
+    )
+    page.evaluate("document.getElementById('call-recording').pause()")
+
+    bar = page.locator(".timeline rect.turn.caller")
+    caller_start = float(bar.first.get_attribute("data-seek"))
+    bar.first.click()
+    page.wait_for_function(
+        "(t) => Math.abs(document.getElementById('call-recording').currentTime - t) < 0.6",
+        arg=caller_start,
+        timeout=10_000,
+    )
+    assert _problems(page, console) == []
