@@ -10,12 +10,19 @@ on the test database and opens its pages in a fresh browser context (no cookies 
   keep a screenshot of each page there.
 - The call page's recording player loads the recording through its signed URL under the page's CSP
   (media-src 'self'; Chromium fetches it with Range requests), and clicking a turn in the transcript or
-  the timeline moves the player to that turn's start."""
+  the timeline moves the player to that turn's start.
+- Every dashboard page (each list, its add page, the first record it lists) loads with no console error and
+  no CSP violation. Staff build an agent test with the structured form (turns as rows, a mocked tool in the
+  table, expectations as fields; the JSON editor shows the same test and back), run it from its page and
+  see it pass; they fill the agent's analysis plan form. On the agent page nothing overlaps the "Talk to
+  this agent" panel (bounding boxes) and the fieldset headings are compact; a screenshot lands in
+  var/test-artifacts/agent-page.png."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 from collections.abc import Iterator
 from datetime import timedelta
@@ -25,18 +32,23 @@ from typing import Any
 import numpy as np
 import pytest
 from django.contrib import admin
+from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import Organization
 from accounts.services import plan_get
+from agents.models import Agent
 from calls import services as calls_services
 from calls.models import Call, CallMessage
 from calls.recordings import encode_stereo_ogg, recording_store
 from kit.storage import storage_from_url
-from testing.browser import CHROMIUM, WATCH_VIOLATIONS, playwright_or_skip
-from testing.daphne import DaphneServer, in_thread, shared_test_server
+from realtime.models import AgentTest, TestRun
+from testing.browser import CHROMIUM, WATCH_VIOLATIONS, playwright_or_skip, wait_until
+from testing.daphne import REPO, DaphneServer, in_thread, shared_test_server
 from testing.dashboard import STAFF_PASSWORD
+from testing.factories import AgentToolFactory
+from testing.waiting import polled_sync
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -334,3 +346,222 @@ def test_the_call_page_plays_the_recording_and_a_click_on_a_turn_seeks_to_it(ser
         timeout=10_000,
     )
     assert _problems(page, console) == []
+
+
+# Every dashboard page, and the structured forms (agent tests, the analysis plan) at work.
+
+ARTIFACTS = REPO / "var" / "test-artifacts"
+ORDER = "What is the status of order 3561?"
+# What overlaps the talk panel: every visible element that is neither inside it nor one of its ancestors
+# (text for screen readers only, clipped to nothing, is not seen).
+OVERLAPPING = """() => {
+  const panel = document.getElementById("talk-panel");
+  const box = panel.getBoundingClientRect();
+  const found = [];
+  for (const element of document.body.querySelectorAll("*")) {
+    if (panel.contains(element) || element.contains(panel) || element.closest(".visually-hidden")) continue;
+    const r = element.getBoundingClientRect();
+    const style = getComputedStyle(element);
+    if (!r.width || !r.height || style.visibility === "hidden" || style.display === "none") continue;
+    if (r.left < box.right && r.right > box.left && r.top < box.bottom && r.bottom > box.top) {
+      found.push(`${element.tagName.toLowerCase()}#${element.id}.${element.className} at ${Math.round(r.top)}`);
+    }
+  }
+  return found;
+}"""
+
+
+def _all_problems(page: Any, console: list[str]) -> list[str]:
+    """Once the page has settled: its CSP violations, console errors and uncaught errors since the last
+    look (the console is emptied)."""
+    page.wait_for_load_state("networkidle")
+    found = page.evaluate("window.__cspViolations") + [
+        line for line in console if line.startswith(("error:", "pageerror:")) or "Refused to" in line
+    ]
+    console.clear()
+    page.evaluate("window.__cspViolations = []")
+    return found
+
+
+def test_every_dashboard_page_loads_without_a_console_error_or_csp_violation(server, dashboard_world, fresh_page):
+    """Every list page of the dashboard, its add page (where it has one) and the first record it lists, as
+    staff reach them by clicking."""
+    page, console = fresh_page
+    base = server.http_url
+    _log_in(page, base)
+    visited: dict[str, list[str]] = {}
+
+    def look(url: str) -> None:
+        response = page.goto(url)
+        assert response.status == 200, url
+        visited[url.removeprefix(base)] = _all_problems(page, console)
+
+    look(f"{base}/admin/")
+    for path in _list_pages().values():
+        look(base + path)
+        add = page.locator(".object-tools a.addlink")
+        first = page.locator("#result_list tbody tr th a, #result_list tbody tr td.field-__str__ a").first
+        record = first.get_attribute("href") if first.count() else None
+        if add.count():
+            look(base + add.first.get_attribute("href"))
+        if record:
+            look(base + record)
+    assert len(visited) >= 40, sorted(visited)
+    assert {url: found for url, found in visited.items() if found} == {}
+
+
+@pytest.fixture
+def olive(owner: Any, make_agent: Any) -> Agent:
+    """An active webhook agent with one tool (never called: the tests mock it), and the superuser `staff`."""
+    agent = make_agent(
+        owner.organization,
+        name="Olive",
+        status="active",
+        instructions="You help callers with their orders.",
+        agent_type="webhook",
+        server_url="https://hooks.example.com/agent",  # never reached: the test's tool is mocked
+    )
+    AgentToolFactory(
+        agent=agent,
+        name="check_order_status",
+        description="Look up the delivery status of an order by its order number",
+        parameter_schema={
+            "type": "object",
+            "properties": {"order_number": {"type": "string", "description": "The order number"}},
+            "required": ["order_number"],
+        },
+    )
+    User.objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD)
+    return agent
+
+
+@pytest.fixture
+def staff_page(olive: Agent, server: DaphneServer, fresh_page: tuple[Any, list[str]]) -> tuple[Any, list[str]]:
+    """`fresh_page`, logged in as `staff` (after `olive` made the user)."""
+    page, console = fresh_page
+    _log_in(page, server.http_url)
+    console.clear()
+    return page, console
+
+
+def test_an_agent_test_built_with_the_structured_form_runs(server, olive, staff_page):
+    page, console = staff_page
+    base = server.http_url
+    page.goto(f"{base}/admin/realtime/agenttest/add/?agent={olive.pk}")
+    assert _all_problems(page, console) == []
+    # The JSON boxes are hidden behind the editor choice; the form's rows are shown.
+    assert not page.is_visible("textarea[name=turns]") and page.is_visible("[name='turn_rows-0-user']")
+
+    page.fill("#id_name", "Order status")
+    page.select_option("#id_kind", "tool_call")
+    page.fill("[name='turn_rows-0-user']", ORDER)
+    page.click("text=Add a turn")  # a second row, then removed again
+    assert page.locator("[name='turn_rows-1-user']").count() == 1
+    page.locator(".field-turn_rows .rows-remove").last.click()
+    assert page.locator("[name='turn_rows-1-user']").count() == 0
+    page.fill("[name='mock_rows-0-tool']", "check_order_status")
+    page.fill("[name='mock_rows-0-arguments']", '{"order_number": "3561"}')
+    page.fill("[name='mock_rows-0-result']", '{"status": "shipped yesterday", "arrives": "Friday"}')
+    page.fill("[name='expect_tool_calls-0-name']", "check_order_status")
+    page.fill("#id_expect_reply_contains", "shipped yesterday\nFriday")
+    page.select_option("#id_expect_transferred", "no")
+    page.fill("#id_tag_list", "smoke")
+
+    # Edit as JSON: the boxes hold the test the form says; back to the form, the fields are as typed.
+    page.check("input[name=agent_test_editor][value=json]")
+    assert page.is_visible("textarea[name=turns]") and not page.is_visible("[name='turn_rows-0-user']")
+    assert json.loads(page.input_value("textarea[name=turns]")) == [{"user": ORDER}]
+    mocks = json.loads(page.input_value("textarea[name=tool_mocks]"))
+    assert mocks == [
+        {
+            "tool": "check_order_status",
+            "when": {"argumentsInclude": {"order_number": "3561"}},
+            "result": {"status": "shipped yesterday", "arrives": "Friday"},
+        }
+    ]
+    expect = json.loads(page.input_value("textarea[name=expect]"))
+    assert expect["replyContains"] == ["shipped yesterday", "Friday"] and expect["transferred"] is False
+    page.check("input[name=agent_test_editor][value=form]")
+    assert page.input_value("[name='turn_rows-0-user']") == ORDER
+    assert page.input_value("[name='mock_rows-0-tool']") == "check_order_status"
+    assert _all_problems(page, console) == []
+
+    page.click("input[name=_save]")
+    page.wait_for_url(f"{base}/admin/realtime/agenttest/**")
+    test = in_thread(AgentTest.objects.get)
+    assert test.turns == [{"user": ORDER}] and test.tool_mocks == mocks and test.tags == ["smoke"]
+
+    page.goto(f"{base}/admin/realtime/agenttest/{test.pk}/change/")
+    assert _all_problems(page, console) == []
+    button = page.locator("#run-this-test")
+    # Styled as its neighbours among the object tools (Django's pill), not a bare browser button.
+    style = button.evaluate("b => [getComputedStyle(b).textTransform, getComputedStyle(b).borderRadius]")
+    assert style == ["uppercase", "15px"]
+    button.click()
+    page.wait_for_url(f"{base}/admin/realtime/testrun/**")
+    run = in_thread(TestRun.objects.get)
+    polled_sync(
+        lambda: in_thread(lambda: TestRun.objects.get(pk=run.pk)).status in ("completed", "failed"),
+        what="the test run finished",
+        timeout=120,
+    )
+    in_thread(run.refresh_from_db)
+    assert (run.status, run.passed, run.failed, run.errored) == ("completed", 1, 0, 0), run.error
+    page.reload()
+    wait_until(page, "() => !!document.querySelector('.test-verdict-pass')")
+    assert _all_problems(page, console) == []
+
+    page.goto(f"{base}/admin/realtime/agenttest/?agent__id__exact={olive.pk}")
+    assert _all_problems(page, console) == []
+    style = page.locator("button.object-tool-button").evaluate("b => getComputedStyle(b).textTransform")
+    assert style == "uppercase"
+    page.goto(f"{base}/admin/realtime/testrun/")
+    assert _all_problems(page, console) == []
+
+
+def test_the_agent_page_fills_its_analysis_plan_and_leaves_the_talk_panel_clear(server, olive, staff_page):
+    page, console = staff_page
+    url = f"{server.http_url}/admin/agents/agent/{olive.pk}/change/"
+    page.goto(url)
+    page.wait_for_selector('#talk-panel [data-role="toggle"]')
+    assert _all_problems(page, console) == []
+
+    # Nothing overlaps the talk panel; the fieldset headings are compact bands; the agent's lists come
+    # after the form, not beside it (behind the panel).
+    assert page.evaluate(OVERLAPPING) == []
+    heights = page.eval_on_selector_all("h2.fieldset-heading", "hs => hs.map(h => h.getBoundingClientRect().height)")
+    assert heights and max(heights) <= 40, heights
+    form_bottom = page.evaluate("document.getElementById('agent_form').getBoundingClientRect().bottom")
+    assert page.evaluate("document.getElementById('agent-related').getBoundingClientRect().top") >= form_bottom
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "agent-page.png"))
+
+    # The analysis plan with the form: structured data with one field, and a success rubric.
+    page.check("#id_plan_structured_enabled")
+    page.fill("[name='plan_structured_fields-0-name']", "order_number")
+    page.select_option("[name='plan_structured_fields-0-type']", "string")
+    page.fill("[name='plan_structured_fields-0-description']", "The order the caller asked about")
+    page.check("[name='plan_structured_fields-0-required']")
+    page.check("#id_plan_success_enabled")
+    page.fill("#id_plan_success_rubric", "The caller learned where the order is.")
+    page.locator("fieldset:has(#id_plan_summary_enabled)").screenshot(path=str(ARTIFACTS / "agent-analysis-plan.png"))
+    page.check("input[name=analysis_plan_editor][value=json]")  # the JSON box shows the plan the form says
+    plan = json.loads(page.input_value("#id_analysis_plan"))
+    assert plan["structuredData"]["schema"]["required"] == ["order_number"]
+    page.check("input[name=analysis_plan_editor][value=form]")
+    page.click("input[name=_continue]")
+    page.wait_for_url(url)
+    assert page.locator(".errornote").count() == 0, page.inner_text("#content-main")
+    in_thread(olive.refresh_from_db)
+    assert olive.analysis_plan["structuredData"] == {
+        "enabled": True,
+        "schema": {
+            "type": "object",
+            "properties": {"order_number": {"type": "string", "description": "The order the caller asked about"}},
+            "required": ["order_number"],
+        },
+        "prompt": None,
+    }
+    assert olive.analysis_plan["successEvaluation"]["rubric"] == "The caller learned where the order is."
+    assert page.input_value("[name='plan_structured_fields-0-name']") == "order_number"
+    assert page.evaluate(OVERLAPPING) == []
