@@ -190,7 +190,12 @@ def test_a_test_event_reaches_the_receiver_signed_and_its_answer_is_shown(staff,
         hook.reply(Reply(status=500, body="down"))
         page = staff.post(send, follow=True).content.decode()
         assert len(hook.requests) == 2  # one attempt, no retry
-        assert "not delivered" in page and "HTTP 500" in page
+        assert "not delivered" in page and "the receiver answered HTTP 500, not a 2xx" in page
+
+        hook.reply(Reply(status=301, headers={"Location": "https://elsewhere.example.com/hook"}))
+        page = staff.post(send, follow=True).content.decode()
+        assert len(hook.requests) == 3
+        assert "HTTP 301 redirect to https://elsewhere.example.com/hook not followed" in page
 
     allow_loopback.OUTBOUND_ALLOWED_NETWORKS = []  # the guard now refuses the saved loopback URL
     page = staff.post(send, follow=True).content.decode()

@@ -261,11 +261,11 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
                 messages.SUCCESS,
             )
         else:
-            answered = f"HTTP {outcome.status_code}: " if outcome.status_code is not None else ""
-            error = outcome.error if not outcome.error.startswith("HTTP ") else "not a 2xx answer"
-            self.message_user(
-                request, f"Test event {outcome.event_id} not delivered ({took}): {answered}{error}", messages.ERROR
-            )
+            if outcome.status_code is not None and outcome.error == f"HTTP {outcome.status_code}":
+                why = f"the receiver answered HTTP {outcome.status_code}, not a 2xx"
+            else:
+                why = outcome.error  # a refused address, a timeout, a redirect not followed...
+            self.message_user(request, f"Test event {outcome.event_id} not delivered ({took}): {why}", messages.ERROR)
         return HttpResponseRedirect(self._page_url(endpoint))
 
     def _secret_page(
