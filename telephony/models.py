@@ -125,6 +125,9 @@ class CallBatch(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        # The dashboard's word for the feature (docs/guides/campaigns.md); the API's resource is call-batches.
+        verbose_name = "campaign"
+        verbose_name_plural = "campaigns"
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["organization", "-created_at"]), models.Index(fields=["status"])]
 
@@ -146,6 +149,7 @@ class CallBatchRecipient(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "campaign recipient"
         ordering = ["batch", "position"]
         constraints = [
             models.UniqueConstraint(fields=["batch", "to_number"], name="batch_recipient_number_unique"),

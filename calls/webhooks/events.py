@@ -28,6 +28,9 @@ guard, or one the HTTP client cannot encode, saved before saving checked it). St
 delivery (the dashboard's action): it is never sent, and the call's later events go on.
 Order: one call's later event reaches a target only once the earlier ones to that target have been
 delivered, have finally failed or were cancelled.
+
+`webhook_test_send` sends a webhook one `webhook.test` event the same way (the dashboard's "Send a test
+event"), answered at once and not recorded.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -280,59 +284,81 @@ def _attempt(delivery: WebhookDelivery) -> None:
     number = delivery.attempts + 1
     started = timezone.now()
     clock = time.monotonic()
-    status_code: int | None = None
-    snippet = ""
-    error = _refusal(delivery) or ""
-    retry = False
-    if not error:
-        body = delivery.event.body.encode()
+    answer = _Answer(error=_refusal(delivery) or "")
+    if not answer.error:
         secret, configured = _secret_and_headers(delivery)
-        ours = {
-            "Content-Type": "application/json",
-            EVENT_ID_HEADER: str(delivery.event_id),
-            ATTEMPT_HEADER: str(number),
-        }
-        if secret:
-            ours[SIGNATURE_HEADER] = signature(secret, body)
-        try:
-            response = egress.send_sync(
-                "POST",
-                delivery.url,
-                headers=merged_headers(configured, ours),
-                content=body,
-                timeout_s=settings.EVENTS_TIMEOUT_SECONDS,
-                max_response_bytes=MAX_RESPONSE_BYTES,
-                redirects="same_request",
+        answer = _post_signed(
+            delivery.url,
+            delivery.event.body.encode(),
+            secret=secret,
+            configured=configured,
+            event_id=str(delivery.event_id),
+            attempt=number,
+        )
+        # What the receiver answered may repeat the caller's data: stored under the agent's redactPii.
+        if answer.snippet:
+            answer.snippet = redact_for_agent(
+                Agent.objects.filter(calls=delivery.call_id).values("redact_pii", "language").first() or {},
+                answer.snippet,
             )
-        except egress.EgressUnresolved as exc:
-            error, retry = exc.message, True
-        except egress.EgressBlocked as exc:
-            error = exc.message
-        except egress.EgressTimeout:
-            error, retry = f"No answer within {settings.EVENTS_TIMEOUT_SECONDS:g} s", True
-        except egress.EgressTooLarge:
-            error = f"The answer was larger than {MAX_RESPONSE_BYTES // 1024} KB"
-        except httpx.TooManyRedirects:
-            error = "Too many redirects"
-        except httpx.HTTPError as exc:
-            error, retry = f"Could not connect ({type(exc).__name__})", True
-        except (httpx.InvalidURL, ValueError, TypeError) as exc:
-            # A URL saved before saving checked its encoding (or a header): no attempt can ever be made.
-            error = f"Invalid URL or header ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
-        else:
-            status_code = response.status_code
-            snippet = response.content[:SNIPPET_CHARS].decode("utf-8", "replace")[:SNIPPET_CHARS]
-            # What the receiver answered may repeat the caller's data: stored under the agent's redactPii.
-            snippet = redact_for_agent(
-                Agent.objects.filter(calls=delivery.call_id).values("redact_pii", "language").first() or {}, snippet
-            )
-            if 300 <= status_code < 400 and "location" in response.headers:
-                error = _redirect_error(status_code, response.headers["location"])
-                retry = True
-            elif not 200 <= status_code < 300:
-                error = f"HTTP {status_code}"
-                retry = status_code in RETRIED_STATUSES or status_code >= 500
-    _record(delivery, number, started, clock, status_code, snippet, error, retry)
+    _record(delivery, number, started, clock, answer.status_code, answer.snippet, answer.error, answer.retry)
+
+
+@dataclass
+class _Answer:
+    """One POST's outcome: the status code (None: no HTTP answer), the start of the answer's body, the
+    error ("" when it succeeded) and whether a retry may succeed."""
+
+    status_code: int | None = None
+    snippet: str = ""
+    error: str = ""
+    retry: bool = False
+
+
+def _post_signed(
+    url: str, body: bytes, *, secret: str | None, configured: dict[str, str], event_id: str, attempt: int
+) -> _Answer:
+    """POST `body` to `url` as every event is sent: signed with `secret`, with the event id and attempt
+    headers, through the egress guard within EVENTS_TIMEOUT_SECONDS; its outcome, never raising."""
+    ours = {"Content-Type": "application/json", EVENT_ID_HEADER: event_id, ATTEMPT_HEADER: str(attempt)}
+    if secret:
+        ours[SIGNATURE_HEADER] = signature(secret, body)
+    try:
+        response = egress.send_sync(
+            "POST",
+            url,
+            headers=merged_headers(configured, ours),
+            content=body,
+            timeout_s=settings.EVENTS_TIMEOUT_SECONDS,
+            max_response_bytes=MAX_RESPONSE_BYTES,
+            redirects="same_request",
+        )
+    except egress.EgressUnresolved as exc:
+        return _Answer(error=exc.message, retry=True)
+    except egress.EgressBlocked as exc:
+        return _Answer(error=exc.message)
+    except egress.EgressTimeout:
+        return _Answer(error=f"No answer within {settings.EVENTS_TIMEOUT_SECONDS:g} s", retry=True)
+    except egress.EgressTooLarge:
+        return _Answer(error=f"The answer was larger than {MAX_RESPONSE_BYTES // 1024} KB")
+    except httpx.TooManyRedirects:
+        return _Answer(error="Too many redirects")
+    except httpx.HTTPError as exc:
+        return _Answer(error=f"Could not connect ({type(exc).__name__})", retry=True)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        # A URL saved before saving checked its encoding (or a header): no attempt can ever be made.
+        return _Answer(
+            error=f"Invalid URL or header ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+        )
+    status_code = response.status_code
+    snippet = response.content[:SNIPPET_CHARS].decode("utf-8", "replace")[:SNIPPET_CHARS]
+    if 300 <= status_code < 400 and "location" in response.headers:
+        return _Answer(status_code, snippet, _redirect_error(status_code, response.headers["location"]), True)
+    if not 200 <= status_code < 300:
+        return _Answer(
+            status_code, snippet, f"HTTP {status_code}", status_code in RETRIED_STATUSES or status_code >= 500
+        )
+    return _Answer(status_code, snippet)
 
 
 def _redirect_error(status_code: int, location: str) -> str:
@@ -422,6 +448,53 @@ def delivery_cancel(*, delivery: WebhookDelivery, by: str) -> bool:
     if cancelled:
         transaction.on_commit(wake)  # a later event of the call to this target may be waiting for this one
     return bool(cancelled)
+
+
+# --- the test event -------------------------------------------------------------------------------
+
+TEST_EVENT_TYPE = "webhook.test"
+
+
+@dataclass(frozen=True)
+class WebhookTestOutcome:
+    """What one test event to a webhook met: its event id, the receiver's status code (None: no HTTP
+    answer), the error ("" when it was accepted with a 2xx) and how long it took."""
+
+    event_id: str
+    status_code: int | None
+    error: str
+    duration_ms: int
+
+    @property
+    def succeeded(self) -> bool:
+        return not self.error
+
+
+def webhook_test_send(*, endpoint: WebhookEndpoint) -> WebhookTestOutcome:
+    """Send the webhook one test event now, `{"message": {"type": "webhook.test", "id", "createdAt",
+    "webhookId", "events"}}`, exactly as a call event is sent (signed with its current secret, the event id
+    and attempt headers, through the egress guard, within EVENTS_TIMEOUT_SECONDS; one attempt, no retry),
+    also when the webhook is disabled. Nothing is recorded: the outcome is answered."""
+    event_id = str(uuid.uuid4())
+    envelope = {
+        "message": {
+            "type": TEST_EVENT_TYPE,
+            "id": event_id,
+            "createdAt": iso(timezone.now()),
+            "webhookId": str(endpoint.pk),
+            "events": list(endpoint.events or []),
+        }
+    }
+    clock = time.monotonic()
+    answer = _post_signed(
+        endpoint.url, json_body(envelope), secret=endpoint.secret, configured={}, event_id=event_id, attempt=1
+    )
+    return WebhookTestOutcome(
+        event_id=event_id,
+        status_code=answer.status_code,
+        error=answer.error[:500],
+        duration_ms=max(0, int((time.monotonic() - clock) * 1000)),
+    )
 
 
 # --- upkeep jobs: old events, failing endpoints -----------------------------------------------------

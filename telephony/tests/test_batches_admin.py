@@ -1,4 +1,4 @@
-"""Dashboard: call batches with progress and outcomes, a batch's page with its recipients and calls, and
+"""Dashboard: campaigns (call batches) with progress and outcomes, a campaign's page with its recipients and calls, and
 the pause/resume/cancel actions (the API's services)."""
 
 from __future__ import annotations
@@ -58,11 +58,11 @@ def test_the_batch_page_lists_recipients_and_calls(staff, batch):
 
 
 def test_the_actions_pause_resume_and_cancel(staff, batch):
-    assert "1 batch paused." in act(staff, "pause", batch)
+    assert "1 campaign paused." in act(staff, "pause", batch)
     batch.refresh_from_db()
     assert batch.status == "paused"
     assert "A paused batch cannot be paused" in act(staff, "pause", batch)
-    assert "1 batch resumed." in act(staff, "resume", batch)
-    assert "1 batch canceled." in act(staff, "cancel", batch)
+    assert "1 campaign resumed." in act(staff, "resume", batch)
+    assert "1 campaign canceled." in act(staff, "cancel", batch)
     batch.refresh_from_db()
     assert batch.status == "canceled"
