@@ -3,7 +3,6 @@ browser tests look at (long names and messages included, so that a page that ove
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +21,6 @@ from knowledge import services as knowledge_services
 from realtime.models import UsedSessionToken
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
-from testing.browser import CHROMIUM, WATCH_VIOLATIONS, playwright_or_skip
 from testing.dashboard import STAFF_PASSWORD, DashboardWorld
 
 CONVERSATION = (
@@ -165,23 +163,3 @@ def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) 
         api=dentist.client,
         calls=calls,
     )
-
-
-@pytest.fixture
-def browser_page() -> Iterator[tuple[Any, list[str]]]:
-    """A headless Chromium page (1280x800) that records CSP violations, and its console lines."""
-    sync_playwright = playwright_or_skip()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
-        context.add_init_script(WATCH_VIOLATIONS)
-        page = context.new_page()
-        console: list[str] = []
-        page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
-        page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
-        try:
-            yield page, console
-        finally:
-            browser.close()

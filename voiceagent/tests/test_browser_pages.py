@@ -16,7 +16,9 @@ on the test database and opens its pages in a fresh browser context (no cookies 
   table, expectations as fields; the JSON editor shows the same test and back), run it from its page and
   see it pass; they fill the agent's analysis plan form. On the agent page nothing overlaps the "Talk to
   this agent" panel (bounding boxes) and the fieldset headings are compact; a screenshot lands in
-  var/test-artifacts/agent-page.png."""
+  var/test-artifacts/agent-page.png.
+- The dashboard creates what it lists: a webhook endpoint (its secret shown once, then a signed test event
+  to a loopback receiver, the answer shown on its page) and a campaign from a CSV file."""
 
 from __future__ import annotations
 
@@ -40,15 +42,20 @@ from accounts.models import Organization
 from accounts.services import plan_get
 from agents.models import Agent
 from calls import services as calls_services
-from calls.models import Call, CallMessage
+from calls.models import Call, CallMessage, WebhookEndpoint
 from calls.recordings import encode_stereo_ogg, recording_store
+from kit.signing import signature
 from kit.storage import storage_from_url
 from realtime.models import AgentTest, TestRun
+from telephony.models import CallBatch
+from telephony.services.numbers import phone_number_claim
 from testing.browser import CHROMIUM, WATCH_VIOLATIONS, playwright_or_skip, wait_until
-from testing.daphne import REPO, DaphneServer, in_thread, shared_test_server
+from testing.daphne import REPO, DaphneServer, in_thread, shared_test_server, start_test_server, stop_test_server
 from testing.dashboard import STAFF_PASSWORD
 from testing.factories import AgentToolFactory
+from testing.twilio_webhooks import make_account
 from testing.waiting import polled_sync
+from testing.webhooks import LoopbackReceiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,6 +89,22 @@ def server(
     }
     with shared_test_server(django_db_blocker, tmp_path_factory, "pages", env) as started:
         yield started
+
+
+@pytest.fixture
+def own_server(tmp_path_factory: Any, recordings: Path) -> Iterator[DaphneServer]:
+    """A server for one test that writes through the dashboard: the module's server caches the content
+    types of the first test's database (the admin's history rows point at them), which a flush between
+    tests renumbers."""
+    env = {
+        "REALTIME_PRELOAD": "false",
+        "RECORDINGS_STORAGE_URL": f"file://{recordings}",
+        "OUTBOUND_ALLOWED_NETWORKS": "127.0.0.0/8",  # a webhook's test event to a loopback receiver
+        "PUBLIC_BASE_URL": "https://voice.example.com",  # campaigns need a service that can place calls
+    }
+    started = start_test_server(tmp_path_factory, "writes", env)
+    yield started
+    stop_test_server(started)
 
 
 @pytest.fixture(scope="module")
@@ -371,6 +394,13 @@ OVERLAPPING = """() => {
 }"""
 
 
+def _submit(page: Any, selector: str) -> None:
+    """Click what sends the page's form (or follows a link) and wait for the page it leads to."""
+    with page.expect_navigation():
+        page.click(selector)
+    page.wait_for_load_state("networkidle")
+
+
 def _all_problems(page: Any, console: list[str]) -> list[str]:
     """Once the page has settled: its CSP violations, console errors and uncaught errors since the last
     look (the console is emptied)."""
@@ -436,17 +466,17 @@ def olive(owner: Any, make_agent: Any) -> Agent:
 
 
 @pytest.fixture
-def staff_page(olive: Agent, server: DaphneServer, fresh_page: tuple[Any, list[str]]) -> tuple[Any, list[str]]:
+def staff_page(olive: Agent, own_server: DaphneServer, fresh_page: tuple[Any, list[str]]) -> tuple[Any, list[str]]:
     """`fresh_page`, logged in as `staff` (after `olive` made the user)."""
     page, console = fresh_page
-    _log_in(page, server.http_url)
+    _log_in(page, own_server.http_url)
     console.clear()
     return page, console
 
 
-def test_an_agent_test_built_with_the_structured_form_runs(server, olive, staff_page):
+def test_an_agent_test_built_with_the_structured_form_runs(own_server, olive, staff_page):
     page, console = staff_page
-    base = server.http_url
+    base = own_server.http_url
     page.goto(f"{base}/admin/realtime/agenttest/add/?agent={olive.pk}")
     assert _all_problems(page, console) == []
     # The JSON boxes are hidden behind the editor choice; the form's rows are shown.
@@ -486,7 +516,7 @@ def test_an_agent_test_built_with_the_structured_form_runs(server, olive, staff_
     assert page.input_value("[name='mock_rows-0-tool']") == "check_order_status"
     assert _all_problems(page, console) == []
 
-    page.click("input[name=_save]")
+    _submit(page, "input[name=_save]")
     page.wait_for_url(f"{base}/admin/realtime/agenttest/**")
     test = in_thread(AgentTest.objects.get)
     assert test.turns == [{"user": ORDER}] and test.tool_mocks == mocks and test.tags == ["smoke"]
@@ -497,7 +527,8 @@ def test_an_agent_test_built_with_the_structured_form_runs(server, olive, staff_
     # Styled as its neighbours among the object tools (Django's pill), not a bare browser button.
     style = button.evaluate("b => [getComputedStyle(b).textTransform, getComputedStyle(b).borderRadius]")
     assert style == ["uppercase", "15px"]
-    button.click()
+    with page.expect_navigation():
+        button.click()
     page.wait_for_url(f"{base}/admin/realtime/testrun/**")
     run = in_thread(TestRun.objects.get)
     polled_sync(
@@ -519,9 +550,9 @@ def test_an_agent_test_built_with_the_structured_form_runs(server, olive, staff_
     assert _all_problems(page, console) == []
 
 
-def test_the_agent_page_fills_its_analysis_plan_and_leaves_the_talk_panel_clear(server, olive, staff_page):
+def test_the_agent_page_fills_its_analysis_plan_and_leaves_the_talk_panel_clear(own_server, olive, staff_page):
     page, console = staff_page
-    url = f"{server.http_url}/admin/agents/agent/{olive.pk}/change/"
+    url = f"{own_server.http_url}/admin/agents/agent/{olive.pk}/change/"
     page.goto(url)
     page.wait_for_selector('#talk-panel [data-role="toggle"]')
     assert _all_problems(page, console) == []
@@ -549,7 +580,7 @@ def test_the_agent_page_fills_its_analysis_plan_and_leaves_the_talk_panel_clear(
     plan = json.loads(page.input_value("#id_analysis_plan"))
     assert plan["structuredData"]["schema"]["required"] == ["order_number"]
     page.check("input[name=analysis_plan_editor][value=form]")
-    page.click("input[name=_continue]")
+    _submit(page, "input[name=_continue]")
     page.wait_for_url(url)
     assert page.locator(".errornote").count() == 0, page.inner_text("#content-main")
     in_thread(olive.refresh_from_db)
@@ -565,3 +596,95 @@ def test_the_agent_page_fills_its_analysis_plan_and_leaves_the_talk_panel_clear(
     assert olive.analysis_plan["successEvaluation"]["rubric"] == "The caller learned where the order is."
     assert page.input_value("[name='plan_structured_fields-0-name']") == "order_number"
     assert page.evaluate(OVERLAPPING) == []
+
+
+# The dashboard creates what it lists: a webhook endpoint and a campaign.
+
+CSV = b"to,firstName\n+14155550123,Ana\n+14155550124,Bo\n"
+
+
+@pytest.fixture
+def creating_world(owner: Any, make_agent: Any) -> dict[str, Any]:
+    """The superuser `staff`, an organization with a Twilio account, an active agent and a claimed number."""
+    User.objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD)
+    make_account(owner.organization)
+    agent = make_agent(owner.organization, name="Ava", status="active")
+    number = phone_number_claim(organization=owner.organization, number="+14155550100")
+    return {"organization": owner.organization, "agent": agent, "number": number}
+
+
+def pick_organization(page: Any, name: str) -> None:
+    """The organization field searches as you type (the admin's autocomplete)."""
+    page.click("#id_organization + .select2 .select2-selection")
+    page.fill(".select2-search__field", name)
+    page.click(f'.select2-results__option:has-text("{name}")')
+
+
+def test_a_webhook_and_a_campaign_are_created_from_the_dashboard(own_server, creating_world, fresh_page):
+    page, console = fresh_page
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    base = own_server.http_url
+    page.goto(f"{base}/admin/login/")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", STAFF_PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}/admin/")
+    assert page.locator("a", has_text="Campaigns").count() >= 1
+    assert "batchs" not in page.content()
+    assert _all_problems(page, console) + failed == []
+
+    # A webhook endpoint: the list's Add button, the form, the secret once, a test event.
+    with LoopbackReceiver() as hook:
+        page.goto(f"{base}/admin/calls/webhookendpoint/")
+        page.click(".object-tools a.addlink")
+        page.wait_for_selector("#id_url")
+        assert _all_problems(page, console) + failed == []
+        pick_organization(page, "Acme")
+        page.fill("#id_url", hook.url("/voice-events"))
+        _submit(page, "input[name=_save]")
+        secret = page.input_value("#webhook-secret")
+        assert secret.startswith("whsec_")
+        assert _all_problems(page, console) + failed == []
+        endpoint = in_thread(WebhookEndpoint.objects.get)
+        assert endpoint.url == hook.url("/voice-events") and endpoint.secret == secret
+
+        _submit(page, "#webhook-page")
+        page.wait_for_selector("input[name=_send_test_event]")
+        assert secret not in page.content()
+        assert _all_problems(page, console) + failed == []
+        _submit(page, "input[name=_send_test_event]")
+        delivered = page.locator(".messagelist .success").inner_text()
+        [received] = hook.requests
+        assert received.json()["message"]["type"] == "webhook.test"
+        assert received.headers["x-service-signature"] == signature(secret, received.body)
+        assert "delivered: the receiver answered HTTP 200" in delivered
+        assert _all_problems(page, console) + failed == []
+
+    # A campaign: the list's Add button, the form with a CSV file, the new campaign's page.
+    page.goto(f"{base}/admin/telephony/callbatch/")
+    page.click(".object-tools a.addlink")
+    page.wait_for_selector("#id_recipients_file")
+    assert _all_problems(page, console) + failed == []
+    pick_organization(page, "Acme")
+    page.fill("#id_name", "Reminders")
+    page.select_option("#id_agent", str(creating_world["agent"].pk))
+    page.select_option("#id_phone_number", str(creating_world["number"].pk))
+    page.set_input_files("#id_recipients_file", files=[{"name": "list.csv", "mimeType": "text/csv", "buffer": CSV}])
+    page.fill("#id_window_start", "09:00")
+    page.fill("#id_window_end", "18:00")
+    page.fill("#id_concurrency", "2")
+    _submit(page, "input[name=_save]")
+    added = page.locator(".messagelist .success").inner_text()
+    assert "The campaign “Reminders” was added with 2 recipients" in added
+    assert "+14155550124" in page.content()
+    assert _all_problems(page, console) + failed == []
+    batch = in_thread(CallBatch.objects.get)
+    assert (batch.name, batch.agent_id, batch.phone_number_id, batch.concurrency, batch.status) == (
+        "Reminders",
+        creating_world["agent"].pk,
+        creating_world["number"].pk,
+        2,
+        "scheduled",
+    )
+    assert batch.window["start"] == "09:00" and in_thread(batch.recipients.count) == 2
