@@ -22,7 +22,7 @@ configuration (replies.py). Each caller turn is handled by the first rule that a
 8. new values for the last lookup ("what about tomorrow?" after a forecast) -> that tool again with
    them, for tools named for reading (get, check, find...) only;
 9. "what can you do", "who are you" (the whole question) -> the self-description;
-10. a question the facts of the agent's instructions answer -> those sentences (answers.answer_from_prompt);
+10. a question (not a request) the facts of the agent's instructions answer -> those sentences (answers.answer_from_prompt);
 11. `search_knowledge` offered -> called with the turn as query; when the best passage's score reaches
     `KNOWLEDGE_MIN_SCORE`, what it says in answer is spoken (answers.speak_passage: a Q&A passage's
     matching answer without labels, else its best sentences with their figures; never a heading, the
@@ -230,8 +230,10 @@ class EmbeddedBrain:
             introduce = "who" in utterance.words or utterance.has_phrase(("what", "are", "you"))
             return [TextPiece(replies.describe(context, language, introduce=introduce, topics=self._topics))]
         if content_stems(utterance.tokens):
-            # Facts written in the agent's prompt answer first ("We are open on Saturday from 10 to 2.").
-            said = answers.answer_from_prompt((context.instructions, context.identity), utterance.text)
+            # Facts written in the agent's prompt answer a question first ("We are open on Saturday from 10
+            # to 2."); a request ("I would like to book a table") is not answered with the prompt's words.
+            asked = is_question(utterance) or utterance.text.rstrip().endswith("?")
+            said = answers.answer_from_prompt((context.instructions, context.identity), utterance.text) if asked else ""
             if said:
                 return [TextPiece(said)]
             if context.tool("search_knowledge"):
