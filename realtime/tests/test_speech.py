@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -512,6 +513,39 @@ def test_a_dead_worker_fails_only_its_turn_and_is_replaced(module_lm_cache: Path
         replacement = pocketsphinx_workers.RemoteRecognizer(pool, model)
         assert replacement.worker is not doomed.worker
         heard = recognize(replacement, speech_16k)
+        assert words_right(SENTENCE, heard) >= 0.5, heard
+    finally:
+        pool.stop()
+
+
+def test_a_recognizer_collected_while_its_worker_is_sent_to_does_not_deadlock(
+    module_lm_cache: Path, speech_16k: bytes
+) -> None:
+    """A recognizer's finalizer runs wherever the garbage collector does, also inside a send to the same
+    worker from this thread (pickling allocates): it must not wait for the send lock this thread holds
+    (a CI run hung there: every session of the process then waited on that worker)."""
+    from realtime.engine.speech import pocketsphinx_workers
+
+    pool = pocketsphinx_workers.Pool(1)
+    try:
+        gone = pocketsphinx_workers.RemoteRecognizer(pool, None)
+        worker = gone.worker
+        released = threading.Event()
+
+        def collect_while_sending() -> None:
+            with worker._send_lock:  # as inside Worker._send when the collector runs
+                pocketsphinx_workers._release(worker, 1)
+            released.set()
+
+        thread = threading.Thread(target=collect_while_sending, daemon=True)
+        thread.start()
+        assert released.wait(10), "the finalizer waited for the send lock its own thread held"
+        # The session's close goes out with the worker's next message, and the worker still decodes.
+        del gone
+        model = pocketsphinx.language_model.language_model(pocketsphinx.agent_texts(AgentStandIn()))
+        following = pocketsphinx_workers.RemoteRecognizer(pool, model)
+        assert following.worker is worker and not worker._closing
+        heard = recognize(following, speech_16k)
         assert words_right(SENTENCE, heard) >= 0.5, heard
     finally:
         pool.stop()

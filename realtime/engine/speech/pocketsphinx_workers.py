@@ -13,6 +13,7 @@ dies fails its sessions' pending turns with '' (logged) and is replaced for the 
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
@@ -136,6 +137,11 @@ class Worker:
         self._conn = Connection(ours.detach())
         self.sessions = 0
         self._send_lock = threading.Lock()
+        # Sessions whose recognizer was collected: their "close" goes out with the next message. A
+        # recognizer's finalizer runs wherever the garbage collector does, also inside _send of this thread
+        # (pickling allocates), where taking _send_lock again would deadlock the thread and every other
+        # sender; appending to a deque takes no lock.
+        self._closing: collections.deque[int] = collections.deque()
         self._replies: dict[int, Future[str]] = {}
         self._replies_lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -161,9 +167,15 @@ class Worker:
         for future in pending:
             future.set_exception(RecognitionUnavailable("the recognition worker stopped"))
 
+    def close_later(self, session: int) -> None:
+        """End `session` with the next message to this worker (safe from a finalizer: takes no lock)."""
+        self._closing.append(session)
+
     def _send(self, message: tuple[str, int, int, Any]) -> None:
         with self._send_lock:
             try:
+                while self._closing:
+                    self._conn.send(("close", 0, self._closing.popleft(), None))
                 self._conn.send(message)
             except (OSError, ValueError) as exc:
                 self.alive = False
@@ -236,11 +248,10 @@ class Pool:
 
 
 def _release(worker: Worker, session: int) -> None:
+    """A recognizer was collected: its worker's session closes with the worker's next message (this runs
+    wherever the garbage collector does: it must not send, see Worker._closing)."""
     worker.sessions -= 1
-    try:
-        worker.post("close", session)
-    except RecognitionUnavailable:
-        pass
+    worker.close_later(session)
 
 
 class RemoteRecognizer:
