@@ -67,9 +67,13 @@ class Caller:
         self.greeting = self.client.messages[greeting].message["text"]
         return self
 
-    async def say(self, sentence: str) -> Exchange:
+    async def say(self, sentence: str, *, typed: bool = False) -> Exchange:
+        """Speak `sentence` (its recording), or type it (`typed`: an input_text turn of the same call)."""
         before = len(self.client.messages)
-        await self.client.stream(self.voice[sentence] + silence(1000))
+        if typed:
+            await self.client.send_text(sentence)
+        else:
+            await self.client.stream(self.voice[sentence] + silence(1000))
         user = await self.client.wait_for(is_type("transcript", role="user"), after=before)
         answer = await self.client.wait_for(is_type("transcript", role="assistant"), after=user, timeout=45)
         between = [m.message for m in self.client.messages[user + 1 : answer] if m.message["type"] != "output_audio"]

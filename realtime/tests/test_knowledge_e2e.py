@@ -29,6 +29,11 @@ from testing.voice import record_voice
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
+# Typed in the same call, not spoken: on a loaded machine (CI's two suites at once) the offline recognizer
+# heard "Do you have a swimming pool?" as "do you have what's two" in both suites, while it hears it right
+# on a quiet one (issue 35: the recognizer at its limits). What this test proves, each question answered
+# with its own fact, is the same for a typed turn.
+TYPED = {"Do you have a swimming pool?"}
 # What the caller asks -> words of the one fact that answers it (the FAQ's five facts share none).
 QUESTIONS = {
     "Where can I park my car?": ("underground garage",),
@@ -76,7 +81,7 @@ async def test_each_question_about_an_uploaded_faq_is_answered_with_its_own_fact
     assert (item["status"], item["name"], item["chunkCount"]) == ("ready", HOTEL_TITLE, 5)
 
     async def talk(caller: Caller) -> list[Exchange]:
-        exchanges = [await caller.say(question) for question in QUESTIONS]
+        exchanges = [await caller.say(question, typed=question in TYPED) for question in QUESTIONS]
         await caller.hang_up()
         return exchanges
 
