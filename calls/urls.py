@@ -17,6 +17,7 @@ urlpatterns = [
         webhook_apis.WebhookRotateSecretApi.as_view(),
         name="webhook-rotate-secret",
     ),
+    path("webhooks/<str:webhook_id>/test", webhook_apis.WebhookTestApi.as_view(), name="webhook-test"),
     path("webhook-deliveries", webhook_apis.DeliveryListApi.as_view(), name="webhook-deliveries"),
     path(
         "webhook-deliveries/<str:delivery_id>/redeliver",

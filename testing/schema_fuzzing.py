@@ -181,11 +181,12 @@ def seed_world() -> Organization:
     )
     calls.call_llm_usage_add(call=call, provider="embedded", model="rules", input_tokens=12, output_tokens=8)
     calls.call_finish(call=call, status="completed")
-    # A call-event webhook, and one of the call's event deliveries (to the webhook agent's serverUrl).
+    # A call-event webhook, and one of the call's event deliveries (to the webhook agent's serverUrl). Its
+    # URL is a loopback address the egress guard refuses: a test event to it goes nowhere, not even to DNS.
     WebhookEndpoint.objects.create(
         pk=IDS["webhook_id"][0],
         organization=organization,
-        url="https://hooks.example.com/events",
+        url="https://127.0.0.1:9/events",
         events=["call.ended"],
         secret="whsec_fuzz",
         created_at=now,

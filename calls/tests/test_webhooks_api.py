@@ -13,6 +13,8 @@ from django.utils import timezone
 
 from calls import maintenance, services
 from calls.models import CallEvent, WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from kit.signing import signature
+from testing.webhooks import LoopbackReceiver, Reply, allow_loopback_fixture  # noqa: F401 (a fixture)
 
 HOOK = "https://hooks.example.com/voice"
 
@@ -101,6 +103,33 @@ def test_update_rotate_and_delete(owner):
     deleted = owner.client.delete(url)
     assert deleted.status_code == 200 and deleted.json() == {"id": created["id"]}
     assert owner.client.get(url).status_code == 404
+
+
+def test_a_test_event_is_sent_signed_and_answers_what_the_receiver_did(owner, outsider, allow_loopback):
+    with LoopbackReceiver() as hook:
+        created = create(owner, url=hook.url(), events=["call.ended", "call.analyzed"]).json()
+        test_url = f"/public/v1/webhooks/{created['id']}/test"
+
+        answer = owner.client.post(test_url)
+        assert answer.status_code == 200, answer.json()
+        [received] = hook.requests
+        message = received.json()["message"]
+        assert message["type"] == "webhook.test" and message["webhookId"] == created["id"]
+        assert message["events"] == ["call.ended", "call.analyzed"]
+        assert received.headers["x-service-signature"] == signature(created["secret"], received.body)
+        assert answer.json()["eventId"] == message["id"] == received.headers["x-service-event-id"]
+        assert answer.json()["delivered"] is True and answer.json()["statusCode"] == 200
+        assert answer.json()["error"] is None and answer.json()["durationMs"] >= 0
+
+        hook.reply(Reply(status=503, body="down"))
+        failed = owner.client.post(test_url).json()
+        assert failed["delivered"] is False and failed["statusCode"] == 503 and failed["error"] == "HTTP 503"
+        assert len(hook.requests) == 2  # one attempt, no retry
+
+        assert outsider.client.post(test_url).status_code == 404
+        assert owner.client.post("/public/v1/webhooks/not-an-id/test").status_code == 400
+        assert len(hook.requests) == 2
+    assert not WebhookDelivery.objects.exists()  # nothing recorded
 
 
 def test_another_organizations_webhook_is_not_found(owner, outsider):

@@ -13,10 +13,12 @@ from calls.webhooks.serializers import (
     WebhookCreateSerializer,
     WebhookDeliverySchema,
     WebhookSchema,
+    WebhookTestSchema,
     WebhookUpdateSerializer,
     WebhookWithSecretSchema,
     delivery_item,
     webhook_item,
+    webhook_test_item,
 )
 from kit.api import PublicApiView
 from kit.fields import parse
@@ -115,6 +117,21 @@ class WebhookRotateSecretApi(PublicApiView):
     def post(self, request: Request, webhook_id: str) -> Response:
         endpoint, secret = services.webhook_rotate_secret(organization=self.organization, webhook_id=webhook_id)
         return Response(webhook_item(endpoint, secret=secret))
+
+
+class WebhookTestApi(PublicApiView):
+    @extend_schema(
+        operation_id="testWebhook",
+        tags=TAGS,
+        summary="Send a webhook a test event",
+        request=None,
+        responses={200: WebhookTestSchema, 400: INVALID, 404: NOT_FOUND},
+        description="Sends one `webhook.test` event now, signed and sent exactly as a call event (one attempt, "
+        "no retry; also to a disabled webhook), and answers what the receiver did. Nothing is recorded.",
+    )
+    def post(self, request: Request, webhook_id: str) -> Response:
+        endpoint = selectors.webhook_get(organization=self.organization, webhook_id=webhook_id)
+        return Response(webhook_test_item(events.webhook_test_send(endpoint=endpoint)))
 
 
 class DeliveryListApi(PublicApiView):

@@ -178,5 +178,23 @@ class WebhookDeliverySchema(serializers.Serializer):
     attemptLog = WebhookAttemptSchema(many=True)
 
 
+class WebhookTestSchema(serializers.Serializer):
+    eventId = serializers.UUIDField(help_text="The test event's id; the x-service-event-id header.")
+    delivered = serializers.BooleanField(help_text="The receiver answered a 2xx.")
+    statusCode = serializers.IntegerField(allow_null=True, help_text="The receiver's answer; null: no HTTP answer.")
+    error = serializers.CharField(allow_null=True, help_text="Why it was not delivered; null when it was.")
+    durationMs = serializers.IntegerField()
+
+
+def webhook_test_item(outcome: Any) -> dict[str, Any]:
+    return {
+        "eventId": outcome.event_id,
+        "delivered": outcome.succeeded,
+        "statusCode": outcome.status_code,
+        "error": outcome.error or None,
+        "durationMs": outcome.duration_ms,
+    }
+
+
 class DeletedSchema(serializers.Serializer):
     id = serializers.UUIDField()

@@ -4,9 +4,12 @@ counted in the Prometheus histograms and stored on the call as p50/p95 when it e
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
 from prometheus_client import REGISTRY
 
 from testing.fakes import silence
@@ -57,3 +60,26 @@ async def test_a_call_without_a_caller_turn_has_no_latency(agent):
     await h.feed(silence(1500))
     call = await h.stop()
     assert call.latency is None
+
+
+def test_the_turn_and_the_latency_table_quote_the_same_figure(agent, client):
+    """One figure for one turn: the transcript's "answered N ms after the caller stopped speaking" on the
+    call page is the table's end of speech to first audio, and the API's totalMs."""
+
+    async def converse() -> Any:
+        h = Harness(agent, texts=["what time do you open"])
+        await h.start()
+        await h.feed(silence(1500))
+        await h.talk(800, then_silence_ms=1500)
+        await h.logs()  # flushed to the call's agent log, where the page reads each turn's figure
+        return await h.stop()
+
+    call = async_to_sync(converse)()
+    total = call.latency["totalMs"]["p50"]
+    assert call.latency["turns"] == 1 and total >= call.latency["endOfTurnMs"]["p50"] > 0
+
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    page = client.get(f"/admin/calls/call/{call.pk}/change/").content.decode()
+    assert f"answered {total} ms after the caller stopped speaking" in page
+    table_row = re.search(r"End of speech to first audio \(the figure each turn shows\)</t[hd]>\s*<td>(\d+)", page)
+    assert table_row is not None and int(table_row.group(1)) == total
