@@ -45,44 +45,6 @@ def pytest_configure() -> None:
     settings.WHITENOISE_AUTOREFRESH = True
 
     _redis_of_this_worker(settings, app)
-    _flush_retried_after_a_deadlock()
-
-
-def _flush_retried_after_a_deadlock() -> None:
-    """A transactional test ends with a flush (one TRUNCATE of every table). On PostgreSQL it can meet
-    a real server of the test's module still writing the end of a call the test has just left (a
-    transaction over several tables): the two take their locks in another order, and PostgreSQL ends
-    one of them with `deadlock detected`. When it ends the flush (which Django's flush command wraps in
-    a CommandError "couldn't be flushed", the database error as its cause), the flush (rolled back
-    whole) is run again once the server's transaction is through; a deadlock anywhere else, or any
-    other flush error, still fails the test."""
-    import time
-
-    from django.test import TransactionTestCase
-
-    teardown = TransactionTestCase._fixture_teardown  # type: ignore[attr-defined]  # private: not in django-stubs
-
-    def retried(self: TransactionTestCase) -> None:
-        for attempt in range(1, 4):
-            try:
-                teardown(self)
-                break
-            except Exception as exc:
-                if not _is_a_deadlock(exc) or attempt == 3:
-                    raise
-                time.sleep(0.5 * attempt)
-        _seed_plans()  # the flush removed the plans of the data migrations (_seeded_plans)
-
-    TransactionTestCase._fixture_teardown = retried  # type: ignore[attr-defined]  # private: not in django-stubs
-
-
-def _is_a_deadlock(exc: BaseException | None) -> bool:
-    """Whether PostgreSQL's `deadlock detected` is this error or one of its causes."""
-    while exc is not None:
-        if "deadlock detected" in str(exc):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 class QuickPasswordHasher(PBKDF2PasswordHasher):
@@ -131,18 +93,27 @@ def uses_database(item: pytest.Item) -> bool:
     return item.get_closest_marker("django_db") is not None or bool(DATABASE_FIXTURES & fixtures)
 
 
+def depends_on_the_database(item: pytest.Item) -> bool:
+    """Whether the test reaches the database and is fast, or is about processes sharing it."""
+    kept = item.get_closest_marker("slow") is None or item.get_closest_marker("processes") is not None
+    return uses_database(item) and kept
+
+
 @pytest.hookimpl(trylast=True)  # after pytest-django's order (database tests, then transactional ones)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """DATABASE_TESTS_ONLY=true (.ci/run, in its PostgreSQL suite) leaves out the tests that reach no
-    database: they do the same on either, and the other suite runs them.
+    """DATABASE_TESTS_ONLY=true (.ci/run, in its PostgreSQL suite) keeps the tests whose outcome can
+    depend on the database: the fast tests that reach it, and the slow ones of server processes sharing
+    it (marked `processes`). The other slow tests (spoken conversations, Chromium, real models) reach the
+    database through the same services as the fast ones; the other suite runs every test.
 
-    Under pytest-xdist (`make test`), the modules with the most slow tests come first, so that the
-    longest runs start early (see pytest_xdist_make_scheduler)."""
+    Under pytest-xdist (`make test`: whole modules to a worker, `--dist loadfile`, in this order with
+    `--no-loadscope-reorder`), the modules with the most slow tests come first, so that the longest runs
+    start early."""
     if os.environ.get("DATABASE_TESTS_ONLY", "").lower() in ("1", "true", "yes"):
-        elsewhere = [item for item in items if not uses_database(item)]
+        elsewhere = [item for item in items if not depends_on_the_database(item)]
         if elsewhere:
             config.hook.pytest_deselected(items=elsewhere)
-            items[:] = [item for item in items if uses_database(item)]
+            items[:] = [item for item in items if depends_on_the_database(item)]
     if not hasattr(config, "workerinput"):  # a run without xdist, or its controller
         return
     modules: dict[str, list[pytest.Item]] = {}
@@ -152,49 +123,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = [item for module in sorted(modules, key=lambda m: -slow[m]) for item in modules[module]]
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist hands out whole modules: a module's tests run on one worker, in their order, so the
-    server, recordings and models it shares between its tests are made once (as pytest-xdist's
-    loadfile). Two differences: tests with the same node id (Schemathesis gives every operation's test
-    the same one) all run, where loadfile ran the first only; and a worker takes its next module only
-    once it is at the last test of the current one, so a long module is not queued behind another."""
-    if config.getvalue("dist") != "load":  # -n without --dist; another --dist keeps its own scheduler
-        return None
-    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # pytest-xdist ships no types
-
-    class ModuleScheduling(LoadScopeScheduling):
-        def add_node_collection(self, node: Any, collection: Any) -> None:
-            seen: dict[str, int] = {}
-            unique = []
-            for nodeid in collection:
-                seen[nodeid] = seen.get(nodeid, 0) + 1
-                unique.append(nodeid if seen[nodeid] == 1 else f"{nodeid}#{seen[nodeid]}")
-            super().add_node_collection(node, unique)
-
-        def _split_scope(self, nodeid: str) -> str:
-            return _module_of(nodeid)
-
-        def _reschedule(self, node: Any) -> None:
-            # A worker runs a test once it knows the next one: with one test left it waits for more.
-            if not node.shutting_down and self.workqueue and self._pending_of(self.assigned_work[node]) > 1:
-                return
-            super()._reschedule(node)
-
-    config.option.loadscopereorder = False  # the order of pytest_collection_modifyitems
-    return ModuleScheduling(config, log)
-
-
 def _module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
 @pytest.fixture(autouse=True)
 def _seeded_plans(request: Any) -> None:
-    """Plans come from data migrations; a transactional test's flush removes them, and they are seeded
-    again once it is through (_flush_retried_after_a_deadlock). Every test that uses the database finds
-    them (and its fixtures can reach the database from the start): as the migrations left them, since a
-    test's own changes are rolled back with it or flushed. They are seeded here only when missing."""
+    """Plans come from data migrations, and a transactional test's flush removes them: every test that
+    uses the database finds them (and its fixtures can reach the database from the start) as the
+    migrations left them, since a test's own changes are rolled back with it or flushed. They are seeded
+    here only when missing."""
     names = request.fixturenames
     marker = request.node.get_closest_marker("django_db")
     transactional = "transactional_db" in names or bool(marker and marker.kwargs.get("transaction"))

@@ -38,7 +38,13 @@ from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixtu
 from testing.voice import record_voice, rms
 from testing.waiting import polled
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
+# Slow, and about server processes sharing the database and Redis: the PostgreSQL suite runs it too.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.processes,
+    pytest.mark.usefixtures("close_db_threads"),
+]
 
 GREETING = "Hello, this is Ava from Acme. How can I help you today?"
 INSTRUCTIONS = (

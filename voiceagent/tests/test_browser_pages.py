@@ -57,7 +57,7 @@ from testing.twilio_webhooks import make_account
 from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 # The organization the server's demo pages talk as (DEMO_ORGANIZATION_ID): the CSP test's world makes it.
 DEMO_ORGANIZATION = "6f1d2c3b-4a59-4e8f-9d7c-0b1a2e3f4d5c"

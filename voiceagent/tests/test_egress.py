@@ -15,6 +15,7 @@ import pytest
 from kit import egress
 from kit.errors import ApiError
 from kit.validation import url_problem
+from testing.webhooks import allow_loopback_fixture  # noqa: F401 (a fixture)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -85,11 +86,6 @@ def server() -> Iterator[str]:
     httpd.shutdown()
     httpd.server_close()
     thread.join()
-
-
-@pytest.fixture
-def allow_loopback(settings):
-    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,13 @@ from testing.twilio_webhooks import make_account, public_settings
 from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
+# Slow, and about server processes sharing the database and Redis: the PostgreSQL suite runs it too.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.processes,
+    pytest.mark.usefixtures("close_db_threads"),
+]
 __all__ = ["close_db_threads", "public_settings", "realtime_settings"]  # fixtures
 
 # The embedded default (no broker: the server's own background worker), also when the suite has REDIS_URL.

@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from testing import servers
 from testing.mcp import LoopbackMcp, build_text_order_tools
+from testing.webhooks import allow_loopback_fixture  # noqa: F401 (a fixture of these tests)
 
 
 @pytest.fixture(scope="session")
 def mcp_server() -> Iterator[LoopbackMcp]:
     with LoopbackMcp(build_text_order_tools()) as server:
         yield server
-
-
-@pytest.fixture
-def allow_loopback(settings: Any) -> None:
-    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
 
 
 @pytest.fixture
