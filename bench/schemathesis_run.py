@@ -101,19 +101,21 @@ def serve_in_thread(port: int) -> None:
 
 
 def serve_with_daphne(port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "voiceagent.server", "-b", "127.0.0.1", "-p", str(port)]
     process = subprocess.Popen(
-        [str(ROOT / ".venv" / "bin" / "daphne"), "-b", "127.0.0.1", "-p", str(port), "voiceagent.asgi:application"],
+        [*command, "voiceagent.asgi:application"],  # as `make run` serves it
         cwd=ROOT,
         env={**os.environ, **env},
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
     )
-    for _ in range(100):
+    deadline = time.monotonic() + 120  # a busy machine takes a while to import the application
+    while time.monotonic() < deadline and process.poll() is None:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return process
         except OSError:
-            time.sleep(0.1)
+            time.sleep(0.2)
     process.kill()
     raise SystemExit(f"Daphne did not start; see {log}")
 

@@ -39,3 +39,23 @@ def olive(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
         parameter_schema=ORDER_NUMBER,
     )
     return agent
+
+
+def olive_for_agent_tests(owner: Any, make_agent: Any) -> Any:
+    """Olive as the agent tests know her: an active webhook agent with the same one tool, which the tests mock
+    (her server is never reached)."""
+    agent = make_agent(
+        owner.organization,
+        name="Olive",
+        status="active",
+        instructions="You help callers with their orders.",
+        agent_type="webhook",
+        server_url="https://hooks.example.com/agent",
+    )
+    AgentToolFactory(
+        agent=agent,
+        name="check_order_status",
+        description="Look up the delivery status of an order by its order number",
+        parameter_schema=ORDER_NUMBER,
+    )
+    return agent

@@ -12,6 +12,7 @@ from django.test import Client
 
 from agents.models import Agent, AgentTool
 from realtime.models import AgentTest, TestRun
+from testing.agents import olive_for_agent_tests
 from testing.dashboard import PageForm
 from testing.factories import attempt_rows_create
 
@@ -247,28 +248,8 @@ STRUCTURED_BODY = {
 
 @pytest.fixture
 def orders_agent(owner: Any, make_agent: Any) -> Agent:
-    """A webhook agent whose one tool looks up orders (mocked in the tests: its server is never reached)."""
-    from testing.factories import AgentToolFactory
-
-    agent = make_agent(
-        owner.organization,
-        name="Olive",
-        status="active",
-        instructions="You help callers with their orders.",
-        agent_type="webhook",
-        server_url="https://hooks.example.com/agent",
-    )
-    AgentToolFactory(
-        agent=agent,
-        name="check_order_status",
-        description="Look up the delivery status of an order by its order number",
-        parameter_schema={
-            "type": "object",
-            "properties": {"order_number": {"type": "string", "description": "The order number"}},
-            "required": ["order_number"],
-        },
-    )
-    return agent
+    """Olive of the agent tests (testing/agents.py): one tool looking up orders, mocked in the tests."""
+    return olive_for_agent_tests(owner, make_agent)
 
 
 def test_the_structured_form_saves_what_the_api_would(admin_client: Client, orders_agent: Agent) -> None:

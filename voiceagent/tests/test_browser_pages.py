@@ -49,10 +49,10 @@ from kit.storage import storage_from_url
 from realtime.models import AgentTest, TestRun
 from telephony.models import CallBatch
 from telephony.services.numbers import phone_number_claim
+from testing.agents import olive_for_agent_tests
 from testing.browser import CHROMIUM, WATCH_VIOLATIONS, playwright_or_skip, wait_until
 from testing.daphne import REPO, DaphneServer, in_thread, shared_test_server, start_test_server, stop_test_server
 from testing.dashboard import STAFF_PASSWORD
-from testing.factories import AgentToolFactory
 from testing.twilio_webhooks import make_account
 from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver
@@ -158,12 +158,18 @@ def _log_in(page: Any, base: str) -> None:
 
 
 def _problems(page: Any, console: list[str]) -> list[str]:
-    """What the page's CSP refused (its securitypolicyviolation events and the console's "Refused to"
-    lines) and its uncaught errors."""
-    violations = page.evaluate("window.__cspViolations")
-    refused = [line for line in console if "Refused to" in line or "Content Security Policy" in line]
-    errors = [line for line in console if line.startswith("pageerror")]
-    return violations + refused + errors
+    """Once the page has settled: what its CSP refused (its securitypolicyviolation events and the
+    console's "Refused to" lines), its console errors and its uncaught errors since the last look (the
+    console and the events are emptied)."""
+    page.wait_for_load_state("networkidle")
+    found = page.evaluate("window.__cspViolations") + [
+        line
+        for line in console
+        if line.startswith(("error:", "pageerror")) or "Refused to" in line or "Content Security Policy" in line
+    ]
+    console.clear()
+    page.evaluate("window.__cspViolations = []")
+    return found
 
 
 # Every page under its CSP.
@@ -189,7 +195,6 @@ def _visit(page: Any, console: list[str], url: str, ready: str) -> list[str]:
     assert response.status == 200, url
     assert "'nonce-" in response.headers["content-security-policy"], url
     page.wait_for_selector(ready, timeout=30_000)
-    page.wait_for_load_state("networkidle")
     return _problems(page, console)
 
 
@@ -239,8 +244,7 @@ def _open(page: Any, console: list[str], url: str, name: str) -> int:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
-    problems = page.evaluate("window.__cspViolations") + [line for line in console if "pageerror" in line]
-    assert problems == [], url
+    assert _problems(page, console) == [], url
     return page.evaluate(OVERFLOW)
 
 
@@ -401,18 +405,6 @@ def _submit(page: Any, selector: str) -> None:
     page.wait_for_load_state("networkidle")
 
 
-def _all_problems(page: Any, console: list[str]) -> list[str]:
-    """Once the page has settled: its CSP violations, console errors and uncaught errors since the last
-    look (the console is emptied)."""
-    page.wait_for_load_state("networkidle")
-    found = page.evaluate("window.__cspViolations") + [
-        line for line in console if line.startswith(("error:", "pageerror:")) or "Refused to" in line
-    ]
-    console.clear()
-    page.evaluate("window.__cspViolations = []")
-    return found
-
-
 def test_every_dashboard_page_loads_without_a_console_error_or_csp_violation(server, dashboard_world, fresh_page):
     """Every list page of the dashboard, its add page (where it has one) and the first record it lists, as
     staff reach them by clicking."""
@@ -424,7 +416,7 @@ def test_every_dashboard_page_loads_without_a_console_error_or_csp_violation(ser
     def look(url: str) -> None:
         response = page.goto(url)
         assert response.status == 200, url
-        visited[url.removeprefix(base)] = _all_problems(page, console)
+        visited[url.removeprefix(base)] = _problems(page, console)
 
     look(f"{base}/admin/")
     for path in _list_pages().values():
@@ -442,25 +434,8 @@ def test_every_dashboard_page_loads_without_a_console_error_or_csp_violation(ser
 
 @pytest.fixture
 def olive(owner: Any, make_agent: Any) -> Agent:
-    """An active webhook agent with one tool (never called: the tests mock it), and the superuser `staff`."""
-    agent = make_agent(
-        owner.organization,
-        name="Olive",
-        status="active",
-        instructions="You help callers with their orders.",
-        agent_type="webhook",
-        server_url="https://hooks.example.com/agent",  # never reached: the test's tool is mocked
-    )
-    AgentToolFactory(
-        agent=agent,
-        name="check_order_status",
-        description="Look up the delivery status of an order by its order number",
-        parameter_schema={
-            "type": "object",
-            "properties": {"order_number": {"type": "string", "description": "The order number"}},
-            "required": ["order_number"],
-        },
-    )
+    """Olive of the agent tests (testing/agents.py), and the superuser `staff`."""
+    agent = olive_for_agent_tests(owner, make_agent)
     User.objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD)
     return agent
 
@@ -478,7 +453,7 @@ def test_an_agent_test_built_with_the_structured_form_runs(own_server, olive, st
     page, console = staff_page
     base = own_server.http_url
     page.goto(f"{base}/admin/realtime/agenttest/add/?agent={olive.pk}")
-    assert _all_problems(page, console) == []
+    assert _problems(page, console) == []
     # The JSON boxes are hidden behind the editor choice; the form's rows are shown.
     assert not page.is_visible("textarea[name=turns]") and page.is_visible("[name='turn_rows-0-user']")
 
@@ -514,7 +489,7 @@ def test_an_agent_test_built_with_the_structured_form_runs(own_server, olive, st
     page.check("input[name=agent_test_editor][value=form]")
     assert page.input_value("[name='turn_rows-0-user']") == ORDER
     assert page.input_value("[name='mock_rows-0-tool']") == "check_order_status"
-    assert _all_problems(page, console) == []
+    assert _problems(page, console) == []
 
     _submit(page, "input[name=_save]")
     page.wait_for_url(f"{base}/admin/realtime/agenttest/**")
@@ -522,7 +497,7 @@ def test_an_agent_test_built_with_the_structured_form_runs(own_server, olive, st
     assert test.turns == [{"user": ORDER}] and test.tool_mocks == mocks and test.tags == ["smoke"]
 
     page.goto(f"{base}/admin/realtime/agenttest/{test.pk}/change/")
-    assert _all_problems(page, console) == []
+    assert _problems(page, console) == []
     button = page.locator("#run-this-test")
     # Styled as its neighbours among the object tools (Django's pill), not a bare browser button.
     style = button.evaluate("b => [getComputedStyle(b).textTransform, getComputedStyle(b).borderRadius]")
@@ -540,14 +515,14 @@ def test_an_agent_test_built_with_the_structured_form_runs(own_server, olive, st
     assert (run.status, run.passed, run.failed, run.errored) == ("completed", 1, 0, 0), run.error
     page.reload()
     wait_until(page, "() => !!document.querySelector('.test-verdict-pass')")
-    assert _all_problems(page, console) == []
+    assert _problems(page, console) == []
 
     page.goto(f"{base}/admin/realtime/agenttest/?agent__id__exact={olive.pk}")
-    assert _all_problems(page, console) == []
+    assert _problems(page, console) == []
     style = page.locator("button.object-tool-button").evaluate("b => getComputedStyle(b).textTransform")
     assert style == "uppercase"
     page.goto(f"{base}/admin/realtime/testrun/")
-    assert _all_problems(page, console) == []
+    assert _problems(page, console) == []
 
 
 def test_the_agent_page_fills_its_analysis_plan_and_leaves_the_talk_panel_clear(own_server, olive, staff_page):
@@ -555,7 +530,7 @@ def test_the_agent_page_fills_its_analysis_plan_and_leaves_the_talk_panel_clear(
     url = f"{own_server.http_url}/admin/agents/agent/{olive.pk}/change/"
     page.goto(url)
     page.wait_for_selector('#talk-panel [data-role="toggle"]')
-    assert _all_problems(page, console) == []
+    assert _problems(page, console) == []
 
     # Nothing overlaps the talk panel; the fieldset headings are compact bands; the agent's lists come
     # after the form, not beside it (behind the panel).
@@ -632,40 +607,40 @@ def test_a_webhook_and_a_campaign_are_created_from_the_dashboard(own_server, cre
     page.wait_for_url(f"{base}/admin/")
     assert page.locator("a", has_text="Campaigns").count() >= 1
     assert "batchs" not in page.content()
-    assert _all_problems(page, console) + failed == []
+    assert _problems(page, console) + failed == []
 
     # A webhook endpoint: the list's Add button, the form, the secret once, a test event.
     with LoopbackReceiver() as hook:
         page.goto(f"{base}/admin/calls/webhookendpoint/")
         page.click(".object-tools a.addlink")
         page.wait_for_selector("#id_url")
-        assert _all_problems(page, console) + failed == []
+        assert _problems(page, console) + failed == []
         pick_organization(page, "Acme")
         page.fill("#id_url", hook.url("/voice-events"))
         _submit(page, "input[name=_save]")
         secret = page.input_value("#webhook-secret")
         assert secret.startswith("whsec_")
-        assert _all_problems(page, console) + failed == []
+        assert _problems(page, console) + failed == []
         endpoint = in_thread(WebhookEndpoint.objects.get)
         assert endpoint.url == hook.url("/voice-events") and endpoint.secret == secret
 
         _submit(page, "#webhook-page")
         page.wait_for_selector("input[name=_send_test_event]")
         assert secret not in page.content()
-        assert _all_problems(page, console) + failed == []
+        assert _problems(page, console) + failed == []
         _submit(page, "input[name=_send_test_event]")
         delivered = page.locator(".messagelist .success").inner_text()
         [received] = hook.requests
         assert received.json()["message"]["type"] == "webhook.test"
         assert received.headers["x-service-signature"] == signature(secret, received.body)
         assert "delivered: the receiver answered HTTP 200" in delivered
-        assert _all_problems(page, console) + failed == []
+        assert _problems(page, console) + failed == []
 
     # A campaign: the list's Add button, the form with a CSV file, the new campaign's page.
     page.goto(f"{base}/admin/telephony/callbatch/")
     page.click(".object-tools a.addlink")
     page.wait_for_selector("#id_recipients_file")
-    assert _all_problems(page, console) + failed == []
+    assert _problems(page, console) + failed == []
     pick_organization(page, "Acme")
     page.fill("#id_name", "Reminders")
     page.select_option("#id_agent", str(creating_world["agent"].pk))
@@ -678,7 +653,7 @@ def test_a_webhook_and_a_campaign_are_created_from_the_dashboard(own_server, cre
     added = page.locator(".messagelist .success").inner_text()
     assert "The campaign “Reminders” was added with 2 recipients" in added
     assert "+14155550124" in page.content()
-    assert _all_problems(page, console) + failed == []
+    assert _problems(page, console) + failed == []
     batch = in_thread(CallBatch.objects.get)
     assert (batch.name, batch.agent_id, batch.phone_number_id, batch.concurrency, batch.status) == (
         "Reminders",
