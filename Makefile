@@ -23,8 +23,9 @@ LOOPBACK_NETWORKS := 127.0.0.0/8,::1/128
 # The suite runs on TEST_WORKERS pytest-xdist workers, each with a database of its own (and with REDIS_URL
 # a Redis database of its own: conftest.py); many tests wait on sockets and real-time audio, so more workers
 # than cores pay. Schemathesis' module runs beside them in a pytest of its own: it builds its cases while it
-# is collected (~45 s of CPU), which every worker would do again; at the lowest CPU priority, since it has
-# no deadline. On two cores 4 workers keep the machine about three-quarters busy.
+# is collected (~45 s of CPU), which every worker would do again. It runs at the suite's priority: at a
+# lower one, a busy machine (another process at normal priority on every core) would starve it for hours.
+# On two cores 4 workers keep the machine about three-quarters busy.
 TEST_WORKERS ?= 4
 SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
 # $(call pytest_suite,MARKS): the tests that MARKS selects (a pytest -m expression) on TEST_WORKERS workers,
@@ -33,10 +34,10 @@ SCHEMA_TESTS := voiceagent/tests/test_schemathesis.py
 # (.ci/run's PostgreSQL suite, where conftest.py keeps the tests that can depend on the database) leaves the
 # Schemathesis module to the other suite, which fuzzes the API as `make run` serves it.
 define pytest_suite
-	@echo 'pytest -n $(TEST_WORKERS) -m "$(1)"  &  nice pytest $(SCHEMA_TESTS)'
+	@echo 'pytest -n $(TEST_WORKERS) -m "$(1)"  &  pytest $(SCHEMA_TESTS)'
 	@log=$$(mktemp -d); \
 	case "$$DATABASE_TESTS_ONLY" in 1|true|yes) echo "(Schemathesis: in the other suite)" >$$log/schema; \
-	  true & ;; *) nice -n 19 $(VENV)/bin/pytest -n 0 -rfE -m "$(1)" $(SCHEMA_TESTS) >$$log/schema 2>&1 & ;; esac; \
+	  true & ;; *) $(VENV)/bin/pytest -n 0 -rfE -m "$(1)" $(SCHEMA_TESTS) >$$log/schema 2>&1 & ;; esac; \
 	schema=$$!; \
 	{ $(VENV)/bin/pytest -n $(TEST_WORKERS) -rfE --durations=20 -m "$(1)" --ignore=$(SCHEMA_TESTS); \
 	  echo $$? >$$log/suite.rc; } 2>&1 | tee $$log/suite; suite=$$(cat $$log/suite.rc); \
