@@ -293,11 +293,11 @@ def test_the_demo_page_talks_with_an_agent_and_a_barge_in_empties_the_playback_q
     call = in_thread(lambda: Call.objects.get(pk=call_id))
     assert call.status == "completed" and call.agent_id == ava.pk
     messages = in_thread(lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content")))
-    assert messages[:3] == [
-        ("assistant", lines[0]["text"][len("Agent: ") :]),
-        ("user", heard[len("You: ") :]),
-        messages[2],
-    ]
+    assert messages[0] == ("assistant", lines[0]["text"][len("Agent: ") :])
+    # The caller's words as the browser showed them; when the sentence said again arrived before the first
+    # answer was kept (a busy machine), the engine took it as the same turn's continuation and kept one
+    # caller message holding both.
+    assert messages[1][0] == "user" and messages[1][1].startswith(heard[len("You: ") :]), messages[1]
     assert messages[2][0] == "assistant"
 
 
