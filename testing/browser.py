@@ -2,7 +2,7 @@
 browser tests of the realtime demo and dashboard pages.
 
 `page` is a fresh page whose fake microphone plays `microphone_wav` (the caller's SENTENCE, then SENTENCE
-again over the agent's answer; or, parametrized with a sentence, that sentence once), with
+again over the agent's answer; or, parametrized, the sentences it is given), with
 window.__cspViolations recording what the page's Content-Security-Policy refused (WATCH_VIOLATIONS). A
 test module uses them by importing `page_fixture` and `microphone_wav_fixture` (registered under the
 short names).
@@ -81,6 +81,8 @@ MIC_RATE = 48000
 LEAD_SECONDS = 11.0
 PAUSE_SECONDS = 4.5
 TAIL_SECONDS = 12.0
+# Between the sentences of a caller parametrized with several: time for the agent to answer the first in full.
+REPEAT_PAUSE_SECONDS = 16.0
 
 
 def playwright_or_skip() -> Any:
@@ -118,14 +120,19 @@ def _silence(seconds: float) -> np.ndarray:
 
 @pytest.fixture(name="microphone_wav")
 def microphone_wav_fixture(request: Any, tmp_path: Path) -> Path:
-    """The caller: SENTENCE, then SENTENCE again over the answer; or, parametrized with a sentence,
-    that sentence once."""
-    sentence = getattr(request, "param", None)
-    if sentence is None:
+    """The caller: SENTENCE, then SENTENCE again over the answer; or, parametrized with a sentence, that
+    sentence once; or, parametrized with a tuple of sentences, each after the agent's answer to the one
+    before (REPEAT_PAUSE_SECONDS apart), as a caller who asks again when not understood."""
+    sentences = getattr(request, "param", None)
+    if sentences is None:
         speech = _speech_48k(SENTENCE)
         parts = [_silence(LEAD_SECONDS), speech, _silence(PAUSE_SECONDS), speech, _silence(TAIL_SECONDS)]
     else:
-        parts = [_silence(LEAD_SECONDS), _speech_48k(sentence), _silence(TAIL_SECONDS)]
+        parts = [_silence(LEAD_SECONDS)]
+        for index, sentence in enumerate((sentences,) if isinstance(sentences, str) else sentences):
+            parts += [_silence(REPEAT_PAUSE_SECONDS)] if index else []
+            parts.append(_speech_48k(sentence))
+        parts.append(_silence(TAIL_SECONDS))
     return _write_wav(tmp_path / "caller.wav", *parts)
 
 

@@ -78,7 +78,9 @@ def csp_problems(tab: Any, console: list[str]) -> list[str]:
     return tab.evaluate("window.__cspViolations") + refused + [line for line in console if line.startswith("pageerror")]
 
 
-@pytest.mark.parametrize("microphone_wav", [QUESTION], indirect=True)
+# The caller asks again after the answer, as people do when they are not understood: on a busy machine the
+# browser's capture of the first question can come out garbled ("what are two october").
+@pytest.mark.parametrize("microphone_wav", [(QUESTION, QUESTION)], ids=[QUESTION], indirect=True)
 def test_staff_build_an_agent_in_the_dashboard_talk_to_it_and_find_the_call(
     server,
     owner,
@@ -186,18 +188,17 @@ def test_staff_build_an_agent_in_the_dashboard_talk_to_it_and_find_the_call(
     wait_until(
         page,
         """() => [...document.querySelectorAll('#talk-panel [data-role="log"] li.talk-assistant:not(.talk-live)')]
-                  .some((li) => li.textContent.includes("noon"))""",
+                  .some((li) => li.textContent.includes("eleven in the evening"))""",
         timeout=90_000,
     )
     lines = log_lines(page)
     print(json.dumps(lines, indent=1))
     asked = [line["text"].lower() for line in lines if line["kind"] == "talk-user"]
     assert any("restaurant" in text for text in asked), asked
-    answer = next(
-        line["text"] for line in lines if line["kind"] == "talk-assistant" and "noon" in line["text"]
-    )  # as heard
-    assert "opens at noon and closes at eleven in the evening" in answer
-    assert "bay 12" not in answer and "Opening hours" not in answer  # its own fact, never the heading
+    answers = [line["text"] for line in lines if line["kind"] == "talk-assistant" and "noon" in line["text"]]
+    assert any("opens at noon and closes at eleven in the evening" in answer for answer in answers), answers  # as heard
+    for answer in answers:
+        assert "bay 12" not in answer and "Opening hours" not in answer  # its own fact, never the heading
     page.click('#talk-panel [data-role="toggle"]')
     wait_until(page, 'document.getElementById("talk-panel").dataset.state === "closed"', timeout=15_000)
     call_id = page.get_attribute("#talk-panel", "data-call-id")
