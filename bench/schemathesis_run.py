@@ -101,9 +101,8 @@ def serve_in_thread(port: int) -> None:
 
 
 def serve_with_daphne(port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
-    command = [sys.executable, "-m", "voiceagent.server", "-b", "127.0.0.1", "-p", str(port)]
-    process = subprocess.Popen(
-        [*command, "voiceagent.asgi:application"],  # as `make run` serves it
+    process = subprocess.Popen(  # as `make run` serves it: Daphne, through voiceagent.server
+        [sys.executable, "-m", "voiceagent.server", "-b", "127.0.0.1", "-p", str(port), "voiceagent.asgi:application"],
         cwd=ROOT,
         env={**os.environ, **env},
         stdout=log.open("w"),
@@ -117,7 +116,7 @@ def serve_with_daphne(port: int, env: dict[str, str], log: Path) -> subprocess.P
         except OSError:
             time.sleep(0.2)
     process.kill()
-    raise SystemExit(f"Daphne did not start; see {log}")
+    raise SystemExit(f"The server (python -m voiceagent.server) did not start; see {log}")
 
 
 def run_schemathesis(url: str, *, examples: int, seed: int, stateful: bool, report: Path, output: Path) -> int:

@@ -17,6 +17,17 @@ ORDER_NUMBER = {
 }
 
 
+def with_order_tool(agent: Any) -> Any:
+    """`agent`, given Olive's one tool: check_order_status(order_number)."""
+    AgentToolFactory(
+        agent=agent,
+        name="check_order_status",
+        description="Look up the delivery status of an order by its order number",
+        parameter_schema=ORDER_NUMBER,
+    )
+    return agent
+
+
 def olive(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
     agent = make_agent(
         owner.organization,
@@ -32,13 +43,7 @@ def olive(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
         server_url=hook.url("/hooks/voice"),
         server_secret="whsec-s2s-e2e",
     )
-    AgentToolFactory(
-        agent=agent,
-        name="check_order_status",
-        description="Look up the delivery status of an order by its order number",
-        parameter_schema=ORDER_NUMBER,
-    )
-    return agent
+    return with_order_tool(agent)
 
 
 def olive_for_agent_tests(owner: Any, make_agent: Any) -> Any:
@@ -52,10 +57,4 @@ def olive_for_agent_tests(owner: Any, make_agent: Any) -> Any:
         agent_type="webhook",
         server_url="https://hooks.example.com/agent",
     )
-    AgentToolFactory(
-        agent=agent,
-        name="check_order_status",
-        description="Look up the delivery status of an order by its order number",
-        parameter_schema=ORDER_NUMBER,
-    )
-    return agent
+    return with_order_tool(agent)

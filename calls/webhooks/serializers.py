@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from calls.models import DeliveryStatus, EventType, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from kit.fields import OutboundUrlField, StrictBooleanField, StrictChoiceField, StrictUUIDField, iso
+
+if TYPE_CHECKING:
+    from calls.webhooks.events import WebhookTestOutcome
 
 MAX_URL_LENGTH = 2048
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -186,7 +189,7 @@ class WebhookTestSchema(serializers.Serializer):
     durationMs = serializers.IntegerField()
 
 
-def webhook_test_item(outcome: Any) -> dict[str, Any]:
+def webhook_test_item(outcome: WebhookTestOutcome) -> dict[str, Any]:
     return {
         "eventId": outcome.event_id,
         "delivered": outcome.succeeded,

@@ -22,10 +22,9 @@ from asgiref.sync import sync_to_async
 from agents.models import AgentTool
 from kit import background
 from realtime.agent_tests import worker
-from realtime.tests.test_agent_test_runs import ORDER_NUMBER
+from testing.agents import with_order_tool
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, socket_url
-from testing.factories import AgentToolFactory
 from testing.inprocess import InProcessServer, serving
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -135,9 +134,7 @@ def order_agent(persona: Any, make_agent: Any, server_url: str, **fields: Any) -
 
 def stalling_test(owner: Any, make_agent: Any) -> Any:
     """Olive's order tool answers 40 `a`s (mocked); the test expects its replies to match `(a+)+$`."""
-    agent = order_agent(owner, make_agent, "https://hooks.example.com/voice")
-    AgentToolFactory(agent=agent, name="check_order_status", parameter_schema=ORDER_NUMBER)
-    return agent
+    return with_order_tool(order_agent(owner, make_agent, "https://hooks.example.com/voice"))
 
 
 async def test_a_backtracking_pattern_stalls_neither_the_server_nor_another_organizations_session(

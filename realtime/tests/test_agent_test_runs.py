@@ -29,9 +29,10 @@ from calls.models import AgentLog, Call, CallEvent
 from realtime.agent_tests import worker
 from realtime.agent_tests.services import agent_test_create_for
 from realtime.models import AgentTest, TestRun
+from testing.agents import with_order_tool
 from testing.chat_server import ChatServer, Text
 from testing.daphne import database_url
-from testing.factories import AgentToolFactory, attempt_rows_create
+from testing.factories import attempt_rows_create
 from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Reply
 from voiceagent.celery import app
@@ -39,11 +40,6 @@ from voiceagent.celery import app
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
 HANDOFF = "+15557654321"
-ORDER_NUMBER = {
-    "type": "object",
-    "properties": {"order_number": {"type": "string", "description": "The order number"}},
-    "required": ["order_number"],
-}
 CLINIC = """# Riverside Clinic
 
 ## Parking
@@ -86,12 +82,7 @@ def olive(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
         server_secret="whsec-agent-tests",
         handoff_phone_number=HANDOFF,
     )
-    AgentToolFactory(
-        agent=agent,
-        name="check_order_status",
-        description="Look up the delivery status of an order by its order number",
-        parameter_schema=ORDER_NUMBER,
-    )
+    with_order_tool(agent)
     upload = owner.client.post(f"/public/v1/agents/{agent.pk}/knowledge", {"content": CLINIC}, format="json")
     assert upload.status_code == 200, upload.content
     return agent

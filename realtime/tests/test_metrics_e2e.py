@@ -25,11 +25,11 @@ from django.test import Client
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents.models import AgentTool
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog
 from kit import tracing
 from realtime import tokens
+from testing.agents import with_order_tool
 from testing.clients import VoiceClient, is_type
 from testing.inprocess import InProcessServer, serving
 from testing.speech_to_speech_provider import CallTool, ProviderServer, Say, eventually
@@ -40,11 +40,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 METRICS_TOKEN = "scrape-7Qv2-mK9d-Xw4p-Lr8n"
 ANSWER = "Order 3561 shipped yesterday."
-ORDER_NUMBER = {
-    "type": "object",
-    "properties": {"order_number": {"type": "string"}},
-    "required": ["order_number"],
-}
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +100,7 @@ def order_desk(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
         server_url=hook.url("/hooks/voice"),
         server_secret="whsec-metrics-e2e",
     )
-    AgentTool.objects.create(
-        agent=agent, name="check_order_status", description="Look up an order", parameter_schema=ORDER_NUMBER
-    )
-    return agent
+    return with_order_tool(agent)
 
 
 async def scrape(server: InProcessServer, token: str | None = METRICS_TOKEN) -> tuple[int, str]:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents.models import AgentTool
+from testing.agents import with_order_tool
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, socket_url
 from testing.inprocess import InProcessServer, serving
@@ -41,11 +41,6 @@ A: We accept most PPO plans. A cleaning without insurance costs $120.
 """
 TOPICS = ("opening hours", "dental emergency", "insurance")
 SHIPPED = "Order 3561 shipped yesterday and arrives on Friday."
-ORDER_NUMBER = {
-    "type": "object",
-    "properties": {"order_number": {"type": "string", "description": "The order number"}},
-    "required": ["order_number"],
-}
 # The README's (docs/getting-started.md) example agent.
 README_INSTRUCTIONS = (
     "Answer questions about opening hours. We are open Monday to Friday from 9 am to 6 pm, "
@@ -146,13 +141,7 @@ async def test_the_offline_summary_of_a_call_names_what_the_caller_wanted_and_th
             server_url=hook.url("/hooks/voice"),
             server_secret="whsec-summary-8Jd1",
         )
-        AgentTool.objects.create(
-            agent=agent,
-            name="check_order_status",
-            description="Look up the delivery status of an order by its order number",
-            parameter_schema=ORDER_NUMBER,
-        )
-        return agent
+        return with_order_tool(agent)
 
     agent = await sync_to_async(build)()
     async with VoiceClient(socket_url(server, agent, await typed_session(owner, agent))) as client:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents.models import AgentTool
 from realtime.engine.phrases import phrase
+from testing.agents import with_order_tool
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, socket_url
 from testing.inprocess import InProcessServer, serving
@@ -28,11 +28,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.
 
 HANDOFF = "+15557654321"
 SHIPPED = "Order 3561 shipped yesterday and arrives on Friday."
-ORDER_NUMBER = {
-    "type": "object",
-    "properties": {"order_number": {"type": "string", "description": "The order number"}},
-    "required": ["order_number"],
-}
 CLINIC = """# Riverside Clinic
 
 ## Parking
@@ -71,13 +66,7 @@ def clinic_desk(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
         server_secret="whsec-typed-7Qk2",
         handoff_phone_number=HANDOFF,
     )
-    AgentTool.objects.create(
-        agent=agent,
-        name="check_order_status",
-        description="Look up the delivery status of an order by its order number",
-        parameter_schema=ORDER_NUMBER,
-    )
-    return agent
+    return with_order_tool(agent)
 
 
 async def session_token(owner: Any, agent: Any, body: dict[str, Any] | None = None) -> str:
