@@ -25,6 +25,7 @@ import pytest
 
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer
+from testing.dashboard import STAFF_PASSWORD
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SENTENCE = "I would like to book a table for four people tomorrow evening."
@@ -96,6 +97,22 @@ def playwright_or_skip() -> Any:
     return sync_playwright
 
 
+def launch(playwright: Any, *args: str) -> Any:
+    """Debian's Chromium, headless, with `args` added to what every browser test needs."""
+    return playwright.chromium.launch(
+        executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run", *args]
+    )
+
+
+def log_in(page: Any, base: str, *, to: str = "/admin/") -> None:
+    """Log in to the dashboard at `base` as `staff` (STAFF_PASSWORD) and wait for the page `to`."""
+    page.goto(f"{base}/admin/login/?next={quote(to)}")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", STAFF_PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}{to}")
+
+
 def _write_wav(path: Path, *parts: np.ndarray) -> Path:
     with wave.open(str(path), "wb") as out:
         out.setnchannels(1)
@@ -152,22 +169,15 @@ async def warm_up(server: DaphneServer, agent: Any) -> None:
 def page_fixture(microphone_wav: Path, request: Any) -> Iterator[Any]:
     sync_playwright = playwright_or_skip()
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--headless",
-                "--disable-gpu",
-                "--use-fake-ui-for-media-stream",
-                "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={microphone_wav}%noloop",
-                "--autoplay-policy=no-user-gesture-required",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
+        browser = launch(
+            playwright,
+            "--use-fake-ui-for-media-stream",
+            "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={microphone_wav}%noloop",
+            "--autoplay-policy=no-user-gesture-required",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
         )
         context = browser.new_context(viewport={"width": 1200, "height": 900})
         context.add_init_script(WATCH_VIOLATIONS)  # window.__cspViolations: what the page's CSP refused

@@ -39,6 +39,18 @@ def issue(agent: Any) -> str:
     return tokens.issue_token(agent_id=agent.pk, organization_id=agent.organization_id)[0]
 
 
+async def session_token(persona: Any, agent: Any, body: dict[str, Any] | None = None) -> str:
+    """A session token for `agent`, asked of the API with the persona's key (`body`: the request's, for
+    example `{"modality": "text"}`)."""
+    from asgiref.sync import sync_to_async
+
+    response = await sync_to_async(persona.client.post)(
+        f"/public/v1/agents/{agent.pk}/realtime-sessions", body or {}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    return str(response.json()["token"])
+
+
 def socket_url(server: Server, agent: Any, token: str) -> str:
     return f"{server.ws_url}/ws/agents/{agent.pk}/realtime?token={token}"
 

@@ -7,16 +7,17 @@ Use it inside the test's event loop (`async with LoopbackReceiver() as hook:`) o
 process calling it while the test thread waits, in a thread of its own (`with LoopbackReceiver() as
 hook:`): the lifecycle of testing/servers.py.
 
-Fixtures `receiver` and `allow_loopback`: a test module that uses them imports `receiver_fixture` and
-`allow_loopback_fixture` (registered under the short names).
+Fixtures `receiver`, `receivers` and `allow_loopback`: a test module that uses them imports
+`receiver_fixture`, `receivers_fixture` and `allow_loopback_fixture` (registered under the short names).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +133,14 @@ def allow_loopback_fixture(settings: Any) -> Any:
     """The egress guard lets requests reach loopback servers (as OUTBOUND_ALLOWED_NETWORKS does)."""
     settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     return settings
+
+
+@pytest.fixture(name="receivers")
+def receivers_fixture() -> Iterator[Callable[..., LoopbackReceiver]]:
+    """`receivers(default=None)` starts a receiver serving from a thread (a server process or a worker thread
+    calls it while the test waits); all are stopped at the end of the test."""
+    with contextlib.ExitStack() as stack:
+        yield lambda default=None: stack.enter_context(LoopbackReceiver(default))
 
 
 @pytest.fixture(name="receiver")

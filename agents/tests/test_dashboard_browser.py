@@ -20,6 +20,7 @@ from django.contrib.auth.models import User
 from agents.models import Agent, AgentTool
 from knowledge.models import KnowledgeDocument
 from testing.browser import (  # noqa: F401 - fixtures: Chromium with a microphone file
+    log_in,
     log_lines,
     microphone_wav_fixture,
     page_fixture,
@@ -27,12 +28,12 @@ from testing.browser import (  # noqa: F401 - fixtures: Chromium with a micropho
     warm_up,
 )
 from testing.daphne import REPO, SECRET, DaphneServer, in_thread, start_test_server, stop_test_server
+from testing.dashboard import STAFF_PASSWORD
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ARTIFACTS = REPO / "var" / "test-artifacts"
-PASSWORD = "pw-staff-Xq4Lm8Tz"
 INDEXING_SECONDS = 240  # the server loads its embedding model for the first document
 HOURS = (
     "# Opening hours\n\nThe Acme restaurant opens at noon and closes at eleven in the evening.\n\n"
@@ -54,7 +55,7 @@ def tool_server(owner: Any) -> Iterator[LoopbackReceiver]:
 
 @pytest.fixture
 def server(owner: Any, tmp_path_factory: Any) -> Iterator[DaphneServer]:
-    User.objects.create_superuser("staff", "staff@example.com", PASSWORD)
+    User.objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD)
     started = start_test_server(
         tmp_path_factory,
         "dashboard",
@@ -96,11 +97,7 @@ def test_staff_build_an_agent_in_the_dashboard_talk_to_it_and_find_the_call(
     page.set_default_timeout(30_000)
     base = server.http_url
 
-    page.goto(f"{base}/admin/login/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{base}/admin/")
+    log_in(page, base)
 
     # A new agent: the organization is searched by name, then the agent's settings.
     page.goto(f"{base}/admin/agents/agent/add/")

@@ -22,11 +22,10 @@ wall time down; each still waits for the agent's answer to finish playing before
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -45,7 +44,7 @@ from testing.inprocess import InProcessServer, serving
 from testing.mcp import LoopbackMcp
 from testing.voice import record_voice
 from testing.waiting import polled
-from testing.webhooks import LoopbackReceiver, Reply
+from testing.webhooks import LoopbackReceiver, Reply, receivers_fixture  # noqa: F401 - the receivers fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -113,13 +112,6 @@ def loopback(settings: Any) -> Any:
     """This process may reach loopback servers too (connecting the MCP server)."""
     settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     return settings
-
-
-@pytest.fixture
-def receivers() -> Iterator[Callable[..., LoopbackReceiver]]:
-    """Webhook receivers serving from threads (the server process calls them while the test waits)."""
-    with contextlib.ExitStack() as stack:
-        yield lambda default=None: stack.enter_context(LoopbackReceiver(default))
 
 
 # --- agents --------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from kit import background
 from realtime.agent_tests import worker
 from testing.agents import with_order_tool
 from testing.clients import VoiceClient, is_type
-from testing.conversations import agent_for, socket_url
+from testing.conversations import agent_for, session_token, socket_url
 from testing.inprocess import InProcessServer, serving
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
@@ -147,10 +147,7 @@ async def test_a_backtracking_pattern_stalls_neither_the_server_nor_another_orga
     realtime_settings.REALTIME_TEXT_MAX_MESSAGES_PER_CALL = 1000
     olive = await sync_to_async(stalling_test)(owner, make_agent)
     ava = await sync_to_async(agent_for)(outsider, make_agent, name="Ava", instructions="You help callers.")
-    token = await sync_to_async(outsider.client.post)(
-        f"/public/v1/agents/{ava.pk}/realtime-sessions", {"modality": "text"}, format="json"
-    )
-    assert token.status_code == 200, token.content
+    token = await session_token(outsider, ava, {"modality": "text"})
     owner_key = {"Authorization": f"Bearer {owner.api_key}"}
     async with server.ahttp(headers=owner_key) as http:
         test = await http.post(
@@ -164,7 +161,7 @@ async def test_a_backtracking_pattern_stalls_neither_the_server_nor_another_orga
             },
         )
         assert test.status_code == 201, test.text
-        async with VoiceClient(socket_url(server, ava, token.json()["token"])) as client:
+        async with VoiceClient(socket_url(server, ava, token)) as client:
             started = await client.wait_for(is_type("session.started"), timeout=60)
             await client.wait_for(is_type("transcript", role="assistant"), after=started, timeout=30)
             # A first exchange before the run, and the engine's models loaded (as a server's are by then).

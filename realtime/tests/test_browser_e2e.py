@@ -29,6 +29,7 @@ from testing.agents import GREETING as OLIVE_GREETING
 from testing.agents import olive
 from testing.browser import (  # noqa: F401 - the fixtures: Chromium with a microphone file
     SENTENCE,
+    log_in,
     log_lines,
     microphone_wav_fixture,
     page_fixture,
@@ -36,6 +37,7 @@ from testing.browser import (  # noqa: F401 - the fixtures: Chromium with a micr
     warm_up,
 )
 from testing.daphne import REPO, DaphneServer, in_thread, start_test_server, stop_test_server
+from testing.dashboard import STAFF_PASSWORD
 from testing.speech_to_speech_provider import CallTool, ProviderServer, Say
 from testing.webhooks import LoopbackReceiver, Reply
 
@@ -180,12 +182,8 @@ def assert_the_greeting_shows_as_it_is_spoken(page: Any, first_sentence: str, na
 
 def staff_login(page: Any, server: DaphneServer, agent: Any) -> None:
     """Log in as a new superuser and open the agent's dashboard page."""
-    in_thread(lambda: get_user_model().objects.create_superuser("staff", "staff@example.com", "correct-horse-battery"))
-    page.goto(f"{server.http_url}/admin/agents/agent/{agent.pk}/change/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", "correct-horse-battery")
-    page.click("input[type=submit]")
-    page.wait_for_url(f"**/admin/agents/agent/{agent.pk}/change/")
+    in_thread(lambda: get_user_model().objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD))
+    log_in(page, server.http_url, to=f"/admin/agents/agent/{agent.pk}/change/")
     assert "Talk to this agent" in page.inner_text("#talk-panel h2")
     assert "va_" not in page.content()
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -41,7 +41,7 @@ from testing.twilio_stream import TwilioStream, greeted, to_phone
 from testing.twilio_webhooks import make_account, twilio_api_fixture  # noqa: F401 - the fixture
 from testing.voice import mumble, pink_noise, record_voice, rms, speech_bounds
 from testing.waiting import polled
-from testing.webhooks import LoopbackReceiver, Reply
+from testing.webhooks import LoopbackReceiver, Reply, receivers_fixture  # noqa: F401 - the receivers fixture
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -138,13 +138,6 @@ def hanging_server(settings: Any, hanging_chat: ChatServer) -> Iterator[InProces
     }
     with serving(settings, values) as started:
         yield started
-
-
-@pytest.fixture
-def receivers() -> Iterator[Callable[..., LoopbackReceiver]]:
-    """Tool servers serving from threads (the server process calls them while the test waits)."""
-    with contextlib.ExitStack() as stack:
-        yield lambda default=None: stack.enter_context(LoopbackReceiver(default))
 
 
 # --- brains -------------------------------------------------------------------------------------

@@ -11,8 +11,7 @@ suggested for the Q&A file describes it instead of quoting its first question.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,10 +19,10 @@ from asgiref.sync import sync_to_async
 
 from testing.agents import with_order_tool
 from testing.clients import VoiceClient, is_type
-from testing.conversations import agent_for, socket_url
+from testing.conversations import agent_for, session_token, socket_url
 from testing.inprocess import InProcessServer, serving
 from testing.waiting import polled
-from testing.webhooks import LoopbackReceiver, Reply
+from testing.webhooks import LoopbackReceiver, Reply, receivers_fixture  # noqa: F401 - the receivers fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -55,20 +54,6 @@ def server(settings: Any) -> Iterator[InProcessServer]:
         yield started
 
 
-@pytest.fixture
-def receivers() -> Iterator[Callable[..., LoopbackReceiver]]:
-    with contextlib.ExitStack() as stack:
-        yield lambda default=None: stack.enter_context(LoopbackReceiver(default))
-
-
-async def typed_session(owner: Any, agent: Any) -> str:
-    response = await sync_to_async(owner.client.post)(
-        f"/public/v1/agents/{agent.pk}/realtime-sessions", {"modality": "text"}, format="json"
-    )
-    assert response.status_code == 200, response.content
-    return str(response.json()["token"])
-
-
 async def answer(client: VoiceClient, text: str) -> str:
     """Type `text`; the agent's answer."""
     before = len(client.messages)
@@ -94,7 +79,9 @@ async def test_a_qa_file_is_answered_without_labels_keeping_its_phone_number_and
     assert all(topic in description for topic in TOPICS), description
     assert "?" not in description and "A:" not in description
 
-    async with VoiceClient(socket_url(server, agent, await typed_session(owner, agent))) as client:
+    async with VoiceClient(
+        socket_url(server, agent, await session_token(owner, agent, {"modality": "text"}))
+    ) as client:
         await client.wait_for(is_type("session.started"), timeout=60)
         emergency = await answer(client, "What should I do in a dental emergency?")
         saturday = await answer(client, "Are you open on Saturday?")
@@ -117,7 +104,9 @@ async def test_the_readme_example_agent_answers_its_question_from_its_instructio
     server, owner, make_agent, realtime_settings
 ):
     agent = await sync_to_async(agent_for)(owner, make_agent, name="Front desk", instructions=README_INSTRUCTIONS)
-    async with VoiceClient(socket_url(server, agent, await typed_session(owner, agent))) as client:
+    async with VoiceClient(
+        socket_url(server, agent, await session_token(owner, agent, {"modality": "text"}))
+    ) as client:
         await client.wait_for(is_type("session.started"), timeout=60)
         # The question as the offline recognizer hears docs/examples/question.wav.
         saturday = await answer(client, "what are you open on saturday")
@@ -144,7 +133,9 @@ async def test_the_offline_summary_of_a_call_names_what_the_caller_wanted_and_th
         return with_order_tool(agent)
 
     agent = await sync_to_async(build)()
-    async with VoiceClient(socket_url(server, agent, await typed_session(owner, agent))) as client:
+    async with VoiceClient(
+        socket_url(server, agent, await session_token(owner, agent, {"modality": "text"}))
+    ) as client:
         started = await client.wait_for(is_type("session.started"), timeout=60)
         call_id = client.messages[started].message["callId"]
         await answer(client, "Hello there.")

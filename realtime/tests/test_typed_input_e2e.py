@@ -19,7 +19,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from testing.clients import VoiceClient, is_type
-from testing.conversations import agent_for, socket_url
+from testing.conversations import agent_for, session_token, socket_url
 from testing.inprocess import InProcessServer, serving
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
@@ -49,11 +49,8 @@ def typed(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
 @contextlib.asynccontextmanager
 async def text_session(owner: Any, agent: Any, server: InProcessServer) -> AsyncIterator[tuple[VoiceClient, str]]:
     """A typed session's socket, once the agent has greeted; and its call's id."""
-    response = await sync_to_async(owner.client.post)(
-        f"/public/v1/agents/{agent.pk}/realtime-sessions", {"modality": "text"}, format="json"
-    )
-    assert response.status_code == 200, response.content
-    async with VoiceClient(socket_url(server, agent, response.json()["token"])) as client:
+    token = await session_token(owner, agent, {"modality": "text"})
+    async with VoiceClient(socket_url(server, agent, token)) as client:
         started = await client.wait_for(is_type("session.started"), timeout=60)
         await client.wait_for(is_type("transcript", role="assistant"), after=started)  # the greeting
         yield client, client.messages[started].message["callId"]

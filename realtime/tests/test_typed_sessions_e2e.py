@@ -10,8 +10,7 @@ loopback.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,9 +19,9 @@ from asgiref.sync import sync_to_async
 from realtime.engine.phrases import phrase
 from testing.agents import with_order_tool
 from testing.clients import VoiceClient, is_type
-from testing.conversations import agent_for, socket_url
+from testing.conversations import agent_for, session_token, socket_url
 from testing.inprocess import InProcessServer, serving
-from testing.webhooks import LoopbackReceiver, Reply
+from testing.webhooks import LoopbackReceiver, Reply, receivers_fixture  # noqa: F401 - the receivers fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
@@ -48,12 +47,6 @@ def server(settings: Any) -> Iterator[InProcessServer]:
         yield started
 
 
-@pytest.fixture
-def receivers() -> Iterator[Callable[..., LoopbackReceiver]]:
-    with contextlib.ExitStack() as stack:
-        yield lambda default=None: stack.enter_context(LoopbackReceiver(default))
-
-
 def clinic_desk(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
     """An agent with a webhook tool, the clinic's page as knowledge and a handoff number."""
     agent = agent_for(
@@ -67,14 +60,6 @@ def clinic_desk(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
         handoff_phone_number=HANDOFF,
     )
     return with_order_tool(agent)
-
-
-async def session_token(owner: Any, agent: Any, body: dict[str, Any] | None = None) -> str:
-    response = await sync_to_async(owner.client.post)(
-        f"/public/v1/agents/{agent.pk}/realtime-sessions", body or {}, format="json"
-    )
-    assert response.status_code == 200, response.content
-    return str(response.json()["token"])
 
 
 async def answer(client: VoiceClient, text: str) -> tuple[str, list[dict[str, Any]]]:

@@ -65,6 +65,12 @@ class LabelledChoiceField(forms.ModelChoiceField):
         return f"{obj} ({obj.organization.name})"
 
 
+def _time_of_day_field(label: str, placeholder: str, help_text: str) -> forms.CharField:
+    """An optional "HH:MM" of the calling window (the service validates it)."""
+    widget = forms.TextInput(attrs={"size": 5, "placeholder": placeholder})
+    return forms.CharField(label=label, required=False, max_length=5, widget=widget, help_text=help_text)
+
+
 class CampaignAddForm(ServiceModelForm):
     """A new campaign, as POST /call-batches takes it with a CSV file: validating the form is the service
     call (a valid form is a saved campaign with its recipients; an invalid one saved nothing)."""
@@ -97,20 +103,12 @@ class CampaignAddForm(ServiceModelForm):
         widget=forms.CheckboxSelectMultiple,
         help_text="Calls are placed only on these days (with a window below).",
     )
-    window_start = forms.CharField(
-        label="Calling window from",
-        required=False,
-        max_length=5,
-        widget=forms.TextInput(attrs={"size": 5, "placeholder": "09:00"}),
-        help_text='"HH:MM" (24-hour). Blank, with the end and time zone blank and every day checked: any time.',
+    window_start = _time_of_day_field(
+        "Calling window from",
+        "09:00",
+        '"HH:MM" (24-hour). Blank, with the end and time zone blank and every day checked: any time.',
     )
-    window_end = forms.CharField(
-        label="Calling window until",
-        required=False,
-        max_length=5,
-        widget=forms.TextInput(attrs={"size": 5, "placeholder": "18:00"}),
-        help_text='"HH:MM", after the start, the same day.',
-    )
+    window_end = _time_of_day_field("Calling window until", "18:00", '"HH:MM", after the start, the same day.')
     window_time_zone = forms.CharField(
         label="Window time zone",
         required=False,

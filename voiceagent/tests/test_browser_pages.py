@@ -50,7 +50,7 @@ from realtime.models import AgentTest, TestRun
 from telephony.models import CallBatch
 from telephony.services.numbers import phone_number_claim
 from testing.agents import olive_for_agent_tests
-from testing.browser import CHROMIUM, WATCH_VIOLATIONS, playwright_or_skip, wait_until
+from testing.browser import WATCH_VIOLATIONS, launch, log_in, playwright_or_skip, wait_until
 from testing.daphne import REPO, DaphneServer, in_thread, shared_test_server, start_test_server, stop_test_server
 from testing.dashboard import STAFF_PASSWORD
 from testing.twilio_webhooks import make_account
@@ -117,9 +117,7 @@ def browser() -> Iterator[tuple[Any, asyncio.AbstractEventLoop]]:
     tests' own queries go through in_thread, as with a browser of their own."""
     sync_playwright = playwright_or_skip()
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
+        chromium = launch(playwright)
         loop = asyncio.get_running_loop()
         asyncio.events._set_running_loop(None)
         try:
@@ -147,14 +145,6 @@ def fresh_page(browser: tuple[Any, asyncio.AbstractEventLoop]) -> Iterator[tuple
             context.close()
     finally:
         asyncio.events._set_running_loop(None)
-
-
-def _log_in(page: Any, base: str) -> None:
-    page.goto(f"{base}/admin/login/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", STAFF_PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{base}/admin/")
 
 
 def _problems(page: Any, console: list[str]) -> list[str]:
@@ -260,7 +250,7 @@ def test_the_home_page_refreshes_live_calls_by_itself(server, dashboard_world, f
 
     page, console = fresh_page
     base = server.http_url
-    _log_in(page, base)
+    log_in(page, base)
     assert _open(page, console, f"{base}/admin/", "home") == (0, [])
     assert page.text_content('[data-count="live"]') == "2"
     assert page.locator("#live-calls tbody tr").count() == 2
@@ -276,7 +266,7 @@ def test_the_home_page_refreshes_live_calls_by_itself(server, dashboard_world, f
 def test_pages_carry_a_favicon_that_is_served(server, dashboard_world, fresh_page):
     page, _ = fresh_page
     base = server.http_url
-    _log_in(page, base)
+    log_in(page, base)
     icons = page.eval_on_selector_all('link[rel="icon"]', "links => links.map(link => link.href)")
     assert icons
     for href in icons:
@@ -323,7 +313,7 @@ def player_world(
 def test_the_call_page_plays_the_recording_and_a_click_on_a_turn_seeks_to_it(server, player_world, fresh_page):
     page, console = fresh_page
     base = server.http_url
-    _log_in(page, base)
+    log_in(page, base)
 
     response = page.goto(f"{base}/admin/calls/call/{player_world['call'].pk}/change/")
     assert response.status == 200
@@ -390,7 +380,7 @@ def test_every_dashboard_page_loads_clean_and_its_lists_fit_a_1280_pixel_window(
     record pages with the widest content) wider than the window."""
     page, console = fresh_page
     base = server.http_url
-    _log_in(page, base)
+    log_in(page, base)
     visited: dict[str, list[str]] = {}
     overflowing: dict[str, int] = {}
 
@@ -434,7 +424,7 @@ def olive(owner: Any, make_agent: Any) -> Agent:
 def staff_page(olive: Agent, own_server: DaphneServer, fresh_page: tuple[Any, list[str]]) -> tuple[Any, list[str]]:
     """`fresh_page`, logged in as `staff` (after `olive` made the user)."""
     page, console = fresh_page
-    _log_in(page, own_server.http_url)
+    log_in(page, own_server.http_url)
     console.clear()
     return page, console
 
@@ -590,11 +580,7 @@ def test_a_webhook_and_a_campaign_are_created_from_the_dashboard(own_server, cre
     failed: list[str] = []
     page.on("response", lambda r: failed.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
     base = own_server.http_url
-    page.goto(f"{base}/admin/login/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", STAFF_PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{base}/admin/")
+    log_in(page, base)
     assert page.locator("a", has_text="Campaigns").count() >= 1
     assert "batchs" not in page.content()
     assert _problems(page, console) + failed == []
