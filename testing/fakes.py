@@ -128,20 +128,24 @@ class FakeDetector:
 @dataclass
 class FakeRecognizer:
     texts: list[str]
-    heard_bytes: list[int] = field(default_factory=list)
-    _current: int = 0
+    heard: list[bytes] = field(default_factory=list)  # the audio of each finished utterance
+    _current: list[bytes] = field(default_factory=list)
+
+    @property
+    def heard_bytes(self) -> list[int]:
+        return [len(audio) for audio in self.heard]
 
     def peek(self) -> str:
         return self.texts[0] if self.texts else ""
 
     def start(self) -> None:
-        self._current = 0
+        self._current = []
 
     def feed(self, pcm: bytes) -> None:
-        self._current += len(pcm)
+        self._current.append(pcm)
 
     def finish(self) -> str:
-        self.heard_bytes.append(self._current)
+        self.heard.append(b"".join(self._current))
         return self.texts.pop(0) if self.texts else ""
 
 

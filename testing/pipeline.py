@@ -15,6 +15,7 @@ from asgiref.sync import sync_to_async
 
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
+from realtime.engine.audio import IN_BYTES_PER_MS
 from realtime.engine.cascade import kit as voice
 from realtime.engine.cascade.kit import VoiceKit
 from realtime.engine.cascade.listener import RecognizerJob
@@ -103,11 +104,14 @@ class Harness:
             await asyncio.sleep(0.01)
         await settle()
 
-    async def feed(self, pcm: bytes) -> None:
-        """Stream caller audio in 20 ms chunks, moving the clock with it."""
-        for start in range(0, len(pcm), 640):
-            self.conversation.push_audio(pcm[start : start + 640])
-            await self.clock.advance(0.02)
+    async def feed(self, pcm: bytes, *, piece_ms: int = 20) -> None:
+        """Stream caller audio in pieces of `piece_ms` (a browser's 20 ms frames; a transport or a loaded
+        machine may hand the listener larger or odd ones), moving the clock with it."""
+        size = piece_ms * IN_BYTES_PER_MS
+        for start in range(0, len(pcm), size):
+            piece = pcm[start : start + size]
+            self.conversation.push_audio(piece)
+            await self.clock.advance(len(piece) / IN_BYTES_PER_MS / 1000)
 
     async def feed_silence_until(self, done: Callable[[], object], *, at_most_ms: int) -> None:
         """Silence from the caller until `done()` holds (or `at_most_ms` of it): the call record and the

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 from functools import partial
 
+import numpy as np
 import pytest
 from asgiref.sync import sync_to_async
 
@@ -214,6 +215,31 @@ async def test_a_caller_who_goes_on_as_the_answer_starts_playing_gets_it_dropped
         AgentLog.objects.filter(session_id=h.recorder.session_id).values_list("content__message", flat=True)
     )
     assert "caller went on before hearing the answer" in texts and "barge-in" not in texts
+
+
+def voiced(ms: int, seed: int) -> bytes:
+    """`ms` of caller audio that differs from sample to sample (where a piece of it was cut shows)."""
+    samples = np.random.default_rng(seed).integers(300, 3000, size=16 * ms, dtype=np.int16)
+    return samples.astype("<i2").tobytes()
+
+
+@pytest.mark.parametrize("piece_ms", [250, 37, 1000])
+async def test_the_recognizer_hears_the_same_audio_however_the_callers_audio_comes_in_pieces(agent, piece_ms):
+    """The same caller audio streamed in 20 ms frames, in the larger pieces of a listener that takes waiting
+    audio together on a loaded machine, or in odd pieces: the recognizer is given the same audio for each
+    utterance (from the same pre-roll to the same last frame), so it makes the same words of the same sound."""
+    caller = voiced(700, seed=1) + silence(3000) + voiced(400, seed=2) + silence(3000)
+    heard = []
+    for piece in (20, piece_ms):
+        h = Harness(agent, texts=[FIRST, SECOND])
+        await greeted(h)
+        await h.feed(caller, piece_ms=piece)
+        assert [text for role, text in h.transport.transcripts() if role == "user"] == [FIRST, SECOND]
+        heard.append(h.parts["recognizer"].heard)
+        await h.stop()
+    framed, pieces = heard
+    assert [len(audio) for audio in pieces] == [len(audio) for audio in framed]
+    assert pieces == framed
 
 
 def quick_end_harness(agent, texts: list[str], *, lagging: bool) -> tuple[Harness, asyncio.Event]:

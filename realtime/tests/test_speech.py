@@ -491,6 +491,22 @@ def test_odd_sized_chunks_are_decoded_as_well(recognizer: pocketsphinx.Recognize
     assert words_right(SENTENCE, heard) >= 0.5, heard
 
 
+def test_the_same_sound_gives_the_same_words_however_it_comes_in_pieces(module_lm_cache: Path) -> None:
+    """A conversation's first utterances (decoded before and after the recognizer adapts to the caller, at
+    2.5 s) in 20 ms frames, in 250 ms pieces (a loaded server takes waiting audio together) and in odd
+    pieces: the same words each time. PocketSphinx makes other words of the same sound cut otherwise."""
+    long_first = to_16k(espeak.synthesize(f"{SENTENCE} {SECOND}", language="en-US", voice_name="leo"))
+    then = to_16k(
+        espeak.synthesize("And can we sit outside near the window please.", language="en-US", voice_name="leo")
+    )
+    heard = {}
+    for chunk_bytes in (640, 8000, 9664):
+        fresh = pocketsphinx.recognizer_for_agent(AgentStandIn())
+        assert fresh is not None
+        heard[chunk_bytes] = [recognize(fresh, long_first, chunk_bytes), recognize(fresh, then, chunk_bytes)]
+    assert heard[8000] == heard[640] and heard[9664] == heard[640], heard
+
+
 def test_without_workers_the_recognizer_decodes_in_process(module_lm_cache: Path, speech_16k: bytes) -> None:
     local = pocketsphinx.recognizer_for_agent(AgentStandIn(), workers=0)
     assert isinstance(local, pocketsphinx.Recognizer)

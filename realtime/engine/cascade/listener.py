@@ -8,7 +8,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
-from realtime.engine.audio import IN_BYTES_PER_MS
+from realtime.engine.audio import IN_BYTES_PER_MS, LISTEN_BYTES
 from realtime.engine.contracts import Detector, Recognizer
 
 
@@ -43,6 +43,7 @@ class Listener:
         self._preroll_bytes = 0
         self._preroll_limit = preroll_ms * IN_BYTES_PER_MS
         self._in_utterance = False
+        self._pending = b""  # less than LISTEN_BYTES, waiting for more audio
         # Quick end of turn: the detector reports pauses and can end an utterance early, the
         # recognizer tells the words so far.
         self.quick_end = (
@@ -52,34 +53,46 @@ class Listener:
         )
 
     def detect(self, pcm16_16k: bytes) -> Heard:
-        """Run the detector over new audio; say what the recognizer must do with it."""
+        """Run the detector over new audio; say what the recognizer must do with it. The audio is taken in
+        pieces of LISTEN_MS (a remainder waits for the next piece), and each recognizer job holds the audio up
+        to the piece where the detector's event came: what the recognizer hears of an utterance follows from
+        the audio alone, however the transport cut it in pieces or the listener took waiting pieces together
+        (a loaded machine), so the words it makes of the same sound are the same."""
         heard = Heard(speaking=False, speech_ms=0)
-        fed = False
-        for event in self.detector.feed(pcm16_16k):
-            if event.kind == "speech_start" and not self._in_utterance:
-                self._in_utterance = heard.speech_started = fed = True
-                self._remember(pcm16_16k)
-                heard.jobs.append((RecognizerJob.START, b"".join(self._preroll)))
-                self._preroll.clear()
-                self._preroll_bytes = 0
-            elif event.kind == "speech_end" and self._in_utterance:
-                if not fed:
-                    heard.jobs.append((RecognizerJob.FEED, pcm16_16k))
-                fed = True
-                self._in_utterance = False
-                heard.utterances_ended += 1
-                heard.jobs.append((RecognizerJob.FINISH, b""))
-            elif event.kind == "pause" and self._in_utterance and self.quick_end:
-                if not fed:
-                    heard.jobs.append((RecognizerJob.FEED, pcm16_16k))
-                fed = True
-                heard.pause = self.detector.pauses  # type: ignore[attr-defined]
-                heard.jobs.append((RecognizerJob.PEEK, b""))
-        if not fed:
-            if self._in_utterance:
-                heard.jobs.append((RecognizerJob.FEED, pcm16_16k))
-            else:
-                self._remember(pcm16_16k)
+        data = self._pending + pcm16_16k
+        usable = len(data) - len(data) % LISTEN_BYTES
+        self._pending = data[usable:]
+        unfed: list[bytes] = []  # audio of the utterance going on, not yet in a job
+
+        def feed_unfed() -> None:
+            if unfed:
+                heard.jobs.append((RecognizerJob.FEED, b"".join(unfed)))
+                unfed.clear()
+
+        for offset in range(0, usable, LISTEN_BYTES):
+            piece = data[offset : offset + LISTEN_BYTES]
+            taken = self._in_utterance
+            if taken:
+                unfed.append(piece)
+            for event in self.detector.feed(piece):
+                if event.kind == "speech_start" and not self._in_utterance:
+                    self._in_utterance = heard.speech_started = taken = True
+                    self._remember(piece)
+                    heard.jobs.append((RecognizerJob.START, b"".join(self._preroll)))
+                    self._preroll.clear()
+                    self._preroll_bytes = 0
+                elif event.kind == "speech_end" and self._in_utterance:
+                    feed_unfed()
+                    self._in_utterance = False
+                    heard.utterances_ended += 1
+                    heard.jobs.append((RecognizerJob.FINISH, b""))
+                elif event.kind == "pause" and self._in_utterance and self.quick_end:
+                    feed_unfed()
+                    heard.pause = self.detector.pauses  # type: ignore[attr-defined]
+                    heard.jobs.append((RecognizerJob.PEEK, b""))
+            if not taken:
+                self._remember(piece)
+        feed_unfed()
         heard.speaking = bool(self.detector.speaking)
         heard.speech_ms = int(self.detector.current_speech_ms) if heard.speaking else 0
         if self.recognizer is None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from realtime.engine.audio import IN_BYTES_PER_MS
+from realtime.engine.audio import IN_BYTES_PER_MS, LISTEN_BYTES
 from realtime.engine.speech import language_model
 from realtime.engine.speech.language_model import LanguageModel
 
-SLICE_BYTES = 100 * IN_BYTES_PER_MS  # 100 ms of PCM16
+SLICE_BYTES = LISTEN_BYTES  # what the listener gives at once: the words so far (peek) hold all of it
 # PocketSphinx normalizes features with a running cepstral mean that starts from a generic value and
 # is updated at the end of an utterance: the first words of a conversation are decoded with a mean
 # that fits nobody (about half the words wrong, against a third once adapted). So the first audio of
@@ -75,16 +75,25 @@ class Recognizer:
     def feed(self, pcm16_16k: bytes) -> None:
         if not self._active:
             self.start()
-        data = self._pending + pcm16_16k
-        usable = len(data) - len(data) % 2
-        self._pending = data[usable:]
-        data = data[:usable]
-        self._decode(data)
+        self._pending += pcm16_16k
+        whole = len(self._pending) - len(self._pending) % SLICE_BYTES
+        if whole:
+            self._take(self._pending[:whole])
+            self._pending = self._pending[whole:]
+
+    def _take(self, data: bytes) -> None:
+        """Decode audio in slices counted from the utterance's start (PocketSphinx makes other words of the
+        same sound decoded in other slices) and adapt the mean at exactly WARMUP_BYTES: the words follow
+        from the audio, however it came in pieces."""
         if not self._warm:
-            self._cold_audio.append(data)
-            self._cold_bytes += len(data)
+            cold = data[: WARMUP_BYTES - self._cold_bytes]
+            data = data[len(cold) :]
+            self._decode(cold)
+            self._cold_audio.append(cold)
+            self._cold_bytes += len(cold)
             if self._cold_bytes >= WARMUP_BYTES:
                 self._redecode()
+        self._decode(data)
 
     def known_word_pairs(self) -> frozenset[tuple[str, str]] | None:
         """The word pairs of this recognizer's language model (None: the general model)."""
@@ -102,6 +111,9 @@ class Recognizer:
         """The words of the utterance ('' when nothing was recognized)."""
         if not self._active:
             return ""
+        rest, self._pending = self._pending[: len(self._pending) // 2 * 2], b""
+        if rest:  # the last slice, shorter
+            self._take(rest)
         if not self._warm and self._cold_bytes:
             self._redecode()
         self._active = False
