@@ -34,7 +34,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     import onnxruntime
-    from tokenizers import Tokenizer
+    from tokenizers import Encoding, Tokenizer
 
 # Before sentence-transformers/transformers are imported: never reach a model hub at run time.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -46,6 +46,7 @@ DIMENSIONS = 384
 # The model reads at most 256 word pieces; chunking stays below this (knowledge/chunking.py).
 MAX_MODEL_TOKENS = 256
 BATCH_SIZE = 64
+BATCH_TOKENS = 64 * 64  # a batch's padded tokens at most: 64 questions, or 16 texts at the model's limit
 # Threads of the ONNX Runtime pool: a single query is too small to spread over more cores.
 MAX_THREADS = 4
 EXPORT_TIMEOUT_SECONDS = 900  # about 13 s of CPU on an idle machine
@@ -101,7 +102,7 @@ def export(path: Path) -> None:
             vectors = self.model(features)["sentence_embedding"]
             return vectors, matrix @ vectors.T
 
-    sample = _encode(["a padded sample", "and a somewhat longer sample sentence"])
+    sample = _inputs(_tokens(["a padded sample", "and a somewhat longer sample sentence"]))
     sample["matrix"] = np.zeros((3, DIMENSIONS), dtype=np.float32)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     os.close(handle)
@@ -144,6 +145,8 @@ def session() -> onnxruntime.InferenceSession:
                     _export_once(path)
                 options = onnxruntime.SessionOptions()
                 options.intra_op_num_threads = min(os.cpu_count() or 1, MAX_THREADS)
+                # Between two steps the pool's threads sleep, not spin: a server's sessions need the cores.
+                options.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 options.log_severity_level = 3
                 _session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     return _session
@@ -196,21 +199,26 @@ def _load_tokenizer() -> Tokenizer:
 
 @lru_cache(maxsize=1)
 def _model_tokenizer() -> Tokenizer:
-    """The tokenizer as sentence-transformers runs it: truncated to the model's limit, padded per batch."""
+    """The tokenizer as sentence-transformers runs it: truncated to the model's limit (padded per batch
+    by `_inputs`)."""
     tok = _load_tokenizer()
     tok.enable_truncation(MAX_MODEL_TOKENS)
-    tok.enable_padding()
+    tok.no_padding()  # its file pads every text to 128
     return tok
 
 
-def _encode(texts: list[str]) -> dict[str, np.ndarray]:
-    encodings = _model_tokenizer().encode_batch([text.strip() for text in texts])
-    ids = np.array([e.ids for e in encodings], dtype=np.int64)
-    return {
-        "input_ids": ids,
-        "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-        "token_type_ids": np.zeros_like(ids),
-    }
+def _tokens(texts: list[str]) -> list[Encoding]:
+    return _model_tokenizer().encode_batch([text.strip() for text in texts])
+
+
+def _inputs(encodings: list[Encoding]) -> dict[str, np.ndarray]:
+    """The model's inputs for a batch, padded to its longest text."""
+    ids = np.zeros((len(encodings), max(len(e.ids) for e in encodings)), dtype=np.int64)  # [PAD] is 0
+    mask = np.zeros_like(ids)
+    for row, encoding in enumerate(encodings):
+        ids[row, : len(encoding.ids)] = encoding.ids
+        mask[row, : len(encoding.ids)] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
 
 
 _NO_ROWS = np.zeros((0, DIMENSIONS), dtype=np.float32)
@@ -220,18 +228,23 @@ def embed(texts: list[str]) -> np.ndarray:
     """Embeddings of `texts`: float32, L2-normalized, shape (len(texts), 384)."""
     texts = list(texts)
     out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
-    # Batches of similar lengths pad little (as sentence-transformers' encode orders them).
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    for start in range(0, len(order), BATCH_SIZE):
-        batch = order[start : start + BATCH_SIZE]
-        inputs = _encode([texts[i] for i in batch])
+    encodings = _tokens(texts)
+    # Longest first, in batches of similar lengths of at most BATCH_TOKENS padded tokens: a batch pads
+    # little, and one long text does not make 63 short ones as long as itself.
+    order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+    start = 0
+    while start < len(order):
+        longest = len(encodings[order[start]].ids)
+        batch = order[start : start + max(1, min(BATCH_SIZE, BATCH_TOKENS // longest))]
+        inputs = _inputs([encodings[i] for i in batch])
         out[batch] = session().run(["vectors"], {**inputs, "matrix": _NO_ROWS})[0]
+        start += len(batch)
     return out
 
 
 def embed_and_score(query: str, matrix: np.ndarray) -> np.ndarray:
     """Cosine similarity of `query` with each row of `matrix` (float32 unit rows, shape (n, 384))."""
-    inputs = _encode([query])
+    inputs = _inputs(_tokens([query]))
     return session().run(["scores"], {**inputs, "matrix": np.ascontiguousarray(matrix, dtype=np.float32)})[0][:, 0]
 
 
