@@ -107,10 +107,13 @@ run: setup
 # The whole suite: the checks, the JavaScript unit tests and every pytest test.
 test: setup
 	$(PY) manage.py check --fail-level WARNING
+ifeq ($(filter 1 true yes,$(DATABASE_TESTS_ONLY)),)
+	@# (DATABASE_TESTS_ONLY=true, .ci/run's PostgreSQL suite: these three cannot depend on the database.)
 	$(PY) manage.py makemigrations --check --dry-run
 	@# The public OpenAPI schema: valid OpenAPI, generated without a single warning.
 	$(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 	node --test realtime/tests/js/
+endif
 	$(call pytest_suite,slow or not slow)
 
 # The edit loop: the suite without the tests marked slow (real speech, real models, real servers).
