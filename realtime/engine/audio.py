@@ -21,10 +21,11 @@ FRAME_SECONDS = FRAME_MS / 1000
 IN_BYTES_PER_MS = IN_RATE * SAMPLE_BYTES // 1000  # 32
 OUT_BYTES_PER_MS = OUT_RATE * SAMPLE_BYTES // 1000  # 48
 IN_BYTES_PER_SECOND = IN_RATE * SAMPLE_BYTES  # 32000
-# The piece caller audio is listened to and recognized in (Silero VAD's window, 512 samples): the listener
-# gives the recognizer whole pieces, which it decodes as they come, so its words so far hold all it was given.
-LISTEN_MS = 32
-LISTEN_BYTES = LISTEN_MS * IN_BYTES_PER_MS  # 1024
+# The piece caller audio is listened to and recognized in, whatever pieces it arrived in: a caller's frame (the
+# browser client and phone streams send 20 ms). The listener gives the recognizer whole pieces, which it
+# decodes as they come, so its words so far hold all it was given.
+LISTEN_MS = FRAME_MS
+LISTEN_BYTES = LISTEN_MS * IN_BYTES_PER_MS  # 640
 OUT_BYTES_PER_SECOND = OUT_RATE * SAMPLE_BYTES  # 48000
 OUT_FRAME_SAMPLES = OUT_RATE * FRAME_MS // 1000  # 480
 OUT_FRAME_BYTES = OUT_FRAME_SAMPLES * SAMPLE_BYTES  # 960: one frame of agent audio
