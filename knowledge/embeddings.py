@@ -207,13 +207,20 @@ def _model_tokenizer() -> Tokenizer:
     return tok
 
 
+@lru_cache(maxsize=1)
+def _pad_id() -> int:
+    """The id its file pads with ([PAD])."""
+    padding = _load_tokenizer().padding
+    return int(padding["pad_id"]) if padding else 0
+
+
 def _tokens(texts: list[str]) -> list[Encoding]:
     return _model_tokenizer().encode_batch([text.strip() for text in texts])
 
 
 def _inputs(encodings: list[Encoding]) -> dict[str, np.ndarray]:
     """The model's inputs for a batch, padded to its longest text."""
-    ids = np.zeros((len(encodings), max(len(e.ids) for e in encodings)), dtype=np.int64)  # [PAD] is 0
+    ids = np.full((len(encodings), max(len(e.ids) for e in encodings)), _pad_id(), dtype=np.int64)
     mask = np.zeros_like(ids)
     for row, encoding in enumerate(encodings):
         ids[row, : len(encoding.ids)] = encoding.ids

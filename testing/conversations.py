@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Self
 
+from asgiref.sync import sync_to_async
+
 from realtime import tokens
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer
@@ -42,8 +44,6 @@ def issue(agent: Any) -> str:
 async def session_token(persona: Any, agent: Any, body: dict[str, Any] | None = None) -> str:
     """A session token for `agent`, asked of the API with the persona's key (`body`: the request's, for
     example `{"modality": "text"}`)."""
-    from asgiref.sync import sync_to_async
-
     response = await sync_to_async(persona.client.post)(
         f"/public/v1/agents/{agent.pk}/realtime-sessions", body or {}, format="json"
     )

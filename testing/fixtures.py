@@ -1,8 +1,9 @@
 """The realtime fixtures the realtime and phone-call tests share: realtime configured, an active agent of
-the owner, database threads closed after an async test. A conftest.py registers them by importing them."""
+the owner, an in-process server that may reach loopback tools, database threads closed after an async test. A conftest.py registers them by importing them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,6 +35,15 @@ def greeting_agent(active_agent: Any) -> Any:
     active_agent.static_greeting = GREETING
     active_agent.save()
     return active_agent
+
+
+@pytest.fixture
+def loopback_server(settings: Any) -> Iterator[Any]:
+    """An in-process server (testing/inprocess.py) whose application may reach tools on this machine."""
+    from testing.inprocess import LOOPBACK, serving
+
+    with serving(settings, LOOPBACK) as started:
+        yield started
 
 
 @pytest.fixture

@@ -272,6 +272,10 @@ def server_settings(
         setattr(settings, name, value)
 
 
+# Server settings under which the application may call tools, webhooks and MCP servers on this machine.
+LOOPBACK: dict[str, Any] = {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"]}
+
+
 @contextlib.contextmanager
 def serving(
     settings: Any, values: dict[str, Any] | None = None, *, public: bool = False, folder: Path | None = None

@@ -36,7 +36,7 @@ from kit.signing import signature
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, issue, socket_url
 from testing.fixtures import close_db_threads
-from testing.inprocess import InProcessServer, serving
+from testing.inprocess import LOOPBACK, InProcessServer, serving
 from testing.servers import free_port
 from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Received, Reply
@@ -64,7 +64,7 @@ def quick_retries(settings: Any) -> Any:
 @pytest.fixture
 def server(settings: Any, tmp_path: Path) -> Iterator[InProcessServer]:
     """The application in the test's loop; recordings in the test's folder."""
-    with serving(settings, {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"]}, folder=tmp_path) as started:
+    with serving(settings, LOOPBACK, folder=tmp_path) as started:
         yield started
 
 

@@ -40,7 +40,7 @@ from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Error, Text, Tools
 from testing.clients import VoiceClient, is_type
 from testing.conversations import Caller, Exchange, agent_for, conversation, issue, silence, socket_url, tool_events
-from testing.inprocess import InProcessServer, serving
+from testing.inprocess import LOOPBACK, InProcessServer, serving
 from testing.mcp import LoopbackMcp
 from testing.voice import record_voice
 from testing.waiting import polled
@@ -48,7 +48,6 @@ from testing.webhooks import LoopbackReceiver, Reply, receivers_fixture  # noqa:
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
-LOOPBACK = {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"]}
 HOOK_SECRET = "whsec-e2e-7Qk2pLx9"
 HOOK_HEADERS = {"X-Api-Key": "acme-tools-key", "X-Tenant": "acme"}
 LLM_MODEL = "scripted-model"

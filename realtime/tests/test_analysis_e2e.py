@@ -15,14 +15,13 @@ from asgiref.sync import sync_to_async
 from agents.analysis_plan import normalize_plan
 from realtime.tests.test_agent_e2e import ASK_ORDER, SHIPPED, olive
 from testing.conversations import Caller, Exchange, conversation
-from testing.inprocess import InProcessServer, serving
+from testing.inprocess import LOOPBACK, InProcessServer, serving
 from testing.voice import record_voice
 from testing.waiting import polled_sync
 from testing.webhooks import LoopbackReceiver, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
-LOOPBACK = {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"]}  # the application calls the tools on this machine
 ORDER_PLAN = {
     "structuredData": {
         "schema": {

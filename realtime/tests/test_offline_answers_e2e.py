@@ -11,7 +11,6 @@ suggested for the Q&A file describes it instead of quoting its first question.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +19,6 @@ from asgiref.sync import sync_to_async
 from testing.agents import with_order_tool
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, session_token, socket_url
-from testing.inprocess import InProcessServer, serving
 from testing.waiting import polled
 from testing.webhooks import LoopbackReceiver, Reply, receivers_fixture  # noqa: F401 - the receivers fixture
 
@@ -47,13 +45,6 @@ README_INSTRUCTIONS = (
 )
 
 
-@pytest.fixture
-def server(settings: Any) -> Iterator[InProcessServer]:
-    """The embedded brain's application; it may reach the loopback webhook."""
-    with serving(settings, {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"]}) as started:
-        yield started
-
-
 async def answer(client: VoiceClient, text: str) -> str:
     """Type `text`; the agent's answer."""
     before = len(client.messages)
@@ -64,7 +55,7 @@ async def answer(client: VoiceClient, text: str) -> str:
 
 
 async def test_a_qa_file_is_answered_without_labels_keeping_its_phone_number_and_times_and_named_when_it_cannot(
-    server, owner, make_agent, realtime_settings
+    loopback_server, owner, make_agent, realtime_settings
 ):
     agent = await sync_to_async(agent_for)(
         owner, make_agent, name="Mia", instructions="You answer the questions of Bright Smile Dental's patients."
@@ -80,7 +71,7 @@ async def test_a_qa_file_is_answered_without_labels_keeping_its_phone_number_and
     assert "?" not in description and "A:" not in description
 
     async with VoiceClient(
-        socket_url(server, agent, await session_token(owner, agent, {"modality": "text"}))
+        socket_url(loopback_server, agent, await session_token(owner, agent, {"modality": "text"}))
     ) as client:
         await client.wait_for(is_type("session.started"), timeout=60)
         emergency = await answer(client, "What should I do in a dental emergency?")
@@ -101,11 +92,11 @@ async def test_a_qa_file_is_answered_without_labels_keeping_its_phone_number_and
 
 
 async def test_the_readme_example_agent_answers_its_question_from_its_instructions(
-    server, owner, make_agent, realtime_settings
+    loopback_server, owner, make_agent, realtime_settings
 ):
     agent = await sync_to_async(agent_for)(owner, make_agent, name="Front desk", instructions=README_INSTRUCTIONS)
     async with VoiceClient(
-        socket_url(server, agent, await session_token(owner, agent, {"modality": "text"}))
+        socket_url(loopback_server, agent, await session_token(owner, agent, {"modality": "text"}))
     ) as client:
         await client.wait_for(is_type("session.started"), timeout=60)
         # The question as the offline recognizer hears docs/examples/question.wav.
@@ -116,7 +107,7 @@ async def test_the_readme_example_agent_answers_its_question_from_its_instructio
 
 
 async def test_the_offline_summary_of_a_call_names_what_the_caller_wanted_and_the_tools_outcome(
-    server, owner, make_agent, realtime_settings, receivers
+    loopback_server, owner, make_agent, realtime_settings, receivers
 ):
     hook = receivers(Reply(json={"message": SHIPPED}))
 
@@ -134,7 +125,7 @@ async def test_the_offline_summary_of_a_call_names_what_the_caller_wanted_and_th
 
     agent = await sync_to_async(build)()
     async with VoiceClient(
-        socket_url(server, agent, await session_token(owner, agent, {"modality": "text"}))
+        socket_url(loopback_server, agent, await session_token(owner, agent, {"modality": "text"}))
     ) as client:
         started = await client.wait_for(is_type("session.started"), timeout=60)
         call_id = client.messages[started].message["callId"]

@@ -10,7 +10,6 @@ loopback.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +19,6 @@ from realtime.engine.phrases import phrase
 from testing.agents import with_order_tool
 from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, session_token, socket_url
-from testing.inprocess import InProcessServer, serving
 from testing.webhooks import LoopbackReceiver, Reply, receivers_fixture  # noqa: F401 - the receivers fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
@@ -38,13 +36,6 @@ Patients park for free in the car park behind the clinic, on Mill Street.
 The clinic is open from Monday to Friday, from eight in the morning to six in the evening.
 """
 HOURS = "open from Monday to Friday, from eight in the morning to six in the evening"
-
-
-@pytest.fixture
-def server(settings: Any) -> Iterator[InProcessServer]:
-    """The embedded brain's application; it may reach the loopback webhook."""
-    with serving(settings, {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8"]}) as started:
-        yield started
 
 
 def clinic_desk(owner: Any, make_agent: Any, hook: LoopbackReceiver) -> Any:
@@ -74,7 +65,7 @@ async def answer(client: VoiceClient, text: str) -> tuple[str, list[dict[str, An
 
 
 async def test_a_text_session_answers_from_knowledge_calls_a_webhook_tool_with_tool_events_and_transfers(
-    server, owner, make_agent, realtime_settings, receivers
+    loopback_server, owner, make_agent, realtime_settings, receivers
 ):
     hook = receivers(Reply(json={"message": SHIPPED}))
     agent = await sync_to_async(clinic_desk)(owner, make_agent, hook)
@@ -84,7 +75,7 @@ async def test_a_text_session_answers_from_knowledge_calls_a_webhook_tool_with_t
     assert upload.status_code == 200, upload.content
     token = await session_token(owner, agent, {"modality": "text", "events": ["tool"]})
 
-    async with VoiceClient(socket_url(server, agent, token)) as client:
+    async with VoiceClient(socket_url(loopback_server, agent, token)) as client:
         started = await client.wait_for(is_type("session.started"), timeout=60)
         call_id = client.messages[started].message["callId"]
         greeting = await client.wait_for(is_type("transcript", role="assistant"), after=started)
@@ -166,7 +157,7 @@ async def test_a_text_session_answers_from_knowledge_calls_a_webhook_tool_with_t
 
 
 async def test_an_audio_session_takes_a_typed_turn_that_cuts_the_greeting_like_a_barge_in(
-    server, owner, make_agent, realtime_settings
+    loopback_server, owner, make_agent, realtime_settings
 ):
     long_greeting = (
         "Welcome to the Riverside Clinic. We are glad you called today. "
@@ -182,7 +173,7 @@ async def test_an_audio_session_takes_a_typed_turn_that_cuts_the_greeting_like_a
         static_greeting=long_greeting,
     )
     token = await session_token(owner, agent)  # audio, the default; no tool events asked for
-    async with VoiceClient(socket_url(server, agent, token)) as client:
+    async with VoiceClient(socket_url(loopback_server, agent, token)) as client:
         started = await client.wait_for(is_type("session.started"), timeout=60)
         call_id = client.messages[started].message["callId"]
         # Once the greeting's second sentence plays, the caller has heard its first one whole.

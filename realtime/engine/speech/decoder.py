@@ -11,7 +11,6 @@ from realtime.engine.audio import IN_BYTES_PER_MS, LISTEN_BYTES
 from realtime.engine.speech import language_model
 from realtime.engine.speech.language_model import LanguageModel
 
-SLICE_BYTES = LISTEN_BYTES  # what the listener gives at once: the words so far (peek) hold all of it
 # PocketSphinx normalizes features with a running cepstral mean that starts from a generic value and
 # is updated at the end of an utterance: the first words of a conversation are decoded with a mean
 # that fits nobody (about half the words wrong, against a third once adapted). So the first audio of
@@ -61,8 +60,9 @@ class Recognizer:
         self._active = True
 
     def _decode(self, pcm: bytes) -> None:
-        for offset in range(0, len(pcm), SLICE_BYTES):
-            self._decoder.process_raw(pcm[offset : offset + SLICE_BYTES], False, False)
+        # In the listener's frames (LISTEN_BYTES, what it gives at once): the words so far (peek) hold all of it.
+        for offset in range(0, len(pcm), LISTEN_BYTES):
+            self._decoder.process_raw(pcm[offset : offset + LISTEN_BYTES], False, False)
 
     def _redecode(self) -> None:
         """End the utterance (which updates the cepstral mean) and decode it again from its start."""
@@ -76,7 +76,7 @@ class Recognizer:
         if not self._active:
             self.start()
         self._pending += pcm16_16k
-        whole = len(self._pending) - len(self._pending) % SLICE_BYTES
+        whole = len(self._pending) - len(self._pending) % LISTEN_BYTES
         if whole:
             self._take(self._pending[:whole])
             self._pending = self._pending[whole:]
