@@ -33,7 +33,7 @@ from telephony.services.accounts import phone_number_point, telephony_account_cl
 from telephony.services.numbers import phone_number_assign, phone_number_claim, phone_number_unassign
 
 _FIELD_NAMES = {"accountSid": "account_sid", "authToken": "auth_token", "apiKeySid": "api_key_sid"}
-_FIELD_NAMES |= {"apiKeySecret": "api_key_secret", "provider": "provider"}
+_FIELD_NAMES |= {"apiKeySecret": "api_key_secret", "provider": "provider", "apiBaseUrl": "api_base_url"}
 
 
 class TelephonyAccountForm(forms.ModelForm):
@@ -52,8 +52,12 @@ class TelephonyAccountForm(forms.ModelForm):
 
     class Meta:
         model = TelephonyAccount
-        fields = ("organization", "provider", "account_sid", "api_key_sid")
-        labels = {"account_sid": "Account SID", "api_key_sid": "API key SID"}
+        fields = ("organization", "provider", "account_sid", "api_key_sid", "api_base_url")
+        labels = {"account_sid": "Account SID", "api_key_sid": "API key SID", "api_base_url": "API base URL"}
+        help_texts = {
+            "api_base_url": "Only for a Twilio-compatible provider, e.g. https://example.signalwire.com (SignalWire's"
+            " compatibility API); empty for Twilio itself."
+        }
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -69,6 +73,7 @@ class TelephonyAccountForm(forms.ModelForm):
                 auth_token=data.get("auth_token") or None,
                 api_key_sid=(data.get("api_key_sid") or "").strip(),
                 api_key_secret=data.get("api_key_secret") or None,
+                api_base_url=(data.get("api_base_url") or "").strip(),
             )
         except ApiError as error:
             add_api_error(self, error, _FIELD_NAMES)
@@ -101,6 +106,7 @@ class TelephonyAccountAdmin(admin.ModelAdmin):
             auth_token=data.get("auth_token") or None,
             api_key_sid=(data.get("api_key_sid") or "").strip(),
             api_key_secret=data.get("api_key_secret") or None,
+            api_base_url=(data.get("api_base_url") or "").strip(),
         )
         obj.pk, obj.created_at, obj.updated_at = account.pk, account.created_at, account.updated_at
 

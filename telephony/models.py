@@ -70,6 +70,11 @@ class TelephonyAccount(models.Model):
     auth_token = EncryptedTextField(help_text="Signs Twilio's webhooks; also the REST password without an API key.")
     api_key_sid = models.CharField(max_length=64, blank=True, default="", help_text="Optional API key SID (SK...)")
     api_key_secret = EncryptedTextField(null=True, blank=True)
+    # A Twilio-compatible provider's REST API (SignalWire's compatibility API, for example); empty: Twilio's
+    # (TWILIO_API_BASE_URL). Requests to it go through the egress guard (kit/egress.py): its owner chose it.
+    api_base_url = models.CharField(
+        max_length=200, blank=True, default="", help_text="REST API base URL of a Twilio-compatible provider"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

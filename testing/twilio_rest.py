@@ -15,8 +15,10 @@ from xml.etree import ElementTree
 
 from testing.webhooks import Received, Reply
 
-_CREATE = re.compile(r"^/2010-04-01/Accounts/(AC\w+)/Calls\.json$")
-_UPDATE = re.compile(r"^/2010-04-01/Accounts/(AC\w+)/Calls/(CA\w+)\.json$")
+# Under the API's base path (a Twilio-compatible provider's has a prefix, e.g. SignalWire's /api/laml), of
+# any account ID (a compatible provider's may be a UUID).
+_CREATE = re.compile(r"^(?:/[\w.-]+)*/2010-04-01/Accounts/([\w-]+)/Calls\.json$")
+_UPDATE = re.compile(r"^(?:/[\w.-]+)*/2010-04-01/Accounts/([\w-]+)/Calls/(CA\w+)\.json$")
 
 
 def call_sid() -> str:

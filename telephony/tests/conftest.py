@@ -1,9 +1,11 @@
 """The realtime fixtures the phone-call tests share (realtime configured, an active agent, database
-threads closed)."""
+threads closed), and a staff member's dashboard client."""
 
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
 
 from testing.fixtures import active_agent, close_db_threads, realtime_settings
 from testing.twilio_webhooks import make_account, public_settings
@@ -36,3 +38,12 @@ def outbound_ready(owner: Any, public_settings: Any) -> Any:
     the organization has a Twilio account."""
     make_account(owner.organization)
     return owner
+
+
+@pytest.fixture
+def dashboard(db: Any) -> Client:
+    """A superuser's client, logged in to the dashboard."""
+    user = get_user_model().objects.create_superuser("ops", "ops@example.com", "not-used-pw-1")
+    client = Client()
+    client.force_login(user)
+    return client

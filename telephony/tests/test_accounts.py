@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
-from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
@@ -33,14 +32,6 @@ def _raw_columns() -> list[tuple[str, str | None]]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT auth_token, api_key_secret FROM telephony_telephonyaccount")
         return cursor.fetchall()
-
-
-@pytest.fixture
-def dashboard(db: Any) -> Client:
-    user = get_user_model().objects.create_superuser("ops", "ops@example.com", "not-used-pw-1")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_settelephony_prints_the_organization_and_stores_the_token_encrypted(owner: Any, caplog: Any) -> None:

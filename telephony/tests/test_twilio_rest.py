@@ -10,7 +10,6 @@ from urllib.parse import parse_qs
 from xml.etree import ElementTree
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from kit.providers import ProviderError
@@ -63,14 +62,6 @@ def twilio_api(settings: Any) -> Any:
     with LoopbackReceiver() as api:
         settings.TWILIO_API_BASE_URL = api.base
         yield api
-
-
-@pytest.fixture
-def dashboard(db: Any) -> Client:
-    user = get_user_model().objects.create_superuser("ops", "ops@example.com", "not-used-pw-1")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

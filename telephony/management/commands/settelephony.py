@@ -19,6 +19,11 @@ class Command(JsonCommand):
         parser.add_argument("--auth-token", default=None, help="Twilio Auth Token; required for a new account")
         parser.add_argument("--api-key-sid", default="", help="Optional API key SID (SK...) for REST calls")
         parser.add_argument("--api-key-secret", default=None)
+        parser.add_argument(
+            "--api-base-url",
+            default="",
+            help="A Twilio-compatible provider's REST API base URL (e.g. https://example.signalwire.com); empty: Twilio",
+        )
 
     def run(self, **options: Any) -> dict[str, Any]:
         organization = organization_from_option(options["org"])
@@ -29,5 +34,6 @@ class Command(JsonCommand):
             auth_token=options["auth_token"],
             api_key_sid=options["api_key_sid"],
             api_key_secret=options["api_key_secret"],
+            api_base_url=options["api_base_url"],
         )
         return {"organizationId": str(organization.pk), "provider": account.provider}
