@@ -4,6 +4,7 @@ setting while they are imported)."""
 from __future__ import annotations
 
 import gzip
+import json
 from typing import Any
 
 import orjson
@@ -35,16 +36,25 @@ _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
 def dumps(data: Any) -> bytes:
     """`data` as the API writes JSON (JsonRenderer; also for a body rendered ahead of its request). Text
     that cannot be written (a lone surrogate in a row stored before the API refused it, kit/text.py) is
-    written mended (U+FFFD) rather than failing the whole response."""
+    written mended (U+FFFD) rather than failing the whole response; an integer beyond orjson's 64 bits (in
+    a row stored before the API refused it) is written by the standard library, as DRF would."""
     try:
         text = orjson.dumps(data, default=_fallback, option=_OPTIONS)
     except orjson.JSONEncodeError as error:
+        if "64-bit range" in str(error):
+            return _standard_dumps(data)
         if "surrogates not allowed" not in str(error):
             raise
         text = orjson.dumps(storable_value(data), default=_fallback, option=_OPTIONS)
     if b"\xe2\x80\xa8" in text or b"\xe2\x80\xa9" in text:  # line separators break JavaScript strings
         text = text.replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029")
     return text
+
+
+def _standard_dumps(data: Any) -> bytes:
+    """`dumps` by the standard library (DRF's encoder and layout): for what orjson cannot write."""
+    text = json.dumps(storable_value(data), cls=JSONEncoder, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
 
 
 # A body rendered ahead of its request at least this long is also kept gzip-compressed.

@@ -22,10 +22,16 @@ def text_problem(value: str) -> str | None:
     return "Must not contain a lone UTF-16 surrogate (\\ud800-\\udfff): it is not a Unicode character."
 
 
+# The integers JSON written by the API can carry (orjson's: 64-bit, signed or not).
+INTEGER_RANGE = (-(2**63), 2**64 - 1)
+INTEGER_PROBLEM = f"Integers must lie between {INTEGER_RANGE[0]} and {INTEGER_RANGE[1]}."
+
+
 def unstorable_field(value: Any, path: str = "") -> tuple[str, str] | None:
-    """The first string in a decoded JSON value (keys included) that cannot be stored, as (field path,
-    reason): the path names object keys with dots and list items by index (`variables.name`,
-    `turns.0.text`; the empty path is the value itself). None when every string can be stored."""
+    """The first string in a decoded JSON value (keys included) that cannot be stored, or integer that
+    could not be written back (beyond 64 bits), as (field path, reason): the path names object keys with
+    dots and list items by index (`variables.name`, `turns.0.text`; the empty path is the value itself).
+    None when every value can be stored."""
     stack: list[tuple[str, Any]] = [(path, value)]
     while stack:
         where, item = stack.pop()
@@ -33,6 +39,8 @@ def unstorable_field(value: Any, path: str = "") -> tuple[str, str] | None:
             problem = text_problem(item)
             if problem is not None:
                 return where, problem
+        elif isinstance(item, int) and not INTEGER_RANGE[0] <= item <= INTEGER_RANGE[1]:
+            return where, INTEGER_PROBLEM
         elif isinstance(item, dict):
             children: list[tuple[str, Any]] = []
             for key, child in item.items():

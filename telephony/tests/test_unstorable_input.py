@@ -270,3 +270,32 @@ def test_a_session_whose_store_fails_holds_no_live_call_slot(owner: Any, ava: An
         assert post_json(owner, path, {"metadata": {"crm": 7}}).status_code == 503
 
     assert post_json(owner, path, {"metadata": {"crm": 7}}).status_code == 200
+
+
+def test_an_integer_beyond_64_bits_is_a_400_naming_it_and_one_stored_before_still_reads(owner: Any, ava: Any) -> None:
+    """JSON allows integers of any size; the API writes 64-bit ones. A tool whose schema held 2**70 was
+    stored, and every later read of the agent's tools was a 500: it is refused at the edge, naming the
+    field, and a row stored before (written here without the API) is read back as written."""
+    from agents.models import AgentTool
+
+    schema = {"type": "object", "properties": {"count": {"type": "integer", "maximum": 2**70}}}
+    tools = f"/public/v1/agents/{ava.pk}/tools"
+    response = post_json(owner, tools, {"name": "count_things", "parameterSchema": schema})
+
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert list(body["issues"]) == ["parameterSchema.properties.count.maximum"]
+    assert body["issues"]["parameterSchema.properties.count.maximum"] == [
+        "Integers must lie between -9223372036854775808 and 18446744073709551615."
+    ]
+    assert not AgentTool.objects.exists()
+    for value in (-(2**63), 2**64 - 1):  # the edges are welcome
+        edge = {"type": "object", "properties": {"count": {"type": "integer", "maximum": value}}}
+        ok = post_json(owner, tools, {"name": f"edge_{value > 0:d}", "parameterSchema": edge})
+        assert ok.status_code == 201, ok.content
+
+    AgentTool.objects.filter(name="edge_1").update(parameter_schema=schema)  # stored before the rule
+    listed = owner.client.get(tools)
+    assert listed.status_code == 200
+    stored = next(tool for tool in listed.json() if tool["name"] == "edge_1")
+    assert stored["parameterSchema"]["properties"]["count"]["maximum"] == 2**70
