@@ -95,7 +95,7 @@ class TestRunCreateApi(PublicApiView):
         },
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        body = request.data if request.data is not None else {}
+        body = request.data  # {} without a body; a JSON null is no object
         if not isinstance(body, dict):
             raise ApiError.invalid("The request body must be a JSON object.")
         agent = agent_get(organization=self.organization, agent_id=agent_id)

@@ -365,6 +365,17 @@ def test_bad_runs_are_refused_with_a_clear_message(owner, olive, inline_runs, bo
     assert not TestRun.objects.exists()
 
 
+@pytest.mark.parametrize("text", ["null", "[]", '"run"'])
+def test_a_body_that_is_not_an_object_is_refused_and_no_body_runs_every_test(owner, olive, inline_runs, text):
+    suite(olive)
+    path = f"/public/v1/agents/{olive.pk}/test-runs"
+    response = owner.client.post(path, text, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "The request body must be a JSON object."
+    assert not TestRun.objects.exists()
+    assert owner.client.post(path).status_code == 202  # no body at all: every test, once
+
+
 def test_another_organizations_agent_tests_and_runs_are_not_found(owner, outsider, olive, make_agent, inline_runs):
     tests = suite(olive)
     theirs = make_agent(outsider.organization, name="Theirs", status="active")
