@@ -26,6 +26,7 @@ import pytest
 from testing.clients import VoiceClient, is_type
 from testing.daphne import DaphneServer
 from testing.dashboard import STAFF_PASSWORD
+from testing.voice import OUT_RATE, record_voice_24k
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SENTENCE = "I would like to book a table for four people tomorrow evening."
@@ -122,13 +123,16 @@ def _write_wav(path: Path, *parts: np.ndarray) -> Path:
     return path
 
 
-def _speech_48k(text: str) -> np.ndarray:
+def _speech_48k(sentences: tuple[str, ...], folder: Path) -> dict[str, np.ndarray]:
+    """The caller's sentences at the microphone's rate, the same audio in every run (`record_voice_24k`:
+    speech synthesized in this process would carry random breath noise that the recognizer mishears)."""
     import soxr
 
-    from realtime.engine.speech.espeak import synthesize
-
-    speech = np.frombuffer(synthesize(text, language="en-US", voice_name="rex"), dtype="<i2")
-    return soxr.resample(speech, 24000, MIC_RATE).astype("<i2")
+    recorded = record_voice_24k(sentences, folder, voice_name="rex")
+    return {
+        sentence: soxr.resample(np.frombuffer(pcm, dtype="<i2"), OUT_RATE, MIC_RATE).astype("<i2")
+        for sentence, pcm in recorded.items()
+    }
 
 
 def _silence(seconds: float) -> np.ndarray:
@@ -142,13 +146,15 @@ def microphone_wav_fixture(request: Any, tmp_path: Path) -> Path:
     before (REPEAT_PAUSE_SECONDS apart), as a caller who asks again when not understood."""
     sentences = getattr(request, "param", None)
     if sentences is None:
-        speech = _speech_48k(SENTENCE)
+        speech = _speech_48k((SENTENCE,), tmp_path)[SENTENCE]
         parts = [_silence(LEAD_SECONDS), speech, _silence(PAUSE_SECONDS), speech, _silence(TAIL_SECONDS)]
     else:
+        said = (sentences,) if isinstance(sentences, str) else tuple(sentences)
+        speech_of = _speech_48k(tuple(dict.fromkeys(said)), tmp_path)
         parts = [_silence(LEAD_SECONDS)]
-        for index, sentence in enumerate((sentences,) if isinstance(sentences, str) else sentences):
+        for index, sentence in enumerate(said):
             parts += [_silence(REPEAT_PAUSE_SECONDS)] if index else []
-            parts.append(_speech_48k(sentence))
+            parts.append(speech_of[sentence])
         parts.append(_silence(TAIL_SECONDS))
     return _write_wav(tmp_path / "caller.wav", *parts)
 

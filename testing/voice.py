@@ -38,12 +38,12 @@ pathlib.Path(path).write_bytes(seeded(sentence))
 """
 
 
-def record_voice(sentences: tuple[str, ...], folder: Path, voice_name: str = "eve") -> dict[str, bytes]:
-    """A caller's sentences as PCM16 16 kHz, the same recordings in every run. eSpeak NG adds random
-    breath noise to every sentence and carries state from one sentence to the next, and offline
-    recognition is sensitive to both (a word heard right in one run is misheard in the next); each
-    sentence synthesized in a fresh process from a fixed seed is always the same audio, whatever
-    else is said."""
+def record_voice_24k(sentences: tuple[str, ...], folder: Path, voice_name: str = "eve") -> dict[str, bytes]:
+    """A caller's sentences as eSpeak NG makes them (PCM16 24 kHz), the same recordings in every run.
+    eSpeak NG adds random breath noise to every sentence and carries state from one sentence to the
+    next, and offline recognition is sensitive to both (a word heard right in one run is misheard in
+    the next); each sentence synthesized in a fresh process from a fixed seed is always the same audio,
+    whatever else is said."""
     processes = [
         subprocess.Popen([sys.executable, "-c", _RECORD, sentence, str(folder / f"{index}.pcm"), voice_name], cwd=REPO)
         for index, sentence in enumerate(sentences)
@@ -51,7 +51,12 @@ def record_voice(sentences: tuple[str, ...], folder: Path, voice_name: str = "ev
     for process in processes:
         if process.wait(timeout=60) != 0:
             raise RuntimeError(f"recording a sentence failed with {process.returncode}")
-    return {sentence: to_16k((folder / f"{index}.pcm").read_bytes()) for index, sentence in enumerate(sentences)}
+    return {sentence: (folder / f"{index}.pcm").read_bytes() for index, sentence in enumerate(sentences)}
+
+
+def record_voice(sentences: tuple[str, ...], folder: Path, voice_name: str = "eve") -> dict[str, bytes]:
+    """`record_voice_24k` at the browser's 16 kHz."""
+    return {sentence: to_16k(pcm) for sentence, pcm in record_voice_24k(sentences, folder, voice_name).items()}
 
 
 def rms(pcm16: bytes) -> float:
