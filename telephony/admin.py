@@ -34,6 +34,7 @@ from telephony.services.numbers import phone_number_assign, phone_number_claim, 
 
 _FIELD_NAMES = {"accountSid": "account_sid", "authToken": "auth_token", "apiKeySid": "api_key_sid"}
 _FIELD_NAMES |= {"apiKeySecret": "api_key_secret", "provider": "provider", "apiBaseUrl": "api_base_url"}
+_FIELD_NAMES |= {"webhookPublicKey": "webhook_public_key"}
 
 
 class TelephonyAccountForm(forms.ModelForm):
@@ -42,7 +43,8 @@ class TelephonyAccountForm(forms.ModelForm):
     auth_token = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Twilio Auth Token (encrypted, never shown again). Leave blank to keep the stored one.",
+        help_text="Twilio Auth Token, or Telnyx API key (encrypted, never shown again). Leave blank to keep the"
+        " stored one.",
     )
     api_key_secret = forms.CharField(
         required=False,
@@ -52,11 +54,19 @@ class TelephonyAccountForm(forms.ModelForm):
 
     class Meta:
         model = TelephonyAccount
-        fields = ("organization", "provider", "account_sid", "api_key_sid", "api_base_url")
-        labels = {"account_sid": "Account SID", "api_key_sid": "API key SID", "api_base_url": "API base URL"}
+        fields = ("organization", "provider", "account_sid", "api_key_sid", "api_base_url", "webhook_public_key")
+        labels = {
+            "account_sid": "Account SID / connection ID",
+            "api_key_sid": "API key SID",
+            "api_base_url": "API base URL",
+            "webhook_public_key": "Webhook public key",
+        }
         help_texts = {
+            "account_sid": "Twilio: the Account SID (AC...). Telnyx: the Call Control application's connection ID.",
+            "webhook_public_key": "Only for Telnyx: the public key that signs its webhooks (Mission Control, Keys &"
+            " Credentials), base64.",
             "api_base_url": "Only for a Twilio-compatible provider, e.g. https://example.signalwire.com (SignalWire's"
-            " compatibility API); empty for Twilio itself."
+            " compatibility API); empty for Twilio itself.",
         }
 
     def clean(self) -> dict[str, Any]:
@@ -74,6 +84,7 @@ class TelephonyAccountForm(forms.ModelForm):
                 api_key_sid=(data.get("api_key_sid") or "").strip(),
                 api_key_secret=data.get("api_key_secret") or None,
                 api_base_url=(data.get("api_base_url") or "").strip(),
+                webhook_public_key=(data.get("webhook_public_key") or "").strip(),
             )
         except ApiError as error:
             add_api_error(self, error, _FIELD_NAMES)
@@ -107,6 +118,7 @@ class TelephonyAccountAdmin(admin.ModelAdmin):
             api_key_sid=(data.get("api_key_sid") or "").strip(),
             api_key_secret=data.get("api_key_secret") or None,
             api_base_url=(data.get("api_base_url") or "").strip(),
+            webhook_public_key=(data.get("webhook_public_key") or "").strip(),
         )
         obj.pk, obj.created_at, obj.updated_at = account.pk, account.created_at, account.updated_at
 

@@ -1,8 +1,11 @@
-"""The phone transport: a Twilio bidirectional Media Stream (`<Connect><Stream>`) in front of the engine.
+"""The phone transport: a carrier's bidirectional media stream in front of the engine, in one of two wire
+dialects (telephony/stream_messages.py): Twilio's Media Streams (`<Connect><Stream>`, TwilioMediaStream)
+and Telnyx's media streaming (`stream_bidirectional_mode: rtp`, TelnyxMediaStream).
 
-The consumer only translates (Twilio Media Streams WebSocket messages, read and written by the pure
-functions of telephony/stream_messages.py):
-- `connected` is noted; `start` must carry `customParameters.token`, a single-use stream token issued
+The consumer only translates (the messages are read and written by the pure functions of
+telephony/stream_messages.py):
+- `connected` is noted; `start` must carry the stream token (Twilio: `customParameters.token`; Telnyx: the
+  call's `client_state`), a single-use token issued
   by the voice webhook (telephony.streams), or by the outbound dispatcher for an outbound call: that
   token names the call record (queued or ringing), which the session makes `active` instead of
   opening a new one; a call canceled or ended meanwhile is refused and its line hung up. A missing, bad, expired or reused token, or an agent that
@@ -16,7 +19,7 @@ functions of telephony/stream_messages.py):
 - `mark`: the echo of a mark sent after each audio chunk; it tells how far the caller has really
   heard the agent (`TwilioTransport.playback_lag`, which the session uses on barge-in).
 - `stop` ends the session (completed) and closes the socket.
-Bad messages (not JSON, unknown events, another streamSid, bad base64, a string that cannot be stored:
+Bad messages (not JSON, unknown events, another stream, bad base64, a string that cannot be stored:
 a lone surrogate or NUL, even in a `start`) are logged and ignored.
 
 The consumer joins `call_group(callSid)` for the life of the call: `call.ended` (Twilio's status
@@ -53,15 +56,14 @@ from telephony.keypad import KeypadGatherer
 from telephony.providers import PhoneProvider
 from telephony.services.calls import CALL_ENDED_REASONS
 from telephony.stream_messages import (
+    TELNYX,
+    TWILIO,
+    Dialect,
     Malformed,
-    clear_message,
-    mark_message,
-    media_message,
     read_dtmf,
     read_mark,
     read_media,
     read_message,
-    read_start,
 )
 from telephony.streams import call_group, outbound_call_waiting, phone_call_get, stream_token_redeem
 
@@ -78,9 +80,10 @@ CLOSE_NO_START = 4408
 _FAILED_STATUSES = frozenset({"failed"})
 
 
-class TwilioMediaStream(JsonSocketConsumer):
+class MediaStream(JsonSocketConsumer):
+    dialect: Dialect = TWILIO
     conversation: Session | None = None
-    transport: TwilioTransport | None = None
+    transport: MediaStreamTransport | None = None
     stream_sid: str | None = None
     call_sid: str | None = None
     _run: asyncio.Task[None] | None = None
@@ -95,7 +98,8 @@ class TwilioMediaStream(JsonSocketConsumer):
         self._keypad_timer: asyncio.Task[None] | None = None
         self._clock: Clock = LoopClock()
         self._upsampler = audio.Upsampler()
-        self._stopped = asyncio.Event()  # Twilio's `stop` arrived
+        self._stopped = asyncio.Event()  # the carrier's `stop` arrived
+        self._over = False  # the carrier's call ended, or a hang-up was asked for elsewhere
         self._spawn(self._start_deadline(), "stream-start-deadline")
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -119,8 +123,8 @@ class TwilioMediaStream(JsonSocketConsumer):
             # Nothing is trusted before a valid `start`.
             self._bad(f"{event!r} before a valid start")
             return
-        if message.get("streamSid") != self.stream_sid:
-            self._bad(f"{event!r} for another streamSid")
+        if message.get(self.dialect.stream_key) != self.stream_sid:
+            self._bad(f"{event!r} for another stream")
             return
         handler = _HANDLERS.get(event)
         if handler is None:
@@ -131,14 +135,14 @@ class TwilioMediaStream(JsonSocketConsumer):
         except Exception:  # a message that breaks a handler is dropped; the call goes on
             logger.exception("media stream (call %s): could not handle a %r message", _short(self.call_sid), event)
 
-    # --- Twilio's messages -----------------------------------------------------------------------
+    # --- the carrier's messages ------------------------------------------------------------------
 
     async def _start(self, message: dict[str, Any]) -> None:
         if self.conversation is not None or self._starting:
             self._bad("a second start")
             return
         self._starting = True
-        start = read_start(message)
+        start = self.dialect.read_start(message)
         stream_sid, call_sid = start.stream_sid, start.call_sid
         try:
             grant = await database_sync_to_async(stream_token_redeem)(start.token)
@@ -171,11 +175,19 @@ class TwilioMediaStream(JsonSocketConsumer):
                     await call.provider.hang_up(call_sid=call_sid)
             await self.close_once(CLOSE_AGENT_UNAVAILABLE, "call not waiting")
             return
+        if start.problem:
+            logger.warning("media stream refused (call %s): %s", _short(call_sid), start.problem)
+            if call.provider is not None:  # the caller is not left in silence
+                with contextlib.suppress(ProviderError):
+                    await call.provider.hang_up(call_sid=call_sid)
+            await self.close_once(CLOSE_ENGINE_ERROR, "unsupported media")
+            return
         self.stream_sid, self.call_sid = stream_sid, call_sid
         clock = self._clock  # one clock for the session, the transport's mark timings and the keypad
         self._keypad = KeypadGatherer.for_agent(call.agent.keypad)
-        self.transport = TwilioTransport(
+        self.transport = MediaStreamTransport(
             self,
+            dialect=self.dialect,
             stream_sid=stream_sid,
             call_sid=call_sid,
             # A transfer presents the organization's own number: the called one, or an outbound call's from.
@@ -251,17 +263,19 @@ class TwilioMediaStream(JsonSocketConsumer):
     # --- the channel layer (possibly from another process) -----------------------------------
 
     async def call_ended(self, event: dict[str, Any]) -> None:
-        """Twilio's status callback says the call is over (the caller hung up, or it failed)."""
+        """The carrier's status callback says the call is over (the caller hung up, or it failed)."""
         carrier_status = event.get("status")
         status = CallStatus.FAILED if carrier_status in _FAILED_STATUSES else CallStatus.COMPLETED
         reason = CALL_ENDED_REASONS.get(str(carrier_status), EndedReason.CALLER_HUNG_UP)
         logger.info("call %s ended (%s)", _short(self.call_sid), carrier_status)
+        self._over = True
         await self._end(status, reason)
 
     async def call_hangup(self, event: dict[str, Any]) -> None:
         """A hang-up asked for elsewhere (an operator, another part of the service): the service ends
         the call, so agent-ended-call."""
         logger.info("call %s: hang-up requested", _short(self.call_sid))
+        self._over = True
         await self._end(CallStatus.COMPLETED, EndedReason.AGENT_ENDED_CALL)
 
     async def call_answered_by(self, event: dict[str, Any]) -> None:
@@ -297,6 +311,11 @@ class TwilioMediaStream(JsonSocketConsumer):
             logger.warning("media stream closed: no valid start within %s s", START_TIMEOUT_SECONDS)
             await self.close_once(CLOSE_NO_START, "no start")
 
+    def call_over(self) -> bool:
+        """Whether the carrier's call is over or being ended elsewhere: its stream stopped, its status
+        callback said so, or a hang-up was asked for (which tells the carrier itself)."""
+        return self._stopped.is_set() or self._over
+
     async def wait_stopped(self, timeout: float) -> None:  # noqa: ASYNC109 - a bounded wait for the stop, asyncio.wait_for inside
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopped.wait(), timeout)
@@ -316,11 +335,19 @@ class TwilioMediaStream(JsonSocketConsumer):
 
 
 _HANDLERS = {
-    "media": TwilioMediaStream._media,
-    "dtmf": TwilioMediaStream._dtmf,
-    "mark": TwilioMediaStream._mark,
-    "stop": TwilioMediaStream._stop,
+    "media": MediaStream._media,
+    "dtmf": MediaStream._dtmf,
+    "mark": MediaStream._mark,
+    "stop": MediaStream._stop,
 }
+
+
+class TwilioMediaStream(MediaStream):
+    dialect = TWILIO
+
+
+class TelnyxMediaStream(MediaStream):
+    dialect = TELNYX
 
 
 def _short(call_sid: str | None) -> str:
@@ -334,20 +361,21 @@ class _Mark:
     plays_by: float  # when the session's playout expects the audio before it to have played
 
 
-class TwilioTransport:
-    """The engine's Transport over a Twilio media stream.
+class MediaStreamTransport:
+    """The engine's Transport over a carrier's media stream (in its `dialect`).
 
     Agent audio is downsampled to 8 kHz, mu-law encoded and sent as 20 ms `media` frames, followed by a
     `mark` per chunk. The session's playout assumes that the caller hears a chunk as soon as it is
-    sent (after the queue ahead of it); Twilio echoes each mark when the audio before it has played,
+    sent (after the queue ahead of it); the carrier echoes each mark when the audio before it has played,
     so the lateness of the echoes (the network and Twilio's own buffer) is measured, and on barge-in
     `playback_lag(now)` tells the session how far behind its estimate the caller really is.
     """
 
     def __init__(
         self,
-        consumer: TwilioMediaStream,
+        consumer: MediaStream,
         *,
+        dialect: Dialect = TWILIO,
         stream_sid: str,
         call_sid: str,
         caller_id: str,
@@ -355,6 +383,7 @@ class TwilioTransport:
         clock: Clock | None = None,
     ) -> None:
         self.consumer = consumer
+        self.dialect = dialect
         self.stream_sid = stream_sid
         self.call_sid = call_sid
         self.caller_id = caller_id
@@ -379,14 +408,14 @@ class TwilioTransport:
         start = now if self._expected_end is None or self._expected_end < now else self._expected_end
         self._expected_end = start + len(frames) * FRAME_SECONDS
         for frame in frames:
-            await self.consumer.send_message(media_message(self.stream_sid, frame))
+            await self.consumer.send_message(self.dialect.media(self.stream_sid, frame))
         self._sequence += 1
         mark = _Mark(name=f"a{self._sequence}", plays_by=self._expected_end)
         self._marks.append(mark)
-        await self.consumer.send_message(mark_message(self.stream_sid, mark.name))
+        await self.consumer.send_message(self.dialect.mark(self.stream_sid, mark.name))
 
     def mark_played(self, name: str) -> None:
-        """Twilio's echo of mark `name`: the audio before it has played (or was cleared)."""
+        """The carrier's echo of mark `name`: the audio before it has played (or was cleared)."""
         if name in self._dropped:
             self._dropped.discard(name)
             return
@@ -409,7 +438,7 @@ class TwilioTransport:
         return lag
 
     async def clear(self) -> None:
-        await self.consumer.send_message(clear_message(self.stream_sid))
+        await self.consumer.send_message(self.dialect.clear(self.stream_sid))
         self.encoder.reset()
         self._dropped.update(mark.name for mark in self._marks)
         self._marks.clear()
@@ -422,8 +451,8 @@ class TwilioTransport:
         logger.debug("call %s: %s", _short(self.call_sid), event.get("type"))
 
     async def transfer(self, destination: str) -> None:
-        """Twilio replaces the call's instructions with a `<Dial>` to `destination` (caller id: the
-        number that was called) and stops this stream."""
+        """The carrier moves the call to `destination` (caller id: the number that was called; Twilio
+        replaces the call's instructions with a `<Dial>`, Telnyx transfers it) and stops this stream."""
         if self.provider is None:
             raise ProviderError("The organization has no telephony account to transfer the call with", permanent=True)
         await self.provider.transfer(call_sid=self.call_sid, destination=destination, caller_id=self.caller_id)
@@ -433,10 +462,14 @@ class TwilioTransport:
             # The stream ends with Twilio's `stop` once the <Dial> has taken over; closing before that
             # could let Twilio move on to the rest of the call's instructions.
             await self.consumer.wait_stopped(TRANSFER_STOP_WAIT_SECONDS)
-        if ending == Ending.FAILED and self.provider is not None:
-            # Closing the stream alone would leave the caller in silence until they hang up.
+        if self.provider is not None and (
+            ending == Ending.FAILED
+            or (ending != Ending.TRANSFERRED and not self.provider.stream_ends_call and not self.consumer.call_over())
+        ):
+            # Closing the stream alone would leave the caller in silence until they hang up: after a failure,
+            # and whenever the agent ends a call that outlives its stream (Telnyx's).
             try:
                 await self.provider.hang_up(call_sid=self.call_sid)
             except ProviderError as exc:
-                logger.warning("call %s: hang-up after a failure did not go through: %s", _short(self.call_sid), exc)
+                logger.warning("call %s: hang-up (%s) did not go through: %s", _short(self.call_sid), ending.value, exc)
         await self.consumer.close_once(1000, ending.value)

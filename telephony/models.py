@@ -25,6 +25,7 @@ class PhoneNumberSource(models.TextChoices):
 
 class PhoneNumberProvider(models.TextChoices):
     TWILIO = "twilio"
+    TELNYX = "telnyx"
 
 
 class SetupStatus(models.TextChoices):
@@ -66,14 +67,23 @@ class TelephonyAccount(models.Model):
 
     organization = models.OneToOneField(Organization, on_delete=models.CASCADE, related_name="telephony_account")
     provider = models.CharField(max_length=16, choices=PhoneNumberProvider.choices, default=PhoneNumberProvider.TWILIO)
-    account_sid = models.CharField(max_length=64, unique=True, help_text="Twilio Account SID (AC...)")
-    auth_token = EncryptedTextField(help_text="Signs Twilio's webhooks; also the REST password without an API key.")
+    # Twilio: the Account SID (AC...). Telnyx: the Call Control application's connection ID, which every
+    # webhook of its calls names.
+    account_sid = models.CharField(
+        max_length=64, unique=True, help_text="Twilio Account SID (AC...), or Telnyx Call Control connection ID"
+    )
+    # Twilio: the Auth Token (signs its webhooks; the REST password without an API key). Telnyx: the API key.
+    auth_token = EncryptedTextField(help_text="Twilio Auth Token, or Telnyx API key (KEY...).")
     api_key_sid = models.CharField(max_length=64, blank=True, default="", help_text="Optional API key SID (SK...)")
     api_key_secret = EncryptedTextField(null=True, blank=True)
     # A Twilio-compatible provider's REST API (SignalWire's compatibility API, for example); empty: Twilio's
     # (TWILIO_API_BASE_URL). Requests to it go through the egress guard (kit/egress.py): its owner chose it.
     api_base_url = models.CharField(
         max_length=200, blank=True, default="", help_text="REST API base URL of a Twilio-compatible provider"
+    )
+    # Telnyx signs its webhooks with Ed25519: its public key (base64, Mission Control: Keys & Credentials).
+    webhook_public_key = models.CharField(
+        max_length=64, blank=True, default="", help_text="Telnyx webhook public key (base64 Ed25519)"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

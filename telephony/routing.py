@@ -2,8 +2,9 @@
 
 from django.urls import path
 
-from telephony.consumers import TwilioMediaStream
+from telephony.consumers import TelnyxMediaStream, TwilioMediaStream
 
 websocket_urlpatterns: list = [
     path("telephony/twilio/stream", TwilioMediaStream.as_asgi()),
+    path("telephony/telnyx/stream", TelnyxMediaStream.as_asgi()),
 ]

@@ -1,5 +1,9 @@
-"""Twilio Media Streams messages (twilio.com/docs/voice/media-streams/websocket-messages) read and written
-as pure functions: no socket, no session, no database, so each rule of the wire format is tested alone.
+"""Media-stream messages read and written as pure functions: no socket, no session, no database, so each
+rule of the wire format is tested alone. Two dialects (`Dialect`): Twilio Media Streams
+(twilio.com/docs/voice/media-streams/websocket-messages) and Telnyx media streaming
+(developers.telnyx.com, "Stream call media over WebSocket"), which differ in the stream's field name
+(`streamSid`, `stream_id`), in the `start` message and in what the server sends back; `media`, `dtmf`,
+`mark` and `stop` read the same.
 
 telephony/consumers.py decides what a message means for the call (its order, its streamSid, what to log);
 this module only turns text into values and values into messages. A message it cannot read comes back as
@@ -13,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +36,13 @@ class Malformed:
 
 @dataclass(frozen=True)
 class Start:
-    """A `start` message: the stream and call it opens, and the stream token from `customParameters`
-    (None when missing or not a string)."""
+    """A `start` message: the stream and call it opens, and the stream token (None when missing or not a
+    string); `problem`, when set, says why the stream cannot be taken (audio in another encoding)."""
 
     stream_sid: Any
     call_sid: Any
     token: str | None
+    problem: str | None = None
 
 
 def read_message(text_data: str | None) -> dict[str, Any] | Malformed:
@@ -117,3 +123,60 @@ def mark_message(stream_sid: str, name: str) -> dict[str, Any]:
 def clear_message(stream_sid: str) -> dict[str, Any]:
     """Drop the audio Twilio still holds for the caller (barge-in)."""
     return {"event": "clear", "streamSid": stream_sid}
+
+
+# --- Telnyx --------------------------------------------------------------------------------------
+
+TELNYX_ENCODING = "PCMU"  # asked for when the stream is opened (telephony/providers/telnyx.py)
+
+
+def read_telnyx_start(message: dict[str, Any]) -> Start:
+    """Telnyx's `start`: the stream (`stream_id`), the call (`start.call_control_id`) and the stream token,
+    which the service sent as the call's `client_state` (base64, as Telnyx requires it)."""
+    start = message.get("start")
+    start = start if isinstance(start, dict) else {}
+    state = start.get("client_state")
+    try:
+        token = base64.b64decode(state, validate=True).decode() if isinstance(state, str) else None
+    except (binascii.Error, ValueError):
+        token = None
+    media_format = start.get("media_format")
+    encoding = media_format.get("encoding") if isinstance(media_format, dict) else None
+    problem = None
+    if encoding is not None and encoding != TELNYX_ENCODING:
+        problem = f"media encoding {str(encoding)[:20]!r}, not {TELNYX_ENCODING}"
+    return Start(
+        stream_sid=message.get("stream_id"), call_sid=start.get("call_control_id"), token=token, problem=problem
+    )
+
+
+def telnyx_media_message(stream_id: str, frame: bytes) -> dict[str, Any]:
+    """One frame of agent audio (mu-law 8 kHz, an RTP payload) for the caller: Telnyx plays what it is sent
+    on a bidirectional stream (`stream_bidirectional_mode: rtp`)."""
+    return {"event": "media", "media": {"payload": base64.b64encode(frame).decode()}}
+
+
+def telnyx_mark_message(stream_id: str, name: str) -> dict[str, Any]:
+    return {"event": "mark", "mark": {"name": name}}
+
+
+def telnyx_clear_message(stream_id: str) -> dict[str, Any]:
+    return {"event": "clear"}
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One carrier's media-stream wire format: what the consumer reads and writes differently."""
+
+    carrier: str  # for logs
+    stream_key: str  # the field naming the stream in the carrier's messages
+    read_start: Callable[[dict[str, Any]], Start]
+    media: Callable[[str, bytes], dict[str, Any]]
+    mark: Callable[[str, str], dict[str, Any]]
+    clear: Callable[[str], dict[str, Any]]
+
+
+TWILIO = Dialect("Twilio", "streamSid", read_start, media_message, mark_message, clear_message)
+TELNYX = Dialect(
+    "Telnyx", "stream_id", read_telnyx_start, telnyx_media_message, telnyx_mark_message, telnyx_clear_message
+)

@@ -90,6 +90,13 @@ class TwilioStream(SocketClient):
         self._sequence += 1
         return str(self._sequence)
 
+    def _frame(self, event: str, **fields: Any) -> dict[str, Any]:
+        """A message of the carrier's with its sequence number and stream (Twilio's field names)."""
+        return {"event": event, "sequenceNumber": self._next(), "streamSid": self.stream_sid, **fields}
+
+    def _stop_fields(self) -> dict[str, Any]:
+        return {"accountSid": self.account_sid, "callSid": self.call_sid}
+
     async def send(self, message: dict[str, Any]) -> None:
         assert self._ws is not None
         if not self._ws.closed:
@@ -119,19 +126,13 @@ class TwilioStream(SocketClient):
     async def send_media(self, ulaw: bytes) -> None:
         self._chunk += 1
         elapsed = round((asyncio.get_running_loop().time() - self._started_at) * 1000)
-        await self.send(
-            {
-                "event": "media",
-                "sequenceNumber": self._next(),
-                "streamSid": self.stream_sid,
-                "media": {
-                    "track": "inbound",
-                    "chunk": str(self._chunk),
-                    "timestamp": str(elapsed),
-                    "payload": base64.b64encode(ulaw).decode("ascii"),
-                },
-            }
-        )
+        media = {
+            "track": "inbound",
+            "chunk": str(self._chunk),
+            "timestamp": str(elapsed),
+            "payload": base64.b64encode(ulaw).decode("ascii"),
+        }
+        await self.send(self._frame("media", media=media))
 
     async def stream(self, ulaw: bytes, *, stop_when: Callable[[], bool] | None = None) -> float:
         """Caller audio in 20 ms frames at real time, like a phone line; returns the loop time at
@@ -153,14 +154,7 @@ class TwilioStream(SocketClient):
         await self.stream(bytes([audio.SILENCE_BYTE]) * int(8000 * seconds))
 
     async def dtmf(self, digit: str) -> None:
-        await self.send(
-            {
-                "event": "dtmf",
-                "streamSid": self.stream_sid,
-                "sequenceNumber": self._next(),
-                "dtmf": {"track": "inbound_track", "digit": digit},
-            }
-        )
+        await self.send(self._frame("dtmf", dtmf={"track": "inbound_track", "digit": digit}))
 
     async def press(self, presses: list[tuple[str, float]]) -> None:
         """Keys pressed at the caller's pace: each `(key, pause)` after its pause in seconds (real time, as
@@ -170,14 +164,7 @@ class TwilioStream(SocketClient):
             await self.dtmf(key)
 
     async def stop(self) -> None:
-        await self.send(
-            {
-                "event": "stop",
-                "sequenceNumber": self._next(),
-                "streamSid": self.stream_sid,
-                "stop": {"accountSid": self.account_sid, "callSid": self.call_sid},
-            }
-        )
+        await self.send(self._frame("stop", stop=self._stop_fields()))
 
     # --- server -> Twilio: a playback buffer like Twilio's -----------------------------------
 
@@ -220,12 +207,7 @@ class TwilioStream(SocketClient):
 
     def _echo(self, name: str) -> None:
         self.echoed.append(name)
-        message = {
-            "event": "mark",
-            "sequenceNumber": self._next(),
-            "streamSid": self.stream_sid,
-            "mark": {"name": name},
-        }
+        message = self._frame("mark", mark={"name": name})
         task = asyncio.get_running_loop().create_task(self.send(message))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

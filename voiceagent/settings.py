@@ -395,6 +395,9 @@ PUBLIC_BASE_URL = _base_url("PUBLIC_BASE_URL", "")
 # Twilio's REST API (number configuration, live-call transfer and hang-up); tests point it elsewhere.
 TWILIO_API_BASE_URL = _base_url("TWILIO_API_BASE_URL", "https://api.twilio.com")
 TWILIO_API_TIMEOUT_SECONDS = env.float("TWILIO_API_TIMEOUT_SECONDS", default=10.0)
+# Telnyx's Call Control API (accounts of provider telnyx).
+TELNYX_API_BASE_URL = _base_url("TELNYX_API_BASE_URL", "https://api.telnyx.com/v2")
+TELNYX_API_TIMEOUT_SECONDS = env.float("TELNYX_API_TIMEOUT_SECONDS", default=10.0)
 # A call the carrier reports ended is left this long to the process holding its media stream; still
 # open after that (the process died), the status callback finishes the call record itself.
 TELEPHONY_CALL_END_GRACE_SECONDS = env.float("TELEPHONY_CALL_END_GRACE_SECONDS", default=3.0)

@@ -181,7 +181,7 @@ def _place(call_id: Any) -> None:
         assert agent is not None and number is not None and account is not None
         try:
             provider = provider_for(account)
-            urls = public_urls()
+            urls = public_urls(account.provider)
             token = stream_token_issue(
                 organization_id=call.organization_id,
                 agent_id=agent.pk,

@@ -1,7 +1,7 @@
 """Phone providers: one small adapter per carrier, registered by name and imported lazily.
 
-Twilio (Programmable Voice + Media Streams) is the first; Telnyx or a SIP bridge add an entry here
-and a `PhoneProvider` subclass. `provider_for(account)` is the only way the rest of the service gets
+Twilio (Programmable Voice + Media Streams) and Telnyx (Call Control + media streaming); another carrier
+adds an entry here and a `PhoneProvider` subclass. `provider_for(account)` is the only way the rest of the service gets
 an adapter, so the account's credentials never travel further than the adapter.
 """
 
@@ -17,7 +17,13 @@ if TYPE_CHECKING:
 
 __all__ = ["PROVIDERS", "PhoneProvider", "ProviderError", "provider_for"]
 
-PROVIDERS = Registry("phone provider", {"twilio": "telephony.providers.twilio:TwilioProvider"})
+PROVIDERS = Registry(
+    "phone provider",
+    {
+        "twilio": "telephony.providers.twilio:TwilioProvider",
+        "telnyx": "telephony.providers.telnyx:TelnyxProvider",
+    },
+)
 
 
 def provider_for(account: TelephonyAccount) -> PhoneProvider:

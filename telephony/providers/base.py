@@ -16,6 +16,9 @@ class PhoneProvider:
     """One organization's account at one carrier. Built by `telephony.providers.provider_for(account)`."""
 
     name: str = ""
+    # Whether the call ends when its media stream closes (Twilio: the instructions run out). Otherwise
+    # (Telnyx) the transport hangs the call up itself when the agent ends it.
+    stream_ends_call: bool = True
 
     def __init__(self, account: TelephonyAccount) -> None:
         self.account = account

@@ -1,10 +1,16 @@
 """Telephony accounts (one per organization, secrets encrypted at rest) and pointing numbers at this
 service: the public URLs the carrier calls back (built from PUBLIC_BASE_URL) and the dashboard action that
 sets a number's voice webhook at the provider.
+
+A Twilio account is its Account SID, Auth Token and optional API key (or a Twilio-compatible provider's, with
+its API base URL). A Telnyx account is its Call Control application's connection ID (`account_sid`), an API
+key (kept where Twilio's Auth Token is: encrypted, never shown again) and Telnyx's webhook public key.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -27,9 +33,18 @@ _API_KEY_SID = re.compile(r"SK[0-9a-fA-F]{32}")
 # A Twilio-compatible provider names accounts and keys its own way (SignalWire: a project ID, a UUID).
 _COMPATIBLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
 
+_CONNECTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
+
 VOICE_PATH = "/telephony/twilio/voice"
 STATUS_PATH = "/telephony/twilio/status"
 STREAM_PATH = "/telephony/twilio/stream"
+# Telnyx sends every event of a call (incoming, answered, hung up) to its application's one webhook URL.
+TELNYX_EVENTS_PATH = "/telephony/telnyx/events"
+TELNYX_STREAM_PATH = "/telephony/telnyx/stream"
+_PATHS: dict[str, tuple[str, str, str]] = {
+    PhoneNumberProvider.TWILIO: (VOICE_PATH, STATUS_PATH, STREAM_PATH),
+    PhoneNumberProvider.TELNYX: (TELNYX_EVENTS_PATH, TELNYX_EVENTS_PATH, TELNYX_STREAM_PATH),
+}
 
 
 def _secret_problem(value: str) -> str | None:
@@ -62,6 +77,46 @@ def _api_base_url_problem(url: str) -> str | None:
     return None
 
 
+def _public_key_problem(value: str) -> str | None:
+    try:
+        key = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        key = b""
+    if len(key) != 32:
+        return "Must be Telnyx's webhook public key as Telnyx shows it: 32 bytes in base64 (44 characters)."
+    return None
+
+
+def _telnyx_rules(
+    *,
+    organization: Organization,
+    account_sid: str,
+    auth_token: str | None,
+    api_key_sid: str,
+    api_key_secret: str | None,
+    api_base_url: str,
+    webhook_public_key: str,
+) -> None:
+    if not _CONNECTION_ID.fullmatch(account_sid or ""):
+        raise ApiError.field(
+            "accountSid", "Must be the Call Control application's connection ID: letters, digits and hyphens."
+        )
+    for field, value in (("apiKeySid", api_key_sid), ("apiKeySecret", api_key_secret), ("apiBaseUrl", api_base_url)):
+        if value:
+            raise ApiError.field(field, "Only for Twilio accounts.")
+    problem = _secret_problem(auth_token) if auth_token else None
+    if problem:
+        raise ApiError.field("authToken", problem)
+    problem = _public_key_problem(webhook_public_key)
+    if problem:
+        raise ApiError.field("webhookPublicKey", problem)
+    stored = TelephonyAccount.objects.filter(organization=organization).first()
+    if not auth_token and (stored is None or not stored.auth_token or stored.provider != PhoneNumberProvider.TELNYX):
+        raise ApiError.field("authToken", "The account's Telnyx API key is required.")
+    if not auth_token and stored is not None and stored.account_sid != account_sid:
+        raise ApiError.field("authToken", "Another connection ID needs its API key.")
+
+
 def telephony_account_clean(*, organization: Organization, api_base_url: str = "", **fields: Any) -> None:
     """Check an account as telephony_account_set would save it (ApiError naming the field otherwise),
     `api_base_url` also with the egress guard's check of every request (which resolves its host)."""
@@ -83,9 +138,44 @@ def _account_rules(
     api_key_sid: str = "",
     api_key_secret: str | None = None,
     api_base_url: str = "",
+    webhook_public_key: str = "",
 ) -> None:
     if provider not in PROVIDERS or provider not in PhoneNumberProvider.values:
         raise ApiError.field("provider", f"Must be one of {', '.join(PhoneNumberProvider.values)}.")
+    if provider == PhoneNumberProvider.TELNYX:
+        _telnyx_rules(
+            organization=organization,
+            account_sid=account_sid,
+            auth_token=auth_token,
+            api_key_sid=api_key_sid,
+            api_key_secret=api_key_secret,
+            api_base_url=api_base_url,
+            webhook_public_key=webhook_public_key,
+        )
+    elif webhook_public_key:
+        raise ApiError.field("webhookPublicKey", "Only for Telnyx accounts.")
+    else:
+        _twilio_rules(
+            organization=organization,
+            account_sid=account_sid,
+            auth_token=auth_token,
+            api_key_sid=api_key_sid,
+            api_key_secret=api_key_secret,
+            api_base_url=api_base_url,
+        )
+    if TelephonyAccount.objects.filter(account_sid=account_sid).exclude(organization=organization).exists():
+        raise ApiError.conflict(f"Account {account_sid} belongs to another organization.")
+
+
+def _twilio_rules(
+    *,
+    organization: Organization,
+    account_sid: str,
+    auth_token: str | None,
+    api_key_sid: str,
+    api_key_secret: str | None,
+    api_base_url: str,
+) -> None:
     problem = _api_base_url_problem(api_base_url) if api_base_url else None
     if problem:
         raise ApiError.field("apiBaseUrl", problem)
@@ -104,7 +194,7 @@ def _account_rules(
         if problem:
             raise ApiError.field(field, problem)
     stored = TelephonyAccount.objects.filter(organization=organization).first()
-    if not auth_token and (stored is None or not stored.auth_token):
+    if not auth_token and (stored is None or not stored.auth_token or stored.provider != PhoneNumberProvider.TWILIO):
         raise ApiError.field("authToken", "The account's auth token is required.")
     if not auth_token and stored is not None and stored.account_sid != account_sid:
         raise ApiError.field("authToken", "Another Account SID needs its own auth token.")
@@ -112,8 +202,6 @@ def _account_rules(
         raise ApiError.field("apiKeySid", "An API key secret needs its API key SID.")
     if api_key_sid and not api_key_secret and (stored is None or stored.api_key_sid != api_key_sid):
         raise ApiError.field("apiKeySecret", "An API key SID needs its secret.")
-    if TelephonyAccount.objects.filter(account_sid=account_sid).exclude(organization=organization).exists():
-        raise ApiError.conflict(f"Account {account_sid} belongs to another organization.")
 
 
 def telephony_account_set(
@@ -125,15 +213,17 @@ def telephony_account_set(
     api_key_sid: str = "",
     api_key_secret: str | None = None,
     api_base_url: str = "",
+    webhook_public_key: str = "",
 ) -> TelephonyAccount:
     """Create or replace the organization's telephony account (one per organization). A secret given as
     None or "" keeps the stored one (the dashboard never shows secrets again, so an edit leaves them
     blank); a new account needs its auth token; an API key SID needs its secret (given or stored for
     that same SID); no API key SID removes the API key (REST calls then use the auth token). An
     `api_base_url` names a Twilio-compatible provider's REST API; one every request would be refused (the
-    egress guard) is refused now."""
+    egress guard) is refused now. A Telnyx account (`provider` telnyx) is its connection ID (`account_sid`),
+    its API key (`auth_token`, kept like a secret) and Telnyx's `webhook_public_key`."""
     account_sid, api_key_sid = (account_sid or "").strip(), (api_key_sid or "").strip()
-    api_base_url = (api_base_url or "").strip()
+    api_base_url, webhook_public_key = (api_base_url or "").strip(), (webhook_public_key or "").strip()
     fields: dict[str, Any] = {
         "provider": provider,
         "account_sid": account_sid,
@@ -141,6 +231,7 @@ def telephony_account_set(
         "api_key_sid": api_key_sid,
         "api_key_secret": api_key_secret or None,
         "api_base_url": api_base_url,
+        "webhook_public_key": webhook_public_key,
     }
     _destination_rule(api_base_url)  # resolves a host name: before the transaction
     with transaction.atomic():
@@ -150,6 +241,7 @@ def telephony_account_set(
             organization=organization
         )
         account.provider, account.account_sid, account.api_base_url = provider, account_sid, api_base_url
+        account.webhook_public_key = webhook_public_key
         if auth_token:
             account.auth_token = auth_token
         if not api_key_sid:
@@ -172,9 +264,9 @@ class PublicUrls:
     stream: str
 
 
-def public_urls() -> PublicUrls:
-    """The service's telephony URLs as the carrier reaches them, built from PUBLIC_BASE_URL (never from
-    a request's Host). ProviderError(permanent) when PUBLIC_BASE_URL is not set."""
+def public_urls(provider: str = PhoneNumberProvider.TWILIO) -> PublicUrls:
+    """The service's telephony URLs for `provider`'s calls as the carrier reaches them, built from
+    PUBLIC_BASE_URL (never from a request's Host). ProviderError(permanent) when PUBLIC_BASE_URL is not set."""
     base = (settings.PUBLIC_BASE_URL or "").rstrip("/")
     if not base:
         raise ProviderError(
@@ -182,10 +274,11 @@ def public_urls() -> PublicUrls:
         )
     parts = urlsplit(base)
     socket_scheme = "wss" if parts.scheme == "https" else "ws"
+    voice, status, stream = _PATHS.get(provider, _PATHS[PhoneNumberProvider.TWILIO])
     return PublicUrls(
-        voice=base + VOICE_PATH,
-        status=base + STATUS_PATH,
-        stream=urlunsplit((socket_scheme, parts.netloc, parts.path + STREAM_PATH, "", "")),
+        voice=base + voice,
+        status=base + status,
+        stream=urlunsplit((socket_scheme, parts.netloc, parts.path + stream, "", "")),
     )
 
 
@@ -194,12 +287,12 @@ def phone_number_point(*, number: PhoneNumber) -> PhoneNumber:
     the provider. The number becomes `ready`, or `error` with the reason (nothing is raised)."""
     error = ""
     try:
-        urls = public_urls()
         account = TelephonyAccount.objects.filter(organization_id=number.organization_id).first()
         if account is None:
             raise ProviderError(
                 "The organization has no telephony account (dashboard: Telephony accounts)", permanent=True
             )
+        urls = public_urls(account.provider)
         if account.provider != number.provider:
             raise ProviderError(
                 f"The number is a {number.provider} number; the account is {account.provider}", permanent=True

@@ -87,7 +87,7 @@ def incoming_call_answer(*, account: TelephonyAccount, call_sid: str, from_numbe
         language, sentence = refusal_sentence(agent.language if agent is not None else None)
         return provider.answer_refusal(message=sentence, language=language)
     assert number is not None and agent is not None  # no reason to refuse: both exist
-    urls = public_urls()
+    urls = public_urls(account.provider)
     # One of the organization's live-call slots (plan max_concurrent_calls, docs/operations/limits.md); over the cap
     # ConcurrentCallLimitExceeded, which the voice webhook answers with a spoken sorry.
     call_slot_reserve(

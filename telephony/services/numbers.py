@@ -21,7 +21,14 @@ from accounts.models import Organization
 from agents.models import Agent
 from kit.errors import ApiError
 from kit.validation import e164_problem, region_of
-from telephony.models import MAX_NUMBERS_PER_AGENT, PhoneNumber, PhoneNumberStatus, SetupStatus
+from telephony.models import (
+    MAX_NUMBERS_PER_AGENT,
+    PhoneNumber,
+    PhoneNumberProvider,
+    PhoneNumberStatus,
+    SetupStatus,
+    TelephonyAccount,
+)
 
 
 class Assignment(NamedTuple):
@@ -153,11 +160,14 @@ def phone_number_claim(
     country = (country or region).upper()
     if len(country) != 2 or not country.isalpha():
         raise ApiError.field("country", "Must be a two-letter country code.")
+    # The number is the carrier's of the organization's telephony account (Twilio without one yet).
+    account = TelephonyAccount.objects.filter(organization=organization).only("provider").first()
     try:
         with transaction.atomic():
             return PhoneNumber.objects.create(
                 organization=organization,
                 phone_number=number,
+                provider=account.provider if account is not None else PhoneNumberProvider.TWILIO,
                 country_code=country,
                 status=status,
                 friendly_name=friendly_name or number,

@@ -1,5 +1,5 @@
-"""The Twilio media-stream wire format alone (telephony/stream_messages.py): what is read from a message,
-why a message is refused, and the messages written back."""
+"""The media-stream wire formats alone (telephony/stream_messages.py), Twilio's and Telnyx's: what is read
+from a message, why a message is refused, and the messages written back."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 
 from telephony.stream_messages import (
     MAX_MESSAGE_CHARS,
+    TELNYX,
     Malformed,
     Start,
     clear_message,
@@ -63,3 +64,18 @@ def test_the_messages_written_back():
     assert media_message("MZ1", b"\x00\xff") == {"event": "media", "streamSid": "MZ1", "media": {"payload": "AP8="}}
     assert mark_message("MZ1", "a3") == {"event": "mark", "streamSid": "MZ1", "mark": {"name": "a3"}}
     assert json.dumps(clear_message("MZ1")) == '{"event": "clear", "streamSid": "MZ1"}'
+
+
+def test_telnyx_start_reads_the_token_from_the_client_state_and_refuses_other_encodings():
+    state = base64.b64encode(b"t0ken").decode()
+    start = {"call_control_id": "v3:abc", "client_state": state, "media_format": {"encoding": "PCMU"}}
+    assert TELNYX.read_start({"event": "start", "stream_id": "s1", "start": start}) == Start("s1", "v3:abc", "t0ken")
+    assert TELNYX.read_start({"stream_id": "s1", "start": {"client_state": "not base64!"}}) == Start("s1", None, None)
+    wideband = TELNYX.read_start({"stream_id": "s1", "start": {**start, "media_format": {"encoding": "L16"}}})
+    assert wideband.problem == "media encoding 'L16', not PCMU"
+
+
+def test_telnyx_messages_written_back_name_no_stream():
+    assert TELNYX.media("s1", b"\x00\xff") == {"event": "media", "media": {"payload": "AP8="}}
+    assert TELNYX.mark("s1", "a3") == {"event": "mark", "mark": {"name": "a3"}}
+    assert TELNYX.clear("s1") == {"event": "clear"}

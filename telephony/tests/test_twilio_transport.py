@@ -13,7 +13,7 @@ from kit.providers import ProviderError
 from realtime.engine.clock import ManualClock
 from realtime.engine.contracts import Ending
 from telephony import audio
-from telephony.consumers import TwilioTransport
+from telephony.consumers import MediaStreamTransport
 
 FRAME_24K = 960  # bytes of PCM16 24 kHz in 20 ms
 
@@ -35,8 +35,13 @@ class FakeStream:
     async def wait_stopped(self, timeout: float) -> None:
         self.stopped_waits.append(timeout)
 
+    def call_over(self) -> bool:
+        return False
+
 
 class FakeProvider:
+    stream_ends_call = True  # Twilio's
+
     def __init__(self, fail: bool = False) -> None:
         self.calls: list[tuple[str, dict[str, str]]] = []
         self.fail = fail
@@ -57,9 +62,9 @@ def speech(frames: int) -> bytes:
     return (8000 * np.sin(2 * np.pi * 300 * t)).astype("<i2").tobytes()
 
 
-def make(provider: FakeProvider | None = None) -> tuple[TwilioTransport, FakeStream, ManualClock]:
+def make(provider: FakeProvider | None = None) -> tuple[MediaStreamTransport, FakeStream, ManualClock]:
     stream, clock = FakeStream(), ManualClock()
-    transport = TwilioTransport(
+    transport = MediaStreamTransport(
         stream,  # type: ignore[arg-type]  # a fake with the interface the transport uses
         stream_sid="MZ1",
         call_sid="CA1",

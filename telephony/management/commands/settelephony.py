@@ -15,8 +15,18 @@ class Command(JsonCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--org", required=True)
         parser.add_argument("--provider", default=PhoneNumberProvider.TWILIO, choices=PhoneNumberProvider.values)
-        parser.add_argument("--account-sid", required=True, help="Twilio Account SID (AC...)")
-        parser.add_argument("--auth-token", default=None, help="Twilio Auth Token; required for a new account")
+        parser.add_argument(
+            "--account-sid",
+            "--connection-id",
+            required=True,
+            help="Twilio Account SID (AC...), or Telnyx connection ID",
+        )
+        parser.add_argument(
+            "--auth-token",
+            "--api-key",
+            default=None,
+            help="Twilio Auth Token or Telnyx API key; required for a new account",
+        )
         parser.add_argument("--api-key-sid", default="", help="Optional API key SID (SK...) for REST calls")
         parser.add_argument("--api-key-secret", default=None)
         parser.add_argument(
@@ -24,6 +34,7 @@ class Command(JsonCommand):
             default="",
             help="A Twilio-compatible provider's REST API base URL (e.g. https://example.signalwire.com); empty: Twilio",
         )
+        parser.add_argument("--public-key", default="", help="Telnyx: the webhook public key (base64)")
 
     def run(self, **options: Any) -> dict[str, Any]:
         organization = organization_from_option(options["org"])
@@ -35,5 +46,6 @@ class Command(JsonCommand):
             api_key_sid=options["api_key_sid"],
             api_key_secret=options["api_key_secret"],
             api_base_url=options["api_base_url"],
+            webhook_public_key=options["public_key"],
         )
         return {"organizationId": str(organization.pk), "provider": account.provider}
