@@ -60,6 +60,10 @@ setup: $(STAMP) $(SMART_TURN)
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
 		echo "chromium is missing and could not be installed (needs root and apt-get): the browser tests will be skipped"
+	@# The SIP tests (telephony/tests/test_sip.py) call the SIP endpoint from Debian's baresip: the same.
+	@command -v baresip >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq baresip-core; } || \
+		echo "baresip is missing and could not be installed (needs root and apt-get): the SIP tests will be skipped"
 	@# The deployment test (voiceagent/tests/test_behind_nginx.py) runs Debian's nginx in front of the service: the same.
 	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx; } || \
@@ -102,7 +106,8 @@ run: setup
 	REALTIME_WS_URL="$${REALTIME_WS_URL:-ws://$(HOST):$(PORT)}" \
 	OUTBOUND_ALLOWED_NETWORKS="$${OUTBOUND_ALLOWED_NETWORKS-$(LOOPBACK_NETWORKS)}" \
 	REALTIME_TOKEN_SECRET="$${REALTIME_TOKEN_SECRET:-$$(cat $(REALTIME_SECRET_FILE))}" \
-		$(PY) -m voiceagent.server -b $(HOST) -p $(PORT) voiceagent.asgi:application
+		sh -c 'if [ -n "$$SIP_BIND" ]; then $(PY) manage.py sipserver & fi; \
+			exec $(PY) -m voiceagent.server -b $(HOST) -p $(PORT) voiceagent.asgi:application'
 
 # The whole suite: the checks, the JavaScript unit tests and every pytest test.
 test: setup

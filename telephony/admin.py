@@ -34,7 +34,7 @@ from telephony.services.numbers import phone_number_assign, phone_number_claim, 
 
 _FIELD_NAMES = {"accountSid": "account_sid", "authToken": "auth_token", "apiKeySid": "api_key_sid"}
 _FIELD_NAMES |= {"apiKeySecret": "api_key_secret", "provider": "provider", "apiBaseUrl": "api_base_url"}
-_FIELD_NAMES |= {"webhookPublicKey": "webhook_public_key"}
+_FIELD_NAMES |= {"webhookPublicKey": "webhook_public_key", "allowedNetworks": "allowed_networks"}
 
 
 class TelephonyAccountForm(forms.ModelForm):
@@ -45,6 +45,11 @@ class TelephonyAccountForm(forms.ModelForm):
         widget=forms.PasswordInput(render_value=False),
         help_text="Twilio Auth Token, or Telnyx API key (encrypted, never shown again). Leave blank to keep the"
         " stored one.",
+    )
+    allowed_networks = forms.CharField(
+        required=False,
+        label="Allowed networks",
+        help_text="Only for SIP: the networks (CIDR, comma-separated) the trunk's or PBX's calls come from.",
     )
     api_key_secret = forms.CharField(
         required=False,
@@ -69,6 +74,11 @@ class TelephonyAccountForm(forms.ModelForm):
             " compatibility API); empty for Twilio itself.",
         }
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:  # a SIP account's networks, as typed (comma-separated)
+            self.initial["allowed_networks"] = ", ".join(self.instance.allowed_networks or [])
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         assert data is not None  # ModelForm.clean returns cleaned_data (the stubs allow None for overrides)
@@ -85,6 +95,7 @@ class TelephonyAccountForm(forms.ModelForm):
                 api_key_secret=data.get("api_key_secret") or None,
                 api_base_url=(data.get("api_base_url") or "").strip(),
                 webhook_public_key=(data.get("webhook_public_key") or "").strip(),
+                allowed_networks=(data.get("allowed_networks") or "").strip() or None,
             )
         except ApiError as error:
             add_api_error(self, error, _FIELD_NAMES)
@@ -119,6 +130,7 @@ class TelephonyAccountAdmin(admin.ModelAdmin):
             api_key_secret=data.get("api_key_secret") or None,
             api_base_url=(data.get("api_base_url") or "").strip(),
             webhook_public_key=(data.get("webhook_public_key") or "").strip(),
+            allowed_networks=(data.get("allowed_networks") or "").strip() or None,
         )
         obj.pk, obj.created_at, obj.updated_at = account.pk, account.created_at, account.updated_at
 

@@ -26,6 +26,7 @@ class PhoneNumberSource(models.TextChoices):
 class PhoneNumberProvider(models.TextChoices):
     TWILIO = "twilio"
     TELNYX = "telnyx"
+    SIP = "sip"  # a SIP trunk or PBX, through this service's own SIP endpoint (manage.py sipserver)
 
 
 class SetupStatus(models.TextChoices):
@@ -68,9 +69,10 @@ class TelephonyAccount(models.Model):
     organization = models.OneToOneField(Organization, on_delete=models.CASCADE, related_name="telephony_account")
     provider = models.CharField(max_length=16, choices=PhoneNumberProvider.choices, default=PhoneNumberProvider.TWILIO)
     # Twilio: the Account SID (AC...). Telnyx: the Call Control application's connection ID, which every
-    # webhook of its calls names.
+    # webhook of its calls names. SIP: the trunk's or PBX's domain, HOST[:PORT] (several organizations may
+    # share a trunk provider: unique only for the other providers).
     account_sid = models.CharField(
-        max_length=64, unique=True, help_text="Twilio Account SID (AC...), or Telnyx Call Control connection ID"
+        max_length=64, help_text="Twilio Account SID (AC...), Telnyx Call Control connection ID, or SIP domain"
     )
     # Twilio: the Auth Token (signs its webhooks; the REST password without an API key). Telnyx: the API key.
     auth_token = EncryptedTextField(help_text="Twilio Auth Token, or Telnyx API key (KEY...).")
@@ -85,11 +87,18 @@ class TelephonyAccount(models.Model):
     webhook_public_key = models.CharField(
         max_length=64, blank=True, default="", help_text="Telnyx webhook public key (base64 Ed25519)"
     )
+    # SIP: the networks (CIDR) whose INVITEs reach the organization's agents.
+    allowed_networks = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["organization__name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account_sid"], condition=~models.Q(provider="sip"), name="telephony_account_sid_unique"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.provider} {self.account_sid}"

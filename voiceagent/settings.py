@@ -398,6 +398,11 @@ TWILIO_API_TIMEOUT_SECONDS = env.float("TWILIO_API_TIMEOUT_SECONDS", default=10.
 # Telnyx's Call Control API (accounts of provider telnyx).
 TELNYX_API_BASE_URL = _base_url("TELNYX_API_BASE_URL", "https://api.telnyx.com/v2")
 TELNYX_API_TIMEOUT_SECONDS = env.float("TELNYX_API_TIMEOUT_SECONDS", default=10.0)
+# The SIP endpoint (manage.py sipserver): HOST:PORT to bind (empty: none), the RTP port range, and the
+# address to advertise behind NAT (empty: the bound one).
+SIP_BIND = env.str("SIP_BIND", default="")
+SIP_RTP_PORTS = env.str("SIP_RTP_PORTS", default="10000-20000")
+SIP_PUBLIC_ADDRESS = env.str("SIP_PUBLIC_ADDRESS", default="")
 # A call the carrier reports ended is left this long to the process holding its media stream; still
 # open after that (the process died), the status callback finishes the call record itself.
 TELEPHONY_CALL_END_GRACE_SECONDS = env.float("TELEPHONY_CALL_END_GRACE_SECONDS", default=3.0)

@@ -22,6 +22,7 @@ PROVIDERS = Registry(
     {
         "twilio": "telephony.providers.twilio:TwilioProvider",
         "telnyx": "telephony.providers.telnyx:TelnyxProvider",
+        "sip": "telephony.providers.sip:SipProvider",
     },
 )
 

@@ -117,6 +117,33 @@ def _telnyx_rules(
         raise ApiError.field("authToken", "Another connection ID needs its API key.")
 
 
+_SIP_DOMAIN = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,56}[A-Za-z0-9])?(:[0-9]{1,5})?")
+
+
+def sip_networks(value: Any) -> list[str]:
+    """The allowed networks of a SIP account (a list, or one comma-separated string, of CIDRs), normalized;
+    ApiError naming `allowedNetworks` otherwise."""
+    items = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or len(items) > 50:
+        raise ApiError.field("allowedNetworks", "Must list the networks (CIDR) calls come from: 1 to 50 of them.")
+    networks = []
+    for item in items:
+        try:
+            networks.append(str(ipaddress.ip_network(str(item), strict=False)))
+        except ValueError:
+            raise ApiError.field("allowedNetworks", f"{str(item)[:60]!r} is not a network (CIDR).") from None
+    return networks
+
+
+def _sip_rules(*, account_sid: str, secrets: dict[str, Any], allowed_networks: Any) -> None:
+    if not _SIP_DOMAIN.fullmatch(account_sid or ""):
+        raise ApiError.field("accountSid", "Must be the trunk's or PBX's SIP domain: HOST or HOST:PORT.")
+    for field, value in secrets.items():
+        if value:
+            raise ApiError.field(field, "Not used by SIP accounts.")
+    sip_networks(allowed_networks)
+
+
 def telephony_account_clean(*, organization: Organization, api_base_url: str = "", **fields: Any) -> None:
     """Check an account as telephony_account_set would save it (ApiError naming the field otherwise),
     `api_base_url` also with the egress guard's check of every request (which resolves its host)."""
@@ -139,9 +166,17 @@ def _account_rules(
     api_key_secret: str | None = None,
     api_base_url: str = "",
     webhook_public_key: str = "",
+    allowed_networks: Any = None,
 ) -> None:
     if provider not in PROVIDERS or provider not in PhoneNumberProvider.values:
         raise ApiError.field("provider", f"Must be one of {', '.join(PhoneNumberProvider.values)}.")
+    if provider == PhoneNumberProvider.SIP:
+        secrets = {"authToken": auth_token, "apiKeySid": api_key_sid, "apiKeySecret": api_key_secret}
+        secrets |= {"apiBaseUrl": api_base_url, "webhookPublicKey": webhook_public_key}
+        _sip_rules(account_sid=account_sid, secrets=secrets, allowed_networks=allowed_networks)
+        return  # several organizations may share a trunk's domain
+    if allowed_networks:
+        raise ApiError.field("allowedNetworks", "Only for SIP accounts.")
     if provider == PhoneNumberProvider.TELNYX:
         _telnyx_rules(
             organization=organization,
@@ -163,7 +198,8 @@ def _account_rules(
             api_key_secret=api_key_secret,
             api_base_url=api_base_url,
         )
-    if TelephonyAccount.objects.filter(account_sid=account_sid).exclude(organization=organization).exists():
+    others = TelephonyAccount.objects.exclude(organization=organization).exclude(provider=PhoneNumberProvider.SIP)
+    if others.filter(account_sid=account_sid).exists():
         raise ApiError.conflict(f"Account {account_sid} belongs to another organization.")
 
 
@@ -209,11 +245,12 @@ def telephony_account_set(
     organization: Organization,
     provider: str = PhoneNumberProvider.TWILIO,
     account_sid: str,
-    auth_token: str | None,
+    auth_token: str | None = None,
     api_key_sid: str = "",
     api_key_secret: str | None = None,
     api_base_url: str = "",
     webhook_public_key: str = "",
+    allowed_networks: Any = None,
 ) -> TelephonyAccount:
     """Create or replace the organization's telephony account (one per organization). A secret given as
     None or "" keeps the stored one (the dashboard never shows secrets again, so an edit leaves them
@@ -221,7 +258,8 @@ def telephony_account_set(
     that same SID); no API key SID removes the API key (REST calls then use the auth token). An
     `api_base_url` names a Twilio-compatible provider's REST API; one every request would be refused (the
     egress guard) is refused now. A Telnyx account (`provider` telnyx) is its connection ID (`account_sid`),
-    its API key (`auth_token`, kept like a secret) and Telnyx's `webhook_public_key`."""
+    its API key (`auth_token`, kept like a secret) and Telnyx's `webhook_public_key`. A SIP account is its
+    trunk's or PBX's domain (`account_sid`) and the `allowed_networks` its INVITEs come from."""
     account_sid, api_key_sid = (account_sid or "").strip(), (api_key_sid or "").strip()
     api_base_url, webhook_public_key = (api_base_url or "").strip(), (webhook_public_key or "").strip()
     fields: dict[str, Any] = {
@@ -232,6 +270,7 @@ def telephony_account_set(
         "api_key_secret": api_key_secret or None,
         "api_base_url": api_base_url,
         "webhook_public_key": webhook_public_key,
+        "allowed_networks": allowed_networks,
     }
     _destination_rule(api_base_url)  # resolves a host name: before the transaction
     with transaction.atomic():
@@ -242,6 +281,9 @@ def telephony_account_set(
         )
         account.provider, account.account_sid, account.api_base_url = provider, account_sid, api_base_url
         account.webhook_public_key = webhook_public_key
+        account.allowed_networks = sip_networks(allowed_networks) if provider == PhoneNumberProvider.SIP else []
+        if provider == PhoneNumberProvider.SIP:
+            account.auth_token = ""  # no secret: calls are admitted by their network
         if auth_token:
             account.auth_token = auth_token
         if not api_key_sid:

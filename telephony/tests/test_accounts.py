@@ -17,15 +17,10 @@ from django.db import connection
 from django.test import Client
 
 from telephony.models import PhoneNumber, SetupStatus, TelephonyAccount
+from testing.commands import settelephony
 from testing.twilio_webhooks import ACCOUNT_SID, AUTH_TOKEN, make_account
 
 API_KEY_SID, API_KEY_SECRET = "SK" + "7a" * 16, "api-key-secret-0123456789abcdef"
-
-
-def _settelephony(*args: str) -> dict[str, Any]:
-    out = io.StringIO()
-    call_command("settelephony", *args, stdout=out)
-    return json.loads(out.getvalue())
 
 
 def _raw_columns() -> list[tuple[str, str | None]]:
@@ -37,7 +32,7 @@ def _raw_columns() -> list[tuple[str, str | None]]:
 def test_settelephony_prints_the_organization_and_stores_the_token_encrypted(owner: Any, caplog: Any) -> None:
     caplog.set_level(logging.DEBUG)
     org = str(owner.organization.pk)
-    result = _settelephony(
+    result = settelephony(
         "--org", org, "--provider", "twilio", "--account-sid", ACCOUNT_SID, "--auth-token", AUTH_TOKEN,
         "--api-key-sid", API_KEY_SID, "--api-key-secret", API_KEY_SECRET,
     )  # fmt: skip
@@ -53,13 +48,13 @@ def test_settelephony_prints_the_organization_and_stores_the_token_encrypted(own
 
 def test_settelephony_again_replaces_the_account_and_keeps_a_token_not_given(owner: Any) -> None:
     org = str(owner.organization.pk)
-    _settelephony("--org", org, "--account-sid", ACCOUNT_SID, "--auth-token", AUTH_TOKEN)
-    _settelephony("--org", org, "--account-sid", ACCOUNT_SID)
+    settelephony("--org", org, "--account-sid", ACCOUNT_SID, "--auth-token", AUTH_TOKEN)
+    settelephony("--org", org, "--account-sid", ACCOUNT_SID)
     assert TelephonyAccount.objects.get().auth_token == AUTH_TOKEN
-    _settelephony("--org", org, "--account-sid", ACCOUNT_SID, "--auth-token", "e" * 32)
+    settelephony("--org", org, "--account-sid", ACCOUNT_SID, "--auth-token", "e" * 32)
     assert TelephonyAccount.objects.count() == 1 and TelephonyAccount.objects.get().auth_token == "e" * 32
     with pytest.raises(CommandError, match="Another Account SID needs its own auth token"):
-        _settelephony("--org", org, "--account-sid", "AC" + "d" * 32)
+        settelephony("--org", org, "--account-sid", "AC" + "d" * 32)
 
 
 @pytest.mark.parametrize(
@@ -80,7 +75,7 @@ def test_settelephony_again_replaces_the_account_and_keeps_a_token_not_given(own
 )
 def test_settelephony_refuses_bad_input_with_a_clear_message(owner: Any, args: list[str], message: str) -> None:
     with pytest.raises(CommandError) as caught:
-        _settelephony("--org", str(owner.organization.pk), *args)
+        settelephony("--org", str(owner.organization.pk), *args)
     assert str(caught.value).startswith(message)
     assert TelephonyAccount.objects.count() == 0
 
@@ -90,9 +85,9 @@ def test_settelephony_refuses_an_account_of_another_organization_and_an_unknown_
 ) -> None:
     make_account(outsider.organization)
     with pytest.raises(CommandError, match=f"Account {ACCOUNT_SID} belongs to another organization"):
-        _settelephony("--org", str(owner.organization.pk), "--account-sid", ACCOUNT_SID, "--auth-token", AUTH_TOKEN)
+        settelephony("--org", str(owner.organization.pk), "--account-sid", ACCOUNT_SID, "--auth-token", AUTH_TOKEN)
     with pytest.raises(CommandError, match="not found"):
-        _settelephony("--org", "7d5c7d51-3c2a-4a53-9d0e-5b5f1b7d1f00", "--account-sid", ACCOUNT_SID)
+        settelephony("--org", "7d5c7d51-3c2a-4a53-9d0e-5b5f1b7d1f00", "--account-sid", ACCOUNT_SID)
 
 
 def test_settelephony_exits_non_zero_from_the_shell() -> None:

@@ -7,14 +7,12 @@ the X-SignalWire-Signature header. The stand-ins record what the providers would
 from __future__ import annotations
 
 import base64
-import io
-import json
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 from django.test import Client
 
 from agents.models import AgentStatus
@@ -23,6 +21,7 @@ from telephony.models import PhoneNumber, SetupStatus, TelephonyAccount
 from telephony.outbound.dispatcher import outbound_dispatch
 from telephony.providers import provider_for
 from telephony.services.numbers import phone_number_assign, phone_number_claim
+from testing.commands import settelephony
 from testing.twilio_rest import call_created, created_calls
 from testing.twilio_webhooks import parse_twiml, public_settings, sign, voice_params  # noqa: F401 - fixture
 from testing.webhooks import LoopbackReceiver, Reply
@@ -42,12 +41,6 @@ def _basic(user: str, password: str) -> str:
 
 def _form(body: bytes) -> dict[str, str]:
     return {key: values[0] for key, values in parse_qs(body.decode(), keep_blank_values=True).items()}
-
-
-def _settelephony(*args: str) -> dict[str, Any]:
-    out = io.StringIO()
-    call_command("settelephony", *args, stdout=out)
-    return json.loads(out.getvalue())
 
 
 @pytest.fixture
@@ -77,7 +70,7 @@ def _account_path(space: LoopbackReceiver) -> str:
 @pytest.fixture
 def account(owner: Any, space: LoopbackReceiver) -> TelephonyAccount:
     org = str(owner.organization.pk)
-    _settelephony("--org", org, "--account-sid", PROJECT, "--auth-token", API_TOKEN, "--api-base-url", _base(space))
+    settelephony("--org", org, "--account-sid", PROJECT, "--auth-token", API_TOKEN, "--api-base-url", _base(space))
     return TelephonyAccount.objects.get(organization=owner.organization)
 
 
@@ -178,7 +171,7 @@ def test_a_destination_the_guard_refuses_is_refused_when_saved_and_on_every_requ
         ("ftp://example.signalwire.com", "Only http and https URLs are allowed."),
     ]:
         with pytest.raises(CommandError, match="apiBaseUrl") as caught:
-            _settelephony("--org", org, "--account-sid", PROJECT, "--api-base-url", url)
+            settelephony("--org", org, "--account-sid", PROJECT, "--api-base-url", url)
         assert reason in str(caught.value)
     form = dashboard.post(
         f"/admin/telephony/telephonyaccount/{account.pk}/change/",
@@ -202,12 +195,12 @@ def test_an_account_of_a_compatible_provider_takes_its_own_ids_and_twilio_keeps_
 ) -> None:
     org = str(owner.organization.pk)
     with pytest.raises(CommandError, match="Must be a Twilio Account SID"):
-        _settelephony("--org", org, "--account-sid", PROJECT, "--auth-token", API_TOKEN)
+        settelephony("--org", org, "--account-sid", PROJECT, "--auth-token", API_TOKEN)
     with pytest.raises(CommandError, match="letters, digits and hyphens"):
-        _settelephony(
+        settelephony(
             "--org", org, "--account-sid", "my project", "--auth-token", API_TOKEN, "--api-base-url", _base(space)
         )
-    printed = _settelephony(
+    printed = settelephony(
         "--org", org, "--account-sid", PROJECT, "--auth-token", API_TOKEN, "--api-base-url", _base(space)
     )
     assert printed == {"organizationId": org, "provider": "twilio"}

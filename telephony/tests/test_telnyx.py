@@ -17,7 +17,6 @@ talking to the engine with a scripted OpenAI-compatible brain (testing/chat_serv
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
 from accounts.models import Plan
 from calls.models import Call
@@ -36,6 +35,7 @@ from telephony.services.numbers import phone_number_assign, phone_number_claim
 from testing.calls import wait_call
 from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Text, Tools
+from testing.commands import settelephony
 from testing.inprocess import InProcessServer, serving
 from testing.telnyx import (
     API_KEY,
@@ -395,12 +395,6 @@ async def test_an_outbound_call_not_answered_ends_with_telnyxs_cause(
 # --- the account ----------------------------------------------------------------------------------
 
 
-def _settelephony(*args: str) -> dict[str, Any]:
-    out = io.StringIO()
-    call_command("settelephony", *args, stdout=out)
-    return json.loads(out.getvalue())
-
-
 def test_a_telnyx_account_is_its_connection_api_key_and_public_key(owner: Any) -> None:
     org = str(owner.organization.pk)
     base = ["--org", org, "--provider", "telnyx", "--connection-id", CONNECTION_ID]
@@ -414,13 +408,13 @@ def test_a_telnyx_account_is_its_connection_api_key_and_public_key(owner: Any) -
         ),
     ]:
         with pytest.raises(CommandError, match=message):
-            _settelephony(*base, *extra)
-    printed = _settelephony(*base, "--api-key", API_KEY, "--public-key", PUBLIC_KEY)
+            settelephony(*base, *extra)
+    printed = settelephony(*base, "--api-key", API_KEY, "--public-key", PUBLIC_KEY)
     assert printed == {"organizationId": org, "provider": "telnyx"} and API_KEY not in json.dumps(printed)
     # An edit keeps the stored API key.
-    assert _settelephony(*base, "--public-key", PUBLIC_KEY)["provider"] == "telnyx"
+    assert settelephony(*base, "--public-key", PUBLIC_KEY)["provider"] == "telnyx"
     with pytest.raises(CommandError, match="Only for Telnyx"):
-        _settelephony(
+        settelephony(
             "--org", org, "--account-sid", "AC" + "1" * 32, "--auth-token", "t" * 32, "--public-key", PUBLIC_KEY
         )
 

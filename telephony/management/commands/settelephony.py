@@ -18,8 +18,9 @@ class Command(JsonCommand):
         parser.add_argument(
             "--account-sid",
             "--connection-id",
+            "--sip-domain",
             required=True,
-            help="Twilio Account SID (AC...), or Telnyx connection ID",
+            help="Twilio Account SID (AC...), Telnyx connection ID, or a SIP account's domain (HOST[:PORT])",
         )
         parser.add_argument(
             "--auth-token",
@@ -35,6 +36,7 @@ class Command(JsonCommand):
             help="A Twilio-compatible provider's REST API base URL (e.g. https://example.signalwire.com); empty: Twilio",
         )
         parser.add_argument("--public-key", default="", help="Telnyx: the webhook public key (base64)")
+        parser.add_argument("--allowed-networks", default="", help="SIP: the networks calls come from (CIDR,...)")
 
     def run(self, **options: Any) -> dict[str, Any]:
         organization = organization_from_option(options["org"])
@@ -47,5 +49,6 @@ class Command(JsonCommand):
             api_key_secret=options["api_key_secret"],
             api_base_url=options["api_base_url"],
             webhook_public_key=options["public_key"],
+            allowed_networks=options["allowed_networks"] or None,
         )
         return {"organizationId": str(organization.pk), "provider": account.provider}

@@ -1,0 +1,92 @@
+"""Who may call over SIP: an INVITE for a number claimed by an organization whose telephony account is
+of provider `sip`, from one of that account's allowed networks, rings the number's active agent, within
+the organization's concurrent-call cap. Anything else is refused with a SIP status and a log line, and
+never becomes a call (an unknown number and a network that is not allowed get the same 403, so that a
+scanner learns nothing of which numbers exist)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from uuid import UUID
+
+from django.utils import timezone
+
+from agents.models import Agent, AgentStatus
+from calls.logging import LogSession, agent_log, new_session_id
+from realtime.selectors import session_agent_get
+from realtime.services import ConcurrentCallLimitExceeded, call_slot_reserve
+from telephony.models import PhoneNumber, PhoneNumberProvider, PhoneNumberStatus, TelephonyAccount
+
+logger = logging.getLogger(__name__)
+
+# How long an admitted call's live-call slot is held before its session has opened the call record.
+SLOT_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class Admitted:
+    organization_id: UUID
+    agent: Agent
+    from_number: str
+    to_number: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    code: int
+    reason: str  # the SIP reason phrase
+
+
+FORBIDDEN = Refused(403, "Forbidden")
+
+
+def _allowed(account: TelephonyAccount, address: str) -> bool:
+    try:
+        source = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(source in ipaddress.ip_network(network) for network in account.allowed_networks)
+
+
+def sip_call_admit(*, called: str, caller: str, address: str, call_id: str) -> Admitted | Refused:
+    """The agent that answers an INVITE from `address` for `called` (the request URI's user part, E.164),
+    or why not. Takes a live-call slot (keyed by the SIP Call-ID) for an admitted call."""
+    number = (
+        PhoneNumber.objects.select_related("assigned_agent")
+        .filter(phone_number=called, provider=PhoneNumberProvider.SIP)
+        .first()
+    )
+    account = (
+        TelephonyAccount.objects.filter(
+            organization_id=number.organization_id, provider=PhoneNumberProvider.SIP
+        ).first()
+        if number is not None
+        else None
+    )
+    if number is None or account is None or not _allowed(account, address):
+        logger.warning("SIP call to %s from %s refused: unknown number or a network not allowed", called[:20], address)
+        return FORBIDDEN
+    agent = number.assigned_agent
+    if number.status != PhoneNumberStatus.CLAIMED or agent is None or agent.status != AgentStatus.ACTIVE:
+        problem = "no active agent answers the number"
+        logger.info("SIP call to %s refused: %s", called, problem)
+        if agent is not None:
+            session = LogSession(organization_id=agent.organization_id, agent_id=agent.pk, session_id=new_session_id())
+            agent_log(session, "warn", f"Phone call refused: {problem}", **{"from": caller, "to": called})
+        return Refused(480, "Temporarily Unavailable")
+    try:
+        call_slot_reserve(
+            organization_id=number.organization_id,
+            channel="phone",
+            key=call_id,
+            expires_at=timezone.now() + timedelta(seconds=SLOT_SECONDS),
+        )
+    except ConcurrentCallLimitExceeded as exc:
+        logger.info("SIP call to %s refused: the organization is at its %s concurrent calls", called, exc.limit)
+        return Refused(486, "Busy Here")
+    loaded = session_agent_get(organization_id=number.organization_id, agent_id=agent.pk)
+    assert loaded is not None  # read a moment ago, under the same organization
+    return Admitted(organization_id=number.organization_id, agent=loaded, from_number=caller, to_number=called)

@@ -1,0 +1,222 @@
+"""Calls over SIP from a real SIP phone, Debian's `baresip` (its `aufile` source plays the caller's eSpeak
+speech, its `sndfile` filter records what the caller hears), to the service's SIP endpoint
+(telephony/sip/) running in the test's process on loopback, talking to the engine with a scripted brain.
+
+- an INVITE from an allowed network is answered: the caller hears the agent's greeting (energy in what
+  baresip recorded), the caller's question reaches the brain, and the caller's hang-up (BYE) ends the call
+  `completed` / `caller-hung-up`;
+- an INVITE from outside the account's allowed networks, or for a number no SIP account claims, is refused
+  (403) and never becomes a call;
+- the agent ending the call sends a BYE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.management import CommandError
+
+from calls.models import Call
+from telephony.models import TelephonyAccount
+from telephony.services.accounts import telephony_account_set
+from telephony.services.numbers import phone_number_assign, phone_number_claim
+from telephony.sip.endpoint import SipAddress, SipEndpoint
+from testing.chat_server import Call as ScriptedCall
+from testing.chat_server import ChatServer, Text, Tools
+from testing.commands import settelephony
+from testing.inprocess import serving
+from testing.voice import record_voice_24k, rms
+from testing.waiting import polled
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
+
+BARESIP = shutil.which("baresip") or "/usr/bin/baresip"
+NUMBER = "+14155550100"
+GREETING = "Thanks for calling Acme, how can I help?"
+QUESTION = "When do you open tomorrow?"
+GOODBYE = "Please end the call now."
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def answers(body: dict[str, Any]) -> Any:
+    messages = body["messages"]
+    if messages[-1]["role"] == "tool":
+        return Text("Goodbye.")
+    if "end" in (messages[-1].get("content") or "").lower():
+        return Tools(ScriptedCall("end_call", {}))
+    return Text("We open at nine.")
+
+
+@pytest.fixture(scope="module")
+def chat() -> Iterator[ChatServer]:
+    with ChatServer(fallback=answers) as scripted:
+        yield scripted
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[SipEndpoint]:
+    """The SIP endpoint, once per module (Sippy's dispatcher is one per process); each test gives it its loop."""
+    if not Path(BARESIP).exists():
+        pytest.skip("baresip is not installed (make setup installs it as root; .ci/run does)")
+    started = SipEndpoint(SipAddress("127.0.0.1", free_udp_port(), rtp_ports=(31000, 31999)), asyncio.new_event_loop())
+    started.start()
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def server(
+    engine_loaded: None, settings: Any, chat: ChatServer, realtime_settings: Any, endpoint: SipEndpoint
+) -> Iterator[SipEndpoint]:
+    values = {"LLM_PROVIDER": "openai", "LLM_BASE_URL": chat.base_url, "LLM_MODEL": "scripted", "LLM_API_KEY": "x"}
+    with serving(settings, values):
+        yield endpoint
+
+
+@pytest.fixture
+def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
+    agent = make_agent(
+        owner.organization,
+        name="Ava",
+        status="active",
+        instructions="You answer the callers of Acme.",
+        greeting_type="static",
+        static_greeting=GREETING,
+    )
+    telephony_account_set(
+        organization=owner.organization, provider="sip", account_sid="pbx.example.test", allowed_networks="127.0.0.0/8"
+    )
+    number = phone_number_claim(organization=owner.organization, number=NUMBER)
+    phone_number_assign(organization=owner.organization, agent=agent, phone_number_id=number.pk)
+    return agent
+
+
+def caller_wav(folder: Path, sentence: str, *, lead: float, tail: float) -> Path:
+    """What the caller says into the phone (8 kHz): silence, the sentence, silence; baresip hangs up when
+    the file ends."""
+    import soxr
+
+    (speech,) = record_voice_24k((sentence,), folder, voice_name="leo").values()
+    samples = soxr.resample(np.frombuffer(speech, dtype="<i2"), 24000, 8000).astype("<i2")
+    silence = np.zeros
+    audio = np.concatenate([silence(int(lead * 8000), "<i2"), samples, silence(int(tail * 8000), "<i2")])
+    path = folder / "caller.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(audio.tobytes())
+    return path
+
+
+async def call(endpoint: SipEndpoint, folder: Path, wav: Path, *, to: str = NUMBER, seconds: int = 40) -> Path:
+    """baresip dials `to` at the endpoint and plays `wav`; the folder of what it recorded."""
+    endpoint.loop = asyncio.get_running_loop()
+    config = folder / "baresip"
+    dumps = folder / "heard"
+    config.mkdir()
+    dumps.mkdir()
+    sip_port = free_udp_port()
+    (config / "config").write_text(
+        f"sip_listen\t127.0.0.1:{sip_port}\naudio_source\taufile,{wav}\naudio_player\taufile,{folder}/unused.wav\n"
+        f"audio_alert\taufile,{wav}\nmodule_path\t/usr/lib/baresip/modules\nmodule\tg711.so\nmodule\taufile.so\n"
+        f"module\tsndfile.so\nmodule_app\taccount.so\nmodule_app\tmenu.so\nsnd_path\t{dumps}\n"
+    )
+    (config / "accounts").write_text("<sip:caller@127.0.0.1>;regint=0;audio_codecs=PCMU\n")
+    target = f"sip:{to}@127.0.0.1:{endpoint.address.port}"
+    process = await asyncio.create_subprocess_exec(
+        BARESIP, "-n", "127.0.0.1", "-f", str(config), "-e", f"/dial {target}", "-t", str(seconds),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output, _ = await asyncio.wait_for(process.communicate(), seconds + 20)
+    (folder / "baresip.log").write_bytes(output)
+    return dumps
+
+
+def heard(dumps: Path) -> bytes:
+    """What the caller heard (PCM16 8 kHz), from baresip's recording of the decoded audio."""
+    (path,) = dumps.glob("*-dec.wav")
+    with wave.open(str(path)) as recording:
+        return recording.readframes(recording.getnframes())
+
+
+async def the_call(to_number: str) -> Call:
+    async def found() -> Call | None:
+        return await sync_to_async(Call.objects.filter(to_number=to_number, status="completed").first)()
+
+    return await polled(found, what="the completed call", timeout=20)
+
+
+async def test_a_call_from_an_allowed_network_is_answered_greets_and_ends_with_the_callers_bye(
+    server, ava, chat, tmp_path
+):
+    first = len(chat.requests)
+    wav = caller_wav(tmp_path, QUESTION, lead=11.0, tail=7.0)  # the question after the disclosure and greeting
+    dumps = await call(server, tmp_path, wav)
+
+    call_record = await the_call(NUMBER)
+    assert (call_record.channel, call_record.direction, call_record.ended_reason) == (
+        "phone",
+        "inbound",
+        "caller-hung-up",
+    )
+    assert call_record.from_number == "caller"  # the caller's SIP user
+    audio = heard(dumps)
+    greeting = audio[: 8000 * 2 * 4]  # the first four seconds: the greeting
+    assert rms(greeting) > 500, "the caller heard no greeting"
+    assert len(chat.requests) > first, "the caller's question never reached the brain"
+    messages = await sync_to_async(lambda: list(call_record.messages.values_list("role", "content")))()
+    assert messages[0][0] == "assistant" and messages[0][1].endswith(GREETING)  # heard whole, after the disclosure
+    assert ("assistant", "We open at nine.") in messages
+
+
+async def test_an_invite_from_a_network_not_allowed_or_for_an_unknown_number_is_refused(server, ava, owner, tmp_path):
+    await sync_to_async(telephony_account_set)(
+        organization=owner.organization, provider="sip", account_sid="pbx.example.test", allowed_networks="10.0.0.0/8"
+    )
+    wav = caller_wav(tmp_path, QUESTION, lead=1.0, tail=1.0)
+    await call(server, tmp_path, wav, seconds=6)
+    log = (tmp_path / "baresip.log").read_text()
+    assert "403 Forbidden" in log, log[-2000:]
+    assert await sync_to_async(Call.objects.count)() == 0
+
+
+def test_a_sip_account_is_its_domain_and_allowed_networks_and_organizations_may_share_a_trunk(
+    owner: Any, outsider: Any, dashboard: Any
+) -> None:
+    org = str(owner.organization.pk)
+    base = ["--org", org, "--provider", "sip", "--sip-domain", "sip.trunk.example"]
+    for extra, message in [
+        ([], "networks \\(CIDR\\) calls come from"),
+        (["--allowed-networks", "198.51.100.0/24,not-a-network"], "'not-a-network' is not a network"),
+        (["--allowed-networks", "198.51.100.0/24", "--auth-token", "x" * 32], "Not used by SIP accounts"),
+    ]:
+        with pytest.raises(CommandError, match=message):
+            settelephony(*base, *extra)
+    with pytest.raises(CommandError, match="HOST or HOST:PORT"):
+        settelephony("--org", org, "--provider", "sip", "--sip-domain", "sip:bad", "--allowed-networks", "10.0.0.0/8")
+    assert settelephony(*base, "--allowed-networks", "198.51.100.7/24, 2001:db8::/32")["provider"] == "sip"
+    other = ["--org", str(outsider.organization.pk), "--provider", "sip", "--sip-domain", "sip.trunk.example"]
+    assert settelephony(*other, "--allowed-networks", "203.0.113.0/24")["provider"] == "sip"
+    account = TelephonyAccount.objects.get(organization=owner.organization)
+    assert account.allowed_networks == ["198.51.100.0/24", "2001:db8::/32"] and account.auth_token == ""
+    page = dashboard.get(f"/admin/telephony/telephonyaccount/{account.pk}/change/").content.decode()
+    assert "198.51.100.0/24, 2001:db8::/32" in page
+    with pytest.raises(CommandError, match="Only for SIP accounts"):
+        settelephony(
+            "--org", org, "--account-sid", "AC" + "1" * 32, "--auth-token", "t" * 32, "--allowed-networks", "10.0.0.0/8"
+        )
