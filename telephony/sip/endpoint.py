@@ -3,9 +3,10 @@ dispatcher is one per process), RTP through Sippy's RTP endpoint (its own thread
 call's conversation as a session of the engine on the asyncio loop the endpoint was started with.
 
 A call, as a caller experiences it: the INVITE is admitted or refused (telephony/sip/admission.py: 403,
-480, 486); an admitted call is answered at once (200 with our SDP: G.711 mu-law, RFC 4733 telephone
-events offered), the session opens the call record, greets and converses. The caller's audio arrives
-decoded at 16 kHz in 100 ms pieces from the jitter buffer and reaches the session as 20 ms frames; the
+480, 486); an admitted call is answered at once (200 with our SDP: G.722 when the offer has it, wideband
+both ways with no round trip through 8 kHz, else G.711 mu-law; RFC 4733 telephone events offered), the
+session opens the call record, greets and converses. The caller's audio arrives decoded at 16 kHz in
+100 ms pieces from the jitter buffer and reaches the session as 20 ms frames; the
 agent's audio (24 kHz, paced by the session) is handed to the RTP endpoint, which resamples, encodes and
 sends it every 20 ms; barge-in drops what it still holds. The call ends exactly once, whichever side ends
 it: the caller's BYE (completed, caller-hung-up), the agent (a BYE is sent), a hang-up asked for through
@@ -28,6 +29,7 @@ from sippy.CCEvents import CCEventConnect, CCEventDisconnect, CCEventFail, CCEve
 from sippy.Core.EventDispatcher import ED2
 from sippy.MsgBody import MsgBody
 from sippy.Rtp.Codecs.G711 import G711Codec
+from sippy.Rtp.Codecs.G722 import G722Codec
 from sippy.Rtp.Conf import RTPConf
 from sippy.Rtp.Core.AudioChunk import AudioChunk
 from sippy.Rtp.EPoint import RTPEPoint
@@ -48,8 +50,17 @@ logger = logging.getLogger(__name__)
 
 ENGINE_RATE = 16000  # what the session takes from the caller
 FRAME_BYTES = ENGINE_RATE * 2 // 50  # 20 ms of PCM16
-PCMU = 0
 TELEPHONE_EVENT = 101
+
+
+class G722Wideband(G722Codec):  # type: ignore[misc]  # Sippy's classes are untyped
+    """G.722 decoded to and encoded from 16 kHz (Sippy's own decodes to 8 kHz)."""
+
+    srate = 16000
+
+
+# The codecs the endpoint takes, best first: payload type, SDP name and clock rate, Sippy codec.
+CODECS = ((9, "G722/8000", G722Wideband), (0, "PCMU/8000", G711Codec))
 
 
 class _SipLog:
@@ -147,25 +158,36 @@ class SipEndpoint:
         return call.ua.recvRequest(req, sip_t)
 
 
-def _answer_sdp(host: str, port: int) -> MsgBody:
+def _answer_sdp(host: str, port: int, payload_type: int, rtpmap: str) -> MsgBody:
     return MsgBody(
         f"v=0\r\no=- {port} 1 IN IP4 {host}\r\ns=-\r\nc=IN IP4 {host}\r\nt=0 0\r\n"
-        f"m=audio {port} RTP/AVP {PCMU} {TELEPHONE_EVENT}\r\na=rtpmap:{PCMU} PCMU/8000\r\n"
+        f"m=audio {port} RTP/AVP {payload_type} {TELEPHONE_EVENT}\r\na=rtpmap:{payload_type} {rtpmap}\r\n"
         f"a=rtpmap:{TELEPHONE_EVENT} telephone-event/8000\r\na=fmtp:{TELEPHONE_EVENT} 0-15\r\n"
         "a=ptime:20\r\na=sendrecv\r\n"
     )
 
 
-def _remote_media(body: Any) -> tuple[str, int] | None:
-    """The far end's RTP address when its offer has audio we can take (G.711 mu-law), else None."""
+@dataclass(frozen=True)
+class _Media:
+    target: tuple[str, int]  # the far end's RTP address
+    payload_type: int
+    rtpmap: str
+    codec: Any
+
+
+def _remote_media(body: Any) -> _Media | None:
+    """The far end's RTP address and the best codec of its offer we take (CODECS), or None."""
     if body is None:
         return None
     body.parse()
     for section in body.content.sections:
-        formats = [int(f) for f in section.m_header.formats if str(f).isdigit()]
-        if section.m_header.stype == "audio" and PCMU in formats and section.m_header.port:
-            connection = section.c_header or body.content.c_header
-            return (str(connection.addr), int(section.m_header.port))
+        formats = {int(f) for f in section.m_header.formats if str(f).isdigit()}
+        if section.m_header.stype != "audio" or not section.m_header.port:
+            continue
+        for payload_type, rtpmap, codec in CODECS:
+            if payload_type in formats:
+                connection = section.c_header or body.content.c_header
+                return _Media((str(connection.addr), int(section.m_header.port)), payload_type, rtpmap, codec)
     return None
 
 
@@ -192,17 +214,18 @@ class SipCall:
             self.endpoint.loop.call_soon_threadsafe(self._remote_ended)
 
     def _answer(self, offer: Any) -> None:
-        target = _remote_media(offer)
-        if target is None:
+        media = _remote_media(offer)
+        if media is None:
             self.ua.recvEvent(CCEventFail((488, "Not Acceptable Here")))
             self._forget()
             return
-        params = RTPParams(target, out_ptime=20, out_sr=ENGINE_RATE)
-        params.codec = G711Codec
+        params = RTPParams(media.target, out_ptime=20, out_sr=ENGINE_RATE)
+        params.codec = media.codec
         params.rtp_laddr = self.endpoint.address.host
         self.rtp = RTPEPoint(self.endpoint.rtp_conf, params, self._audio_in)
         port = self.rtp.rserv.local_addr[1]
-        self.ua.recvEvent(CCEventConnect((200, "OK", _answer_sdp(self.endpoint.address.advertised, port))))
+        answer = _answer_sdp(self.endpoint.address.advertised, port, media.payload_type, media.rtpmap)
+        self.ua.recvEvent(CCEventConnect((200, "OK", answer)))
         self.endpoint.loop.call_soon_threadsafe(self._start)
 
     # The RTP endpoint's thread.

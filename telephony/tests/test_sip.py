@@ -105,25 +105,26 @@ def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
     return agent
 
 
-def caller_wav(folder: Path, sentence: str, *, lead: float, tail: float) -> Path:
-    """What the caller says into the phone (8 kHz): silence, the sentence, silence; baresip hangs up when
-    the file ends."""
+def caller_wav(folder: Path, sentence: str, *, lead: float, tail: float, rate: int = 8000) -> Path:
+    """What the caller says into the phone (at the codec's rate): silence, the sentence, silence; baresip
+    hangs up when the file ends."""
     import soxr
 
     (speech,) = record_voice_24k((sentence,), folder, voice_name="leo").values()
-    samples = soxr.resample(np.frombuffer(speech, dtype="<i2"), 24000, 8000).astype("<i2")
-    silence = np.zeros
-    audio = np.concatenate([silence(int(lead * 8000), "<i2"), samples, silence(int(tail * 8000), "<i2")])
+    samples = soxr.resample(np.frombuffer(speech, dtype="<i2"), 24000, rate).astype("<i2")
+    audio = np.concatenate([np.zeros(int(lead * rate), "<i2"), samples, np.zeros(int(tail * rate), "<i2")])
     path = folder / "caller.wav"
     with wave.open(str(path), "wb") as out:
         out.setnchannels(1)
         out.setsampwidth(2)
-        out.setframerate(8000)
+        out.setframerate(rate)
         out.writeframes(audio.tobytes())
     return path
 
 
-async def call(endpoint: SipEndpoint, folder: Path, wav: Path, *, to: str = NUMBER, seconds: int = 40) -> Path:
+async def call(
+    endpoint: SipEndpoint, folder: Path, wav: Path, *, to: str = NUMBER, seconds: int = 40, codec: str = "PCMU"
+) -> Path:
     """baresip dials `to` at the endpoint and plays `wav`; the folder of what it recorded."""
     endpoint.loop = asyncio.get_running_loop()
     config = folder / "baresip"
@@ -133,10 +134,10 @@ async def call(endpoint: SipEndpoint, folder: Path, wav: Path, *, to: str = NUMB
     sip_port = free_udp_port()
     (config / "config").write_text(
         f"sip_listen\t127.0.0.1:{sip_port}\naudio_source\taufile,{wav}\naudio_player\taufile,{folder}/unused.wav\n"
-        f"audio_alert\taufile,{wav}\nmodule_path\t/usr/lib/baresip/modules\nmodule\tg711.so\nmodule\taufile.so\n"
+        f"audio_alert\taufile,{wav}\nmodule_path\t/usr/lib/baresip/modules\nmodule\tg711.so\nmodule\tg722.so\nmodule\taufile.so\n"
         f"module\tsndfile.so\nmodule_app\taccount.so\nmodule_app\tmenu.so\nsnd_path\t{dumps}\n"
     )
-    (config / "accounts").write_text("<sip:caller@127.0.0.1>;regint=0;audio_codecs=PCMU\n")
+    (config / "accounts").write_text(f"<sip:caller@127.0.0.1>;regint=0;audio_codecs={codec}\n")
     target = f"sip:{to}@127.0.0.1:{endpoint.address.port}"
     process = await asyncio.create_subprocess_exec(
         BARESIP, "-n", "127.0.0.1", "-f", str(config), "-e", f"/dial {target}", "-t", str(seconds),
@@ -147,11 +148,11 @@ async def call(endpoint: SipEndpoint, folder: Path, wav: Path, *, to: str = NUMB
     return dumps
 
 
-def heard(dumps: Path) -> bytes:
-    """What the caller heard (PCM16 8 kHz), from baresip's recording of the decoded audio."""
+def heard(dumps: Path) -> tuple[bytes, int]:
+    """What the caller heard (PCM16) and its sample rate, from baresip's recording of the decoded audio."""
     (path,) = dumps.glob("*-dec.wav")
     with wave.open(str(path)) as recording:
-        return recording.readframes(recording.getnframes())
+        return recording.readframes(recording.getnframes()), recording.getframerate()
 
 
 async def the_call(to_number: str) -> Call:
@@ -161,12 +162,13 @@ async def the_call(to_number: str) -> Call:
     return await polled(found, what="the completed call", timeout=20)
 
 
+@pytest.mark.parametrize(("codec", "rate"), [("PCMU", 8000), ("G722", 16000)])
 async def test_a_call_from_an_allowed_network_is_answered_greets_and_ends_with_the_callers_bye(
-    server, ava, chat, tmp_path
+    server, ava, chat, tmp_path, codec, rate
 ):
     first = len(chat.requests)
-    wav = caller_wav(tmp_path, QUESTION, lead=11.0, tail=7.0)  # the question after the disclosure and greeting
-    dumps = await call(server, tmp_path, wav)
+    wav = caller_wav(tmp_path, QUESTION, lead=11.0, tail=7.0, rate=rate)  # after the disclosure and greeting
+    dumps = await call(server, tmp_path, wav, codec=codec)
 
     call_record = await the_call(NUMBER)
     assert (call_record.channel, call_record.direction, call_record.ended_reason) == (
@@ -175,8 +177,9 @@ async def test_a_call_from_an_allowed_network_is_answered_greets_and_ends_with_t
         "caller-hung-up",
     )
     assert call_record.from_number == "caller"  # the caller's SIP user
-    audio = heard(dumps)
-    greeting = audio[: 8000 * 2 * 4]  # the first four seconds: the greeting
+    audio, heard_rate = heard(dumps)
+    assert heard_rate == rate  # G.722 when offered: wideband to the caller
+    greeting = audio[: rate * 2 * 4]  # the first four seconds: the greeting
     assert rms(greeting) > 500, "the caller heard no greeting"
     assert len(chat.requests) > first, "the caller's question never reached the brain"
     messages = await sync_to_async(lambda: list(call_record.messages.values_list("role", "content")))()
