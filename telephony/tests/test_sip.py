@@ -7,7 +7,7 @@ speech, its `sndfile` filter records what the caller hears), to the service's SI
   `completed` / `caller-hung-up`;
 - an INVITE from outside the account's allowed networks, or for a number no SIP account claims, is refused
   (403) and never becomes a call;
-- the agent ending the call sends a BYE.
+- the agent ending the call, and POST /calls/{id}/hang-up, send a BYE.
 """
 
 from __future__ import annotations
@@ -185,6 +185,38 @@ async def test_a_call_from_an_allowed_network_is_answered_greets_and_ends_with_t
     messages = await sync_to_async(lambda: list(call_record.messages.values_list("role", "content")))()
     assert messages[0][0] == "assistant" and messages[0][1].endswith(GREETING)  # heard whole, after the disclosure
     assert ("assistant", "We open at nine.") in messages
+
+
+async def test_the_agent_ending_the_call_sends_a_bye(server, ava, chat, tmp_path):
+    chat.script(Tools(ScriptedCall("end_call", {}, id="call_end_sip")), Text("Goodbye."))
+    wav = caller_wav(tmp_path, GOODBYE, lead=11.0, tail=25.0)  # the caller would stay on the line 25 s more
+    await call(server, tmp_path, wav)
+
+    call_record = await the_call(NUMBER)
+    assert call_record.ended_reason == "agent-ended-call"
+    log = (tmp_path / "baresip.log").read_text()
+    terminated = [line for line in log.splitlines() if "terminated (duration:" in line]
+    assert terminated, log[-2000:]
+    seconds = int(terminated[0].rsplit("duration: ", 1)[1].split()[0])
+    assert seconds < 11 + 3 + 20, terminated[0]  # the agent hung up long before the caller's file ended
+
+
+async def test_hang_up_through_the_api_sends_a_bye(server, ava, owner, tmp_path):
+    wav = caller_wav(tmp_path, QUESTION, lead=30.0, tail=1.0)
+    caller = asyncio.create_task(call(server, tmp_path, wav))
+
+    async def active() -> Call | None:
+        return await sync_to_async(Call.objects.filter(to_number=NUMBER, status="active").first)()
+
+    live = await polled(active, what="the active call", timeout=20)
+    response = await sync_to_async(owner.client.post)(f"/public/v1/calls/{live.pk}/hang-up")
+    assert response.status_code == 200, response.content
+    await caller
+    call_record = await the_call(NUMBER)
+    assert call_record.ended_reason == "agent-ended-call"
+    log = (tmp_path / "baresip.log").read_text()
+    seconds = int(log.rsplit("terminated (duration: ", 1)[1].split()[0])
+    assert seconds < 25, log[-1000:]  # the BYE, long before the caller's file ended
 
 
 async def test_an_invite_from_a_network_not_allowed_or_for_an_unknown_number_is_refused(server, ava, owner, tmp_path):
