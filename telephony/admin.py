@@ -35,6 +35,7 @@ from telephony.services.numbers import phone_number_assign, phone_number_claim, 
 _FIELD_NAMES = {"accountSid": "account_sid", "authToken": "auth_token", "apiKeySid": "api_key_sid"}
 _FIELD_NAMES |= {"apiKeySecret": "api_key_secret", "provider": "provider", "apiBaseUrl": "api_base_url"}
 _FIELD_NAMES |= {"webhookPublicKey": "webhook_public_key", "allowedNetworks": "allowed_networks"}
+_FIELD_NAMES |= {"sipUsername": "sip_username"}
 
 
 class TelephonyAccountForm(forms.ModelForm):
@@ -43,8 +44,8 @@ class TelephonyAccountForm(forms.ModelForm):
     auth_token = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Twilio Auth Token, or Telnyx API key (encrypted, never shown again). Leave blank to keep the"
-        " stored one.",
+        help_text="Twilio Auth Token, Telnyx API key, or SIP digest password (encrypted, never shown again). Leave"
+        " blank to keep the stored one.",
     )
     allowed_networks = forms.CharField(
         required=False,
@@ -59,7 +60,15 @@ class TelephonyAccountForm(forms.ModelForm):
 
     class Meta:
         model = TelephonyAccount
-        fields = ("organization", "provider", "account_sid", "api_key_sid", "api_base_url", "webhook_public_key")
+        fields = (
+            "organization",
+            "provider",
+            "account_sid",
+            "api_key_sid",
+            "api_base_url",
+            "webhook_public_key",
+            "sip_username",
+        )
         labels = {
             "account_sid": "Account SID / connection ID",
             "api_key_sid": "API key SID",
@@ -96,6 +105,7 @@ class TelephonyAccountForm(forms.ModelForm):
                 api_base_url=(data.get("api_base_url") or "").strip(),
                 webhook_public_key=(data.get("webhook_public_key") or "").strip(),
                 allowed_networks=(data.get("allowed_networks") or "").strip() or None,
+                sip_username=(data.get("sip_username") or "").strip(),
             )
         except ApiError as error:
             add_api_error(self, error, _FIELD_NAMES)
@@ -131,6 +141,7 @@ class TelephonyAccountAdmin(admin.ModelAdmin):
             api_base_url=(data.get("api_base_url") or "").strip(),
             webhook_public_key=(data.get("webhook_public_key") or "").strip(),
             allowed_networks=(data.get("allowed_networks") or "").strip() or None,
+            sip_username=(data.get("sip_username") or "").strip(),
         )
         obj.pk, obj.created_at, obj.updated_at = account.pk, account.created_at, account.updated_at
 

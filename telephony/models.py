@@ -75,7 +75,8 @@ class TelephonyAccount(models.Model):
         max_length=64, help_text="Twilio Account SID (AC...), Telnyx Call Control connection ID, or SIP domain"
     )
     # Twilio: the Auth Token (signs its webhooks; the REST password without an API key). Telnyx: the API key.
-    auth_token = EncryptedTextField(help_text="Twilio Auth Token, or Telnyx API key (KEY...).")
+    # SIP: the digest password of `sip_username` ("" without one).
+    auth_token = EncryptedTextField(help_text="Twilio Auth Token, Telnyx API key (KEY...), or SIP digest password.")
     api_key_sid = models.CharField(max_length=64, blank=True, default="", help_text="Optional API key SID (SK...)")
     api_key_secret = EncryptedTextField(null=True, blank=True)
     # A Twilio-compatible provider's REST API (SignalWire's compatibility API, for example); empty: Twilio's
@@ -87,8 +88,10 @@ class TelephonyAccount(models.Model):
     webhook_public_key = models.CharField(
         max_length=64, blank=True, default="", help_text="Telnyx webhook public key (base64 Ed25519)"
     )
-    # SIP: the networks (CIDR) whose INVITEs reach the organization's agents.
+    # SIP: the networks (CIDR) whose INVITEs reach the organization's agents without a challenge, and the
+    # digest username that others authenticate with (its password is `auth_token`).
     allowed_networks = models.JSONField(default=list, blank=True)
+    sip_username = models.CharField(max_length=64, blank=True, default="", help_text="SIP digest username")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -121,11 +121,11 @@ _SIP_DOMAIN = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,56}[A-Za-z0-9])?(:[0-9]{1
 
 
 def sip_networks(value: Any) -> list[str]:
-    """The allowed networks of a SIP account (a list, or one comma-separated string, of CIDRs), normalized;
-    ApiError naming `allowedNetworks` otherwise."""
-    items = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
-    if not isinstance(items, list) or not items or len(items) > 50:
-        raise ApiError.field("allowedNetworks", "Must list the networks (CIDR) calls come from: 1 to 50 of them.")
+    """The allowed networks of a SIP account (a list, or one comma-separated string, of CIDRs; none: an empty
+    list), normalized; ApiError naming `allowedNetworks` otherwise."""
+    items = [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value or []
+    if not isinstance(items, list) or len(items) > 50:
+        raise ApiError.field("allowedNetworks", "Must list at most 50 networks (CIDR).")
     networks = []
     for item in items:
         try:
@@ -135,13 +135,39 @@ def sip_networks(value: Any) -> list[str]:
     return networks
 
 
-def _sip_rules(*, account_sid: str, secrets: dict[str, Any], allowed_networks: Any) -> None:
+_SIP_USERNAME = re.compile(r"[A-Za-z0-9._~+-]{1,64}")
+
+
+def _sip_rules(
+    *,
+    organization: Organization,
+    account_sid: str,
+    unused: dict[str, Any],
+    allowed_networks: Any,
+    sip_username: str,
+    password: str | None,
+) -> None:
     if not _SIP_DOMAIN.fullmatch(account_sid or ""):
         raise ApiError.field("accountSid", "Must be the trunk's or PBX's SIP domain: HOST or HOST:PORT.")
-    for field, value in secrets.items():
+    for field, value in unused.items():
         if value:
             raise ApiError.field(field, "Not used by SIP accounts.")
-    sip_networks(allowed_networks)
+    networks = sip_networks(allowed_networks)
+    if sip_username and not _SIP_USERNAME.fullmatch(sip_username):
+        raise ApiError.field("sipUsername", "Must be a SIP username: letters, digits and . _ ~ + -, at most 64.")
+    problem = _secret_problem(password) if password else None
+    if problem:
+        raise ApiError.field("authToken", problem)
+    if password and not sip_username:
+        raise ApiError.field("sipUsername", "A SIP password needs its username.")
+    stored = TelephonyAccount.objects.filter(organization=organization, provider=PhoneNumberProvider.SIP).first()
+    kept = stored is not None and stored.sip_username == sip_username and bool(stored.auth_token)
+    if sip_username and not password and not kept:
+        raise ApiError.field("authToken", "A SIP username needs its password.")
+    if not networks and not sip_username:
+        raise ApiError.field(
+            "allowedNetworks", "List the networks (CIDR) calls come from, or give a username and password, or both."
+        )
 
 
 def telephony_account_clean(*, organization: Organization, api_base_url: str = "", **fields: Any) -> None:
@@ -167,16 +193,25 @@ def _account_rules(
     api_base_url: str = "",
     webhook_public_key: str = "",
     allowed_networks: Any = None,
+    sip_username: str = "",
 ) -> None:
     if provider not in PROVIDERS or provider not in PhoneNumberProvider.values:
         raise ApiError.field("provider", f"Must be one of {', '.join(PhoneNumberProvider.values)}.")
     if provider == PhoneNumberProvider.SIP:
-        secrets = {"authToken": auth_token, "apiKeySid": api_key_sid, "apiKeySecret": api_key_secret}
-        secrets |= {"apiBaseUrl": api_base_url, "webhookPublicKey": webhook_public_key}
-        _sip_rules(account_sid=account_sid, secrets=secrets, allowed_networks=allowed_networks)
+        unused = {"apiKeySid": api_key_sid, "apiKeySecret": api_key_secret}
+        unused |= {"apiBaseUrl": api_base_url, "webhookPublicKey": webhook_public_key}
+        _sip_rules(
+            organization=organization,
+            account_sid=account_sid,
+            unused=unused,
+            allowed_networks=allowed_networks,
+            sip_username=sip_username,
+            password=auth_token,
+        )
         return  # several organizations may share a trunk's domain
-    if allowed_networks:
-        raise ApiError.field("allowedNetworks", "Only for SIP accounts.")
+    for field, value in (("allowedNetworks", allowed_networks), ("sipUsername", sip_username)):
+        if value:
+            raise ApiError.field(field, "Only for SIP accounts.")
     if provider == PhoneNumberProvider.TELNYX:
         _telnyx_rules(
             organization=organization,
@@ -251,6 +286,7 @@ def telephony_account_set(
     api_base_url: str = "",
     webhook_public_key: str = "",
     allowed_networks: Any = None,
+    sip_username: str = "",
 ) -> TelephonyAccount:
     """Create or replace the organization's telephony account (one per organization). A secret given as
     None or "" keeps the stored one (the dashboard never shows secrets again, so an edit leaves them
@@ -259,7 +295,8 @@ def telephony_account_set(
     `api_base_url` names a Twilio-compatible provider's REST API; one every request would be refused (the
     egress guard) is refused now. A Telnyx account (`provider` telnyx) is its connection ID (`account_sid`),
     its API key (`auth_token`, kept like a secret) and Telnyx's `webhook_public_key`. A SIP account is its
-    trunk's or PBX's domain (`account_sid`) and the `allowed_networks` its INVITEs come from."""
+    trunk's or PBX's domain (`account_sid`), the `allowed_networks` its INVITEs come from unchallenged,
+    and the digest `sip_username` with its password (`auth_token`) that other INVITEs authenticate with."""
     account_sid, api_key_sid = (account_sid or "").strip(), (api_key_sid or "").strip()
     api_base_url, webhook_public_key = (api_base_url or "").strip(), (webhook_public_key or "").strip()
     fields: dict[str, Any] = {
@@ -271,6 +308,7 @@ def telephony_account_set(
         "api_base_url": api_base_url,
         "webhook_public_key": webhook_public_key,
         "allowed_networks": allowed_networks,
+        "sip_username": (sip_username or "").strip(),
     }
     _destination_rule(api_base_url)  # resolves a host name: before the transaction
     with transaction.atomic():
@@ -281,9 +319,11 @@ def telephony_account_set(
         )
         account.provider, account.account_sid, account.api_base_url = provider, account_sid, api_base_url
         account.webhook_public_key = webhook_public_key
-        account.allowed_networks = sip_networks(allowed_networks) if provider == PhoneNumberProvider.SIP else []
-        if provider == PhoneNumberProvider.SIP:
-            account.auth_token = ""  # no secret: calls are admitted by their network
+        sip = provider == PhoneNumberProvider.SIP
+        account.allowed_networks = sip_networks(allowed_networks) if sip else []
+        account.sip_username = fields["sip_username"] if sip else ""
+        if sip and not account.sip_username:
+            account.auth_token = ""  # no digest credentials: calls are admitted by their network only
         if auth_token:
             account.auth_token = auth_token
         if not api_key_sid:

@@ -1,13 +1,15 @@
 """Who may call over SIP: an INVITE for a number claimed by an organization whose telephony account is
-of provider `sip`, from one of that account's allowed networks, rings the number's active agent, within
-the organization's concurrent-call cap. Anything else is refused with a SIP status and a log line, and
-never becomes a call (an unknown number and a network that is not allowed get the same 403, so that a
-scanner learns nothing of which numbers exist)."""
+of provider `sip`, from one of that account's allowed networks or authenticated with the account's digest
+credentials, rings the number's active agent, within the organization's concurrent-call cap. An INVITE
+from elsewhere without credentials is challenged (401), whatever the number; one whose credentials do not
+match, or for a number no SIP account claims, is refused (403), so that a scanner learns nothing of which
+numbers exist. Every refusal is a SIP status and a log line, never a call."""
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from uuid import UUID
@@ -43,6 +45,15 @@ class Refused:
 FORBIDDEN = Refused(403, "Forbidden")
 
 
+@dataclass(frozen=True)
+class Challenge:
+    """Answer 401 with a digest challenge: the caller may authenticate."""
+
+
+# (username, password) -> whether the INVITE's Authorization proves them (None: the INVITE has none).
+Authorize = Callable[[str, str], bool]
+
+
 def _allowed(account: TelephonyAccount, address: str) -> bool:
     try:
         source = ipaddress.ip_address(address)
@@ -51,7 +62,9 @@ def _allowed(account: TelephonyAccount, address: str) -> bool:
     return any(source in ipaddress.ip_network(network) for network in account.allowed_networks)
 
 
-def sip_call_admit(*, called: str, caller: str, address: str, call_id: str) -> Admitted | Refused:
+def sip_call_admit(
+    *, called: str, caller: str, address: str, call_id: str, authorize: Authorize | None = None
+) -> Admitted | Refused | Challenge:
     """The agent that answers an INVITE from `address` for `called` (the request URI's user part, E.164),
     or why not. Takes a live-call slot (keyed by the SIP Call-ID) for an admitted call."""
     number = (
@@ -66,9 +79,13 @@ def sip_call_admit(*, called: str, caller: str, address: str, call_id: str) -> A
         if number is not None
         else None
     )
-    if number is None or account is None or not _allowed(account, address):
-        logger.warning("SIP call to %s from %s refused: unknown number or a network not allowed", called[:20], address)
-        return FORBIDDEN
+    if account is None or not _allowed(account, address):
+        if authorize is None:
+            return Challenge()
+        if account is None or not account.sip_username or not authorize(account.sip_username, account.auth_token):
+            logger.warning("SIP call to %s from %s refused: unknown number or credentials", called[:20], address)
+            return FORBIDDEN
+    assert number is not None
     agent = number.assigned_agent
     if number.status != PhoneNumberStatus.CLAIMED or agent is None or agent.status != AgentStatus.ACTIVE:
         problem = "no active agent answers the number"

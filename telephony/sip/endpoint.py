@@ -35,7 +35,9 @@ from sippy.Rtp.Core.AudioChunk import AudioChunk
 from sippy.Rtp.EPoint import RTPEPoint
 from sippy.Rtp.Params import RTPParams
 from sippy.SipConf import SipConf
+from sippy.SipHeader import SipHeader
 from sippy.SipTransactionManager import SipTransactionManager
+from sippy.SipWWWAuthenticate import SipWWWAuthenticate
 from sippy.UA import UA
 
 from calls.models import CallChannel, CallStatus, EndedReason
@@ -43,7 +45,7 @@ from kit.providers import ProviderError
 from realtime.engine.contracts import Ending
 from realtime.engine.session.shell import Session, open_session
 from realtime.services import call_slot_release
-from telephony.sip.admission import Admitted, Refused, sip_call_admit
+from telephony.sip.admission import Admitted, Authorize, Challenge, Refused, sip_call_admit
 from telephony.streams import call_group
 
 logger = logging.getLogger(__name__)
@@ -53,7 +55,7 @@ FRAME_BYTES = ENGINE_RATE * 2 // 50  # 20 ms of PCM16
 TELEPHONE_EVENT = 101
 
 
-class G722Wideband(G722Codec):  # type: ignore[misc]  # Sippy's classes are untyped
+class G722Wideband(G722Codec):
     """G.722 decoded to and encoded from 16 kHz (Sippy's own decodes to 8 kHz)."""
 
     srate = 16000
@@ -145,6 +147,7 @@ class SipEndpoint:
                 caller=(req.getHFBody("from").getUrl().username or "")[:64],
                 address=str(req.getSource()[0]),
                 call_id=call_id,
+                authorize=_authorization(req),
             )
         except Exception:
             logger.exception("SIP call %s: could not be admitted", call_id)
@@ -153,9 +156,30 @@ class SipEndpoint:
             close_old_connections()
         if isinstance(decision, Refused):
             return (req.genResponse(decision.code, decision.reason), None, None)
+        if isinstance(decision, Challenge):
+            challenge = req.genResponse(401, "Unauthorized")
+            realm = self.address.advertised
+            challenge.appendHeader(SipHeader(name="www-authenticate", body=SipWWWAuthenticate(realm=realm)))
+            return (challenge, None, None)
         call = SipCall(self, decision, call_id)
         self.calls[call_id] = call
         return call.ua.recvRequest(req, sip_t)
+
+
+def _authorization(req: Any) -> Authorize | None:
+    """Whether the INVITE's digest Authorization (a response to our challenge: the nonce is ours and fresh)
+    proves a username and password; None when it has none."""
+    if req.countHFs("authorization") == 0:
+        return None
+    header = req.getHFBody("authorization")
+
+    def proves(username: str, password: str) -> bool:
+        try:
+            return bool(header.username == username and header.verify(password, "INVITE"))
+        except (ValueError, KeyError, TypeError, AttributeError):  # a malformed header proves nothing
+            return False
+
+    return proves
 
 
 def _answer_sdp(host: str, port: int, payload_type: int, rtpmap: str) -> MsgBody:

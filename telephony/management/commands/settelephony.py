@@ -25,8 +25,9 @@ class Command(JsonCommand):
         parser.add_argument(
             "--auth-token",
             "--api-key",
+            "--sip-password",
             default=None,
-            help="Twilio Auth Token or Telnyx API key; required for a new account",
+            help="Twilio Auth Token, Telnyx API key, or SIP digest password; required for a new Twilio or Telnyx account",
         )
         parser.add_argument("--api-key-sid", default="", help="Optional API key SID (SK...) for REST calls")
         parser.add_argument("--api-key-secret", default=None)
@@ -37,6 +38,9 @@ class Command(JsonCommand):
         )
         parser.add_argument("--public-key", default="", help="Telnyx: the webhook public key (base64)")
         parser.add_argument("--allowed-networks", default="", help="SIP: the networks calls come from (CIDR,...)")
+        parser.add_argument(
+            "--sip-username", default="", help="SIP: the digest username other callers authenticate with"
+        )
 
     def run(self, **options: Any) -> dict[str, Any]:
         organization = organization_from_option(options["org"])
@@ -50,5 +54,6 @@ class Command(JsonCommand):
             api_base_url=options["api_base_url"],
             webhook_public_key=options["public_key"],
             allowed_networks=options["allowed_networks"] or None,
+            sip_username=options["sip_username"],
         )
         return {"organizationId": str(organization.pk), "provider": account.provider}
