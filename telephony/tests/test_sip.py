@@ -151,9 +151,27 @@ async def call(
         BARESIP, "-n", "127.0.0.1", "-f", str(config), "-e", f"/dial {target}", "-t", str(seconds),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
-    output, _ = await asyncio.wait_for(process.communicate(), seconds + 20)
+    output = await asyncio.wait_for(_until_the_call_ends(process), seconds + 20)
     (folder / "baresip.log").write_bytes(output)
     return dumps
+
+
+# What baresip prints when a call ends (its BYE, ours, or a refusal): it then stays up until `-t` runs out.
+_CALL_ENDED = (b"terminated (duration", b"session closed")
+
+
+async def _until_the_call_ends(process: asyncio.subprocess.Process) -> bytes:
+    """baresip's output until its call has ended; then baresip is stopped (its files are written by then)."""
+    assert process.stdout is not None
+    output = bytearray()
+    while chunk := await process.stdout.read(4096):
+        output.extend(chunk)
+        if any(marker in output for marker in _CALL_ENDED):
+            process.terminate()
+            output.extend(await process.stdout.read())
+            break
+    await process.wait()
+    return bytes(output)
 
 
 def heard(dumps: Path) -> tuple[bytes, int]:
