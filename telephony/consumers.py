@@ -52,7 +52,7 @@ from realtime.engine.session.shell import Session, open_session
 from realtime.sockets import JsonSocketConsumer
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError
 from telephony import audio
-from telephony.keypad import KeypadGatherer
+from telephony.keypad import KeypadTurns
 from telephony.providers import PhoneProvider
 from telephony.services.calls import CALL_ENDED_REASONS
 from telephony.stream_messages import (
@@ -84,6 +84,7 @@ class MediaStream(JsonSocketConsumer):
     dialect: Dialect = TWILIO
     conversation: Session | None = None
     transport: MediaStreamTransport | None = None
+    _keys: KeypadTurns | None = None
     stream_sid: str | None = None
     call_sid: str | None = None
     _run: asyncio.Task[None] | None = None
@@ -94,8 +95,7 @@ class MediaStream(JsonSocketConsumer):
     async def connect(self) -> None:
         await self.accept()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._keypad = KeypadGatherer()
-        self._keypad_timer: asyncio.Task[None] | None = None
+        self._keys: KeypadTurns | None = None
         self._clock: Clock = LoopClock()
         self._upsampler = audio.Upsampler()
         self._stopped = asyncio.Event()  # the carrier's `stop` arrived
@@ -184,7 +184,6 @@ class MediaStream(JsonSocketConsumer):
             return
         self.stream_sid, self.call_sid = stream_sid, call_sid
         clock = self._clock  # one clock for the session, the transport's mark timings and the keypad
-        self._keypad = KeypadGatherer.for_agent(call.agent.keypad)
         self.transport = MediaStreamTransport(
             self,
             dialect=self.dialect,
@@ -205,6 +204,7 @@ class MediaStream(JsonSocketConsumer):
             clock=clock,
             call_id=grant.call_id,  # an outbound call: its record (queued or ringing) becomes active
         )
+        self._keys = KeypadTurns(self.conversation, call.agent.keypad, clock)
         # A channel layer that is down (Redis restarting) does not fail the call: the subscription is
         # retried until it is back (realtime.sockets).
         await self.join_group(call_group(call_sid))
@@ -230,23 +230,8 @@ class MediaStream(JsonSocketConsumer):
         if isinstance(digit, Malformed):
             self._bad(digit.reason)
             return
-        assert self.conversation is not None
-        self.conversation.recorder.log("info", "caller pressed a key", digit=digit)
-        if self._keypad_timer is not None:
-            self._keypad_timer.cancel()
-            self._keypad_timer = None
-        turn = self._keypad.press(digit, self._clock.now())
-        if turn is not None:
-            await self.conversation.caller_text(turn)
-        elif self._keypad.deadline is not None:
-            self._keypad_timer = self._spawn(self._keypad_turn(self._keypad.deadline), "keypad")
-
-    async def _keypad_turn(self, deadline: float) -> None:
-        """The keys gathered so far become a turn once no key has come for the agent's timeoutMs."""
-        await self._clock.sleep_until(deadline)
-        turn = self._keypad.expire(self._clock.now())
-        if turn is not None and self.conversation is not None:
-            await self.conversation.caller_text(turn)
+        assert self._keys is not None
+        await self._keys.press(digit)
 
     async def _mark(self, message: dict[str, Any]) -> None:
         name = read_mark(message)
@@ -294,6 +279,8 @@ class MediaStream(JsonSocketConsumer):
         await self.close_once(1000, "call ended")
 
     async def socket_gone(self, status: str, reason: str) -> None:
+        if self._keys is not None:
+            self._keys.close()
         if hasattr(self, "_stopped"):
             self._stopped.set()  # nothing more will come: a transfer's hang-up need not wait for `stop`
         if self.conversation is not None:

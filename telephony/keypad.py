@@ -14,6 +14,7 @@ needs to be asked (`deadline`), so tests drive it with any clock. The media-stre
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,3 +80,36 @@ class KeypadGatherer:
         """The keys gathered so far as a turn (None when there are none); the gathering starts over."""
         keys, self._keys, self._last = "".join(self._keys), [], None
         return entered(keys) if keys else None
+
+
+class KeypadTurns:
+    """A live call's keys as caller turns of its session: each key is logged and gathered per the agent's
+    keypad; a turn goes to the session when the gathering ends, at once or when `timeoutMs` has passed on
+    the session's clock. Used by every phone transport (media streams, SIP)."""
+
+    def __init__(self, session: Any, keypad: Any, clock: Any) -> None:
+        self.session = session
+        self.clock = clock
+        self.gatherer = KeypadGatherer.for_agent(keypad)
+        self._timer: asyncio.Task[None] | None = None
+
+    async def press(self, key: str) -> None:
+        self.session.recorder.log("info", "caller pressed a key", digit=key)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        turn = self.gatherer.press(key, self.clock.now())
+        if turn is not None:
+            await self.session.caller_text(turn)
+        elif self.gatherer.deadline is not None:
+            self._timer = asyncio.create_task(self._expire(self.gatherer.deadline), name="keypad")
+
+    async def _expire(self, deadline: float) -> None:
+        await self.clock.sleep_until(deadline)
+        turn = self.gatherer.expire(self.clock.now())
+        if turn is not None:
+            await self.session.caller_text(turn)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()

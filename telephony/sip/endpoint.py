@@ -33,6 +33,8 @@ from sippy.Rtp.Codecs.G722 import G722Codec
 from sippy.Rtp.Conf import RTPConf
 from sippy.Rtp.Core.AudioChunk import AudioChunk
 from sippy.Rtp.EPoint import RTPEPoint
+from sippy.Rtp.Handlers import RTPHandlers
+from sippy.Rtp.Ingest import RTPInStream
 from sippy.Rtp.Params import RTPParams
 from sippy.SipConf import SipConf
 from sippy.SipHeader import SipHeader
@@ -45,6 +47,7 @@ from kit.providers import ProviderError
 from realtime.engine.contracts import Ending
 from realtime.engine.session.shell import Session, open_session
 from realtime.services import call_slot_release
+from telephony.keypad import KeypadTurns
 from telephony.sip.admission import Admitted, Authorize, Challenge, Refused, sip_call_admit
 from telephony.streams import call_group
 
@@ -52,7 +55,8 @@ logger = logging.getLogger(__name__)
 
 ENGINE_RATE = 16000  # what the session takes from the caller
 FRAME_BYTES = ENGINE_RATE * 2 // 50  # 20 ms of PCM16
-TELEPHONE_EVENT = 101
+TELEPHONE_EVENT = 101  # the telephone-event payload type we offer (an offer's own is kept)
+KEYS = "0123456789*#ABCD"  # RFC 4733's events 0-15
 
 
 class G722Wideband(G722Codec):
@@ -182,11 +186,12 @@ def _authorization(req: Any) -> Authorize | None:
     return proves
 
 
-def _answer_sdp(host: str, port: int, payload_type: int, rtpmap: str) -> MsgBody:
+def _answer_sdp(host: str, port: int, media: _Media) -> MsgBody:
+    events = media.telephone_event
     return MsgBody(
         f"v=0\r\no=- {port} 1 IN IP4 {host}\r\ns=-\r\nc=IN IP4 {host}\r\nt=0 0\r\n"
-        f"m=audio {port} RTP/AVP {payload_type} {TELEPHONE_EVENT}\r\na=rtpmap:{payload_type} {rtpmap}\r\n"
-        f"a=rtpmap:{TELEPHONE_EVENT} telephone-event/8000\r\na=fmtp:{TELEPHONE_EVENT} 0-15\r\n"
+        f"m=audio {port} RTP/AVP {media.payload_type} {events}\r\na=rtpmap:{media.payload_type} {media.rtpmap}\r\n"
+        f"a=rtpmap:{events} telephone-event/8000\r\na=fmtp:{events} 0-15\r\n"
         "a=ptime:20\r\na=sendrecv\r\n"
     )
 
@@ -197,6 +202,7 @@ class _Media:
     payload_type: int
     rtpmap: str
     codec: Any
+    telephone_event: int  # the payload type of RFC 4733 events: the offer's, else ours
 
 
 def _remote_media(body: Any) -> _Media | None:
@@ -208,11 +214,64 @@ def _remote_media(body: Any) -> _Media | None:
         formats = {int(f) for f in section.m_header.formats if str(f).isdigit()}
         if section.m_header.stype != "audio" or not section.m_header.port:
             continue
+        events = [
+            int(a.value.split()[0])
+            for a in section.a_headers
+            if a.name == "rtpmap" and a.value.lower().endswith("telephone-event/8000") and a.value.split()[0].isdigit()
+        ]
         for payload_type, rtpmap, codec in CODECS:
             if payload_type in formats:
                 connection = section.c_header or body.content.c_header
-                return _Media((str(connection.addr), int(section.m_header.port)), payload_type, rtpmap, codec)
+                target = (str(connection.addr), int(section.m_header.port))
+                return _Media(target, payload_type, rtpmap, codec, events[0] if events else TELEPHONE_EVENT)
     return None
+
+
+def _event_key(packet: bytes) -> tuple[bytes, str] | None:
+    """(RTP timestamp, key) of an RFC 4733 telephone-event packet; None for an event that is no key or a
+    packet too short. The timestamp is the event's: every packet of one key press repeats it."""
+    offset = 12 + 4 * (packet[0] & 0x0F)  # the fixed header and its contributing sources
+    if packet[0] & 0x10 and len(packet) >= offset + 4:  # a header extension
+        offset += 4 + 4 * int.from_bytes(packet[offset + 2 : offset + 4], "big")
+    if len(packet) < offset + 4 or packet[offset] >= len(KEYS):
+        return None
+    return packet[4:8], KEYS[packet[offset]]
+
+
+class _CallerAudio(RTPInStream):
+    """Sippy's jitter buffer and decoder of the caller's audio, with RFC 4733 telephone events taken out
+    before it (it would decode them as audio): each key reaches the call once, at its event's first packet."""
+
+    def __init__(self, rtp_params: Any, audio_in: Any) -> None:
+        super().__init__(rtp_params, audio_in)
+        self.telephone_event = getattr(rtp_params, "telephone_event", TELEPHONE_EVENT)
+        self._last_event: bytes | None = None
+
+    def rtp_received(self, data: bytes, address: Any, rtime: Any) -> None:
+        if len(data) < 12 or (data[1] & 0x7F) != self.telephone_event:
+            super().rtp_received(data, address, rtime)
+            return
+        event = _event_key(data)
+        if event is not None and event[0] != self._last_event:
+            self._last_event = event[0]
+            self.audio_in.key(event[1])
+
+
+class _Handlers(RTPHandlers):
+    rtp_instream_cls = _CallerAudio
+
+
+class _CallerSide:
+    """What the RTP endpoint's threads hand the call: audio (100 ms pieces at 16 kHz) and keys."""
+
+    def __init__(self, call: SipCall) -> None:
+        self.call = call
+
+    def __call__(self, chunk: AudioChunk) -> None:
+        self.call.endpoint.loop.call_soon_threadsafe(self.call._push, chunk.to_bytes())
+
+    def key(self, key: str) -> None:
+        self.call.endpoint.loop.call_soon_threadsafe(self.call._key, key)
 
 
 class SipCall:
@@ -228,6 +287,8 @@ class SipCall:
         self.remote_gone = False  # the caller's side ended the dialog (BYE, CANCEL)
         self._hung_up = threading.Event()
         self._pending = bytearray()
+        self.keys: KeypadTurns | None = None
+        self._pressing: set[asyncio.Task[None]] = set()
 
     # Sippy's thread.
     def _event(self, event: Any, ua: Any) -> None:
@@ -246,15 +307,12 @@ class SipCall:
         params = RTPParams(media.target, out_ptime=20, out_sr=ENGINE_RATE)
         params.codec = media.codec
         params.rtp_laddr = self.endpoint.address.host
-        self.rtp = RTPEPoint(self.endpoint.rtp_conf, params, self._audio_in)
+        params.telephone_event = media.telephone_event
+        self.rtp = RTPEPoint(self.endpoint.rtp_conf, params, _CallerSide(self), handlers=_Handlers())
         port = self.rtp.rserv.local_addr[1]
-        answer = _answer_sdp(self.endpoint.address.advertised, port, media.payload_type, media.rtpmap)
+        answer = _answer_sdp(self.endpoint.address.advertised, port, media)
         self.ua.recvEvent(CCEventConnect((200, "OK", answer)))
         self.endpoint.loop.call_soon_threadsafe(self._start)
-
-    # The RTP endpoint's thread.
-    def _audio_in(self, chunk: AudioChunk) -> None:
-        self.endpoint.loop.call_soon_threadsafe(self._push, chunk.to_bytes())
 
     # The loop.
     def _start(self) -> None:
@@ -272,6 +330,7 @@ class SipCall:
                 to_number=admitted.to_number,
                 provider_call_id=self.call_id,
             )
+            self.keys = KeypadTurns(self.session, admitted.agent.keypad, self.session.clock)
             listener = asyncio.create_task(self._listen())
             if self.remote_gone:  # the caller hung up while the call was being answered
                 await self.session.stop(CallStatus.COMPLETED, EndedReason.CALLER_HUNG_UP)
@@ -284,6 +343,8 @@ class SipCall:
             if listener is not None:
                 listener.cancel()
                 await asyncio.gather(listener, return_exceptions=True)
+            if self.keys is not None:
+                self.keys.close()
             self.hang_up_from_endpoint()
 
     async def _listen(self) -> None:
@@ -312,6 +373,12 @@ class SipCall:
         while len(self._pending) >= FRAME_BYTES:
             self.session.push_audio(bytes(self._pending[:FRAME_BYTES]))
             del self._pending[:FRAME_BYTES]
+
+    def _key(self, key: str) -> None:
+        if self.keys is not None:
+            task = asyncio.create_task(self.keys.press(key))
+            self._pressing.add(task)
+            task.add_done_callback(self._pressing.discard)
 
     def _remote_ended(self) -> None:
         if self.session is not None:

@@ -7,12 +7,14 @@ speech, its `sndfile` filter records what the caller hears), to the service's SI
   `completed` / `caller-hung-up`;
 - an INVITE from outside the account's allowed networks is challenged (401): with the account's digest
   credentials it is answered, with wrong ones or none it is refused and never becomes a call;
+- keys pressed on the phone (RFC 4733) reach the agent as one keypad turn;
 - the agent ending the call, and POST /calls/{id}/hang-up, send a BYE.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import socket
 import wave
@@ -25,7 +27,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import CommandError
 
-from calls.models import Call
+from calls.logging import flush_agent_logs
+from calls.models import AgentLog, Call
 from telephony.models import TelephonyAccount
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
@@ -44,6 +47,12 @@ NUMBER = "+14155550100"
 GREETING = "Thanks for calling Acme, how can I help?"
 QUESTION = "When do you open tomorrow?"
 GOODBYE = "Please end the call now."
+
+
+def free_tcp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def free_udp_port() -> int:
@@ -96,6 +105,7 @@ def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
         instructions="You answer the callers of Acme.",
         greeting_type="static",
         static_greeting=GREETING,
+        keypad={"enabled": True, "timeoutMs": 3000, "terminator": "#"},
     )
     telephony_account_set(
         organization=owner.organization, provider="sip", account_sid="pbx.example.test", allowed_networks="127.0.0.0/8"
@@ -122,6 +132,17 @@ def caller_wav(folder: Path, sentence: str, *, lead: float, tail: float, rate: i
     return path
 
 
+def silence_wav(folder: Path, seconds: float, rate: int = 8000) -> Path:
+    """A caller who says nothing for `seconds` (and presses keys)."""
+    path = folder / "silence.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(np.zeros(int(seconds * rate), "<i2").tobytes())
+    return path
+
+
 async def call(
     endpoint: SipEndpoint,
     folder: Path,
@@ -131,8 +152,10 @@ async def call(
     seconds: int = 40,
     codec: str = "PCMU",
     credentials: str = "",
+    keys: tuple[float, str] | None = None,
 ) -> Path:
-    """baresip dials `to` at the endpoint and plays `wav`; the folder of what it recorded."""
+    """baresip dials `to` at the endpoint and plays `wav` (and presses `keys`: (seconds after the call is
+    established, the keys), as RFC 4733 events); the folder of what it recorded."""
     endpoint.loop = asyncio.get_running_loop()
     config = folder / "baresip"
     dumps = folder / "heard"
@@ -143,6 +166,7 @@ async def call(
         f"sip_listen\t127.0.0.1:{sip_port}\naudio_source\taufile,{wav}\naudio_player\taufile,{folder}/unused.wav\n"
         f"audio_alert\taufile,{wav}\nmodule_path\t/usr/lib/baresip/modules\nmodule\tg711.so\nmodule\tg722.so\nmodule\taufile.so\n"
         f"module\tsndfile.so\nmodule_app\taccount.so\nmodule_app\tmenu.so\nsnd_path\t{dumps}\n"
+        f"module_app\tctrl_tcp.so\nctrl_tcp_listen\t127.0.0.1:{(control := free_tcp_port())}\n"
     )
     auth = f";auth_user={credentials.split(':')[0]};auth_pass={credentials.split(':')[1]}" if credentials else ""
     (config / "accounts").write_text(f"<sip:caller@127.0.0.1>{auth};regint=0;audio_codecs={codec}\n")
@@ -151,9 +175,26 @@ async def call(
         BARESIP, "-n", "127.0.0.1", "-f", str(config), "-e", f"/dial {target}", "-t", str(seconds),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
+    pressing = asyncio.create_task(_press(control, *keys)) if keys else None
     output = await asyncio.wait_for(_until_the_call_ends(process), seconds + 20)
+    if pressing is not None:
+        await pressing
     (folder / "baresip.log").write_bytes(output)
     return dumps
+
+
+async def _press(control: int, after: float, keys: str) -> None:
+    """Keys pressed on baresip's keypad `after` seconds into the call, through its control socket (netstring
+    JSON, the `sndcode` command: RFC 4733 telephone events on the call)."""
+    await asyncio.sleep(after)
+    _, writer = await asyncio.open_connection("127.0.0.1", control)
+    for key in keys:
+        body = json.dumps({"command": "sndcode", "params": key, "token": key}).encode()
+        writer.write(str(len(body)).encode() + b":" + body + b",")
+        await writer.drain()
+        await asyncio.sleep(0.4)
+    writer.close()
+    await writer.wait_closed()
 
 
 # What baresip prints when a call ends (its BYE, ours, or a refusal): it then stays up until `-t` runs out.
@@ -217,6 +258,25 @@ async def test_a_call_from_an_allowed_network_is_answered_greets_and_ends_with_t
     messages = await sync_to_async(lambda: list(call_record.messages.values_list("role", "content")))()
     assert messages[0][0] == "assistant" and messages[0][1].endswith(GREETING)  # heard whole, after the disclosure
     assert ("assistant", "We open at nine.") in messages
+
+
+async def test_keys_pressed_on_the_phone_reach_the_agent_as_one_turn(server, ava, chat, tmp_path):
+    first = len(chat.requests)
+    wav = silence_wav(tmp_path, 16.0)
+    await call(server, tmp_path, wav, keys=(10.0, "461#"))
+
+    call_record = await the_call(NUMBER)
+    messages = await sync_to_async(lambda: list(call_record.messages.values_list("role", "content")))()
+    # The keypad (enabled, "#" ends the keys): one turn, the terminator not among the digits.
+    assert ("user", "the caller entered 4 6 1") in messages, messages
+    assert len(chat.requests) > first
+
+    def keys_logged() -> list[str]:
+        flush_agent_logs()  # the tests' settings run no log writer thread
+        entries = AgentLog.objects.filter(content__message="caller pressed a key").order_by("timestamp", "sequence")
+        return [entry.content["digit"] for entry in entries]
+
+    assert await sync_to_async(keys_logged)() == list("461#")
 
 
 async def test_the_agent_ending_the_call_sends_a_bye(server, ava, chat, tmp_path):
