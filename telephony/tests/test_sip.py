@@ -7,22 +7,18 @@ speech, its `sndfile` filter records what the caller hears), to the service's SI
   `completed` / `caller-hung-up`;
 - an INVITE from outside the account's allowed networks is challenged (401): with the account's digest
   credentials it is answered, with wrong ones or none it is refused and never becomes a call;
-- keys pressed on the phone (RFC 4733) reach the agent as one keypad turn;
+- keys pressed on the phone (RFC 4733) reach the agent as one keypad turn, and the agent's `send_digits`
+  keys reach the phone as tones;
 - the agent ending the call, and POST /calls/{id}/hang-up, send a BYE.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
-import socket
-import wave
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import CommandError
@@ -33,32 +29,21 @@ from telephony.models import TelephonyAccount
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
 from telephony.sip.endpoint import SipAddress, SipEndpoint
+from testing.baresip import BARESIP, baresip_call, caller_wav, free_udp_port, heard, on_the_line, silence_wav
 from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Text, Tools
 from testing.commands import settelephony
+from testing.dtmf import dtmf_decode
 from testing.inprocess import serving
-from testing.voice import record_voice_24k, rms
+from testing.voice import rms
 from testing.waiting import polled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
-BARESIP = shutil.which("baresip") or "/usr/bin/baresip"
 NUMBER = "+14155550100"
 GREETING = "Thanks for calling Acme, how can I help?"
 QUESTION = "When do you open tomorrow?"
 GOODBYE = "Please end the call now."
-
-
-def free_tcp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def answers(body: dict[str, Any]) -> Any:
@@ -115,124 +100,16 @@ def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
     return agent
 
 
-def caller_wav(folder: Path, sentence: str, *, lead: float, tail: float, rate: int = 8000) -> Path:
-    """What the caller says into the phone (at the codec's rate): silence, the sentence, silence; baresip
-    hangs up when the file ends."""
-    import soxr
-
-    (speech,) = record_voice_24k((sentence,), folder, voice_name="leo").values()
-    samples = soxr.resample(np.frombuffer(speech, dtype="<i2"), 24000, rate).astype("<i2")
-    audio = np.concatenate([np.zeros(int(lead * rate), "<i2"), samples, np.zeros(int(tail * rate), "<i2")])
-    path = folder / "caller.wav"
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(audio.tobytes())
-    return path
+async def call(endpoint: SipEndpoint, folder: Path, wav: Path, **options: Any) -> Path:
+    """baresip calls Ava's number (testing/baresip.py); the folder of what the caller heard."""
+    return await baresip_call(endpoint, folder, wav, to=NUMBER, **options)
 
 
-def silence_wav(folder: Path, seconds: float, rate: int = 8000) -> Path:
-    """A caller who says nothing for `seconds` (and presses keys)."""
-    path = folder / "silence.wav"
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(np.zeros(int(seconds * rate), "<i2").tobytes())
-    return path
-
-
-async def call(
-    endpoint: SipEndpoint,
-    folder: Path,
-    wav: Path,
-    *,
-    to: str = NUMBER,
-    seconds: int = 40,
-    codec: str = "PCMU",
-    credentials: str = "",
-    keys: tuple[float, str] | None = None,
-) -> Path:
-    """baresip dials `to` at the endpoint and plays `wav` (and presses `keys`: (seconds after the call is
-    established, the keys), as RFC 4733 events); the folder of what it recorded."""
-    endpoint.loop = asyncio.get_running_loop()
-    config = folder / "baresip"
-    dumps = folder / "heard"
-    config.mkdir()
-    dumps.mkdir()
-    sip_port = free_udp_port()
-    (config / "config").write_text(
-        f"sip_listen\t127.0.0.1:{sip_port}\naudio_source\taufile,{wav}\naudio_player\taufile,{folder}/unused.wav\n"
-        f"audio_alert\taufile,{wav}\nmodule_path\t/usr/lib/baresip/modules\nmodule\tg711.so\nmodule\tg722.so\nmodule\taufile.so\n"
-        f"module\tsndfile.so\nmodule_app\taccount.so\nmodule_app\tmenu.so\nsnd_path\t{dumps}\n"
-        f"module_app\tctrl_tcp.so\nctrl_tcp_listen\t127.0.0.1:{(control := free_tcp_port())}\n"
-    )
-    auth = f";auth_user={credentials.split(':')[0]};auth_pass={credentials.split(':')[1]}" if credentials else ""
-    (config / "accounts").write_text(f"<sip:caller@127.0.0.1>{auth};regint=0;audio_codecs={codec}\n")
-    target = f"sip:{to}@127.0.0.1:{endpoint.address.port}"
-    process = await asyncio.create_subprocess_exec(
-        BARESIP, "-n", "127.0.0.1", "-f", str(config), "-e", f"/dial {target}", "-t", str(seconds),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
-    pressing = asyncio.create_task(_press(control, *keys)) if keys else None
-    output = await asyncio.wait_for(_until_the_call_ends(process), seconds + 20)
-    if pressing is not None:
-        await pressing
-    (folder / "baresip.log").write_bytes(output)
-    return dumps
-
-
-async def _press(control: int, after: float, keys: str) -> None:
-    """Keys pressed on baresip's keypad `after` seconds into the call, through its control socket (netstring
-    JSON, the `sndcode` command: RFC 4733 telephone events on the call)."""
-    await asyncio.sleep(after)
-    _, writer = await asyncio.open_connection("127.0.0.1", control)
-    for key in keys:
-        body = json.dumps({"command": "sndcode", "params": key, "token": key}).encode()
-        writer.write(str(len(body)).encode() + b":" + body + b",")
-        await writer.drain()
-        await asyncio.sleep(0.4)
-    writer.close()
-    await writer.wait_closed()
-
-
-# What baresip prints when a call ends (its BYE, ours, or a refusal): it then stays up until `-t` runs out.
-_CALL_ENDED = (b"terminated (duration", b"session closed")
-
-
-async def _until_the_call_ends(process: asyncio.subprocess.Process) -> bytes:
-    """baresip's output until its call has ended; then baresip is stopped (its files are written by then)."""
-    assert process.stdout is not None
-    output = bytearray()
-    while chunk := await process.stdout.read(4096):
-        output.extend(chunk)
-        if any(marker in output for marker in _CALL_ENDED):
-            process.terminate()
-            output.extend(await process.stdout.read())
-            break
-    await process.wait()
-    return bytes(output)
-
-
-def heard(dumps: Path) -> tuple[bytes, int]:
-    """What the caller heard (PCM16) and its sample rate, from baresip's recording of the decoded audio."""
-    (path,) = dumps.glob("*-dec.wav")
-    with wave.open(str(path)) as recording:
-        return recording.readframes(recording.getnframes()), recording.getframerate()
-
-
-def on_the_line(dumps: Path) -> float:
-    """How long the caller was on the call, in seconds: baresip records what it decodes until the call ends."""
-    audio, rate = heard(dumps)
-    return len(audio) / 2 / rate
-
-
-async def the_call(to_number: str) -> Call:
+async def the_call(to_number: str, status: str = "completed") -> Call:
     async def found() -> Call | None:
-        return await sync_to_async(Call.objects.filter(to_number=to_number, status="completed").first)()
+        return await sync_to_async(Call.objects.filter(to_number=to_number, status=status).first)()
 
-    return await polled(found, what="the completed call", timeout=20)
+    return await polled(found, what=f"the {status} call", timeout=20)
 
 
 @pytest.mark.parametrize(("codec", "rate"), [("PCMU", 8000), ("G722", 16000)])
@@ -279,6 +156,17 @@ async def test_keys_pressed_on_the_phone_reach_the_agent_as_one_turn(server, ava
     assert await sync_to_async(keys_logged)() == list("461#")
 
 
+async def test_the_agents_keys_go_out_as_tones_a_phone_menu_can_read(server, ava, chat, tmp_path):
+    chat.script(Tools(ScriptedCall("send_digits", {"digits": "12#"}, id="call_keys_sip")), Text("I pressed them."))
+    await call(server, tmp_path, silence_wav(tmp_path, 24.0), keys=(10.0, "9#"))  # the menu asks
+
+    call_record = await the_call(NUMBER)
+    invocations = await sync_to_async(lambda: list(call_record.tool_invocations.values_list("tool_name", "status")))()
+    assert ("send_digits", "success") in invocations
+    audio, rate = heard(tmp_path / "heard")
+    assert dtmf_decode(audio, rate) == "12#"  # in-band, in order, as a menu on the far side hears them
+
+
 async def test_the_agent_ending_the_call_sends_a_bye(server, ava, chat, tmp_path):
     chat.script(Tools(ScriptedCall("end_call", {}, id="call_end_sip")), Text("Goodbye."))
     wav = caller_wav(tmp_path, GOODBYE, lead=11.0, tail=25.0)  # the caller would stay on the line 25 s more
@@ -293,10 +181,7 @@ async def test_hang_up_through_the_api_sends_a_bye(server, ava, owner, tmp_path)
     wav = caller_wav(tmp_path, QUESTION, lead=30.0, tail=1.0)
     caller = asyncio.create_task(call(server, tmp_path, wav))
 
-    async def active() -> Call | None:
-        return await sync_to_async(Call.objects.filter(to_number=NUMBER, status="active").first)()
-
-    live = await polled(active, what="the active call", timeout=20)
+    live = await the_call(NUMBER, status="active")
     response = await sync_to_async(owner.client.post)(f"/public/v1/calls/{live.pk}/hang-up")
     assert response.status_code == 200, response.content
     dumps = await caller
