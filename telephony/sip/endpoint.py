@@ -2,13 +2,14 @@
 dispatcher is one per process), RTP through Sippy's RTP endpoint (its own threads), and each admitted
 call's conversation as a session of the engine on the asyncio loop the endpoint was started with.
 
-A call, as a caller experiences it: the INVITE is admitted or refused (telephony/sip/admission.py: 403,
-480, 486); an admitted call is answered at once (200 with our SDP: G.722 when the offer has it, wideband
-both ways with no round trip through 8 kHz, else G.711 mu-law; RFC 4733 telephone events offered), the
-session opens the call record, greets and converses. The caller's audio arrives decoded at 16 kHz in
-100 ms pieces from the jitter buffer and reaches the session as 20 ms frames; the
-agent's audio (24 kHz, paced by the session) is handed to the RTP endpoint, which resamples, encodes and
-sends it every 20 ms; barge-in drops what it still holds. The call ends exactly once, whichever side ends
+A call, as a caller experiences it: the INVITE is admitted, challenged or refused
+(telephony/sip/admission.py: 401, 403, 480, 486); an admitted call is answered at once (200 with our SDP:
+G.722 when the offer has it, wideband both ways with no round trip through 8 kHz, else G.711 mu-law; RFC
+4733 telephone events offered), the session opens the call record, greets and converses. The caller's
+audio arrives decoded at 16 kHz in 100 ms pieces from the jitter buffer and reaches the session as 20 ms
+frames; keys (telephone events) are taken out before the jitter buffer and gathered per the agent's
+keypad. The agent's audio (24 kHz, paced by the session) is handed to the RTP endpoint, which resamples,
+encodes and sends it every 20 ms; barge-in drops what it still holds. The call ends exactly once, whichever side ends
 it: the caller's BYE (completed, caller-hung-up), the agent (a BYE is sent), a hang-up asked for through
 the API (the call's channel-layer group, as for Twilio calls), or a failure.
 """
