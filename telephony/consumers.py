@@ -17,7 +17,7 @@ telephony/stream_messages.py):
   consecutive keys up to `timeoutMs` without a key or the terminator reach the brain as one caller turn,
   "the caller entered 4 5 6 7" (a disabled keypad: "the caller pressed 4" per key; `session.caller_text`).
 - `mark`: the echo of a mark sent after each audio chunk; it tells how far the caller has really
-  heard the agent (`TwilioTransport.playback_lag`, which the session uses on barge-in).
+  heard the agent (`MediaStreamTransport.playback_lag`, which the session uses on barge-in).
 - `stop` ends the session (completed) and closes the socket.
 Bad messages (not JSON, unknown events, another stream, bad base64, a string that cannot be stored:
 a lone surrogate or NUL, even in a `start`) are logged and ignored.

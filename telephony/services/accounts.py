@@ -30,10 +30,9 @@ from telephony.providers import PROVIDERS, provider_for
 
 _ACCOUNT_SID = re.compile(r"AC[0-9a-fA-F]{32}")
 _API_KEY_SID = re.compile(r"SK[0-9a-fA-F]{32}")
-# A Twilio-compatible provider names accounts and keys its own way (SignalWire: a project ID, a UUID).
-_COMPATIBLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
-
-_CONNECTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
+# A provider's own ids: a Twilio-compatible provider's account and key (SignalWire: a project ID, a UUID),
+# Telnyx's connection ID.
+_PROVIDER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
 
 VOICE_PATH = "/telephony/twilio/voice"
 STATUS_PATH = "/telephony/twilio/status"
@@ -97,7 +96,7 @@ def _telnyx_rules(
     api_base_url: str,
     webhook_public_key: str,
 ) -> None:
-    if not _CONNECTION_ID.fullmatch(account_sid or ""):
+    if not _PROVIDER_ID.fullmatch(account_sid or ""):
         raise ApiError.field(
             "accountSid", "Must be the Call Control application's connection ID: letters, digits and hyphens."
         )
@@ -251,9 +250,9 @@ def _twilio_rules(
     if problem:
         raise ApiError.field("apiBaseUrl", problem)
     if api_base_url:
-        if not _COMPATIBLE_ID.fullmatch(account_sid or ""):
+        if not _PROVIDER_ID.fullmatch(account_sid or ""):
             raise ApiError.field("accountSid", "Must be the provider's account ID: letters, digits and hyphens.")
-        if api_key_sid and not _COMPATIBLE_ID.fullmatch(api_key_sid):
+        if api_key_sid and not _PROVIDER_ID.fullmatch(api_key_sid):
             raise ApiError.field("apiKeySid", "Must be the provider's key ID: letters, digits and hyphens.")
     else:
         if not _ACCOUNT_SID.fullmatch(account_sid or ""):
