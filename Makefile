@@ -106,8 +106,7 @@ run: setup
 	REALTIME_WS_URL="$${REALTIME_WS_URL:-ws://$(HOST):$(PORT)}" \
 	OUTBOUND_ALLOWED_NETWORKS="$${OUTBOUND_ALLOWED_NETWORKS-$(LOOPBACK_NETWORKS)}" \
 	REALTIME_TOKEN_SECRET="$${REALTIME_TOKEN_SECRET:-$$(cat $(REALTIME_SECRET_FILE))}" \
-		sh -c 'if [ -n "$$SIP_BIND" ]; then $(PY) manage.py sipserver & fi; \
-			exec $(PY) -m voiceagent.server -b $(HOST) -p $(PORT) voiceagent.asgi:application'
+		$(PY) -m voiceagent.server -b $(HOST) -p $(PORT) voiceagent.asgi:application
 
 # The whole suite: the checks, the JavaScript unit tests and every pytest test.
 test: setup

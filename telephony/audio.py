@@ -67,6 +67,9 @@ def _lowpass(taps: int, cutoff_hz: float, rate: int, beta: float = 8.0) -> np.nd
 
 
 _DOWN_FILTER = _lowpass(127, 3500.0, OUT_RATE)
+# 24 -> 16 kHz (G.722 over SIP): zeros stuffed to 48 kHz (which halves the level), a low-pass below the
+# 8 kHz Nyquist frequency of 16 kHz, every third sample.
+_WIDE_FILTER = _lowpass(191, 7500.0, 2 * OUT_RATE) * 2
 _UP_FILTER = _lowpass(95, 3700.0, IN_RATE) * 2  # zero stuffing halves the level
 
 
@@ -75,25 +78,30 @@ def _to_int16(samples: np.ndarray) -> np.ndarray:
 
 
 class Downsampler:
-    """PCM16 24 kHz -> PCM16 8 kHz, one call's agent audio; `reset()` after a barge-in (the audio
-    queued at the caller was dropped, so the filter starts from silence again)."""
+    """PCM16 24 kHz -> PCM16 8 kHz (or 16 kHz: `wideband=True`), one call's agent audio; `reset()` after a
+    barge-in (the audio queued at the caller was dropped, so the filter starts from silence again)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, wideband: bool = False) -> None:
+        self._up, self._filter = (2, _WIDE_FILTER) if wideband else (1, _DOWN_FILTER)
         self.reset()
 
     def reset(self) -> None:
-        self._history = np.zeros(len(_DOWN_FILTER) - 1, dtype=np.float64)
+        self._history = np.zeros(len(self._filter) - 1, dtype=np.float64)
         self._phase = 0  # offset of the next kept sample in the next chunk
 
     def process(self, pcm16_24k: bytes) -> np.ndarray:
         chunk = np.frombuffer(pcm16_24k, dtype="<i2").astype(np.float64)
         if not chunk.size:
             return np.zeros(0, dtype="<i2")
+        if self._up > 1:
+            stuffed = np.zeros(chunk.size * self._up, dtype=np.float64)
+            stuffed[:: self._up] = chunk
+            chunk = stuffed
         signal = np.concatenate([self._history, chunk])
-        filtered = np.convolve(signal, _DOWN_FILTER, mode="valid")  # one value per sample of `chunk`
+        filtered = np.convolve(signal, self._filter, mode="valid")  # one value per sample of `chunk`
         kept = filtered[self._phase :: 3]
         self._phase = (self._phase - chunk.size) % 3
-        self._history = signal[-(len(_DOWN_FILTER) - 1) :]
+        self._history = signal[-(len(self._filter) - 1) :]
         return _to_int16(kept)
 
 

@@ -46,6 +46,12 @@ from telephony.outbound.dispatcher import start_worker as start_outbound_worker 
 
 start_outbound_worker()
 
+# SIP (telephony/sip/endpoint.py): on the embedded default (no Redis) a web server started with SIP_BIND serves
+# SIP itself, so that hang-ups and outbound calls reach its calls; with Redis, `manage.py sipserver` does.
+from telephony.sip.endpoint import start_in_web_server  # noqa: E402 - imported after the settings module is set (and the ASGI app made)
+
+start_in_web_server()
+
 # What is loaded by now (modules, classes, settings, URL patterns, admin) lives as long as the process: out of
 # the cyclic collector's sight from here on. A full collection walked all of it (about 170,000 objects, 0.45 s
 # of CPU; 300,000 and 0.5 s once the speech models are loaded, realtime/apps.py freezes those too) while the

@@ -181,7 +181,6 @@ def _place(call_id: Any) -> None:
         assert agent is not None and number is not None and account is not None
         try:
             provider = provider_for(account)
-            urls = public_urls(account.provider)
             token = stream_token_issue(
                 organization_id=call.organization_id,
                 agent_id=agent.pk,
@@ -192,15 +191,19 @@ def _place(call_id: Any) -> None:
                 call_id=call.pk,
                 ttl_seconds=settings.OUTBOUND_RING_TIMEOUT_SECONDS + STREAM_TOKEN_TTL_SECONDS,
             )
-            callback = status_callback_url(urls.status, call.pk)
+            stream_url, callback, extra = "", "", None  # a SIP call: the endpoint places and reports it
+            if provider.needs_public_url:
+                urls = public_urls(account.provider)
+                stream_url, callback = urls.stream, status_callback_url(urls.status, call.pk)
+                extra = amd_params(agent, amd_callback_url())  # verdicts go to the AMD webhook
             sid = provider.place_call(
                 to=call.to_number,
                 from_number=call.from_number,
-                stream_url=urls.stream,
+                stream_url=stream_url,
                 parameters={"token": token},
                 status_callback_url=callback,
                 ring_timeout_seconds=settings.OUTBOUND_RING_TIMEOUT_SECONDS,
-                extra=amd_params(agent, amd_callback_url()),  # verdicts go to the AMD webhook
+                extra=extra,
             )
         except (ProviderError, TokenError) as exc:
             logger.warning("outbound call %s could not be placed: %s", call_id, exc.message)

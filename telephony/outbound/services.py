@@ -129,7 +129,17 @@ def outbound_origin(*, organization: Organization, agent_id: Any, phone_number_i
             f"The {plan.name} plan does not include outbound calls; upgrade the plan to place calls.",
             code=OUTBOUND_NOT_ALLOWED,
         )
-    missing = [name for name in ("PUBLIC_BASE_URL", "REALTIME_TOKEN_SECRET") if not getattr(settings, name)]
+    account = TelephonyAccount.objects.filter(organization=organization).first()
+    # A SIP account's calls reach this service's SIP endpoint: no carrier calls back over HTTP.
+    needed = (
+        ("REALTIME_TOKEN_SECRET",)
+        if account is not None and not provider_for(account).needs_public_url
+        else (
+            "PUBLIC_BASE_URL",
+            "REALTIME_TOKEN_SECRET",
+        )
+    )
+    missing = [name for name in needed if not getattr(settings, name)]
     if missing:
         raise ApiError(
             f"This service cannot place phone calls: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
@@ -137,7 +147,7 @@ def outbound_origin(*, organization: Organization, agent_id: Any, phone_number_i
             status_code=503,
             code="TELEPHONY_NOT_CONFIGURED",
         )
-    if not TelephonyAccount.objects.filter(organization=organization).exists():
+    if account is None:
         raise ApiError(
             "The organization has no telephony account to place calls with; set one up first.",
             code="TELEPHONY_ACCOUNT_MISSING",

@@ -19,6 +19,9 @@ class PhoneProvider:
     # Whether the call ends when its media stream closes (Twilio: the instructions run out). Otherwise
     # (Telnyx) the transport hangs the call up itself when the agent ends it.
     stream_ends_call: bool = True
+    # Whether the carrier reaches this service over HTTP (webhooks, media streams, status callbacks), which
+    # needs PUBLIC_BASE_URL. A SIP account's calls come and go through the SIP endpoint instead.
+    needs_public_url: bool = True
 
     def __init__(self, account: TelephonyAccount) -> None:
         self.account = account

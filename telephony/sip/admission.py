@@ -21,6 +21,7 @@ from calls.logging import LogSession, agent_log, new_session_id
 from realtime.selectors import session_agent_get
 from realtime.services import ConcurrentCallLimitExceeded, call_slot_reserve
 from telephony.models import PhoneNumber, PhoneNumberProvider, PhoneNumberStatus, TelephonyAccount
+from telephony.sip.outbound import sip_domain
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class Admitted:
     agent: Agent
     from_number: str
     to_number: str
+    domain: tuple[str, int]  # the account's trunk or PBX (host, port): where a transfer is sent
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def sip_call_admit(
         if account is None or not account.sip_username or not authorize(account.sip_username, account.auth_token):
             logger.warning("SIP call to %s from %s refused: unknown number or credentials", called[:20], address)
             return FORBIDDEN
-    assert number is not None
+    assert number is not None and account is not None
     agent = number.assigned_agent
     if number.status != PhoneNumberStatus.CLAIMED or agent is None or agent.status != AgentStatus.ACTIVE:
         problem = "no active agent answers the number"
@@ -106,4 +108,10 @@ def sip_call_admit(
         return Refused(486, "Busy Here")
     loaded = session_agent_get(organization_id=number.organization_id, agent_id=agent.pk)
     assert loaded is not None  # read a moment ago, under the same organization
-    return Admitted(organization_id=number.organization_id, agent=loaded, from_number=caller, to_number=called)
+    return Admitted(
+        organization_id=number.organization_id,
+        agent=loaded,
+        from_number=caller,
+        to_number=called,
+        domain=sip_domain(account.account_sid),
+    )

@@ -1,17 +1,28 @@
 """The SIP endpoint: Sippy's transaction manager and user agents on their own thread (Sippy's event
-dispatcher is one per process), RTP through Sippy's RTP endpoint (its own threads), and each admitted
-call's conversation as a session of the engine on the asyncio loop the endpoint was started with.
+dispatcher is one per process), RTP through Sippy's RTP endpoint (its own threads), and each call's
+conversation as a session of the engine on the asyncio loop the endpoint was started with.
 
-A call, as a caller experiences it: the INVITE is admitted, challenged or refused
+An incoming call, as a caller experiences it: the INVITE is admitted, challenged or refused
 (telephony/sip/admission.py: 401, 403, 480, 486); an admitted call is answered at once (200 with our SDP:
 G.722 when the offer has it, wideband both ways with no round trip through 8 kHz, else G.711 mu-law; RFC
-4733 telephone events offered), the session opens the call record, greets and converses. The caller's
-audio arrives decoded at 16 kHz in 100 ms pieces from the jitter buffer and reaches the session as 20 ms
-frames; keys (telephone events) are taken out before the jitter buffer and gathered per the agent's
-keypad. The agent's audio (24 kHz, paced by the session) is handed to the RTP endpoint, which resamples,
-encodes and sends it every 20 ms; barge-in drops what it still holds. The call ends exactly once, whichever side ends
-it: the caller's BYE (completed, caller-hung-up), the agent (a BYE is sent), a hang-up asked for through
-the API (the call's channel-layer group, as for Twilio calls), or a failure.
+4733 telephone events offered), the session opens the call record, greets and converses.
+
+An outbound call (telephony/sip/placing.py hands it here): an INVITE to `sip:<to>@<the account's domain>`
+offering G.722 and G.711 mu-law, from the call's number, with the account's digest credentials when
+challenged; ringing until the far end answers or the ring timeout (then CANCEL); a final refusal ends the
+call record unanswered (busy, no-answer, failed: telephony/sip/outbound.py); the answer opens the call
+record's session, which greets with the call's variables. A hang-up asked for while it rings cancels it.
+
+Either way, the far end's audio arrives decoded at 16 kHz in 20 ms pieces from the jitter buffer and
+reaches the session as 20 ms frames; keys (telephone events) are taken out before the jitter buffer and
+gathered per the agent's keypad. The agent's audio (24 kHz, paced by the session) is filtered down to the
+codec's rate in 20 ms frames (telephony/sip/media.py) and handed to the RTP endpoint, which encodes and
+sends a frame every 20 ms; barge-in drops what it still holds. A
+re-INVITE (hold, a new media address) is answered with the same codec. A transfer is a REFER to
+`sip:<destination>@<the account's domain>`: once the far end reports the transferred call answered (its
+NOTIFY's sipfrag says 200), the agent's leg is hung up. The call ends exactly once, whichever side ends it:
+the far end's BYE (completed, caller-hung-up), the agent (a BYE is sent), a hang-up asked for through the
+API (the call's channel-layer group, or this process's endpoint directly), or a failure.
 """
 
 from __future__ import annotations
@@ -20,27 +31,31 @@ import asyncio
 import contextlib
 import logging
 import queue
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
 from django.db import close_old_connections
-from sippy.CCEvents import CCEventConnect, CCEventDisconnect, CCEventFail, CCEventTry
+from sippy.CCEvents import CCEventConnect, CCEventDisconnect, CCEventFail, CCEventTry, CCEventUpdate
 from sippy.Core.EventDispatcher import ED2
-from sippy.MsgBody import MsgBody
 from sippy.Rtp.Codecs.G711 import G711Codec
-from sippy.Rtp.Codecs.G722 import G722Codec
 from sippy.Rtp.Conf import RTPConf
 from sippy.Rtp.Core.AudioChunk import AudioChunk
 from sippy.Rtp.EPoint import RTPEPoint
-from sippy.Rtp.Handlers import RTPHandlers
-from sippy.Rtp.Ingest import RTPInStream
 from sippy.Rtp.Params import RTPParams
+from sippy.SipAddress import SipAddress as SipNameAddress
+from sippy.SipCallId import SipCallId
 from sippy.SipConf import SipConf
 from sippy.SipHeader import SipHeader
+from sippy.SipReferredBy import SipReferredBy
+from sippy.SipReferTo import SipReferTo
 from sippy.SipTransactionManager import SipTransactionManager
+from sippy.SipURL import SipURL
 from sippy.SipWWWAuthenticate import SipWWWAuthenticate
+from sippy.Time.Timeout import Timeout
 from sippy.UA import UA
 
 from calls.models import CallChannel, CallStatus, EndedReason
@@ -50,24 +65,16 @@ from realtime.engine.session.shell import Session, open_session
 from realtime.services import call_slot_release
 from telephony.keypad import KeypadTurns
 from telephony.sip.admission import Admitted, Authorize, Challenge, Refused, sip_call_admit
-from telephony.streams import call_group
+from telephony.sip.media import TELEPHONE_EVENT, AgentAudio, Handlers, Media, answer_sdp, offer_sdp, remote_media
+from telephony.sip.outbound import DialProblem, DialTarget, sip_dial_target, sip_dial_unanswered
+from telephony.sip.placing import OUTBOUND_CHANNEL, SipDial, local_endpoint_set
+from telephony.streams import call_group, outbound_call_waiting, phone_call_get
 
 logger = logging.getLogger(__name__)
 
-ENGINE_RATE = 16000  # what the session takes from the caller
+ENGINE_RATE = 16000  # what the session takes from the far end
 FRAME_BYTES = ENGINE_RATE * 2 // 50  # 20 ms of PCM16
-TELEPHONE_EVENT = 101  # the telephone-event payload type we offer (an offer's own is kept)
-KEYS = "0123456789*#ABCD"  # RFC 4733's events 0-15
-
-
-class G722Wideband(G722Codec):
-    """G.722 decoded to and encoded from 16 kHz (Sippy's own decodes to 8 kHz)."""
-
-    srate = 16000
-
-
-# The codecs the endpoint takes, best first: payload type, SDP name and clock rate, Sippy codec.
-CODECS = ((9, "G722/8000", G722Wideband), (0, "PCMU/8000", G711Codec))
+TRANSFER_SECONDS = 60  # how long a transfer may take to be answered before it counts as failed
 
 
 class _SipLog:
@@ -90,8 +97,41 @@ class SipAddress:
         return self.public or self.host
 
 
+def sip_address(bind: str, rtp_ports: str, public: str = "") -> SipAddress:
+    """SIP_BIND (`HOST:PORT`), SIP_RTP_PORTS (`LOW-HIGH`) and SIP_PUBLIC_ADDRESS as an address; ValueError
+    saying what is wrong."""
+    host, _, port = bind.rpartition(":")
+    low, _, high = rtp_ports.partition("-")
+    if not host or not port.isdigit() or not low.isdigit() or not high.isdigit() or int(low) > int(high):
+        raise ValueError(f"Bind to HOST:PORT with RTP ports LOW-HIGH, not {bind!r} and {rtp_ports!r}")
+    return SipAddress(host=host, port=int(port), public=public, rtp_ports=(int(low), int(high)))
+
+
+def start_in_web_server() -> SipEndpoint | None:
+    """On the embedded default (no Redis: the channel layer is this process's), a web server started with
+    SIP_BIND serves SIP itself, so that the API's hang-ups and outbound calls reach its calls; with Redis,
+    `manage.py sipserver` processes serve it. Never raises: a bad address or a port taken is logged."""
+    if not settings.SIP_BIND or not isinstance(get_channel_layer(), InMemoryChannelLayer):
+        return None
+    loop = getattr(sys.modules.get("daphne.server"), "twisted_loop", None)  # the loop Daphne serves on
+    if loop is None:
+        return None
+    try:
+        endpoint = SipEndpoint(
+            sip_address(settings.SIP_BIND, settings.SIP_RTP_PORTS, settings.SIP_PUBLIC_ADDRESS), loop
+        )
+        endpoint.start()
+    except (ValueError, OSError) as exc:
+        logger.error("SIP is not served (SIP_BIND=%s): %s", settings.SIP_BIND, exc)
+        return None
+    logger.info("SIP endpoint on udp:%s (advertised %s)", settings.SIP_BIND, endpoint.address.advertised)
+    return endpoint
+
+
 class SipEndpoint:
-    """One per process. `start()` binds and serves from a thread; calls run on `loop`."""
+    """One per process. `start()` binds and serves from a thread; calls run on `loop`. Calls placed or
+    hung up in this process reach it directly (telephony/sip/placing.py); `take_outbound()` takes those
+    placed in other processes."""
 
     def __init__(self, address: SipAddress, loop: asyncio.AbstractEventLoop) -> None:
         self.address = address
@@ -102,6 +142,7 @@ class SipEndpoint:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._failed: BaseException | None = None
+        self._dialing: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._serve, name="sip-endpoint", daemon=True)
@@ -109,8 +150,10 @@ class SipEndpoint:
         self._ready.wait(10)
         if self._failed is not None:
             raise self._failed
+        local_endpoint_set(self)
 
     def stop(self) -> None:
+        local_endpoint_set(None)
         for call in list(self.calls.values()):
             call.hang_up_from_endpoint()
         if self._thread is not None and self._thread.is_alive():
@@ -136,7 +179,58 @@ class SipEndpoint:
         self._ready.set()
         ED2.loop()
 
-    # --- Sippy's thread ----------------------------------------------------------------------
+    # --- any thread (telephony/sip/placing.py's LocalEndpoint) ----------------------------------------
+    def place(self, dial: SipDial) -> None:
+        self.loop.call_soon_threadsafe(self._dial_soon, dial)
+
+    def hang_up(self, call_sid: str) -> bool:
+        call = self.calls.get(call_sid)
+        if call is None:
+            return False
+        self.loop.call_soon_threadsafe(call.hang_up_requested)
+        return True
+
+    # --- the loop -------------------------------------------------------------------------------------
+    async def take_outbound(self) -> None:
+        """Place the calls other processes hand to the SIP endpoints through the channel layer (one of the
+        `sipserver` processes takes each). Runs until cancelled; a channel layer that is down is retried."""
+        layer = get_channel_layer()
+        if layer is None or isinstance(layer, InMemoryChannelLayer):
+            return  # nobody else can reach this process: calls are placed here directly
+        while True:
+            try:
+                message = await layer.receive(OUTBOUND_CHANNEL)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("SIP endpoint: the channel layer is down; retrying", exc_info=True)
+                await asyncio.sleep(1)
+                continue
+            try:
+                dial = SipDial.from_message(message)
+            except (KeyError, TypeError, ValueError):
+                logger.warning("SIP endpoint: a malformed call to place was dropped")
+                continue
+            self._dial_soon(dial)
+
+    def _dial_soon(self, dial: SipDial) -> None:
+        task = self.loop.create_task(self._dial(dial), name=f"sip-dial-{dial.call_sid[:12]}")
+        self._dialing.add(task)
+        task.add_done_callback(self._dialing.discard)
+
+    async def _dial(self, dial: SipDial) -> None:
+        target = await asyncio.to_thread(_closing, sip_dial_target, dial)
+        if isinstance(target, DialProblem):
+            logger.warning("outbound SIP call %s not placed: %s", dial.call_sid[:12], target.problem)
+            if target.call_id is not None:
+                await asyncio.to_thread(_closing, sip_dial_unanswered, target.call_id, code=-1, reason=target.problem)
+            return
+        call = SipCall(self, dial.call_sid, outbound=target, dial=dial)
+        self.calls[dial.call_sid] = call
+        call.listening = asyncio.create_task(call._listen())
+        ED2.callFromThread(call._invite)
+
+    # --- Sippy's thread -------------------------------------------------------------------------------
     def _request(self, req: Any, sip_t: Any) -> Any:
         method = req.getMethod()
         if method == "OPTIONS":
@@ -166,9 +260,18 @@ class SipEndpoint:
             realm = self.address.advertised
             challenge.appendHeader(SipHeader(name="www-authenticate", body=SipWWWAuthenticate(realm=realm)))
             return (challenge, None, None)
-        call = SipCall(self, decision, call_id)
+        call = SipCall(self, call_id, admitted=decision)
         self.calls[call_id] = call
         return call.ua.recvRequest(req, sip_t)
+
+
+def _closing(function: Any, *args: Any, **kwargs: Any) -> Any:
+    """`function` run on a worker thread, its database connection closed after it (no thread of the pool
+    keeps one open between calls)."""
+    try:
+        return function(*args, **kwargs)
+    finally:
+        close_old_connections()
 
 
 def _authorization(req: Any) -> Authorize | None:
@@ -187,83 +290,8 @@ def _authorization(req: Any) -> Authorize | None:
     return proves
 
 
-def _answer_sdp(host: str, port: int, media: _Media) -> MsgBody:
-    events = media.telephone_event
-    return MsgBody(
-        f"v=0\r\no=- {port} 1 IN IP4 {host}\r\ns=-\r\nc=IN IP4 {host}\r\nt=0 0\r\n"
-        f"m=audio {port} RTP/AVP {media.payload_type} {events}\r\na=rtpmap:{media.payload_type} {media.rtpmap}\r\n"
-        f"a=rtpmap:{events} telephone-event/8000\r\na=fmtp:{events} 0-15\r\n"
-        "a=ptime:20\r\na=sendrecv\r\n"
-    )
-
-
-@dataclass(frozen=True)
-class _Media:
-    target: tuple[str, int]  # the far end's RTP address
-    payload_type: int
-    rtpmap: str
-    codec: Any
-    telephone_event: int  # the payload type of RFC 4733 events: the offer's, else ours
-
-
-def _remote_media(body: Any) -> _Media | None:
-    """The far end's RTP address and the best codec of its offer we take (CODECS), or None."""
-    if body is None:
-        return None
-    body.parse()
-    for section in body.content.sections:
-        formats = {int(f) for f in section.m_header.formats if str(f).isdigit()}
-        if section.m_header.stype != "audio" or not section.m_header.port:
-            continue
-        events = [
-            int(a.value.split()[0])
-            for a in section.a_headers
-            if a.name == "rtpmap" and a.value.lower().endswith("telephone-event/8000") and a.value.split()[0].isdigit()
-        ]
-        for payload_type, rtpmap, codec in CODECS:
-            if payload_type in formats:
-                connection = section.c_header or body.content.c_header
-                target = (str(connection.addr), int(section.m_header.port))
-                return _Media(target, payload_type, rtpmap, codec, events[0] if events else TELEPHONE_EVENT)
-    return None
-
-
-def _event_key(packet: bytes) -> tuple[bytes, str] | None:
-    """(RTP timestamp, key) of an RFC 4733 telephone-event packet; None for an event that is no key or a
-    packet too short. The timestamp is the event's: every packet of one key press repeats it."""
-    offset = 12 + 4 * (packet[0] & 0x0F)  # the fixed header and its contributing sources
-    if packet[0] & 0x10 and len(packet) >= offset + 4:  # a header extension
-        offset += 4 + 4 * int.from_bytes(packet[offset + 2 : offset + 4], "big")
-    if len(packet) < offset + 4 or packet[offset] >= len(KEYS):
-        return None
-    return packet[4:8], KEYS[packet[offset]]
-
-
-class _CallerAudio(RTPInStream):
-    """Sippy's jitter buffer and decoder of the caller's audio, with RFC 4733 telephone events taken out
-    before it (it would decode them as audio): each key reaches the call once, at its event's first packet."""
-
-    def __init__(self, rtp_params: Any, audio_in: Any) -> None:
-        super().__init__(rtp_params, audio_in)
-        self.telephone_event = getattr(rtp_params, "telephone_event", TELEPHONE_EVENT)
-        self._last_event: bytes | None = None
-
-    def rtp_received(self, data: bytes, address: Any, rtime: Any) -> None:
-        if len(data) < 12 or (data[1] & 0x7F) != self.telephone_event:
-            super().rtp_received(data, address, rtime)
-            return
-        event = _event_key(data)
-        if event is not None and event[0] != self._last_event:
-            self._last_event = event[0]
-            self.audio_in.key(event[1])
-
-
-class _Handlers(RTPHandlers):
-    rtp_instream_cls = _CallerAudio
-
-
 class _CallerSide:
-    """What the RTP endpoint's threads hand the call: audio (100 ms pieces at 16 kHz) and keys."""
+    """What the RTP endpoint's threads hand the call: audio (20 ms pieces at 16 kHz) and keys."""
 
     def __init__(self, call: SipCall) -> None:
         self.call = call
@@ -275,65 +303,239 @@ class _CallerSide:
         self.call.endpoint.loop.call_soon_threadsafe(self.call._key, key)
 
 
-class SipCall:
-    """One call: its user agent (Sippy's thread), its RTP endpoint and its session (the loop)."""
+class _DialogUA(UA):
+    """Sippy's user agent, with the NOTIFYs of a transfer (RFC 3515: its progress as a SIP status line,
+    a message/sipfrag body) handed to the call; Sippy's own states leave a NOTIFY unanswered."""
 
-    def __init__(self, endpoint: SipEndpoint, admitted: Admitted, call_id: str) -> None:
+    def __init__(self, call: SipCall, config: dict[str, Any], **options: Any) -> None:
+        super().__init__(config, call._event, **options)
+        self.call = call
+
+    def recvRequest(self, req: Any, sip_t: Any) -> Any:
+        if req.getMethod() != "NOTIFY":
+            return super().recvRequest(req, sip_t)
+        body = req.getBody()
+        self.call._notified(str(body.content) if body is not None else "")
+        return (req.genResponse(200, "OK"), None, None)
+
+
+def sipfrag_status(text: str) -> int | None:
+    """The status code of a message/sipfrag body's status line (RFC 3420: "SIP/2.0 200 OK"), or None."""
+    version, _, rest = text.strip().partition(" ")
+    code = rest[:3]
+    return int(code) if version.upper() == "SIP/2.0" and code.isdigit() else None
+
+
+class SipCall:
+    """One call: its user agent (Sippy's thread), its RTP endpoint and its session (the loop). Incoming
+    (`admitted`) or outbound (`outbound`, `dial`)."""
+
+    def __init__(
+        self,
+        endpoint: SipEndpoint,
+        call_id: str,
+        *,
+        admitted: Admitted | None = None,
+        outbound: DialTarget | None = None,
+        dial: SipDial | None = None,
+    ) -> None:
         self.endpoint = endpoint
         self.admitted = admitted
+        self.outbound = outbound
+        self.dial = dial
         self.call_id = call_id
-        self.ua = UA(endpoint.config, self._event)
+        self.domain = admitted.domain if admitted is not None else outbound.domain if outbound is not None else ("", 0)
+        if outbound is not None:
+            self.ua = _DialogUA(
+                self,
+                endpoint.config,
+                username=outbound.username or None,
+                password=outbound.password or None,
+                nh_address=outbound.domain,
+            )
+            self.ua.outbound_proxy = outbound.address  # the domain resolved (off this thread)
+        else:
+            self.ua = _DialogUA(self, endpoint.config)
         self.rtp: RTPEPoint | None = None
+        self.media: Media | None = None  # the codec and address agreed with the far end
         self.session: Session | None = None
-        self.remote_gone = False  # the caller's side ended the dialog (BYE, CANCEL)
+        self.task: asyncio.Task[None] | None = None
+        self.listening: asyncio.Task[None] | None = None
+        self.connected = False  # answered (the far end's 200, or ours)
+        self.remote_gone = False  # the far end ended the dialog (BYE, CANCEL)
+        self.unanswered: tuple[int, str] | None = None  # an outbound call's end before an answer
+        self._settled = False  # that end was recorded
         self._hung_up = threading.Event()
         self._pending = bytearray()
         self.keys: KeypadTurns | None = None
         self._pressing: set[asyncio.Task[None]] = set()
+        self._transfer: asyncio.Future[None] | None = None
+        self._agent_audio: AgentAudio | None = None  # the agent's audio at the codec's rate
 
-    # Sippy's thread.
+    # --- Sippy's thread -------------------------------------------------------------------------------
     def _event(self, event: Any, ua: Any) -> None:
         if isinstance(event, CCEventTry):
             self._answer(event.getData()[3])
+        elif isinstance(event, CCEventConnect) and self.outbound is not None and not self.connected:
+            self._answered(event.getData()[2])
+        elif isinstance(event, CCEventUpdate):
+            self._reinvited(event.getData())
         elif isinstance(event, (CCEventDisconnect, CCEventFail)):
+            if self.outbound is not None and not self.connected:
+                if self.unanswered is None:
+                    data = event.getData() if isinstance(event, CCEventFail) else None
+                    self.unanswered = (int(data[0]), str(data[1])) if data else (487, "Request Terminated")
+                self.endpoint.loop.call_soon_threadsafe(self._not_answered)
+                return
             self.remote_gone = True
             self.endpoint.loop.call_soon_threadsafe(self._remote_ended)
 
+    def _rtp(self, media: Media | None) -> RTPEPoint:
+        params = RTPParams(media.target if media is not None else None, out_ptime=20, out_sr=ENGINE_RATE)
+        params.codec = media.codec if media is not None else G711Codec
+        params.rtp_laddr = self.endpoint.address.host
+        params.telephone_event = media.telephone_event if media is not None else TELEPHONE_EVENT
+        return RTPEPoint(self.endpoint.rtp_conf, params, _CallerSide(self), handlers=Handlers())
+
     def _answer(self, offer: Any) -> None:
-        media = _remote_media(offer)
+        media = remote_media(offer)
         if media is None:
             self.ua.recvEvent(CCEventFail((488, "Not Acceptable Here")))
             self._forget()
             return
-        params = RTPParams(media.target, out_ptime=20, out_sr=ENGINE_RATE)
-        params.codec = media.codec
-        params.rtp_laddr = self.endpoint.address.host
-        params.telephone_event = media.telephone_event
-        self.rtp = RTPEPoint(self.endpoint.rtp_conf, params, _CallerSide(self), handlers=_Handlers())
-        port = self.rtp.rserv.local_addr[1]
-        answer = _answer_sdp(self.endpoint.address.advertised, port, media)
-        self.ua.recvEvent(CCEventConnect((200, "OK", answer)))
+        self.rtp = self._rtp(media)
+        self.media = media
+        self.connected = True
+        self.ua.recvEvent(CCEventConnect((200, "OK", self._our_sdp())))
         self.endpoint.loop.call_soon_threadsafe(self._start)
 
-    # The loop.
+    def _our_sdp(self) -> Any:
+        assert self.rtp is not None and self.media is not None
+        return answer_sdp(self.endpoint.address.advertised, self.rtp.rserv.local_addr[1], self.media)
+
+    def _invite(self) -> None:
+        assert self.dial is not None
+        if self._hung_up.is_set():  # canceled before it was sent
+            return
+        self.rtp = self._rtp(None)
+        offer = offer_sdp(self.endpoint.address.advertised, self.rtp.rserv.local_addr[1])
+        self.ua.recvEvent(
+            CCEventTry((SipCallId(body=self.call_id), self.dial.from_number, self.dial.to, offer, None, None))
+        )
+        Timeout(self._ring_timeout, max(1, self.dial.ring_timeout_seconds))
+
+    def _ring_timeout(self) -> None:
+        if not self.connected and self.unanswered is None and not self._hung_up.is_set():
+            self.unanswered = (0, "no answer")
+            self.endpoint.loop.call_soon_threadsafe(self._not_answered)  # CANCEL, and the call ends no-answer
+
+    def _answered(self, body: Any) -> None:
+        media = remote_media(body)
+        if media is None or self.rtp is None:
+            self.unanswered = (-1, "the far end answered without audio this endpoint takes")
+            self.ua.recvEvent(CCEventDisconnect())  # BYE
+            self.endpoint.loop.call_soon_threadsafe(self._not_answered)
+            return
+        self.connected = True
+        self.media = media
+        params = RTPParams(media.target, out_ptime=20, out_sr=ENGINE_RATE)
+        params.codec = media.codec
+        self.rtp.rtp_params.telephone_event = media.telephone_event
+        self.rtp.update(params)
+        self.endpoint.loop.call_soon_threadsafe(self._start)
+
+    def _reinvited(self, body: Any) -> None:
+        """A re-INVITE (hold, a moved media address): the same codec, to where the far end says now."""
+        media = remote_media(body)
+        if media is None or self.rtp is None or not self.connected:
+            self.ua.recvEvent(CCEventFail((488, "Not Acceptable Here")))
+            return
+        if media.target != self.rtp.rtp_params.rtp_target:
+            params = RTPParams(media.target, out_ptime=20, out_sr=ENGINE_RATE)
+            params.codec = self.rtp.rtp_params.codec
+            self.rtp.update(params)
+        self.ua.recvEvent(CCEventConnect((200, "OK", self._our_sdp())))
+
+    def _refer(self, destination: str) -> None:
+        """A REFER (RFC 3515) asking the far end to call `destination` at the account's domain."""
+        host, port = self.domain
+        url = SipURL(username=destination, host=host, port=port)
+        req = self.ua.genRequest("REFER")
+        req.appendHeader(SipHeader(name="refer-to", body=SipReferTo(address=SipNameAddress(url=url))))
+        referrer = SipReferredBy(address=SipNameAddress(url=self.ua.lUri.getUrl()))
+        req.appendHeader(SipHeader(name="referred-by", body=referrer))
+        self.ua.newTransaction(req, resp_cb=self._referred)
+
+    def _referred(self, resp: Any) -> None:
+        code, reason = resp.getSCode()
+        if code >= 300:
+            self._transfer_over(ProviderError(f"The far end refused the transfer ({code} {reason})", permanent=True))
+
+    def _notified(self, sipfrag: str) -> None:
+        code = sipfrag_status(sipfrag)
+        if code is None or code < 200:
+            return
+        failure = None if code < 300 else ProviderError(f"The transfer target answered {code}", permanent=True)
+        self._transfer_over(failure)
+
+    def _transfer_over(self, failure: ProviderError | None) -> None:
+        def settle() -> None:
+            future = self._transfer
+            if future is not None and not future.done():
+                if failure is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(failure)
+
+        self.endpoint.loop.call_soon_threadsafe(settle)
+
+    # --- the loop -------------------------------------------------------------------------------------
     def _start(self) -> None:
         self.task = self.endpoint.loop.create_task(self._run(), name=f"sip-call-{self.call_id[:12]}")
 
-    async def _run(self) -> None:
+    async def _conversation(self) -> Session | None:
+        """The session of the call: a new call record (incoming), or the outbound call's own, if it is
+        still waiting for its answer and its agent is still active."""
+        transport = SipTransport(self)
         admitted = self.admitted
-        listener: asyncio.Task[None] | None = None
-        try:
-            self.session = open_session(
+        if admitted is not None:
+            return open_session(
                 agent=admitted.agent,
-                transport=SipTransport(self),
+                transport=transport,
                 channel=CallChannel.PHONE,
                 from_number=admitted.from_number,
                 to_number=admitted.to_number,
                 provider_call_id=self.call_id,
             )
-            self.keys = KeypadTurns(self.session, admitted.agent.keypad, self.session.clock)
-            listener = asyncio.create_task(self._listen())
-            if self.remote_gone:  # the caller hung up while the call was being answered
+        assert self.outbound is not None
+        grant = self.outbound.grant
+        assert grant.call_id is not None
+        if not await asyncio.to_thread(_closing, outbound_call_waiting, grant.call_id):
+            logger.info("outbound SIP call %s answered after it was canceled: hung up", self.call_id[:12])
+            return None
+        phone = await asyncio.to_thread(_closing, phone_call_get, grant)
+        if phone is None:
+            logger.warning("outbound SIP call %s answered but its agent is gone: hung up", self.call_id[:12])
+            return None
+        return open_session(
+            agent=phone.agent,
+            transport=transport,
+            channel=CallChannel.PHONE,
+            from_number=grant.from_number,
+            to_number=grant.to_number,
+            provider_call_id=self.call_id,
+            call_id=str(grant.call_id),  # the outbound call's record becomes active
+        )
+
+    async def _run(self) -> None:
+        try:
+            self.session = await self._conversation()
+            if self.session is None:
+                return
+            self.keys = KeypadTurns(self.session, self.session.agent.keypad, self.session.clock)
+            if self.listening is None:
+                self.listening = asyncio.create_task(self._listen())
+            if self.remote_gone:  # the far end hung up while the call was being answered
                 await self.session.stop(CallStatus.COMPLETED, EndedReason.CALLER_HUNG_UP)
             await self.session.run()
         except Exception:
@@ -341,16 +543,16 @@ class SipCall:
             if self.session is not None:
                 await self.session.stop(CallStatus.FAILED, EndedReason.ERROR)
         finally:
-            if listener is not None:
-                listener.cancel()
-                await asyncio.gather(listener, return_exceptions=True)
+            if self.listening is not None:
+                self.listening.cancel()
+                await asyncio.gather(self.listening, return_exceptions=True)
             if self.keys is not None:
                 self.keys.close()
             self.hang_up_from_endpoint()
 
     async def _listen(self) -> None:
-        """A hang-up asked for elsewhere (POST /calls/{id}/hang-up, in any process) reaches the call
-        through its channel-layer group, as a Twilio call's does."""
+        """A hang-up asked for elsewhere (POST /calls/{id}/hang-up, a canceled call, in any process)
+        reaches the call through its channel-layer group, as a Twilio call's does."""
         layer = get_channel_layer()
         if layer is None:
             return
@@ -360,12 +562,22 @@ class SipCall:
         try:
             while True:
                 message = await layer.receive(name)
-                if message.get("type") == "call.hangup" and self.session is not None:
-                    await self.session.stop(CallStatus.COMPLETED, EndedReason.AGENT_ENDED_CALL)
+                if message.get("type") == "call.hangup":
+                    self.hang_up_requested()
                     return
         finally:
             with contextlib.suppress(Exception):
                 await layer.group_discard(group, name)
+
+    def hang_up_requested(self) -> None:
+        """A hang-up asked for through the API: a live call ends as the agent's, one still ringing is
+        canceled (its record was ended `canceled` by the request)."""
+        if self.session is not None:
+            self._ending = asyncio.ensure_future(self.session.stop(CallStatus.COMPLETED, EndedReason.AGENT_ENDED_CALL))
+        elif not self.connected and self.outbound is not None:
+            if self.unanswered is None:
+                self.unanswered = (487, "Request Terminated")
+            self._not_answered()  # CANCEL (the request ended the call record `canceled` already)
 
     def _push(self, pcm16: bytes) -> None:
         if self.session is None:
@@ -384,11 +596,35 @@ class SipCall:
     def _remote_ended(self) -> None:
         if self.session is not None:
             self._ending = asyncio.ensure_future(self.session.stop(CallStatus.COMPLETED, EndedReason.CALLER_HUNG_UP))
-        else:  # ended before its session opened: the slot is free again
+        elif self.admitted is not None:  # ended before its session opened: the slot is free again
             self._ending = asyncio.ensure_future(asyncio.to_thread(_release, self.call_id))
             self.hang_up_from_endpoint()
 
-    # Any thread: idempotent.
+    def _not_answered(self) -> None:
+        """An outbound call that ended before an answer: its record ends by the far end's answer (once)."""
+        if self._settled:
+            return
+        self._settled = True
+        if self.listening is not None:
+            self.listening.cancel()
+        self.hang_up_from_endpoint()
+        assert self.outbound is not None and self.outbound.grant.call_id is not None
+        code, reason = self.unanswered or (-1, "the call ended before it was answered")
+        self._ending = asyncio.ensure_future(
+            asyncio.to_thread(_closing, sip_dial_unanswered, self.outbound.grant.call_id, code=code, reason=reason)
+        )
+
+    async def transfer(self, destination: str) -> None:
+        """REFER the far end to `destination`; returns once the transferred call is answered (NOTIFY 200).
+        ProviderError when it is refused, fails or is not answered within TRANSFER_SECONDS."""
+        self._transfer = self.endpoint.loop.create_future()
+        ED2.callFromThread(self._refer, destination)
+        try:
+            await asyncio.wait_for(self._transfer, TRANSFER_SECONDS)
+        except TimeoutError:
+            raise ProviderError(f"The transfer was not answered within {TRANSFER_SECONDS} s", permanent=True) from None
+
+    # --- any thread: idempotent ------------------------------------------------------------------------
     def hang_up_from_endpoint(self) -> None:
         if self._hung_up.is_set():
             return
@@ -398,7 +634,7 @@ class SipCall:
     def _end_dialog(self) -> None:  # Sippy's thread
         if not self.remote_gone and not self.ua.isDead():
             with contextlib.suppress(Exception):
-                self.ua.recvEvent(CCEventDisconnect())
+                self.ua.recvEvent(CCEventDisconnect())  # BYE, or CANCEL while it rings
         if self.rtp is not None:
             self.rtp.shutdown()
             self.rtp = None
@@ -408,12 +644,19 @@ class SipCall:
         self.endpoint.calls.pop(self.call_id, None)
 
     def send_audio(self, pcm16_24k: bytes) -> None:
-        rtp = self.rtp
-        if rtp is not None and pcm16_24k:
-            rtp.soundout(AudioChunk(pcm16_24k, 24000))
+        rtp, media = self.rtp, self.media
+        if rtp is None or media is None or not pcm16_24k:
+            return
+        if self._agent_audio is None or self._agent_audio.rate != media.codec.srate:
+            self._agent_audio = AgentAudio(media.codec.srate)
+        for frame in self._agent_audio.frames(pcm16_24k):
+            rtp.soundout(AudioChunk(frame, self._agent_audio.rate))
 
     def drop_audio(self) -> None:
-        """Barge-in: what the RTP endpoint has not sent yet is dropped."""
+        """Barge-in: what the RTP endpoint has not sent yet is dropped (its queue of 20 ms frames; the
+        packet it is sending goes out)."""
+        if self._agent_audio is not None:
+            self._agent_audio.reset()
         writer = self.rtp.writer if self.rtp is not None else None
         if writer is None:
             return
@@ -451,7 +694,7 @@ class SipTransport:
         return None
 
     async def transfer(self, destination: str) -> None:
-        raise ProviderError("Transfers are not available over SIP yet", permanent=True)
+        await self.call.transfer(destination)
 
     async def hang_up(self, ending: Ending, message: str = "") -> None:
         self.call.hang_up_from_endpoint()

@@ -1,12 +1,17 @@
 """The realtime fixtures the phone-call tests share (realtime configured, an active agent, database
-threads closed), and a staff member's dashboard client."""
+threads closed, the SIP endpoint), and a staff member's dashboard client."""
 
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from telephony.sip.endpoint import SipAddress, SipEndpoint
+from testing.baresip import BARESIP, free_udp_port
 from testing.fixtures import active_agent, close_db_threads, realtime_settings
 from testing.twilio_webhooks import make_account, public_settings
 
@@ -17,6 +22,7 @@ __all__ = [
     "outbound_ready",
     "public_settings",
     "realtime_settings",
+    "sip_endpoint",
 ]
 
 
@@ -30,6 +36,18 @@ def engine_loaded() -> None:
     thread = preload_in_background()
     if thread is not None:
         thread.join(timeout=300)
+
+
+@pytest.fixture(scope="session")
+def sip_endpoint() -> Iterator[SipEndpoint]:
+    """The SIP endpoint on loopback, once per test process (Sippy's dispatcher is one per process); each
+    test gives it its loop (testing/baresip.py)."""
+    if not Path(BARESIP).exists():
+        pytest.skip("baresip is not installed (make setup installs it as root; .ci/run does)")
+    started = SipEndpoint(SipAddress("127.0.0.1", free_udp_port(), rtp_ports=(31000, 31999)), asyncio.new_event_loop())
+    started.start()
+    yield started
+    started.stop()
 
 
 @pytest.fixture

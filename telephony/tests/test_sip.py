@@ -28,8 +28,8 @@ from calls.models import AgentLog, Call
 from telephony.models import TelephonyAccount
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
-from telephony.sip.endpoint import SipAddress, SipEndpoint
-from testing.baresip import BARESIP, baresip_call, caller_wav, free_udp_port, heard, on_the_line, silence_wav
+from telephony.sip.endpoint import SipEndpoint
+from testing.baresip import baresip_call, caller_wav, heard, on_the_line, silence_wav
 from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Text, Tools
 from testing.commands import settelephony
@@ -61,24 +61,13 @@ def chat() -> Iterator[ChatServer]:
         yield scripted
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[SipEndpoint]:
-    """The SIP endpoint, once per module (Sippy's dispatcher is one per process); each test gives it its loop."""
-    if not Path(BARESIP).exists():
-        pytest.skip("baresip is not installed (make setup installs it as root; .ci/run does)")
-    started = SipEndpoint(SipAddress("127.0.0.1", free_udp_port(), rtp_ports=(31000, 31999)), asyncio.new_event_loop())
-    started.start()
-    yield started
-    started.stop()
-
-
 @pytest.fixture
 def server(
-    engine_loaded: None, settings: Any, chat: ChatServer, realtime_settings: Any, endpoint: SipEndpoint
+    engine_loaded: None, settings: Any, chat: ChatServer, realtime_settings: Any, sip_endpoint: SipEndpoint
 ) -> Iterator[SipEndpoint]:
     values = {"LLM_PROVIDER": "openai", "LLM_BASE_URL": chat.base_url, "LLM_MODEL": "scripted", "LLM_API_KEY": "x"}
     with serving(settings, values):
-        yield endpoint
+        yield sip_endpoint
 
 
 @pytest.fixture

@@ -3,26 +3,26 @@ import logging
 import signal
 from typing import Any
 
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from telephony.sip.endpoint import SipAddress, SipEndpoint
+from telephony.sip.endpoint import SipAddress, SipEndpoint, sip_address
 
 logger = logging.getLogger("telephony.sip")
 
-
-def _address(bind: str, rtp_ports: str, public: str) -> SipAddress:
-    host, _, port = bind.rpartition(":")
-    low, _, high = rtp_ports.partition("-")
-    if not host or not port.isdigit() or not low.isdigit() or not high.isdigit() or int(low) > int(high):
-        raise CommandError(f"Bind to HOST:PORT with RTP ports LOW-HIGH, not {bind!r} and {rtp_ports!r}")
-    return SipAddress(host=host, port=int(port), public=public, rtp_ports=(int(low), int(high)))
+_ALONE = (
+    "Without Redis (REDIS_URL) the web processes cannot reach this process: calls come in, but hang-ups "
+    "through the API and outbound calls do not reach it. On the embedded default, set SIP_BIND for the web "
+    "server instead (make run), which then serves SIP itself."
+)
 
 
 class Command(BaseCommand):
     help = (
         "Serve SIP (UDP) for the organizations' SIP accounts: calls from their trunks and PBXs are answered by "
-        "the called number's agent. Runs until SIGTERM or SIGINT."
+        "the called number's agent, and outbound calls from their numbers are placed. Runs until SIGTERM or "
+        "SIGINT."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -35,7 +35,12 @@ class Command(BaseCommand):
     def handle(self, **options: Any) -> None:
         from realtime.apps import preload_in_background
 
-        address = _address(options["bind"], options["rtp_ports"], options["public_address"])
+        try:
+            address = sip_address(options["bind"], options["rtp_ports"], options["public_address"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        if isinstance(get_channel_layer(), InMemoryChannelLayer):
+            self.stderr.write(_ALONE)
         preload_in_background()  # the voice engine's models, as a web server loads them at its start
         asyncio.run(self._serve(address))
 
@@ -51,5 +56,7 @@ class Command(BaseCommand):
             loop.add_signal_handler(sig, stopping.set)
         self.stdout.write(f"SIP endpoint on udp:{address.host}:{address.port} (advertised {address.advertised})")
         self.stdout.flush()
+        outbound = asyncio.create_task(endpoint.take_outbound())
         await stopping.wait()
+        outbound.cancel()
         endpoint.stop()
