@@ -206,7 +206,9 @@ class Phone:
         try:
             output = await asyncio.wait_for(asyncio.shield(self._watching), timeout)
         except TimeoutError:
-            raise AssertionError(f"the phone's call did not end: {self._output[-3000:].decode(errors='replace')}") from None
+            raise AssertionError(
+                f"the phone's call did not end: {self._output[-3000:].decode(errors='replace')}"
+            ) from None
         self.log = output.decode(errors="replace")
         return self.log
 
