@@ -1,8 +1,8 @@
 """Phone audio: G.711 mu-law at 8 kHz on the wire, PCM16 at 16 kHz (caller) and 24 kHz (agent) in the
 engine.
 
-mu-law: numpy lookup tables, bit-exact with the stdlib's deprecated `audioop` (ulaw2lin/lin2ulaw; see
-ITU-T G.711): 256 entries to decode, 65 536 to encode.
+mu-law (and A-law, for SIP trunks): numpy lookup tables, bit-exact with the stdlib's deprecated `audioop`
+(ulaw2lin/lin2ulaw, alaw2lin/lin2alaw; see ITU-T G.711): 256 entries to decode, 65 536 to encode.
 
 Resampling: stateful FIR filters (Kaiser-windowed sinc, designed once) that keep the last samples of
 each stream between chunks, so that a call's audio is filtered as one continuous signal. They are
@@ -47,6 +47,39 @@ def _encode_table() -> np.ndarray:
 
 _DECODE = _decode_table()
 _ENCODE = _encode_table()
+
+
+def _alaw_decode_table() -> np.ndarray:
+    a = np.arange(256, dtype=np.int32) ^ 0x55
+    segment = (a & 0x70) >> 4
+    t = ((a & 0x0F) << 4) + np.where(segment == 0, 8, 0x108)
+    t = np.where(segment > 1, t << np.maximum(segment - 1, 0), t)
+    return np.where(a & 0x80, t, -t).astype(np.int16)
+
+
+def _alaw_encode_table() -> np.ndarray:
+    x = np.arange(-32768, 32768, dtype=np.int32) >> 3  # 13 bits, floor shift
+    mask = np.where(x >= 0, 0xD5, 0x55)
+    magnitude = np.where(x >= 0, x, -x - 1)
+    segment = np.searchsorted(np.array([0x1F, 0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF]), magnitude)
+    quantized = np.where(segment < 2, magnitude >> 1, magnitude >> np.minimum(segment, 7)) & 0x0F
+    codes = np.where(segment >= 8, 0x7F ^ mask, ((segment << 4) | quantized) ^ mask)
+    # Indexed by the int16 sample's bit pattern read as uint16, as mu-law's.
+    return np.concatenate([codes[32768:], codes[:32768]]).astype(np.uint8)
+
+
+_ALAW_DECODE = _alaw_decode_table()
+_ALAW_ENCODE = _alaw_encode_table()
+
+
+def alaw_decode(data: bytes) -> np.ndarray:
+    """A-law bytes -> int16 samples (G.711, as the stdlib's deprecated audioop.alaw2lin)."""
+    return _ALAW_DECODE[np.frombuffer(data, dtype=np.uint8)]
+
+
+def alaw_encode(samples: np.ndarray) -> bytes:
+    """int16 samples -> A-law bytes (as audioop.lin2alaw)."""
+    return _ALAW_ENCODE[np.asarray(samples, dtype="<i2").view(np.uint16)].tobytes()
 
 
 def ulaw_decode(data: bytes) -> np.ndarray:

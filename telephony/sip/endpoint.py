@@ -4,11 +4,11 @@ conversation as a session of the engine on the asyncio loop the endpoint was sta
 
 An incoming call, as a caller experiences it: the INVITE is admitted, challenged or refused
 (telephony/sip/admission.py: 401, 403, 480, 486); an admitted call is answered at once (200 with our SDP:
-G.722 when the offer has it, wideband both ways with no round trip through 8 kHz, else G.711 mu-law; RFC
+G.722 when the offer has it, wideband both ways with no round trip through 8 kHz, else G.711 mu-law, else A-law; RFC
 4733 telephone events offered), the session opens the call record, greets and converses.
 
 An outbound call (telephony/sip/placing.py hands it here): an INVITE to `sip:<to>@<the account's domain>`
-offering G.722 and G.711 mu-law, from the call's number, with the account's digest credentials when
+offering G.722 and G.711 (mu-law, A-law), from the call's number, with the account's digest credentials when
 challenged; ringing until the far end answers or the ring timeout (then CANCEL); a final refusal ends the
 call record unanswered (busy, no-answer, failed: telephony/sip/outbound.py); the answer opens the call
 record's session, which greets with the call's variables. A hang-up asked for while it rings cancels it.

@@ -7,13 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sippy.MsgBody import MsgBody
 from sippy.Rtp.Codecs.G711 import G711Codec
 from sippy.Rtp.Codecs.G722 import G722Codec
+from sippy.Rtp.Core.AudioChunk import pcm16_from
 from sippy.Rtp.Handlers import RTPHandlers
 from sippy.Rtp.Ingest import RTPInStream
 
-from telephony.audio import Downsampler
+from telephony.audio import Downsampler, alaw_decode, alaw_encode
 
 TELEPHONE_EVENT = 101  # the telephone-event payload type we offer (a far end's own is kept)
 KEYS = "0123456789*#ABCD"  # RFC 4733's events 0-15
@@ -25,8 +27,27 @@ class G722Wideband(G722Codec):
     srate = 16000
 
 
+class G711ALaw(G711Codec):
+    """G.711 A-law (PCMA), the mu-law codec's twin that Europe's trunks use (telephony/audio.py's tables)."""
+
+    ptype = 8
+    ename = "PCMA"
+
+    def encode(self, chunk: Any) -> bytes:
+        return alaw_encode(np.frombuffer(pcm16_from(chunk.audio), dtype="<i2"))
+
+    def decode(self, alaw: bytes, resample: bool = True, sample_rate: int | None = None) -> Any:
+        chunk = self.make_chunk(pcm16_from(alaw_decode(alaw).tobytes()), self.srate)
+        if resample and (sample_rate or self.out_srate) != self.srate:
+            chunk.resample(sample_rate or self.out_srate)
+        return chunk
+
+    def silence(self, nframes: int) -> bytes:
+        return b"\xd5" * nframes
+
+
 # The codecs the endpoint takes, best first: payload type, SDP name and clock rate, Sippy codec.
-CODECS = ((9, "G722/8000", G722Wideband), (0, "PCMU/8000", G711Codec))
+CODECS = ((9, "G722/8000", G722Wideband), (0, "PCMU/8000", G711Codec), (8, "PCMA/8000", G711ALaw))
 
 
 @dataclass(frozen=True)

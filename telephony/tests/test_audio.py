@@ -1,4 +1,4 @@
-"""Phone audio conversions: mu-law bit-exact with the stdlib's audioop, whole 20 ms frames, the
+"""Phone audio conversions: mu-law and A-law bit-exact with the stdlib's audioop, whole 20 ms frames, the
 anti-aliasing of 24 -> 8 kHz, and filter state carried across chunks."""
 
 from __future__ import annotations
@@ -30,6 +30,13 @@ def test_mu_law_matches_audioop_on_every_input() -> None:
     every_sample = np.arange(-32768, 32768, dtype="<i2")
     assert audio.ulaw_encode(every_sample) == audioop.lin2ulaw(every_sample.tobytes(), 2)
     assert audio.ulaw_encode(np.zeros(1, dtype="<i2"))[0] == audio.SILENCE_BYTE
+
+
+def test_a_law_matches_audioop_on_every_input() -> None:
+    every_byte = bytes(range(256))
+    assert audio.alaw_decode(every_byte).tobytes() == audioop.alaw2lin(every_byte, 2)
+    every_sample = np.arange(-32768, 32768, dtype="<i2")
+    assert audio.alaw_encode(every_sample) == audioop.lin2alaw(every_sample.tobytes(), 2)
 
 
 def test_agent_audio_becomes_whole_20_ms_frames() -> None:

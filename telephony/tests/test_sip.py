@@ -101,7 +101,7 @@ async def the_call(to_number: str, status: str = "completed") -> Call:
     return await polled(found, what=f"the {status} call", timeout=20)
 
 
-@pytest.mark.parametrize(("codec", "rate"), [("PCMU", 8000), ("G722", 16000)])
+@pytest.mark.parametrize(("codec", "rate"), [("PCMU", 8000), ("PCMA", 8000), ("G722", 16000)])
 async def test_a_call_from_an_allowed_network_is_answered_greets_and_ends_with_the_callers_bye(
     server, ava, chat, tmp_path, codec, rate
 ):
