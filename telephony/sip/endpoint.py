@@ -3,7 +3,7 @@ dispatcher is one per process), RTP through Sippy's RTP endpoint (its own thread
 conversation as a session of the engine on the asyncio loop the endpoint was started with.
 
 An incoming call, as a caller experiences it: the INVITE is admitted, challenged or refused
-(telephony/sip/admission.py: 401, 403, 480, 486); an admitted call is answered at once (200 with our SDP:
+(telephony/sip/admission.py, on a worker thread: 100 Trying meanwhile; 401, 403, 480, 486); an admitted call is answered at once (200 with our SDP:
 G.722 when the offer has it, wideband both ways with no round trip through 8 kHz, else G.711 mu-law, else A-law; RFC
 4733 telephone events offered), the session opens the call record, greets and converses.
 
@@ -33,6 +33,7 @@ import logging
 import queue
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +53,7 @@ from sippy.SipConf import SipConf
 from sippy.SipHeader import SipHeader
 from sippy.SipReferredBy import SipReferredBy
 from sippy.SipReferTo import SipReferTo
-from sippy.SipTransactionManager import SipTransactionManager
+from sippy.SipTransactionManager import RINGING, TRYING, SipTransactionManager
 from sippy.SipURL import SipURL
 from sippy.SipWWWAuthenticate import SipWWWAuthenticate
 from sippy.Time.Timeout import Timeout
@@ -143,6 +144,7 @@ class SipEndpoint:
         self._ready = threading.Event()
         self._failed: BaseException | None = None
         self._dialing: set[asyncio.Task[None]] = set()
+        self._admitting = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sip-admit")
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._serve, name="sip-endpoint", daemon=True)
@@ -240,29 +242,48 @@ class SipEndpoint:
         if req.getHFBody("to").getTag() is not None:
             return (req.genResponse(481, "Call Leg/Transaction Does Not Exist"), None, None)
         call_id = str(req.getHFBody("call-id"))[:64]
+        question = {
+            "called": (req.getRURI().username or "")[:20],
+            "caller": (req.getHFBody("from").getUrl().username or "")[:64],
+            "address": str(req.getSource()[0]),
+            "call_id": call_id,
+            "authorize": _authorization(req),
+        }
+        # The database decides, on a worker thread: the signalling of every other call goes on meanwhile,
+        # and the caller hears 100 Trying until the answer.
+        self._admitting.submit(self._admit, req, sip_t, question)
+        return (req.genResponse(100, "Trying"), None, None)
+
+    def _admit(self, req: Any, sip_t: Any, question: dict[str, Any]) -> None:  # a worker thread
         try:
-            decision = sip_call_admit(
-                called=(req.getRURI().username or "")[:20],
-                caller=(req.getHFBody("from").getUrl().username or "")[:64],
-                address=str(req.getSource()[0]),
-                call_id=call_id,
-                authorize=_authorization(req),
-            )
+            decision: Admitted | Refused | Challenge = _closing(sip_call_admit, **question)
         except Exception:
-            logger.exception("SIP call %s: could not be admitted", call_id)
-            return (req.genResponse(500, "Server Internal Error"), None, None)
-        finally:
-            close_old_connections()
+            logger.exception("SIP call %s: could not be admitted", question["call_id"])
+            decision = Refused(500, "Server Internal Error")
+        ED2.callFromThread(self._admitted, req, sip_t, question["call_id"], decision)
+
+    def _admitted(self, req: Any, sip_t: Any, call_id: str, decision: Admitted | Refused | Challenge) -> None:
+        tm = self.config["_sip_tm"]
+        if sip_t.state not in (TRYING, RINGING):  # canceled (487) while it was being admitted
+            if isinstance(decision, Admitted):
+                self._admitting.submit(_release, call_id)  # its live-call slot
+            return
         if isinstance(decision, Refused):
-            return (req.genResponse(decision.code, decision.reason), None, None)
+            tm.sendResponse(req.genResponse(decision.code, decision.reason), t=sip_t)
+            return
         if isinstance(decision, Challenge):
             challenge = req.genResponse(401, "Unauthorized")
             realm = self.address.advertised
             challenge.appendHeader(SipHeader(name="www-authenticate", body=SipWWWAuthenticate(realm=realm)))
-            return (challenge, None, None)
+            tm.sendResponse(challenge, t=sip_t)
+            return
         call = SipCall(self, call_id, admitted=decision)
         self.calls[call_id] = call
-        return call.ua.recvRequest(req, sip_t)
+        answer = call.ua.recvRequest(req, sip_t)
+        if answer is not None:  # as the transaction manager does with a request callback's answer
+            response, sip_t.cancel_cb, sip_t.noack_cb = answer
+            if response is not None:
+                tm.sendResponse(response, t=sip_t)
 
 
 def _closing(function: Any, *args: Any, **kwargs: Any) -> Any:
