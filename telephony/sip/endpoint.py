@@ -13,7 +13,7 @@ challenged; ringing until the far end answers or the ring timeout (then CANCEL);
 call record unanswered (busy, no-answer, failed: telephony/sip/outbound.py); the answer opens the call
 record's session, which greets with the call's variables. A hang-up asked for while it rings cancels it.
 
-Either way, the far end's audio arrives decoded at 16 kHz in 20 ms pieces from the jitter buffer and
+Either way, the far end's audio arrives decoded at 16 kHz in 40 ms pieces from the jitter buffer and
 reaches the session as 20 ms frames; keys (telephone events) are taken out before the jitter buffer and
 gathered per the agent's keypad. The agent's audio (24 kHz, paced by the session) is filtered down to the
 codec's rate in 20 ms frames (telephony/sip/media.py) and handed to the RTP endpoint, which encodes and
@@ -312,7 +312,7 @@ def _authorization(req: Any) -> Authorize | None:
 
 
 class _CallerSide:
-    """What the RTP endpoint's threads hand the call: audio (20 ms pieces at 16 kHz) and keys."""
+    """What the RTP endpoint's threads hand the call: audio (40 ms pieces at 16 kHz) and keys."""
 
     def __init__(self, call: SipCall) -> None:
         self.call = call

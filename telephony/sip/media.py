@@ -119,7 +119,7 @@ class CallerAudio(RTPInStream):
 
     def __init__(self, rtp_params: Any, audio_in: Any) -> None:
         super().__init__(rtp_params, audio_in)
-        self.out_chunk_sz_samples = rtp_params.out_sr // 50  # 20 ms pieces (Sippy's: 100 ms, a turn's wait)
+        self.out_chunk_sz_samples = rtp_params.out_sr // 25  # 40 ms pieces (Sippy's: 100 ms, a turn's wait)
         self.rtp_params = rtp_params
         self.telephone_event = getattr(rtp_params, "telephone_event", TELEPHONE_EVENT)
         self._last_event: bytes | None = None
