@@ -57,7 +57,6 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -330,12 +329,11 @@ async def dial(index: int, sip_port: int, wav: Path, seconds: int, delay: float)
     it dials, and the caller starts it again (at most twice; counted in RESTARTS)."""
     await asyncio.sleep(delay)
     folder = CALLS_FOLDER / str(index)
-    endpoint = SimpleNamespace(address=SimpleNamespace(port=sip_port), loop=None)
     for _ in range(3):
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
         try:
-            await baresip_call(endpoint, folder, wav, to=NUMBER, seconds=seconds, codec="PCMU")
+            await baresip_call(sip_port, folder, wav, to=NUMBER, seconds=seconds, codec="PCMU")
         except (TimeoutError, OSError) as exc:
             return f"caller {index}: {type(exc).__name__} {exc}"
         if b"ua: init failed" not in (folder / "baresip.log").read_bytes():

@@ -70,7 +70,7 @@ def silence_wav(folder: Path, seconds: float, rate: int = 8000) -> Path:
 
 
 async def baresip_call(
-    endpoint: Any,
+    port: int,
     folder: Path,
     wav: Path,
     *,
@@ -81,18 +81,16 @@ async def baresip_call(
     keys: tuple[float, str] | None = None,
     calls: int = 1,
 ) -> Path:
-    """baresip dials `to` at the endpoint (telephony.sip.endpoint.SipEndpoint, whose loop becomes this one)
-    and plays `wav` (and presses `keys`: (seconds after the call starts, the keys), as RFC 4733 events); the
+    """baresip dials `to` at the SIP endpoint on loopback `port` and plays `wav` (and presses `keys`: (seconds after the call starts, the keys), as RFC 4733 events); the
     folder of what it recorded. It is stopped once `calls` calls have ended (2: a call it was transferred
     to, which plays `wav` again, after the first)."""
-    endpoint.loop = asyncio.get_running_loop()
     config = folder / "baresip"
     dumps = folder / "heard"
     config.mkdir()
     dumps.mkdir()
     control = free_tcp_port()
     _configure(config, dumps, wav, control, f"<sip:caller@127.0.0.1>{auth(credentials)};regint=0;audio_codecs={codec}")
-    target = f"sip:{to}@127.0.0.1:{endpoint.address.port}"
+    target = f"sip:{to}@127.0.0.1:{port}"
     process = await asyncio.create_subprocess_exec(
         BARESIP, "-n", "127.0.0.1", "-f", str(config), "-e", f"/dial {target}", "-t", str(seconds),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

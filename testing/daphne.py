@@ -167,6 +167,31 @@ def start_test_server(
     return DaphneServer(env={**base, **(env or {})}, port=port, log_path=log, args=args).start(forked=True)
 
 
+@contextmanager
+def sipserver_process(logs: Path, bind: str, rtp_ports: str, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """`manage.py sipserver` on the database of the running tests (as start_test_server's servers), bound to
+    `bind`, until the block ends (SIGTERM); its output in `logs`/sipserver.log. `env` adds settings."""
+    from django.db import connection
+
+    log_path = logs / "sipserver.log"
+    base = {"DATABASE_URL": database_url(connection.settings_dict), "REALTIME_TOKEN_SECRET": SECRET}
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "sipserver", "--bind", bind, "--rtp-ports", rtp_ports],
+            cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1", **base, **env}, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while b"SIP endpoint on udp" not in log_path.read_bytes():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"sipserver did not start: {log_path.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield process
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
 def stop_test_server(server: DaphneServer) -> None:
     """Stop it and, on PostgreSQL, wait until its connections are gone (the test database is dropped
     at the end of the run)."""

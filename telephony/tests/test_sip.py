@@ -91,7 +91,8 @@ def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
 
 async def call(endpoint: SipEndpoint, folder: Path, wav: Path, **options: Any) -> Path:
     """baresip calls Ava's number (testing/baresip.py); the folder of what the caller heard."""
-    return await baresip_call(endpoint, folder, wav, to=NUMBER, **options)
+    endpoint.loop = asyncio.get_running_loop()  # the in-process endpoint's calls run on the test's loop
+    return await baresip_call(endpoint.address.port, folder, wav, to=NUMBER, **options)
 
 
 async def the_call(to_number: str, status: str = "completed") -> Call:

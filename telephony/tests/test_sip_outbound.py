@@ -135,7 +135,8 @@ async def test_the_agent_transfers_a_caller_with_a_refer_to_the_desk(server, own
         caller = tmp_path / "caller"
         caller.mkdir()
         wav = caller_wav(caller, "I want to speak to a person.", lead=10.0, tail=14.0)
-        await baresip_call(server, caller, wav, to=NUMBER, calls=2, seconds=60)
+        server.loop = asyncio.get_running_loop()
+        await baresip_call(server.address.port, caller, wav, to=NUMBER, calls=2, seconds=60)
         desk_log = await desk.ended()
 
     call = await sync_to_async(Call.objects.get)(to_number=NUMBER)
