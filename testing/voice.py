@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,3 +99,21 @@ def mumble(pcm16: bytes, ms: int, *, from_ms: int = 0) -> bytes:
     begins, _ = speech_bounds(backwards.tobytes())
     start = int(begins * IN_RATE) + IN_RATE * from_ms // 1000
     return backwards[start : start + IN_RATE * ms // 1000].tobytes()
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z']+", text.lower()))
+
+
+def recognize(agent: Any, pcm16_16k: bytes) -> str:
+    """What a recognizer with the agent's language model (its greeting's words) hears in the audio: what
+    a caller heard, checked as words."""
+    from realtime.engine.speech.pocketsphinx import recognizer_for_agent
+
+    recognizer = recognizer_for_agent(agent, workers=0)
+    assert recognizer is not None
+    recognizer.start()
+    for offset in range(0, len(pcm16_16k), 640):
+        recognizer.feed(pcm16_16k[offset : offset + 640])
+    return recognizer.finish()
+

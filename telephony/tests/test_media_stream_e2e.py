@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import re
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -35,7 +34,7 @@ from testing.daphne import DaphneServer, start_test_server, stop_test_server
 from testing.inprocess import InProcessServer, serving
 from testing.twilio_stream import TwilioStream, from_phone, greeted, is_event, to_phone
 from testing.twilio_webhooks import twilio_api_fixture  # noqa: F401 - the fixture
-from testing.voice import record_voice, rms
+from testing.voice import recognize, record_voice, rms, words
 from testing.waiting import polled
 
 # Slow, and about server processes sharing the database and Redis: the PostgreSQL suite runs it too.
@@ -153,26 +152,10 @@ def call_params(call_sid: str, **extra: str) -> dict[str, str]:
     }
 
 
-def words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z']+", text.lower()))
-
-
 async def transcript(call: Call) -> list[tuple[str, str]]:
     return await sync_to_async(
         lambda: list(call.messages.order_by("occurred_at", "sequence").values_list("role", "content"))
     )()
-
-
-def recognize(agent: Any, pcm16_16k: bytes) -> str:
-    """What a recognizer with the agent's language model (its greeting's words) hears in the audio."""
-    from realtime.engine.speech.pocketsphinx import recognizer_for_agent
-
-    recognizer = recognizer_for_agent(agent, workers=0)
-    assert recognizer is not None
-    recognizer.start()
-    for offset in range(0, len(pcm16_16k), 640):
-        recognizer.feed(pcm16_16k[offset : offset + 640])
-    return recognizer.finish()
 
 
 def keys_logged(agent: Any) -> list[AgentLog]:
