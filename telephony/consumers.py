@@ -52,6 +52,7 @@ from realtime.engine.session.shell import Session, open_session
 from realtime.sockets import JsonSocketConsumer
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError
 from telephony import audio
+from telephony.groups import call_group
 from telephony.keypad import KeypadTurns
 from telephony.providers import PhoneProvider
 from telephony.services.calls import CALL_ENDED_REASONS
@@ -65,7 +66,7 @@ from telephony.stream_messages import (
     read_media,
     read_message,
 )
-from telephony.streams import call_group, outbound_call_waiting, phone_call_get, stream_token_redeem
+from telephony.streams import outbound_call_waiting, phone_call_get, stream_token_redeem
 
 logger = logging.getLogger(__name__)
 

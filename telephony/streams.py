@@ -10,7 +10,6 @@ a `PhoneCall` (phone_call_get): the active agent it names and the organization's
 from __future__ import annotations
 
 import logging
-import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -39,7 +38,6 @@ __all__ = [
     "PhoneCall",
     "StreamGrant",
     "TokenError",
-    "call_group",
     "outbound_call_waiting",
     "phone_call_get",
     "stream_token_issue",
@@ -174,12 +172,3 @@ def outbound_call_waiting(call_id: UUID) -> bool:
     """Whether the outbound call a stream token names is still waiting to be answered (queued or ringing):
     a call canceled or ended meanwhile opens no conversation."""
     return Call.objects.filter(pk=call_id, status__in=(CallStatus.QUEUED, CallStatus.RINGING)).exists()
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def call_group(call_sid: str) -> str:
-    """The channel-layer group of a live call: the media-stream consumer holding the call joins it;
-    status callbacks and call control (possibly from another process) send to it."""
-    return "call." + _UNSAFE.sub("_", call_sid)[:80]

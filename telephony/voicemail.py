@@ -25,7 +25,7 @@ from agents.voicemail import ACTION_LEAVE_MESSAGE, VERDICTS, detection_on
 from calls.logging import LogSession, agent_log, new_session_id
 from calls.models import Call
 from kit.providers import ProviderError
-from telephony.streams import call_group
+from telephony.groups import call_group
 
 logger = logging.getLogger(__name__)
 

@@ -116,4 +116,3 @@ def recognize(agent: Any, pcm16_16k: bytes) -> str:
     for offset in range(0, len(pcm16_16k), 640):
         recognizer.feed(pcm16_16k[offset : offset + 640])
     return recognizer.finish()
-

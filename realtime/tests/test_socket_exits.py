@@ -21,9 +21,10 @@ from twilio.request_validator import RequestValidator
 from calls.models import AgentLog, Call
 from realtime import tokens
 from telephony import audio
+from telephony.groups import call_group
 from telephony.services.accounts import telephony_account_set
 from telephony.services.numbers import phone_number_assign, phone_number_claim
-from telephony.streams import call_group, stream_token_issue
+from telephony.streams import stream_token_issue
 from testing.clients import VoiceClient, is_type, slow_client_close_code
 from testing.daphne import DaphneServer, shared_test_server, start_test_server, stop_test_server
 from testing.stores import RedisServer

@@ -33,11 +33,11 @@ from kit.errors import ApiError
 from kit.providers import ProviderError
 from kit.validation import e164_problem, parse_uuid
 from realtime.sockets import call_control_group
+from telephony.groups import call_group
 from telephony.models import CallBatchRecipient, OutboundCall, PhoneNumber, PhoneNumberStatus, TelephonyAccount
 from telephony.outbound.dispatcher import outbound_wake
 from telephony.providers import provider_for
 from telephony.selectors import outbound_countries_in_effect
-from telephony.streams import call_group
 
 logger = logging.getLogger(__name__)
 

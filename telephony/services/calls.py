@@ -20,10 +20,11 @@ from calls.logging import LogSession, agent_log, new_session_id
 from calls.models import Call, CallDirection, CallStatus, EndedReason
 from calls.services import call_end_unanswered, call_finish
 from realtime.services import call_slot_reserve
+from telephony.groups import call_group
 from telephony.models import PhoneNumber, PhoneNumberStatus, TelephonyAccount
 from telephony.providers import provider_for
 from telephony.services.accounts import public_urls
-from telephony.streams import STREAM_TOKEN_TTL_SECONDS, call_group, stream_token_issue
+from telephony.streams import STREAM_TOKEN_TTL_SECONDS, stream_token_issue
 
 logger = logging.getLogger(__name__)
 

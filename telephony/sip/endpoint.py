@@ -7,7 +7,7 @@ An incoming call, as a caller experiences it: the INVITE is admitted, challenged
 G.722 when the offer has it, wideband both ways with no round trip through 8 kHz, else G.711 mu-law, else A-law; RFC
 4733 telephone events offered), the session opens the call record, greets and converses.
 
-An outbound call (telephony/sip/placing.py hands it here): an INVITE to `sip:<to>@<the account's domain>`
+An outbound call (telephony/providers/sip.py hands it here): an INVITE to `sip:<to>@<the account's domain>`
 offering G.722 and G.711 (mu-law, A-law), from the call's number, with the account's digest credentials when
 challenged; ringing until the far end answers or the ring timeout (then CANCEL); a final refusal ends the
 call record unanswered (busy, no-answer, failed: telephony/sip/outbound.py); the answer opens the call
@@ -64,12 +64,13 @@ from kit.providers import ProviderError
 from realtime.engine.contracts import Ending
 from realtime.engine.session.shell import Session, open_session
 from realtime.services import call_slot_release
+from telephony.groups import call_group
 from telephony.keypad import KeypadTurns
+from telephony.providers.sip import OUTBOUND_CHANNEL, SipDial, local_endpoint_set
 from telephony.sip.admission import Admitted, Authorize, Challenge, Refused, sip_call_admit
 from telephony.sip.media import TELEPHONE_EVENT, AgentAudio, Handlers, Media, answer_sdp, offer_sdp, remote_media
 from telephony.sip.outbound import DialProblem, DialTarget, sip_dial_target, sip_dial_unanswered
-from telephony.sip.placing import OUTBOUND_CHANNEL, SipDial, local_endpoint_set
-from telephony.streams import call_group, outbound_call_waiting, phone_call_get
+from telephony.streams import outbound_call_waiting, phone_call_get
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def start_in_web_server() -> SipEndpoint | None:
 
 class SipEndpoint:
     """One per process. `start()` binds and serves from a thread; calls run on `loop`. Calls placed or
-    hung up in this process reach it directly (telephony/sip/placing.py); `take_outbound()` takes those
+    hung up in this process reach it directly (telephony/providers/sip.py); `take_outbound()` takes those
     placed in other processes."""
 
     def __init__(self, address: SipAddress, loop: asyncio.AbstractEventLoop) -> None:
@@ -181,7 +182,7 @@ class SipEndpoint:
         self._ready.set()
         ED2.loop()
 
-    # --- any thread (telephony/sip/placing.py's LocalEndpoint) ----------------------------------------
+    # --- any thread (telephony/providers/sip.py's LocalEndpoint) ----------------------------------------
     def place(self, dial: SipDial) -> None:
         self.loop.call_soon_threadsafe(self._dial_soon, dial)
 

@@ -14,7 +14,7 @@ from calls.models import Call, CallStatus, EndedReason
 from calls.services import call_end_unanswered
 from realtime.tokens import TokenError
 from telephony.models import PhoneNumberProvider, TelephonyAccount
-from telephony.sip.placing import SipDial
+from telephony.providers.sip import SipDial
 from telephony.streams import StreamGrant, stream_token_redeem
 
 logger = logging.getLogger(__name__)

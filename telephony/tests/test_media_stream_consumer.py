@@ -13,7 +13,8 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
 from calls.models import Call
-from telephony.streams import call_group, stream_token_issue
+from telephony.groups import call_group
+from telephony.streams import stream_token_issue
 from voiceagent.routing import websocket_urlpatterns
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]

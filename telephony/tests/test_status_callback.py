@@ -14,7 +14,7 @@ from django.test import AsyncClient, Client
 from agents.models import AgentStatus
 from calls.models import Call, CallChannel, CallStatus
 from calls.services import call_finish, call_start
-from telephony.streams import call_group
+from telephony.groups import call_group
 from testing.twilio_webhooks import (
     PUBLIC_BASE_URL,
     call_sid,

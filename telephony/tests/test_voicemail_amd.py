@@ -14,9 +14,9 @@ from django.test import AsyncClient, Client
 from agents.models import AgentStatus
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
+from telephony.groups import call_group
 from telephony.models import PhoneNumber
 from telephony.outbound.services import outbound_call_create
-from telephony.streams import call_group
 from telephony.voicemail import AMD_PATH, amd_callback_url, amd_params
 from testing.twilio_webhooks import (
     PUBLIC_BASE_URL,

@@ -157,6 +157,7 @@ class Session:
         self._ended = asyncio.Event()
         self._stopping = False
         self._transferring = False
+        self._handed_off = False  # the transfer was asked of the carrier (transport.transfer)
         self._closing = False  # end_call or the max duration: the closing line plays, then the call ends
         self._closing_timer: asyncio.Task[None] | None = None  # end_call's CLOSING_GRACE_SECONDS bound
         # Tool requests of the caller's current request (since an answer was last heard whole), by tool
@@ -255,6 +256,8 @@ class Session:
         self._stopping = True
         if reason is None:
             reason = EndedReason.CALLER_HUNG_UP if status == CallStatus.COMPLETED else EndedReason.ERROR
+        if self._handed_off and status == CallStatus.COMPLETED and reason == EndedReason.CALLER_HUNG_UP:
+            reason = EndedReason.TRANSFERRED  # the line left the agent because it was handed to the destination
         self.ended_reason = str(reason)
         try:
             if self._start_task is not None and self._start_task is not asyncio.current_task():
@@ -853,6 +856,7 @@ class Session:
     async def _transfer(self, destination: str) -> None:
         self.recorder.log("info", "call transferred", destination=destination)
         self.recorder.message("system", f"Call transferred to {destination}", timezone.now())
+        self._handed_off = True  # the carrier may end the stream before transfer() returns: still transferred
         try:
             await self.transport.transfer(destination)
         except Exception as exc:  # noqa: BLE001 - a failed transfer still ends the call cleanly
