@@ -40,7 +40,7 @@ from typing import Any
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections
-from sippy.CCEvents import CCEventConnect, CCEventDisconnect, CCEventFail, CCEventTry, CCEventUpdate
+from sippy.CCEvents import CCEventConnect, CCEventDisconnect, CCEventFail, CCEventRing, CCEventTry, CCEventUpdate
 from sippy.Core.EventDispatcher import ED2
 from sippy.Rtp.Codecs.G711 import G711Codec
 from sippy.Rtp.Conf import RTPConf
@@ -235,6 +235,13 @@ class SipEndpoint:
 
     # --- Sippy's thread -------------------------------------------------------------------------------
     def _request(self, req: Any, sip_t: Any) -> Any:
+        try:
+            return self._answer_request(req, sip_t)
+        except Exception:  # a request the stack parsed but that lacks what a call needs
+            logger.warning("SIP request refused: it could not be read", exc_info=True)
+            return (req.genResponse(400, "Bad Request"), None, None)
+
+    def _answer_request(self, req: Any, sip_t: Any) -> Any:
         method = req.getMethod()
         if method == "OPTIONS":
             return (req.genResponse(200, "OK"), None, None)
@@ -384,6 +391,7 @@ class SipCall:
         self.task: asyncio.Task[None] | None = None
         self.listening: asyncio.Task[None] | None = None
         self.connected = False  # answered (the far end's 200, or ours)
+        self.progressed = False  # the far end answered the INVITE at all (100 Trying, 180, 183)
         self.remote_gone = False  # the far end ended the dialog (BYE, CANCEL)
         self.unanswered: tuple[int, str] | None = None  # an outbound call's end before an answer
         self._settled = False  # that end was recorded
@@ -396,7 +404,18 @@ class SipCall:
 
     # --- Sippy's thread -------------------------------------------------------------------------------
     def _event(self, event: Any, ua: Any) -> None:
-        if isinstance(event, CCEventTry):
+        try:
+            self._on_event(event)
+        except Exception:  # never into Sippy's loop, which every call shares: this call ends instead
+            logger.exception("SIP call %s: could not handle %s", self.call_id[:12], type(event).__name__)
+            self.hang_up_from_endpoint()
+            if self.session is not None:
+                self.endpoint.loop.call_soon_threadsafe(self.hang_up_requested)
+
+    def _on_event(self, event: Any) -> None:
+        if isinstance(event, CCEventRing):
+            self.progressed = True
+        elif isinstance(event, CCEventTry):
             self._answer(event.getData()[3])
         elif isinstance(event, CCEventConnect) and self.outbound is not None and not self.connected:
             self._answered(event.getData()[2])
@@ -407,6 +426,9 @@ class SipCall:
                 if self.unanswered is None:
                     data = event.getData() if isinstance(event, CCEventFail) else None
                     self.unanswered = (int(data[0]), str(data[1])) if data else (487, "Request Terminated")
+                    if self.unanswered[0] == 408 and not self.progressed:  # the transaction's own timeout
+                        host, port = self.domain
+                        self.unanswered = (-1, f"{host}:{port} did not answer (unreachable, or no SIP server there)")
                 self.endpoint.loop.call_soon_threadsafe(self._not_answered)
                 return
             self.remote_gone = True

@@ -80,11 +80,16 @@ def answer_sdp(host: str, port: int, media: Media) -> MsgBody:
 
 
 def remote_media(body: Any) -> Media | None:
-    """The far end's RTP address and the best codec of its SDP we take (CODECS), or None."""
+    """The far end's RTP address and the best codec of its SDP we take (CODECS), or None (also for SDP that
+    does not parse)."""
     if body is None:
         return None
-    body.parse()
-    for section in body.content.sections:
+    try:
+        body.parse()
+        sections = list(body.content.sections)
+    except Exception:  # noqa: BLE001 - Sippy's SDP parser raises what it meets; SDP is the far end's text
+        return None
+    for section in sections:
         formats = {int(f) for f in section.m_header.formats if str(f).isdigit()}
         if section.m_header.stype != "audio" or not section.m_header.port:
             continue

@@ -38,10 +38,11 @@ def engine_loaded() -> None:
         thread.join(timeout=300)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def sip_endpoint() -> Iterator[SipEndpoint]:
-    """The SIP endpoint on loopback, once per test process (Sippy's dispatcher is one per process); each
-    test gives it its loop (testing/baresip.py)."""
+    """The SIP endpoint on loopback, once per module (Sippy's dispatcher is one per process: a module's
+    endpoint stops before the next one starts, and nothing of it runs on through the rest of the suite);
+    each test gives it its loop."""
     if not Path(BARESIP).exists():
         pytest.skip("baresip is not installed (make setup installs it as root; .ci/run does)")
     started = SipEndpoint(SipAddress("127.0.0.1", free_udp_port(), rtp_ports=(31000, 31999)), asyncio.new_event_loop())
