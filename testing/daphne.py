@@ -181,11 +181,13 @@ def sipserver_process(logs: Path, bind: str, rtp_ports: str, env: dict[str, str]
             cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1", **base, **env}, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while b"SIP endpoint on udp" not in log_path.read_bytes():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"sipserver did not start: {log_path.read_text()[-2000:]}")
-            time.sleep(0.1)
+
+        def started() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"sipserver exited: {log_path.read_text()[-2000:]}")
+            return b"SIP endpoint on udp" in log_path.read_bytes()
+
+        polled_sync(started, what="sipserver serving SIP", timeout=60)
         yield process
     finally:
         process.terminate()

@@ -540,35 +540,30 @@ class SipCall:
     async def _conversation(self) -> Session | None:
         """The session of the call: a new call record (incoming), or the outbound call's own, if it is
         still waiting for its answer and its agent is still active."""
-        transport = SipTransport(self)
         admitted = self.admitted
         if admitted is not None:
-            return open_session(
-                agent=admitted.agent,
-                transport=transport,
-                channel=CallChannel.PHONE,
-                from_number=admitted.from_number,
-                to_number=admitted.to_number,
-                provider_call_id=self.call_id,
-            )
-        assert self.outbound is not None
-        grant = self.outbound.grant
-        assert grant.call_id is not None
-        if not await asyncio.to_thread(_closing, outbound_call_waiting, grant.call_id):
-            logger.info("outbound SIP call %s answered after it was canceled: hung up", self.call_id[:12])
-            return None
-        phone = await asyncio.to_thread(_closing, phone_call_get, grant)
-        if phone is None:
-            logger.warning("outbound SIP call %s answered but its agent is gone: hung up", self.call_id[:12])
-            return None
+            agent, from_number, to_number, call_id = admitted.agent, admitted.from_number, admitted.to_number, None
+        else:
+            assert self.outbound is not None
+            grant = self.outbound.grant
+            assert grant.call_id is not None
+            if not await asyncio.to_thread(_closing, outbound_call_waiting, grant.call_id):
+                logger.info("outbound SIP call %s answered after it was canceled: hung up", self.call_id[:12])
+                return None
+            phone = await asyncio.to_thread(_closing, phone_call_get, grant)
+            if phone is None:
+                logger.warning("outbound SIP call %s answered but its agent is gone: hung up", self.call_id[:12])
+                return None
+            # The outbound call's own record becomes active.
+            agent, from_number, to_number, call_id = phone.agent, grant.from_number, grant.to_number, str(grant.call_id)
         return open_session(
-            agent=phone.agent,
-            transport=transport,
+            agent=agent,
+            transport=SipTransport(self),
             channel=CallChannel.PHONE,
-            from_number=grant.from_number,
-            to_number=grant.to_number,
+            from_number=from_number,
+            to_number=to_number,
             provider_call_id=self.call_id,
-            call_id=str(grant.call_id),  # the outbound call's record becomes active
+            call_id=call_id,
         )
 
     async def _run(self) -> None:
