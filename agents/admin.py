@@ -24,12 +24,16 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+from rest_framework.exceptions import ValidationError as DrfValidationError
 
 import agents.tools.admin  # noqa: F401 - registers the MCP server, custom tool and tool selection pages
 from agents import dashboard_forms as structured
 from agents.dashboard import ServiceModelForm, header_lines, through_service, warn_destination, wire_sources
 from agents.dashboard_forms import AnalysisPlanFields, InterruptionFields, VoicemailFields
 from agents.disclosure import disclosure_for
+from agents.flows import flow_of, next_steps, steps_in_order
 from agents.keypad import TERMINATORS, TIMEOUT_MS_RANGE, keypad_of
 from agents.models import (
     BUILTIN_VOICES,
@@ -47,7 +51,8 @@ from agents.tools.selectors import mcp_tool_selection_list, tool_list
 from agents.tools.serializers import parse_header_lines, parse_selections
 from agents.tools.services import mcp_tools_replace
 from kit import redaction
-from kit.errors import ApiError
+from kit.admin_forms import StorableJSONField
+from kit.errors import ApiError, validation_error
 from kit.fields import iso, parse
 
 if TYPE_CHECKING:
@@ -79,6 +84,8 @@ SETTINGS = (
     "time_zone",
     "voicemail",
     "interruption",
+    "handoffs",
+    "flow",
 )
 LABELS = {
     "agent_type": "Agent type",
@@ -101,6 +108,8 @@ LABELS = {
     "time_zone": "Time zone",
     "voicemail": "Voicemail (JSON)",
     "interruption": "Interruptions (JSON)",
+    "handoffs": "Handoffs to other agents (JSON)",
+    "flow": "Flow (JSON)",
 }
 HELP = {
     "status": "Active agents take calls and count against the plan's allowance of active agents.",
@@ -130,6 +139,14 @@ HELP = {
     "interruption": 'As the API takes it: {"mode": "adaptive", "vad" or "off", "minWords": 0 to 5, "backchannels": ["okay", ...] or '
     "null for the language's list, \"resumeAfterMs\": 0 to 5000}: what the caller's speech does while the agent "
     "speaks (docs/guides/conversation.md). Used when edited as JSON; left blank, the stored setting stays.",
+    "handoffs": 'As the API takes it: a list of at most 20 {"agentId": "<the id of an active agent of this '
+    'organization>", "description": "when to hand off (the model reads it)", "context": "all", "lastN", "summary" or '
+    '"none", "lastN": 1 to 50 with "lastN", else null}: the agents a call may be handed to, each once, not this one. '
+    "[] for none; left blank, the stored list stays.",
+    "flow": 'As the API takes it: {"start": "<step id>", "nodes": {"<step id>": {"type": "say", "text": "...", '
+    '"next": "<step id>"}, ...}} with say, collect, tool, branch, conversation, handoff, transfer and end steps '
+    "(docs/guides/flows.md). A tool step names an enabled custom tool of this agent (add the tools first). "
+    "null for no flow; left blank, the stored flow stays.",
 }
 # Wire name of an issue -> form field (the serializer's sources, and the write-only fields below).
 FORM_FIELD_OF = {
@@ -241,6 +258,7 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
         fields = ("organization", *SETTINGS)
         labels = LABELS
         help_texts = HELP
+        field_classes = {"handoffs": StorableJSONField, "flow": StorableJSONField}
         widgets = {
             "voice_name": forms.Select(choices=[(voice, voice) for voice in BUILTIN_VOICES]),
             "language": forms.TextInput(attrs={"size": 10}),
@@ -254,6 +272,8 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
                 )
                 for part in STRUCTURED
             },
+            "handoffs": forms.Textarea(attrs={"rows": 4, "cols": 80}),
+            "flow": forms.Textarea(attrs={"rows": 10, "cols": 80}),
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -322,9 +342,11 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
         body = {wire: data[source] for wire, source in wire_sources(AgentWriteSerializer).items() if source in data}
         if body.get("analysisPlan") is None:
             body.pop("analysisPlan", None)  # left blank: the stored plan stays
-        for blank_keeps in ("voicemail", "interruption"):
+        for blank_keeps in ("voicemail", "interruption", "handoffs"):
             if body.get(blank_keeps) is None:
                 body.pop(blank_keeps, None)  # left blank: the stored setting stays
+        if not str(self.data.get(self.add_prefix("flow"), "")).strip():
+            body.pop("flow", None)  # left blank (or not on the page): the stored flow stays; null clears it
         if data.get("clear_server_headers"):
             body["serverHeaders"] = {}
         elif data.get("new_server_headers", "").strip():
@@ -345,6 +367,16 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
         return body
 
     def save_through_service(self) -> Agent:
+        """The save; a refusal about an entry of the handoffs list or a place in the flow names it on the
+        list's or the flow's box."""
+        try:
+            return self._save()
+        except DrfValidationError as exc:
+            raise _places_named(validation_error(exc.detail)) from None
+        except ApiError as exc:
+            raise _places_named(exc) from None
+
+    def _save(self) -> Agent:
         if self.instance._state.adding:
             organization = self.cleaned_data["organization"]
             return agent_create(organization=organization, data=parse(AgentWriteSerializer, self._wire()))
@@ -377,7 +409,9 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
             for name in shown
             # A blank analysis plan keeps the stored one: it differs from nothing.
             if submitted.get(name) != getattr(current, name)
-            and not (name in ("analysis_plan", "voicemail", "interruption") and not submitted.get(name))
+            and not (
+                name in ("analysis_plan", "voicemail", "interruption", "handoffs", "flow") and not submitted.get(name)
+            )
         ]
         self.data = {name: getattr(current, name) for name in shown}
         if "analysis_plan" in self.data:
@@ -387,7 +421,7 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
         self.data.update(keypad_timeout_ms=keypad["timeoutMs"], keypad_terminator=keypad["terminator"])
         if keypad["enabled"]:
             self.data["keypad_enabled"] = "on"
-        for as_json in ("voicemail", "interruption"):
+        for as_json in ("voicemail", "interruption", "handoffs", "flow"):
             if as_json in self.data:
                 self.data[as_json] = json.dumps(self.data[as_json])
         self.data.update(editors)
@@ -407,6 +441,58 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
             "Someone else saved this agent after you opened it; nothing was saved. The form now shows the "
             f"current values: make your changes again and save.{changed}",
         )
+
+
+# The JSON boxes whose issues name a place inside them.
+_NAMED_INSIDE = ("handoffs", "flow")
+
+
+def _places_named(error: ApiError) -> ApiError:
+    """The error with each issue inside the handoffs list (`handoffs.1.agentId`) or the flow
+    (`flow.nodes.book.next`) on the box itself, its message naming the place (`1.agentId: ...`,
+    `nodes.book.next: ...`), as the analysis plan's messages name their part."""
+    if not error.issues or not any(key.partition(".")[0] in _NAMED_INSIDE and "." in key for key in error.issues):
+        return error
+    issues: dict[str, list[str]] = {}
+    for key, said in error.issues.items():
+        wire, _, inner = key.partition(".")
+        if wire in _NAMED_INSIDE and inner:
+            issues.setdefault(wire, []).extend(f"{inner}: {message}" for message in said)
+        else:
+            issues.setdefault(key, []).extend(said)
+    return ApiError(error.message, status_code=error.status_code, code=error.code, issues=issues, extra=error.extra)
+
+
+def _step_summary(node: dict[str, Any]) -> str:
+    """What a stored flow step does, in a few words for the agent page."""
+    kind = node["type"]
+    if kind == "say":
+        return f"says “{Truncator(node['text']).chars(80)}”"
+    if kind == "collect":
+        asked = []
+        for field in node["fields"]:
+            detail = field["type"]
+            if field["type"] == "enum":
+                detail += ": " + ", ".join(field["values"])
+            elif field["min"] is not None and field["max"] is not None:
+                detail += f" {field['min']} to {field['max']}"
+            elif field["min"] is not None:
+                detail += f" at least {field['min']}"
+            elif field["max"] is not None:
+                detail += f" at most {field['max']}"
+            asked.append(f"{field['name']} ({detail}{'' if field['required'] else ', optional'})")
+        return "asks for " + ", ".join(asked)
+    if kind == "tool":
+        return f"calls the tool {node['tool']}"
+    if kind == "branch":
+        return f"decides by {len(node['rules'])} rule{'s' if len(node['rules']) != 1 else ''}"
+    if kind == "conversation":
+        return f"talks freely: “{Truncator(node['instructions']).chars(80)}”"
+    if kind == "handoff":
+        return f"hands the call to the agent {node['agentId']}"
+    if kind == "transfer":
+        return f"transfers the call to {node['phoneNumber']} ({node['mode']})"
+    return f"says “{Truncator(node['text']).chars(80)}” and ends the call" if node["text"] else "ends the call"
 
 
 class McpToolsForm(forms.Form):
@@ -443,6 +529,8 @@ class AgentAdmin(admin.ModelAdmin):
         "disclosure_spoken",
         "server_header_names",
         "server_secret_set",
+        "handoff_candidates",
+        "flow_steps",
     )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> tuple[str, ...]:
@@ -493,6 +581,8 @@ class AgentAdmin(admin.ModelAdmin):
                 },
             ),
             ("Handoff", {"fields": ["handoff_phone_number"]}),
+            ("Handoffs to other agents", {"fields": ["handoffs", *([] if new else ["handoff_candidates"])]}),
+            ("Flow", {"fields": ["flow", *([] if new else ["flow_steps"])]}),
             ("Privacy", {"fields": ["redact_pii_categories"]}),
             ("Post-call analysis", {"fields": [*structured.AnalysisPlanFields.base_fields, "analysis_plan"]}),
             ("Call endings", {"fields": ["end_call_enabled", "max_duration_seconds"]}),
@@ -578,6 +668,41 @@ class AgentAdmin(admin.ModelAdmin):
     @admin.display(description="Server secret")
     def server_secret_set(self, obj: Agent) -> str:
         return "set (hidden)" if obj.server_secret else "none"
+
+    @admin.display(description="Active agents to hand off to")
+    def handoff_candidates(self, obj: Agent) -> str:
+        """The ids the handoffs list can name: the organization's other active agents."""
+        others = (
+            Agent.objects.filter(organization_id=obj.organization_id, status=AgentStatus.ACTIVE)
+            .exclude(pk=obj.pk)
+            .order_by("name", "id")
+            .values_list("name", "id")
+        )
+        return "; ".join(f"{name}: {pk}" for name, pk in others) or "none (activate another agent first)"
+
+    @admin.display(description="Steps from the start")
+    def flow_steps(self, obj: Agent) -> str:
+        """The saved flow as a table of its steps, from the start (breadth first): id, type, what the step
+        does and where it goes."""
+        if obj.flow is None:
+            return "No flow: the agent's prompt and tools run the conversation."
+        flow = flow_of(obj.flow)
+        if flow is None:
+            return "The saved flow is not valid (written around the API): save a valid flow, or null."
+        rows = [
+            (
+                f"{node_id} (start)" if node_id == flow["start"] else node_id,
+                flow["nodes"][node_id]["type"],
+                _step_summary(flow["nodes"][node_id]),
+                "; ".join(f"{label} → {target}" for label, target in next_steps(flow["nodes"][node_id])) or "—",
+            )
+            for node_id in steps_in_order(flow)
+        ]
+        return format_html(
+            '<table class="flow-steps"><thead><tr><th>Step</th><th>Type</th><th>What it does</th>'
+            "<th>Goes to</th></tr></thead><tbody>{}</tbody></table>",
+            format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", rows),
+        )
 
     @admin.display(description="AI identity disclosure spoken")
     def disclosure_spoken(self, obj: Agent) -> str:

@@ -142,6 +142,12 @@ class Agent(models.Model):
     keypad = models.JSONField(default=default_keypad, blank=True)
     # What the caller's speech does while the agent speaks: cut it, or not (stored normalized).
     interruption = models.JSONField(default=default_interruption, blank=True)
+    # The other agents of the organization a call may be handed to, and when (agents/handoffs.py; stored
+    # normalized: [{agentId, description, context, lastN}]).
+    handoffs = models.JSONField(default=list, blank=True)
+    # The fixed steps that run the conversation, or null (agents/flows.py; stored normalized:
+    # {start, nodes: {<id>: node}} with every key of each node).
+    flow = models.JSONField(null=True, blank=True, default=None)
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -12,12 +12,15 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 
+from agents import flows
 from agents.analysis_plan import MAX_PROMPT_CHARS, MAX_PROPERTIES, SCALES
+from agents.handoffs import CONTEXT_LAST_N, CONTEXTS, LAST_N_RANGE, MAX_DESCRIPTION_CHARS, MAX_HANDOFFS
 from agents.interruption import MAX_BACKCHANNEL_CHARS, MAX_BACKCHANNELS, MIN_WORDS_RANGE, MODES, RESUME_AFTER_MS_RANGE
 from agents.keypad import TERMINATORS as KEYPAD_TERMINATORS
 from agents.keypad import TIMEOUT_MS_RANGE as KEYPAD_TIMEOUT_MS_RANGE
 from agents.serializers import LANGUAGE_PATTERN
 from agents.tools.schema import OBJECT_KEYWORDS, SUBSCHEMA
+from agents.tools.serializers import TOOL_NAME
 from agents.voicemail import ACTION_LEAVE_MESSAGE, ACTIONS, DETECTIONS, MAX_MESSAGE_CHARS
 from kit.schema import ANY, VISIBLE, string_rule, trimmed, trimmed_body
 
@@ -275,3 +278,277 @@ class InterruptionFieldSchema(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         return INTERRUPTION
+
+
+# --- handoffs (agents/handoffs.py) ---------------------------------------------------------------------
+HANDOFF: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "agentId": {
+            "type": "string",
+            "format": "uuid",
+            "description": "The agent to hand off to: an active agent of the organization, not this one, at most "
+            "once in the list.",
+        },
+        "description": {
+            "type": "string",
+            "maxLength": MAX_DESCRIPTION_CHARS,
+            "pattern": f"^{ANY}*{VISIBLE}{ANY}*$",  # not blank; stored trimmed
+            "description": "When to hand off to this agent, in words the brain reads.",
+        },
+        "context": {
+            "enum": list(CONTEXTS),
+            "description": "What of the conversation goes with the call: all (default), lastN (the last lastN "
+            "turns said aloud), summary (a summary written by the brain) or none.",
+        },
+        "lastN": {
+            "type": ["integer", "null"],
+            "minimum": LAST_N_RANGE[0],
+            "maximum": LAST_N_RANGE[1],
+            "description": 'With context "lastN" (required there): how many turns go along; null otherwise.',
+        },
+    },
+    "required": ["agentId", "description"],
+    "if": {"properties": {"context": {"const": CONTEXT_LAST_N}}, "required": ["context"]},
+    "then": {"properties": {"lastN": {"type": "integer"}}, "required": ["lastN"]},
+    "else": {"properties": {"lastN": {"type": "null"}}},
+}
+HANDOFFS: dict[str, Any] = {
+    "type": "array",
+    "maxItems": MAX_HANDOFFS,
+    "items": HANDOFF,
+    "description": "The other agents of the organization this agent may hand a call to, and when. Each target "
+    "must be an active agent of the organization (checked when the list is written). Default [].",
+}
+
+
+class HandoffsFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "agents.serializers.HandoffsField"
+    priority = 1
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return HANDOFFS
+
+
+# --- flow (agents/flows.py) ------------------------------------------------------------------------------
+def _said(limit: int, *, blank: bool = False) -> dict[str, Any]:
+    """A text of at most `limit` characters as sent (stored trimmed), not blank unless `blank`."""
+    pattern = f"^{ANY}*$" if blank else f"^{ANY}*{VISIBLE}{ANY}*$"
+    return {"type": "string", "maxLength": limit, "pattern": pattern}
+
+
+_NODE_ID = {"type": "string", "pattern": f"^{flows.NODE_ID.pattern}$"}
+
+
+def _step(description: str) -> dict[str, Any]:
+    return {**_NODE_ID, "description": description}
+
+
+_FIELD_NAME = {"type": "string", "pattern": f"^{flows.FIELD_NAME.pattern}$"}
+_SCALAR = {"anyOf": [{"type": "string", "maxLength": flows.MAX_COMPARED_CHARS}, {"type": ["number", "boolean"]}]}
+
+
+def _object(properties: dict[str, Any], required: list[str], direction: str, **rest: Any) -> dict[str, Any]:
+    """An object of exactly these keys: in a response every key is there (stored normalized)."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+        "required": list(properties) if direction == "response" else required,
+        **rest,
+    }
+
+
+def _collect_field(direction: str) -> dict[str, Any]:
+    return _object(
+        {
+            "name": {**_FIELD_NAME, "description": "Kept as {{collected.<name>}}; unique within the step."},
+            "type": {"enum": list(flows.FIELD_TYPES)},
+            "values": {
+                "type": ["array", "null"],
+                "minItems": 1,
+                "maxItems": flows.MAX_VALUES,
+                "items": _said(flows.MAX_VALUE_CHARS),
+                "description": 'The values the caller may give: required with type "enum", null otherwise.',
+            },
+            "min": {"type": ["number", "null"], "description": 'Type "number" only: the lowest value (at most max).'},
+            "max": {"type": ["number", "null"], "description": 'Type "number" only: the highest value.'},
+            "prompt": {**_said(flows.MAX_PROMPT_CHARS), "description": "What the agent asks for the value."},
+            "required": {"type": "boolean", "description": "Default true: the step waits until it has the value."},
+        },
+        ["name", "type", "prompt"],
+        direction,
+        allOf=[
+            {
+                "if": {"properties": {"type": {"const": "enum"}}, "required": ["type"]},
+                "then": {"properties": {"values": {"type": "array"}}, "required": ["values"]},
+                "else": {"properties": {"values": {"type": "null"}}},
+            },
+            {
+                "if": {"properties": {"type": {"not": {"const": "number"}}}, "required": ["type"]},
+                "then": {"properties": {"min": {"type": "null"}, "max": {"type": "null"}}},
+            },
+        ],
+    )
+
+
+def _when(direction: str) -> dict[str, Any]:
+    def op_is(*ops: str) -> dict[str, Any]:
+        return {"properties": {"op": {"enum": list(ops)}}, "required": ["op"]}
+
+    return _object(
+        {
+            "field": {**_FIELD_NAME, "description": "A field some collect step of the flow collects."},
+            "op": {"enum": list(flows.OPS)},
+            "value": {
+                "description": "null (or left out) with exists; a number with lt and gt; a list of 1 to "
+                f"{flows.MAX_IN_VALUES} strings, numbers or booleans with in; a string, number or boolean with eq and ne."
+            },
+        },
+        ["field", "op"],
+        direction,
+        allOf=[
+            {"if": op_is("exists"), "then": {"properties": {"value": {"type": "null"}}}},
+            {"if": op_is("lt", "gt"), "then": {"properties": {"value": {"type": "number"}}, "required": ["value"]}},
+            {
+                "if": op_is("in"),
+                "then": {
+                    "properties": {
+                        "value": {"type": "array", "minItems": 1, "maxItems": flows.MAX_IN_VALUES, "items": _SCALAR}
+                    },
+                    "required": ["value"],
+                },
+            },
+            {"if": op_is("eq", "ne"), "then": {"properties": {"value": _SCALAR}, "required": ["value"]}},
+        ],
+    )
+
+
+def _nodes(direction: str) -> dict[str, dict[str, Any]]:
+    def node(kind: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+        return _object({"type": {"const": kind}, **properties}, ["type", *required], direction, description=description)
+
+    next_step = _step("The id of the step that comes next.")
+    return {
+        "say": node(
+            "say",
+            "Says fixed words ({{placeholders}} filled), without a model.",
+            {"text": _said(flows.MAX_SAY_CHARS), "next": next_step},
+            ["text", "next"],
+        ),
+        "collect": node(
+            "collect",
+            "Asks for the values it does not have yet, checks them, asks again on a bad one.",
+            {
+                "fields": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": flows.MAX_FIELDS,
+                    "items": _collect_field(direction),
+                },
+                "next": next_step,
+            },
+            ["fields", "next"],
+        ),
+        "tool": node(
+            "tool",
+            "Calls one of the agent's enabled custom tools by name (checked when the flow is written).",
+            {
+                "tool": {"type": "string", "pattern": f"^{TOOL_NAME.pattern.removeprefix('^').removesuffix('$')}$"},
+                "arguments": {
+                    "type": "object",
+                    "maxProperties": flows.MAX_ARGUMENTS,
+                    "description": 'Default {}. A string that is only "{{collected.<name>}}" is the value as collected.',
+                },
+                "next": next_step,
+                "onError": _step("Where the flow goes when the tool fails."),
+            },
+            ["tool", "next", "onError"],
+        ),
+        "branch": node(
+            "branch",
+            "Goes to the next of the first rule that holds, else to else.",
+            {
+                "rules": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": flows.MAX_RULES,
+                    "items": _object({"when": _when(direction), "next": next_step}, ["when", "next"], direction),
+                },
+                "else": _step("Where the flow goes when no rule holds."),
+            },
+            ["rules", "else"],
+        ),
+        "conversation": node(
+            "conversation",
+            "A free conversation with the language model until it takes one of the exits.",
+            {
+                "instructions": _said(flows.MAX_INSTRUCTIONS_CHARS),
+                "exits": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": flows.MAX_EXITS,
+                    "items": _object(
+                        {"description": _said(flows.MAX_DESCRIPTION_CHARS), "next": next_step},
+                        ["description", "next"],
+                        direction,
+                    ),
+                },
+            },
+            ["instructions", "exits"],
+        ),
+        "handoff": node(
+            "handoff",
+            "Hands the call to another active agent of the organization (not this one).",
+            {"agentId": {"type": "string", "format": "uuid"}},
+            ["agentId"],
+        ),
+        "transfer": node(
+            "transfer",
+            "Transfers the call to a person.",
+            {
+                "phoneNumber": {"type": "string", "format": "e164", "pattern": "^\\+[1-9][0-9]{1,14}$"},
+                "mode": {"enum": list(flows.TRANSFER_MODES), "description": "Default cold."},
+            },
+            ["phoneNumber"],
+        ),
+        "end": node(
+            "end",
+            "Says its words (may be empty, the default) and ends the call.",
+            {"text": _said(flows.MAX_END_CHARS, blank=True)},
+            [],
+        ),
+    }
+
+
+def flow_schema(direction: str) -> dict[str, Any]:
+    """The flow's object (drf-spectacular adds the null of the nullable field)."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["start", "nodes"],
+        "properties": {
+            "start": _step("The id of the first step."),
+            "nodes": {
+                "type": "object",
+                "minProperties": 1,
+                "maxProperties": flows.MAX_NODES,
+                "propertyNames": _NODE_ID,
+                "additionalProperties": {"oneOf": list(_nodes(direction).values())},
+            },
+        },
+        "description": "Fixed steps that run the conversation (docs/guides/flows.md), or null (default). Checked "
+        "when written, each refusal naming the step: every step named exists and is reachable from start, a "
+        "branch reads only collected fields, no loop of say, tool and branch steps alone, a tool step names an "
+        "enabled custom tool of the agent (so a flow with tool steps is set with PUT or PATCH once the tools "
+        "exist), a handoff step an active agent of the organization other than this one.",
+    }
+
+
+class FlowFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "agents.serializers.FlowField"
+    priority = 1
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return flow_schema(direction)

@@ -8,6 +8,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.analysis_plan import SCALES, PlanError, normalize_plan
+from agents.flows import FlowError, normalize_flow
+from agents.handoffs import CONTEXTS, HandoffsError, normalize_handoffs
 from agents.interruption import MODES, InterruptionError, normalize_interruption
 from agents.keypad import KeypadError, normalize_keypad
 from agents.models import (
@@ -103,6 +105,31 @@ class InterruptionField(serializers.JSONField):
             raise serializers.ValidationError(detail) from None
 
 
+class HandoffsField(serializers.JSONField):
+    """handoffs: its shape validated and normalized by agents/handoffs.py (a bad entry is a 400 naming the key
+    inside the list: `handoffs.1.agentId`); the targets are checked by the agent services."""
+
+    def to_internal_value(self, data: Any) -> list[dict[str, Any]]:
+        try:
+            return normalize_handoffs(data)
+        except HandoffsError as exc:
+            detail: Any = {exc.key: [exc.message]} if exc.key else exc.message
+            raise serializers.ValidationError(detail) from None
+
+
+class FlowField(serializers.JSONField):
+    """flow: its shape and graph validated and normalized by agents/flows.py (a 400 naming the place inside the
+    flow: `flow.nodes.book.next`); its tools and handoff targets are checked by the agent services. null: no
+    flow."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        try:
+            return normalize_flow(data)
+        except FlowError as exc:
+            detail: Any = {exc.key: [exc.message]} if exc.key else exc.message
+            raise serializers.ValidationError(detail) from None
+
+
 class PhoneAssignmentSerializer(serializers.Serializer):
     phoneNumberId = StrictUUIDField(source="phone_number_id")
     handoffPhoneNumber = E164Field(source="handoff_phone_number", required=False, allow_null=True, default=None)
@@ -188,6 +215,14 @@ class AgentWriteSerializer(serializers.Serializer):
         'takes its default {"mode": "adaptive", "minWords": 1, "backchannels": null, "resumeAfterMs": 400}; '
         "backchannels null is the agent language's default list.",
     )
+    handoffs = HandoffsField(
+        required=False,
+        help_text="The other agents of the organization this agent may hand a call to, and when: at most 20 "
+        '{"agentId", "description", "context", "lastN"}; each target an active agent of the organization, once, '
+        "not the agent itself. Default [].",
+    )
+    # Documented by agents/schema.py (FlowFieldSchema).
+    flow = FlowField(required=False, allow_null=True)
 
     def validate_language(self, value: str) -> str:
         import re
@@ -269,6 +304,14 @@ class InterruptionSchema(serializers.Serializer):
     resumeAfterMs = serializers.IntegerField()
 
 
+class HandoffSchema(serializers.Serializer):
+    agentId = serializers.UUIDField()
+    description = serializers.CharField(help_text="When to hand off to this agent (the brain reads it).")
+    # A declared field: the serializer's metaclass takes it off the class (Serializer.context stays).
+    context = serializers.ChoiceField([(c, c) for c in CONTEXTS])  # type: ignore[assignment]
+    lastN = serializers.IntegerField(allow_null=True, help_text='With context "lastN": the turns that go along.')
+
+
 class AgentListItemSerializer(serializers.Serializer):
     """Documentation of the list item (the list itself is rendered by api.agents.selectors for speed)."""
 
@@ -308,3 +351,5 @@ class AgentListItemSerializer(serializers.Serializer):
     keypad = KeypadField()
     voicemail = VoicemailSchema()
     interruption = InterruptionSchema()
+    handoffs = HandoffSchema(many=True)
+    flow = FlowField(allow_null=True)

@@ -6,7 +6,11 @@ writes: the public API (api/agents/apis.py) and the dashboard (agents/admin.py) 
 belong to the telephony app, a floor up: it registers its steps here when it starts (register_phone_steps,
 telephony/apps.py and telephony/services/agents.py), as realtime registers the analysis queue (calls/analysis.py). A serverUrl sent in the
 body is first checked as the egress guard checks every request to it (outside the transaction: its
-host is resolved), and refused when every call would be refused.
+host is resolved), and refused when every call would be refused. The agents named in `handoffs` must be
+active agents of the same organization, other than the agent itself (checked when the list is written).
+A `flow` (agents/flows.py) is checked against the database when it is written: each tool step names an
+enabled custom tool of the agent (none on a POST: the tools are added after the agent), each handoff step
+an active agent of the organization other than the agent itself.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
+from agents import flows
+from agents.handoffs import issue_key
 from agents.models import (
     DEFAULT_ANALYSIS_PLAN,
     DEFAULT_INTERRUPTION,
@@ -30,6 +36,7 @@ from agents.models import (
     MAX_DURATION_DEFAULT,
     Agent,
     AgentStatus,
+    AgentTool,
     AgentType,
     AmbientSound,
     GreetingType,
@@ -69,6 +76,8 @@ DEFAULTS: dict[str, Any] = {
     "keypad": DEFAULT_KEYPAD,
     "voicemail": DEFAULT_VOICEMAIL,
     "interruption": DEFAULT_INTERRUPTION,
+    "handoffs": [],
+    "flow": None,
 }
 EDITABLE_FIELDS = ("name", *DEFAULTS)
 LEGACY_AMBIENT = {"office": AmbientSound.OFFICE2}
@@ -90,6 +99,8 @@ WIRE_NAMES = {
     "keypad": "keypad",
     "voicemail": "voicemail",
     "interruption": "interruption",
+    "handoffs": "handoffs",
+    "flow": "flow",
 }
 
 
@@ -149,6 +160,71 @@ def _check_activation(*, organization: Organization, agent_id: Any) -> None:
             code="AGENT_LIMIT_EXCEEDED",
             maxAgents=cap,
         )
+
+
+def _check_handoffs(*, organization: Organization, agent: Agent | None, handoffs: list[dict[str, Any]]) -> None:
+    """Every handoff target an active agent of the organization, never the agent itself (one query for the
+    whole list). The shape was checked with the body (agents/handoffs.py). An agent of another organization
+    gets the answer of an id no agent has: nothing is told of other organizations."""
+    if not handoffs:
+        return
+    active = {
+        str(pk)
+        for pk in Agent.objects.filter(
+            organization=organization, status=AgentStatus.ACTIVE, pk__in=[entry["agentId"] for entry in handoffs]
+        ).values_list("pk", flat=True)
+    }
+    for index, entry in enumerate(handoffs):
+        if agent is not None and entry["agentId"] == str(agent.pk):
+            message = "An agent cannot hand off to itself."
+        elif entry["agentId"] not in active:
+            message = "No active agent with this id in the organization."
+        else:
+            continue
+        key = issue_key(f"{index}.agentId")
+        raise ApiError.invalid(f"Invalid agent: {key}: {message}", {key: [message]})
+
+
+def _check_flow(*, organization: Organization, agent: Agent | None, flow: dict[str, Any] | None) -> None:
+    """Each tool step's tool an enabled custom tool of the agent (a new agent has none), each handoff step's
+    agent an active agent of the organization other than the agent itself (as in `handoffs`); one query for
+    each kind. The shape and the graph were checked with the body (agents/flows.py). Whatever changes later
+    (a tool disabled, renamed or deleted, a target deactivated) does not touch the stored flow: on a call
+    the tool step then gets the unknown tool's error and takes its onError way, and a handoff step to an
+    agent that is not active fails and the call goes on with this agent."""
+    tools = list(flows.tool_steps(flow))
+    if tools:
+        enabled = (
+            set()
+            if agent is None
+            else set(
+                AgentTool.objects.filter(agent=agent, enabled=True, name__in={name for _, name in tools}).values_list(
+                    "name", flat=True
+                )
+            )
+        )
+        for node_id, name in tools:
+            if name not in enabled:
+                key = flows.issue_key(f"nodes.{node_id}.tool")
+                message = f"The agent has no enabled custom tool named '{name}'."
+                raise ApiError.invalid(f"Invalid agent: {key}: {message}", {key: [message]})
+    targets = list(flows.handoff_steps(flow))
+    if targets:
+        active = {
+            str(pk)
+            for pk in Agent.objects.filter(
+                organization=organization, status=AgentStatus.ACTIVE, pk__in={target for _, target in targets}
+            ).values_list("pk", flat=True)
+        }
+        for node_id, target in targets:
+            if agent is not None and target == str(agent.pk):
+                message = "An agent cannot hand off to itself."
+            elif target not in active:
+                message = "No active agent with this id in the organization."
+            else:
+                continue
+            key = flows.issue_key(f"nodes.{node_id}.agentId")
+            raise ApiError.invalid(f"Invalid agent: {key}: {message}", {key: [message]})
 
 
 def _lock_organization(organization: Organization) -> Organization:
@@ -230,6 +306,14 @@ def _write(
         problem = enabled_tools_problem(agent=agent, agent_type=state["agent_type"], server_url=state["server_url"])
         if problem:
             raise ApiError.invalid(problem, {"agentType": [problem]})
+    # The targets are checked when the list is written: a write that keeps the stored list as it is (a PATCH
+    # of another field, the dashboard form saved with the list untouched) does not fail on a target that
+    # was deactivated or deleted since (the engine leaves such a target out: handoff_targets).
+    if agent is None or state["handoffs"] != agent.handoffs:
+        _check_handoffs(organization=organization, agent=agent, handoffs=state["handoffs"])
+    # The same for the flow's tools and handoff targets.
+    if agent is None or state["flow"] != agent.flow:
+        _check_flow(organization=organization, agent=agent, flow=state["flow"])
     if status == AgentStatus.ACTIVE and (agent is None or agent.status != AgentStatus.ACTIVE):
         _check_activation(organization=organization, agent_id=agent.pk if agent else None)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,10 +21,11 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from calls.models import Call, CallDirection, CallStatus
+from agents.models import Agent
+from calls.models import Call, CallDirection, CallHandoff, CallStatus, TransferMode, TransferStatus
 from calls.recordings import recording_path
 from calls.selectors import call_session_log
-from calls.serializers import analysis_item
+from calls.serializers import analysis_item, flow_item, message_agent_id, transfer_item
 from calls.timeline import Turn, build_timeline, clock, latency_label, timeline_svg
 
 MAX_SHOWN_CHARS = 20_000  # a tool response can be a whole web page; the page stays readable
@@ -38,6 +39,17 @@ class Bubble:
     content: str
     remark: str = ""  # what the timeline knows of an agent turn: its latency, a barge-in
     seek: str = ""  # where the turn starts in the recording, seconds ("12.34"): the page's player seeks there
+    speaker: str = ""  # the agent's name, on a call that passed between agents (who spoke)
+
+
+@dataclass(frozen=True)
+class HandoffEntry:
+    """One handoff of the call as its page shows it: when, from and to whom (names), why."""
+
+    at: str  # "+0:12.3" from the call's start
+    from_agent: str
+    to_agent: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -85,14 +97,21 @@ def _remark(turn: Turn | None) -> str:
     return ", ".join(notes)
 
 
-def conversation(call: Call, messages: Iterable[Any], turns: tuple[Turn, ...] = ()) -> list[Bubble]:
+def conversation(
+    call: Call, messages: Iterable[Any], turns: tuple[Turn, ...] = (), speakers: dict[str, str] | None = None
+) -> list[Bubble]:
     """The messages in order; caller and agent turns take their timeline turn's remark (the timeline
-    holds one turn per caller or agent message, in the same order)."""
+    holds one turn per caller or agent message, in the same order). `speakers`: the agents' names by id,
+    given when the call passed between agents: each agent message then names who spoke it."""
     side = {"user": "caller", "assistant": "agent"}
     remaining = iter(turns)
     bubbles = []
     for message in messages:
         turn = next(remaining, None) if message.role in side else None
+        speaker = ""
+        if speakers is not None and message.role == "assistant":
+            spoken_by = message_agent_id(message, call.agent_id)
+            speaker = _name(speakers, spoken_by) if spoken_by is not None else call.agent_name
         bubbles.append(
             Bubble(
                 message.role,
@@ -101,9 +120,107 @@ def conversation(call: Call, messages: Iterable[Any], turns: tuple[Turn, ...] = 
                 message.content,
                 _remark(turn),
                 f"{turn.start:.2f}" if turn is not None else "",
+                speaker,
             )
         )
     return bubbles
+
+
+def agent_names(call: Call, messages: Iterable[Any], handoffs: list[CallHandoff]) -> dict[str, str]:
+    """The names of the agents a call's messages and handoffs name, by id (one query). A deleted agent that
+    answered the call keeps the name it had when the call started (the call's agent_name; once deleted the
+    call no longer names it, its first handoff does); another deleted agent is missing."""
+    ids = {str(call.agent_id)} if call.agent_id else set()
+    ids |= {str(message.agent_id) for message in messages if message.agent_id}
+    for handoff in handoffs:
+        ids |= {str(agent_id) for agent_id in (handoff.from_agent_id, handoff.to_agent_id) if agent_id}
+    names = {str(pk): name for pk, name in Agent.objects.filter(pk__in=ids).values_list("pk", "name")} if ids else {}
+    answered_by = call.agent_id or (handoffs[0].from_agent_id if handoffs else None)
+    if answered_by is not None:
+        names.setdefault(str(answered_by), call.agent_name)
+    return names
+
+
+def _name(names: dict[str, str], agent_id: Any) -> str:
+    if agent_id is None:
+        return "unknown agent"
+    return names.get(str(agent_id), f"deleted agent {str(agent_id)[:8]}")
+
+
+def handoff_entries(call: Call, handoffs: Iterable[CallHandoff], names: dict[str, str]) -> list[HandoffEntry]:
+    return [
+        HandoffEntry(
+            at=_relative(call, handoff.at),
+            from_agent=_name(names, handoff.from_agent_id),
+            to_agent=_name(names, handoff.to_agent_id),
+            reason=handoff.reason,
+        )
+        for handoff in handoffs
+    ]
+
+
+@dataclass(frozen=True)
+class FlowView:
+    """The call's flow as its page shows it: the path (node ids joined by arrows) and the collected values."""
+
+    path: str
+    steps: int
+    collected: list[tuple[str, str]]  # (name, value as shown)
+
+
+def flow_view(call: Call) -> FlowView | None:
+    """What the call page shows of the agent's flow; None for a call that ran no flow."""
+    flow = flow_item(call)
+    if flow is None:
+        return None
+    collected = [
+        (str(name), value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        for name, value in flow["collected"].items()
+    ]
+    return FlowView(" → ".join(str(node) for node in flow["path"]), len(flow["path"]), collected)
+
+
+@dataclass(frozen=True)
+class TransferView:
+    """The call's last transfer to a person as its page shows it: one line."""
+
+    mode: str
+    destination: str
+    status: str
+    at: str  # "+0:42.1" from the call's start
+    meaning: str  # what the status means for this mode, in words
+
+
+# What each status of a transfer means, by mode (docs/reference/api.md, the call's `transfer`).
+TRANSFER_MEANINGS: dict[tuple[str, str], str] = {
+    (TransferMode.COLD, TransferStatus.ACCEPTED): "the carrier took the request to dial the destination",
+    (TransferMode.COLD, TransferStatus.FAILED): "the carrier refused the request; the call stayed with the agent",
+    (TransferMode.WARM, TransferStatus.RINGING): "the person's phone is ringing with the briefing",
+    (TransferMode.WARM, TransferStatus.ACCEPTED): "the person pressed 1 and was joined with the caller",
+    (TransferMode.WARM, TransferStatus.DECLINED): "the person declined; the caller was back with the agent",
+    (TransferMode.WARM, TransferStatus.NO_ANSWER): "the person did not answer; the caller was back with the agent",
+    (TransferMode.WARM, TransferStatus.FAILED): "the call to the person failed; the caller was back with the agent",
+}
+
+
+def transfer_view(call: Call) -> TransferView | None:
+    """What the call page shows of the call's transfer to a person; None for a call never transferred."""
+    transfer = transfer_item(call)
+    if transfer is None:
+        return None
+    at = str(transfer["at"] or "")
+    try:
+        shown_at = _relative(call, datetime.fromisoformat(at))
+    except (TypeError, ValueError):
+        shown_at = at
+    mode, status = str(transfer["mode"] or ""), str(transfer["status"] or "")
+    return TransferView(
+        mode=mode,
+        destination=str(transfer["destination"] or ""),
+        status=status,
+        at=shown_at,
+        meaning=TRANSFER_MEANINGS.get((mode, status), ""),
+    )
 
 
 def tool_entries(call: Call, invocations: Iterable[Any]) -> list[ToolEntry]:
@@ -154,12 +271,32 @@ def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
     log_lines = call_session_log(call=call)
     messages = list(call.messages.all())
     tools = list(call.tool_invocations.all())
+    handoffs = list(call.handoffs.all())
+    # Who spoke: named only on a call that passed between agents (otherwise the call's agent said it all).
+    passed = bool(handoffs) or any(m.agent_id and m.agent_id != call.agent_id for m in messages)
+    names = agent_names(call, messages, handoffs) if passed else {}
+    entries = handoff_entries(call, handoffs, names)
     timeline = build_timeline(
-        started_at=call.started_at, ended_at=call.ended_at, messages=messages, tools=tools, log_lines=log_lines
+        started_at=call.started_at,
+        ended_at=call.ended_at,
+        messages=messages,
+        tools=tools,
+        log_lines=log_lines,
+        handoffs=[(h.at, entry.from_agent, entry.to_agent) for h, entry in zip(handoffs, entries, strict=True)],
     )
     return {
         "with_transcript": with_transcript,
-        "conversation": conversation(call, messages, timeline.turns) if with_transcript else [],
+        "conversation": conversation(call, messages, timeline.turns, names if passed else None)
+        if with_transcript
+        else [],
+        # When and between whom (not personal data: shown to every reader of the call; the reason only with
+        # the transcript).
+        "handoffs": entries,
+        # The flow's path (node ids: shown to every reader of the call) and what it collected (what the caller
+        # said: only with the transcript).
+        "flow": flow_view(call),
+        # The last transfer to a person (its number and outcome, not what was said: shown to every reader).
+        "transfer": transfer_view(call),
         "tool_entries": tool_entries(call, tools) if with_transcript else [],
         "timeline": timeline,
         "timeline_svg": timeline_svg(timeline),

@@ -183,6 +183,13 @@ class Call(models.Model):
     answered_by = models.CharField(max_length=24, blank=True, default="")
     # audio (spoken) or text (a typed session: realtime sessions with modality text, agent test runs).
     modality = models.CharField(max_length=5, choices=CallModality.choices, default=CallModality.AUDIO)
+    # The agent's flow as it ran (calls.services.call_flow_update): {"path": [node ids, in order],
+    # "collected": {name: value}}, the collected values redacted like the transcript; null: the call ran no flow.
+    flow = models.JSONField(null=True, blank=True)
+    # The latest state of the call's last transfer to a person (calls.services.call_transfer_update):
+    # {"mode": TransferMode, "destination": E.164, "status": TransferStatus, "at": iso time of that status};
+    # null: the call was never transferred.
+    transfer = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -230,6 +237,12 @@ class CallMessage(models.Model):
     # Strictly increasing within the process that holds the call: keeps the order of messages that
     # share an occurredAt.
     sequence = models.BigIntegerField()
+    # The agent that spoke an assistant (or tool) message: after a handoff (CallHandoff) not the call's
+    # agent. Not a foreign key: the record keeps the id after the agent is deleted (as ToolInvocation's
+    # agent_tool_id), so a deleted second agent's words are never taken for the first's. Null for the
+    # caller's and system messages, and for messages stored before handoffs existed (the API shows the
+    # call's agentId for an assistant message without one).
+    agent_id = models.UUIDField(null=True, blank=True)
 
     class Meta:
         ordering = ["occurred_at", "sequence"]
@@ -237,6 +250,60 @@ class CallMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} at {self.occurred_at:%H:%M:%S}"
+
+
+class CallHandoff(models.Model):
+    """One handoff of a live call from one agent to another (the call goes on, one record; its `agent` stays
+    the agent that answered it, which billing and the agent list's figures count). Written with its
+    `call.handoff` event by calls.services.call_handoff_add."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    call = models.ForeignKey(Call, on_delete=models.CASCADE, related_name="handoffs")
+    # Agents' ids, not foreign keys: the record keeps them after an agent is deleted (as CallMessage.agent_id).
+    from_agent_id = models.UUIDField(null=True, blank=True)
+    to_agent_id = models.UUIDField(null=True, blank=True)
+    at = models.DateTimeField()
+    # Why, in the brain's words (at most HANDOFF_REASON_CHARS characters), redacted like the transcript.
+    reason = models.TextField(blank=True, default="")
+    # Strictly increasing within the process that holds the call: keeps the order of handoffs that share an `at`.
+    sequence = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["at", "sequence"]
+        indexes = [models.Index(fields=["call", "at", "sequence"], name="callhandoff_call_order")]
+
+    def __str__(self) -> str:
+        return f"handoff at {self.at:%H:%M:%S}"
+
+
+# The longest handoff reason stored (a longer one is cut).
+HANDOFF_REASON_CHARS = 500
+
+# What a call's `flow` keeps (calls.services.call_flow_update): the last FLOW_PATH_ENTRIES node ids of its path
+# (each at most FLOW_NODE_ID_CHARS characters), and each collected text value cut to FLOW_VALUE_CHARS characters.
+FLOW_PATH_ENTRIES = 500
+FLOW_NODE_ID_CHARS = 64
+FLOW_VALUE_CHARS = 1000
+
+
+class TransferMode(models.TextChoices):
+    COLD = "cold"  # the carrier is asked to connect the caller to the destination; the agent leaves at once
+    WARM = "warm"  # the caller waits while the person is called and briefed; joined once the person accepts
+
+
+class TransferStatus(models.TextChoices):
+    RINGING = "ringing"  # a warm transfer's second leg is being called (the person's phone rings, the briefing)
+    ACCEPTED = "accepted"  # cold: the carrier took the request; warm: the person pressed 1 and was joined
+    DECLINED = "declined"  # warm: the person refused the call
+    NO_ANSWER = "no-answer"  # warm: the person did not answer within the ring timeout
+    FAILED = "failed"  # cold: the carrier refused the request; warm: the second leg could not be placed
+
+
+# The statuses each transfer mode goes through (a cold transfer is asked of the carrier once: taken or refused).
+TRANSFER_STATUSES: dict[str, frozenset[str]] = {
+    TransferMode.COLD: frozenset({TransferStatus.ACCEPTED, TransferStatus.FAILED}),
+    TransferMode.WARM: frozenset(TransferStatus.values),
+}
 
 
 class ToolInvocation(models.Model):
@@ -311,12 +378,28 @@ class AgentLog(models.Model):
 
 class EventType(models.TextChoices):
     CALL_STARTED = "call.started"
+    CALL_HANDOFF = "call.handoff"
+    CALL_TRANSFER_STARTED = "call.transfer.started"
+    CALL_TRANSFER_ENDED = "call.transfer.ended"
     CALL_ENDED = "call.ended"
     CALL_ANALYZED = "call.analyzed"
 
 
-# The order in which one call's events reach one target (call.started, then call.ended, then call.analyzed).
-EVENT_RANK = {EventType.CALL_STARTED: 0, EventType.CALL_ENDED: 1, EventType.CALL_ANALYZED: 2}
+# The order in which one call's events reach one target: call.started, its call.handoff,
+# call.transfer.started and call.transfer.ended events (they share a rank: they go in the order they were
+# recorded), call.ended, then call.analyzed (calls/webhooks/events.py). Deliveries recorded before
+# call.handoff existed keep call.ended at 1 and call.analyzed at 2: still in order, since a handoff or a
+# transfer is recorded only while the call is active.
+EVENT_RANK = {
+    EventType.CALL_STARTED: 0,
+    EventType.CALL_HANDOFF: 1,
+    EventType.CALL_TRANSFER_STARTED: 1,
+    EventType.CALL_TRANSFER_ENDED: 1,
+    EventType.CALL_ENDED: 2,
+    EventType.CALL_ANALYZED: 3,
+}
+# The longest event type's name (CallEvent and WebhookDelivery keep it).
+EVENT_TYPE_CHARS = 32
 
 
 class WebhookEndpoint(models.Model):
@@ -352,7 +435,7 @@ class CallEvent(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="call_events")
     call = models.ForeignKey(Call, on_delete=models.CASCADE, related_name="events")
-    event_type = models.CharField(max_length=20, choices=EventType.choices)
+    event_type = models.CharField(max_length=EVENT_TYPE_CHARS, choices=EventType.choices)
     created_at = models.DateTimeField()
     body = models.TextField(help_text="The signed JSON body, exactly as sent.")
 
@@ -378,7 +461,7 @@ class WebhookDelivery(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="webhook_deliveries")
     event = models.ForeignKey(CallEvent, on_delete=models.CASCADE, related_name="deliveries")
     call = models.ForeignKey(Call, on_delete=models.CASCADE, related_name="webhook_deliveries")
-    event_type = models.CharField(max_length=20, choices=EventType.choices)
+    event_type = models.CharField(max_length=EVENT_TYPE_CHARS, choices=EventType.choices)
     rank = models.PositiveSmallIntegerField(help_text="The event's place among the call's events (EVENT_RANK).")
     # The target: an organization endpoint, or (endpoint null) the serverUrl of the agent.
     endpoint = models.ForeignKey(

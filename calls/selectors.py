@@ -119,8 +119,10 @@ def call_list(*, organization: Organization, agent_id: Any = None, limit: int = 
 
 
 def call_get(*, organization: Organization, call_id: str) -> Call:
-    """The organization's call with its transcript, tool log and model usage (four queries)."""
-    calls = Call.objects.filter(organization=organization).prefetch_related("messages", "tool_invocations", "llm_usage")
+    """The organization's call with its transcript, handoffs, tool log and model usage (five queries)."""
+    calls = Call.objects.filter(organization=organization).prefetch_related(
+        "messages", "handoffs", "tool_invocations", "llm_usage"
+    )
     return row_get(calls, call_id, what="call", missing="Call not found")
 
 

@@ -12,12 +12,16 @@ from calls.models import (
     Call,
     CallChannel,
     CallDirection,
+    CallHandoff,
+    CallMessage,
     CallModality,
     CallStatus,
     EndedReason,
     MessageRole,
     Severity,
     ToolInvocationStatus,
+    TransferMode,
+    TransferStatus,
     UsageClassification,
     ended_message,
 )
@@ -83,15 +87,71 @@ def call_summary_item(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def message_agent_id(message: CallMessage, call_agent_id: Any) -> str | None:
+    """Who spoke a message (its `agentId`): the agent stored with it; for an assistant message stored
+    without one (before handoffs existed) the call's agent; None for the caller's and system messages."""
+    if message.agent_id is not None:
+        return str(message.agent_id)
+    if message.role == MessageRole.ASSISTANT and call_agent_id is not None:
+        return str(call_agent_id)
+    return None
+
+
+def handoff_item(handoff: CallHandoff) -> dict[str, Any]:
+    """One of a call's `handoffs`, and call.handoff's `message.handoff`."""
+    return {
+        "fromAgentId": str(handoff.from_agent_id) if handoff.from_agent_id else None,
+        "toAgentId": str(handoff.to_agent_id) if handoff.to_agent_id else None,
+        "at": iso(handoff.at),
+        "reason": handoff.reason,
+    }
+
+
+def flow_item(call: Call) -> dict[str, Any] | None:
+    """The call's `flow`: {"path", "collected"} as last stored, or None for a call that ran no flow."""
+    stored = call.flow
+    if not isinstance(stored, dict):
+        return None
+    path, collected = stored.get("path"), stored.get("collected")
+    return {
+        "path": list(path) if isinstance(path, list) else [],
+        "collected": dict(collected) if isinstance(collected, dict) else {},
+    }
+
+
+TRANSFER_KEYS = ("mode", "destination", "status", "at")
+
+
+def transfer_item(call: Call) -> dict[str, Any] | None:
+    """The call's `transfer` (and the transfer events' `message.transfer`): {"mode", "destination", "status",
+    "at"} as last stored, or None for a call never transferred to a person."""
+    stored = call.transfer
+    if not isinstance(stored, dict):
+        return None
+    return {key: stored.get(key) for key in TRANSFER_KEYS}
+
+
 def call_detail(call: Call) -> dict[str, Any]:
     row = {column: getattr(call, column) for column in CALL_SUMMARY_COLUMNS}
     return {
         **call_summary_item(row),
         "summary": call.summary,
         "messages": [
-            {"id": str(m.id), "role": m.role, "content": m.content, "occurredAt": iso(m.occurred_at)}
+            {
+                "id": str(m.id),
+                "role": m.role,
+                "content": m.content,
+                "occurredAt": iso(m.occurred_at),
+                "agentId": message_agent_id(m, call.agent_id),
+            }
             for m in call.messages.all()
         ],
+        # The agents the call passed between, in order (calls.services.call_handoff_add).
+        "handoffs": [handoff_item(h) for h in call.handoffs.all()],
+        # The agent's flow as it ran (calls.services.call_flow_update); null without a flow.
+        "flow": flow_item(call),
+        # The last transfer to a person, as it stands (calls.services.call_transfer_update); null without one.
+        "transfer": transfer_item(call),
         "toolInvocationsLog": [
             {
                 "id": str(t.id),
@@ -208,6 +268,54 @@ class CallMessageSchema(serializers.Serializer):
     role = serializers.ChoiceField(choices=MessageRole.choices)
     content = serializers.CharField()
     occurredAt = serializers.DateTimeField()
+    agentId = serializers.UUIDField(
+        allow_null=True,
+        help_text="The agent that spoke it: for an assistant message the agent talking at that moment (after a "
+        "handoff, the one handed to); null for the caller's and system messages.",
+    )
+
+
+class CallHandoffSchema(serializers.Serializer):
+    fromAgentId = serializers.UUIDField(allow_null=True, help_text="The agent that handed the call off.")
+    toAgentId = serializers.UUIDField(allow_null=True, help_text="The agent that took the call over.")
+    at = serializers.DateTimeField(help_text="When the call passed to the new agent.")
+    reason = serializers.CharField(
+        allow_blank=True,
+        help_text="Why, in the words of the agent's model (at most 500 characters, redacted like the transcript); "
+        "may be empty.",
+    )
+
+
+class CallFlowSchema(serializers.Serializer):
+    path = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The ids of the flow's nodes in the order the call entered them (a node entered again is listed "
+        "again; the last 500 are kept).",
+    )
+    collected = serializers.DictField(
+        child=serializers.JSONField(),
+        help_text="The values the flow collected, by name (a string, number or boolean each), redacted like the "
+        "transcript (the answering agent's redactPii).",
+    )
+
+
+class CallTransferSchema(serializers.Serializer):
+    mode = serializers.ChoiceField(
+        choices=TransferMode.choices,
+        help_text="cold: the carrier connects the caller to the destination and the agent leaves; warm: the caller "
+        "waits while the person is called and briefed, and is joined once the person accepts.",
+    )
+    destination = serializers.CharField(
+        help_text="The number the transfer called, in E.164 form (a plus sign, the country code and the number)."
+    )
+    status = serializers.ChoiceField(
+        choices=TransferStatus.choices,
+        help_text="cold: accepted (the carrier took the request to dial the destination) or failed (it refused "
+        "it). warm: ringing while the person's phone rings with the briefing, then accepted (the person pressed 1 "
+        "and was joined with the caller: the call ends `transferred`), declined, no-answer or failed (the caller "
+        "is back with the agent).",
+    )
+    at = serializers.DateTimeField(help_text="When the transfer reached this status.")
 
 
 class ToolInvocationSchema(serializers.Serializer):
@@ -290,6 +398,22 @@ class CallAnalysisSchema(serializers.Serializer):
 class CallDetailSchema(CallSummarySchema):
     summary = serializers.CharField()
     messages = CallMessageSchema(many=True)
+    handoffs = CallHandoffSchema(
+        many=True,
+        help_text="The handoffs between agents during the call, in order (empty without any). The call's agentId "
+        "stays the agent that answered it.",
+    )
+    flow = CallFlowSchema(
+        allow_null=True,
+        help_text="Where the agent's flow went: the path of node ids and the collected values, as it is now (while "
+        "the call is active) or as it ended; null for a call whose agent has no flow.",
+    )
+    transfer = CallTransferSchema(
+        allow_null=True,
+        help_text="The call's last transfer to a person, as it stands now (while the call is active) or as it "
+        "ended; null for a call never transferred. Each change also sends call.transfer.started (ringing) or "
+        "call.transfer.ended (any other status).",
+    )
     toolInvocationsLog = ToolInvocationSchema(many=True)
     llmUsage = LlmUsageSchema(many=True)
     latency = CallLatencySchema(

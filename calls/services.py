@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -26,10 +27,16 @@ from calls import billing
 from calls.analysis import queue_analysis
 from calls.maintenance import ensure_inprocess_maintenance, rows_one_by_one
 from calls.models import (
+    FLOW_NODE_ID_CHARS,
+    FLOW_PATH_ENTRIES,
+    FLOW_VALUE_CHARS,
+    HANDOFF_REASON_CHARS,
+    TRANSFER_STATUSES,
     AgentLog,
     AnalysisStatus,
     Call,
     CallChannel,
+    CallHandoff,
     CallMessage,
     CallModality,
     CallStatus,
@@ -39,16 +46,21 @@ from calls.models import (
     MessageRole,
     ToolInvocation,
     ToolInvocationStatus,
+    TransferMode,
+    TransferStatus,
 )
 from calls.recordings import recording_key_for, recording_remove
 from calls.sequence import next_sequence
+from calls.serializers import handoff_item, transfer_item
 from calls.signals import call_ended
 from calls.summary import summarize
 from calls.variables import metadata_clean, variables_clean
 from calls.webhooks.events import event_record
 from kit import liveness
 from kit.errors import ApiError
+from kit.fields import iso
 from kit.redaction import categories_of, redact_for_agent
+from kit.text import storable, storable_value
 
 logger = logging.getLogger(__name__)
 
@@ -155,17 +167,160 @@ def _redaction(call: Call) -> dict[str, Any]:
     return {"redact_pii": agent.redact_pii, "language": agent.language}
 
 
-def call_message_add(*, call: Call, role: str, content: str, occurred_at: datetime | None = None) -> CallMessage:
+def _agent_uuid(value: Any, what: str) -> UUID | None:
+    """An agent's id as given by the engine (a UUID or its text; None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except ValueError:
+        raise ValueError(f"{what} must be an agent's id, not {value!r}") from None
+
+
+# The roles a message may name its agent for: what an agent said (and its tools' messages).
+AGENT_ROLES = (MessageRole.ASSISTANT, MessageRole.TOOL)
+
+
+def call_message_add(
+    *, call: Call, role: str, content: str, occurred_at: datetime | None = None, agent_id: Any = None
+) -> CallMessage:
+    """One transcript message. `agent_id`: the agent that spoke it (assistant messages; after a handoff not
+    the call's agent); None for the caller's and system messages (a ValueError when given for them)."""
     _choice(role, MessageRole, "role")
     if not isinstance(content, str):
         raise ValueError("content must be a string")
+    agent_uuid = _agent_uuid(agent_id, "agent_id")
+    if agent_uuid is not None and role not in AGENT_ROLES:
+        raise ValueError(f"a {role} message has no agent (agent_id is for assistant and tool messages)")
     return CallMessage.objects.create(
         call_id=call.pk,
         role=role,
         content=redact_for_agent(_redaction(call), content),
         occurred_at=occurred_at or timezone.now(),
         sequence=next_sequence(),
+        agent_id=agent_uuid,
     )
+
+
+def call_handoff_add(
+    *, call: Call, from_agent_id: Any, to_agent_id: Any, reason: str, at: datetime
+) -> CallHandoff | None:
+    """Record that the live call passed from one agent to another (docs/guides/call-events.md): the
+    handoff row and its `call.handoff` event in one transaction (the event's body: the call as it is now,
+    with this handoff last in its `handoffs`, and the message's `handoff`). The call's `agent` stays the
+    agent that answered it (billing and the agent list count the call once, for that agent). The reason is
+    redacted like the transcript (the call's agent's redactPii) and cut to HANDOFF_REASON_CHARS characters.
+    None, with nothing recorded, when the call is no longer active (a handoff racing the call's end: its
+    `call.ended` has been recorded, and nothing comes after it). An agent of another organization is a
+    ValueError."""
+    if not isinstance(reason, str):
+        raise ValueError("reason must be a string")
+    if not isinstance(at, datetime):
+        raise ValueError("at must be a datetime")
+    ids = [_agent_uuid(from_agent_id, "from_agent_id"), _agent_uuid(to_agent_id, "to_agent_id")]
+    if ids[1] is None:
+        raise ValueError("to_agent_id is required")
+    named = [agent_id for agent_id in ids if agent_id is not None]
+    if Agent.objects.filter(pk__in=named).exclude(organization_id=call.organization_id).exists():
+        raise ValueError("a handoff is between agents of the call's organization")
+    with transaction.atomic():
+        # The call's row lock orders the handoff against the call's end (which takes it too).
+        row = Call.objects.select_for_update().filter(pk=call.pk).first()
+        if row is None or row.status != CallStatus.ACTIVE:
+            return None
+        reason = redact_for_agent(_redaction(row), storable(reason))[:HANDOFF_REASON_CHARS]
+        handoff = CallHandoff.objects.create(
+            call_id=row.pk,
+            from_agent_id=ids[0],
+            to_agent_id=ids[1],
+            at=at,
+            reason=reason,
+            sequence=next_sequence(),
+        )
+        event_record(call=row, event_type=EventType.CALL_HANDOFF, message_fields={"handoff": handoff_item(handoff)})
+    return handoff
+
+
+def _cut_texts(value: Any) -> Any:
+    """`value` with every string in it (at any depth) cut to FLOW_VALUE_CHARS characters."""
+    if isinstance(value, str):
+        return value[:FLOW_VALUE_CHARS]
+    if isinstance(value, list):
+        return [_cut_texts(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _cut_texts(item) for key, item in value.items()}
+    return value
+
+
+def call_flow_update(*, call: Call, path: list[str], collected: dict[str, Any]) -> None:
+    """Store where the agent's flow is (docs/guides/call-events.md): the call's `flow` becomes
+    `{"path": path, "collected": collected}`, the state as it is now (each update replaces the last). `path`:
+    the node ids in the order the flow entered them (at most FLOW_NODE_ID_CHARS characters each; the last
+    FLOW_PATH_ENTRIES are kept). `collected`: the values by name, redacted like the transcript (the call's agent's
+    redactPii: text values, and a number that is personal data on its own, such as a card number; names are
+    kept), each text cut to FLOW_VALUE_CHARS characters; a value that is not JSON (a date) is stored as its text.
+    Nothing is written once the call is no longer active (the call's end keeps the flow it had); no event is
+    sent (the call's events carry the flow as it is when they are recorded)."""
+    if not isinstance(path, list | tuple):
+        raise ValueError("path must be a list of node ids")
+    for node in path:
+        if not isinstance(node, str) or not node or len(node) > FLOW_NODE_ID_CHARS:
+            raise ValueError(f"a path entry must be a node id of 1 to {FLOW_NODE_ID_CHARS} characters, not {node!r}")
+    if not isinstance(collected, dict) or not all(isinstance(name, str) for name in collected):
+        raise ValueError("collected must be a dict of values by name")
+    values = storable_value(json.loads(json.dumps(collected, default=str)))
+    with transaction.atomic():
+        # The call's row lock orders the update against the call's end (which takes it too).
+        row = Call.objects.select_for_update().filter(pk=call.pk).first()
+        if row is None or row.status != CallStatus.ACTIVE:
+            return
+        row.flow = {
+            "path": list(path)[-FLOW_PATH_ENTRIES:],
+            "collected": _cut_texts(redact_for_agent(_redaction(row), values)),
+        }
+        row.save(update_fields=["flow"])
+    call.flow = row.flow
+
+
+# A number as a transfer dials it: E.164 (a plus sign, the country code and the number, at most 15 digits).
+E164_FORM = re.compile(r"\+[1-9][0-9]{1,14}")
+
+
+def call_transfer_update(*, call: Call, mode: str, destination: str, status: str, at: datetime) -> None:
+    """Store where the call's transfer to a person stands (docs/guides/call-events.md): the call's `transfer`
+    becomes `{"mode", "destination", "status", "at"}` (each update replaces the last: a second attempt
+    replaces the first), and its event is recorded in the same transaction: `call.transfer.started` for
+    `ringing` (a warm transfer's second leg is being called), `call.transfer.ended` for every other status,
+    with the message's `transfer`. A cold transfer is `accepted` (the carrier took the request) or `failed`;
+    a warm one `ringing`, then `accepted`, `declined`, `no-answer` or `failed`. Nothing is written once the
+    call is no longer active (the engine writes the transfer's outcome before it ends the call); values
+    that are no transfer (an unknown mode or status, a status the mode never has, a destination not in E.164
+    form, a naive or missing time) are a ValueError."""
+    _choice(mode, TransferMode, "mode")
+    _choice(status, TransferStatus, "status")
+    if status not in TRANSFER_STATUSES[mode]:
+        allowed = ", ".join(value for value in TransferStatus.values if value in TRANSFER_STATUSES[mode])
+        raise ValueError(f"a {mode} transfer's status is one of {allowed}, not {status!r}")
+    if not isinstance(destination, str) or not E164_FORM.fullmatch(destination):
+        raise ValueError(f"destination must be a phone number in E.164 form (+14155550123), not {destination!r}")
+    if not isinstance(at, datetime) or timezone.is_naive(at):
+        raise ValueError("at must be a timezone-aware datetime")
+    with transaction.atomic():
+        # The call's row lock orders the update against the call's end (which takes it too).
+        row = Call.objects.select_for_update().filter(pk=call.pk).first()
+        if row is None or row.status != CallStatus.ACTIVE:
+            return
+        row.transfer = {"mode": str(mode), "destination": destination, "status": str(status), "at": iso(at)}
+        row.save(update_fields=["transfer"])
+        started = status == TransferStatus.RINGING
+        event_record(
+            call=row,
+            event_type=EventType.CALL_TRANSFER_STARTED if started else EventType.CALL_TRANSFER_ENDED,
+            message_fields={"transfer": transfer_item(row)},
+        )
+    call.transfer = row.transfer
 
 
 def call_tool_invocation_add(

@@ -18,6 +18,9 @@ speech it held drawn before it, shaped and coloured by kind (real: the caller's 
 speech cut the agent but held no words; backchannel: an "okay" that did not cut it; ignored: a noise that did
 not), and counted per kind in the legend.
 
+A handoff (the call passing from one agent to another) is a purple line across the caller and agent rows,
+titled with the two agents' names.
+
 Barge-ins come from the log's "assistant turn cut" lines; when the session has no log lines (they are
 purged after AGENT_LOG_RETENTION_HOURS) an agent turn counts as cut (inferred) when the next caller turn
 ended sooner after it than even fast speech (200 words a minute) could have said it, i.e. the caller was
@@ -59,6 +62,7 @@ COLOURS = {
     "tool-failed": "#b23a2e",
     "tool-cancelled": "#9e9e9e",
     "cut": "#b23a2e",
+    "handoff": "#6a3d9a",
 }
 # The kinds of the agent log's "interruption" lines, in legend order, with their colour and what they mean.
 INTERRUPTION_KINDS = ("real", "false", "backchannel", "ignored")
@@ -110,12 +114,22 @@ class InterruptionMark:
 
 
 @dataclass(frozen=True)
+class HandoffMark:
+    """The call passed from one agent to another (a CallHandoff): a mark across the agent row."""
+
+    at: float
+    from_agent: str  # names
+    to_agent: str
+
+
+@dataclass(frozen=True)
 class Timeline:
     turns: tuple[Turn, ...]
     tools: tuple[ToolSpan, ...]
     lone_cuts: tuple[CutMark, ...]
     total: float  # seconds shown on the axis
     interruptions: tuple[InterruptionMark, ...] = ()
+    handoffs: tuple[HandoffMark, ...] = ()
 
     @property
     def cut_turns(self) -> int:
@@ -166,10 +180,11 @@ def build_timeline(
     messages: Iterable[Any],
     tools: Iterable[Any],
     log_lines: Sequence[Any] = (),
+    handoffs: Iterable[tuple[datetime, str, str]] = (),
 ) -> Timeline:
     """Turns from CallMessage-like rows (role, content, occurred_at), tool spans from ToolInvocation-like
     rows (tool_name, status, duration_ms, created_at), barge-ins and latencies from AgentLog-like rows
-    (timestamp, content) of the call's session."""
+    (timestamp, content) of the call's session, handoff marks from (at, from agent's name, to agent's name)."""
     spoken = [m for m in messages if m.role in ("user", "assistant")]
     assistant = [m for m in spoken if m.role == "assistant"]
     pairs, lone = _match_log_lines(assistant, log_lines)
@@ -225,11 +240,13 @@ def build_timeline(
         )
     cuts = tuple(CutMark(_seconds(line.timestamp, started_at)) for line in lone)
     interruptions = tuple(_interruptions(log_lines, started_at))
+    passes = tuple(HandoffMark(_seconds(at, started_at), before, after) for at, before, after in handoffs)
     ends = [0.0, *(t.end for t in turns), *(s.end for s in spans), *(c.at for c in cuts)]
     ends.extend(mark.at for mark in interruptions)
+    ends.extend(mark.at for mark in passes)
     if ended_at is not None:
         ends.append(_seconds(ended_at, started_at))
-    return Timeline(tuple(turns), tuple(spans), cuts, max(1.0, max(ends)), interruptions)
+    return Timeline(tuple(turns), tuple(spans), cuts, max(1.0, max(ends)), interruptions, passes)
 
 
 def _interruptions(lines: Sequence[Any], started_at: datetime) -> Iterable[InterruptionMark]:
@@ -355,6 +372,8 @@ def timeline_svg(timeline: Timeline) -> SafeString:
         _count(len(timeline.tools), "tool call"),
         _count(timeline.cut_turns, "barge-in"),
     ]
+    if timeline.handoffs:
+        title.append(_count(len(timeline.handoffs), "handoff"))
     if timeline.interruptions:
         kinds = ", ".join(f"{counts[kind]} {kind}" for kind in INTERRUPTION_KINDS)
         title.append(f"{_count(len(timeline.interruptions), 'interruption')} ({kinds})")
@@ -379,6 +398,16 @@ def timeline_svg(timeline: Timeline) -> SafeString:
         "tools": tools,
         "interruptions": interruptions,
         "interruption_legend": interruption_legend,
+        "handoffs": [
+            {
+                "x": x(mark.at),
+                "top": row_y("caller") - 4,
+                "bottom": row_y("agent") + ROW_HEIGHT + 4,
+                "colour": COLOURS["handoff"],
+                "note": f"Handoff at {clock(mark.at, tenths=True)}: {mark.from_agent} to {mark.to_agent}",
+            }
+            for mark in timeline.handoffs
+        ],
         "axis": {
             "x1": LEFT,
             "x2": LEFT + span,

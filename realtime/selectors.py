@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from agents.models import Agent, AgentTool, AgentType, McpServer, McpServerStatus, McpToolSelection
+from agents.models import Agent, AgentStatus, AgentTool, AgentType, McpServer, McpServerStatus, McpToolSelection
+from agents.selectors import handoff_targets
 from agents.tools.selectors import agent_enabled_tools, agent_mcp_tools
 from knowledge.selectors import agent_has_ready_documents, agent_knowledge_texts
 from telephony.selectors import assigned_number_handoff
@@ -38,7 +39,8 @@ def _schema_texts(schema: Any) -> Iterator[str]:
 
 def agent_vocabulary_texts(*, agent_id: UUID) -> list[str]:
     """What a caller of the agent may say beyond its own prompt: its enabled tools (names,
-    descriptions, parameters, enum values), its enabled MCP tools, then its knowledge text. The
+    descriptions, parameters, enum values), its enabled MCP tools, its handoffs' descriptions, then its
+    knowledge text. The
     offline recognizer builds its language model from these."""
     texts: list[str] = []
     for name, description, schema in AgentTool.objects.filter(agent_id=agent_id, enabled=True).values_list(
@@ -53,6 +55,8 @@ def agent_vocabulary_texts(*, agent_id: UUID) -> list[str]:
             (t for t in selection.server.tools if t.get("name") == selection.tool_name), {}
         )
         texts += [selection.tool_name, str(definition.get("description") or ""), *_schema_texts(definition)]
+    handoffs = Agent.objects.filter(pk=agent_id).values_list("handoffs", flat=True).first() or []
+    texts += [str(entry.get("description") or "") for entry in handoffs if isinstance(entry, dict)]
     texts += agent_knowledge_texts(agent_id=agent_id)
     return [text for text in texts if text]
 
@@ -72,13 +76,39 @@ class SessionTools:
     mcp_tools: list[tuple[McpServer, dict[str, Any]]]  # (active server with credentials, cached definition)
     has_knowledge: bool
     handoff_phone_number: str | None
+    handoffs: list[tuple[dict[str, Any], Agent]]  # (the `handoffs` entry, its target: active, same organization)
+    flow_handoffs: list[Agent]  # the targets of the flow's handoff steps that are active agents of the organization
 
 
-def session_tools_get(*, agent: Agent, to_number: str | None) -> SessionTools:
+def handoff_agent_get(*, organization_id: Any, agent_id: str) -> Agent | None:
+    """The agent a call is handed to: active, in the organization (None otherwise), with what a session reads."""
+    return (
+        Agent.objects.select_related("organization__plan")
+        .filter(organization_id=organization_id, pk=agent_id, status=AgentStatus.ACTIVE)
+        .first()
+    )
+
+
+def session_tools_get(
+    *, agent: Agent, to_number: str | None, handoffs: bool = True, flow_handoffs: Sequence[str] = ()
+) -> SessionTools:
+    """`handoffs`: False once the call has had its last allowed handoff (no handoff tool is offered);
+    `flow_handoffs`: the agent ids of the flow's handoff steps."""
     custom = [] if agent.agent_type == AgentType.STATIC else agent_enabled_tools(agent=agent)
     return SessionTools(
         custom_tools=custom,
         mcp_tools=agent_mcp_tools(agent=agent),
         has_knowledge=agent_has_ready_documents(agent_id=agent.pk),
         handoff_phone_number=handoff_destination(agent=agent, to_number=to_number),
+        handoffs=handoff_targets(agent=agent) if handoffs else [],
+        flow_handoffs=_active_others(agent, flow_handoffs) if handoffs and flow_handoffs else [],
+    )
+
+
+def _active_others(agent: Agent, ids: Sequence[str]) -> list[Agent]:
+    """The active agents of the agent's organization among `ids`, other than the agent."""
+    return list(
+        Agent.objects.filter(organization_id=agent.organization_id, status=AgentStatus.ACTIVE, pk__in=ids).exclude(
+            pk=agent.pk
+        )
     )

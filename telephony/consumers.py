@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,7 @@ from realtime.engine.contracts import Ending
 from realtime.engine.session.shell import Session, open_session
 from realtime.sockets import JsonSocketConsumer
 from realtime.tokens import CLOSE_CONFLICT, CLOSE_ENGINE_ERROR, CLOSE_INVALID_TOKEN, TokenError
-from telephony import audio
+from telephony import audio, warm_transfer
 from telephony.groups import call_group
 from telephony.keypad import KeypadTurns
 from telephony.providers import PhoneProvider
@@ -73,6 +74,8 @@ logger = logging.getLogger(__name__)
 START_TIMEOUT_SECONDS = 10.0  # a socket that does not present a valid `start` by then is closed
 MAX_BAD_MESSAGE_LOGS = 20  # per stream: a broken peer cannot flood the log
 TRANSFER_STOP_WAIT_SECONDS = 3.0  # after a transfer, how long to wait for Twilio's `stop` before closing
+# A warm transfer waits for the person's answer up to its ring time, the key press time and this (the briefing).
+TRANSFER_BRIEFING_SECONDS = 30
 # Close codes (Twilio ignores them; they are for logs and tests): a refused stream token keeps the
 # token's own code (realtime.tokens: 4401 invalid or expired, 4409 already used).
 CLOSE_AGENT_UNAVAILABLE = CLOSE_CONFLICT
@@ -101,6 +104,7 @@ class MediaStream(JsonSocketConsumer):
         self._upsampler = audio.Upsampler()
         self._stopped = asyncio.Event()  # the carrier's `stop` arrived
         self._over = False  # the carrier's call ended, or a hang-up was asked for elsewhere
+        self.transfers: dict[str, asyncio.Future[str]] = {}  # warm transfers waiting for their outcome, by id
         self._spawn(self._start_deadline(), "stream-start-deadline")
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -271,6 +275,13 @@ class MediaStream(JsonSocketConsumer):
             await self.conversation.answered_by(
                 str(event.get("answered_by") or ""), detection_ms=duration if isinstance(duration, int) else None
             )
+
+    async def call_transfer_outcome(self, event: dict[str, Any]) -> None:
+        """How a warm transfer went (the person's key, or their call's status: telephony/warm_transfer.py);
+        the first outcome counts."""
+        waiting = self.transfers.get(str(event.get("transfer") or ""))
+        if waiting is not None and not waiting.done():
+            waiting.set_result(str(event.get("outcome") or warm_transfer.FAILED))
 
     # --- endings ----------------------------------------------------------------------------
 
@@ -444,6 +455,50 @@ class MediaStreamTransport:
         if self.provider is None:
             raise ProviderError("The organization has no telephony account to transfer the call with", permanent=True)
         await self.provider.transfer(call_sid=self.call_sid, destination=destination, caller_id=self.caller_id)
+
+    @property
+    def warm_transfers(self) -> bool:
+        """Whether this call can be transferred warm (the carrier calls the person while the caller holds)."""
+        return self.provider is not None and self.provider.supports_warm_transfer
+
+    async def warm_transfer(self, destination: str, *, briefing: str, language: str, ring_timeout_seconds: int) -> str:
+        """Call the person at `destination` with `briefing` and a one-key menu while the caller stays on this
+        stream (the session plays hold audio); on "1", move the caller into the person's conference (this
+        stream then stops). The outcome: accepted, declined, no-answer or failed (telephony/warm_transfer.py)."""
+        provider = self.provider
+        if provider is None or not provider.supports_warm_transfer:
+            return warm_transfer.FAILED
+        transfer_id = uuid.uuid4().hex[:16]
+        waiting: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.consumer.transfers[transfer_id] = waiting
+        action_url, status_url = warm_transfer.transfer_urls(self.call_sid, transfer_id)
+        leg: str | None = None
+        try:
+            leg = await provider.dial_person(
+                to=destination,
+                caller_id=self.caller_id,
+                twiml=warm_transfer.briefing_twiml(briefing=briefing, action_url=action_url, language=language),
+                status_callback_url=status_url,
+                ring_timeout_seconds=ring_timeout_seconds,
+            )
+            try:
+                outcome = await asyncio.wait_for(
+                    waiting, ring_timeout_seconds + warm_transfer.GATHER_SECONDS + TRANSFER_BRIEFING_SECONDS
+                )
+            except TimeoutError:
+                outcome = warm_transfer.NO_ANSWER
+            if outcome == warm_transfer.ACCEPTED:
+                await provider.join_conference(call_sid=self.call_sid, name=warm_transfer.conference_name(transfer_id))
+                return outcome
+        except ProviderError as exc:
+            logger.warning("call %s: the warm transfer failed: %s", _short(self.call_sid), exc)
+            outcome = warm_transfer.FAILED
+        finally:
+            self.consumer.transfers.pop(transfer_id, None)
+        if leg is not None and outcome in (warm_transfer.NO_ANSWER, warm_transfer.FAILED):
+            with contextlib.suppress(ProviderError):
+                await provider.hang_up(call_sid=leg)  # still ringing, or joined nowhere: not left behind
+        return outcome
 
     async def hang_up(self, ending: Ending, message: str = "") -> None:
         if ending == Ending.TRANSFERRED:

@@ -10,5 +10,13 @@ urlpatterns = [
     path("telephony/twilio/voice", webhooks.twilio_voice, name="twilio-voice"),
     path("telephony/twilio/status", webhooks.twilio_status, name="twilio-status"),
     path("telephony/twilio/amd", webhooks.twilio_amd, name="twilio-amd"),
+    path(
+        "telephony/twilio/transfer/<str:call_sid>/<str:transfer_id>", webhooks.twilio_transfer, name="twilio-transfer"
+    ),
+    path(
+        "telephony/twilio/transfer/<str:call_sid>/<str:transfer_id>/status",
+        webhooks.twilio_transfer_status,
+        name="twilio-transfer-status",
+    ),
     path("telephony/telnyx/events", webhooks.telnyx_events, name="telnyx-events"),
 ]

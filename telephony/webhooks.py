@@ -20,6 +20,7 @@ from kit.providers import ProviderError
 from realtime.services import ConcurrentCallLimitExceeded, call_slot_release
 from realtime.sockets import parse_json
 from realtime.tokens import TokenError
+from telephony import warm_transfer
 from telephony.models import PhoneNumberProvider, TelephonyAccount
 from telephony.providers import provider_for
 from telephony.providers.telnyx import REFUSAL_STATE, TelnyxProvider, decode_state
@@ -133,6 +134,37 @@ async def twilio_amd(request: HttpRequest) -> HttpResponse:
         answered_by=request.POST.get("AnsweredBy", "")[:40],
         duration=request.POST.get("MachineDetectionDuration", "")[:20],
     )
+    return HttpResponse(status=204)
+
+
+@csrf_exempt
+async def twilio_transfer(request: HttpRequest, call_sid: str, transfer_id: str) -> HttpResponse:
+    """The key the person pressed after a warm transfer's briefing (telephony/warm_transfer.py): "1" joins
+    them to the transfer's conference and tells the caller's session; anything else declines."""
+    refused = _refused(request)
+    if refused is not None:
+        return refused
+    if await sync_to_async(_verified_account)(request) is None:
+        return HttpResponse("Forbidden", status=403, content_type="text/plain")
+    accepted = request.POST.get("Digits", "") == warm_transfer.ACCEPT_KEY
+    outcome = warm_transfer.ACCEPTED if accepted else warm_transfer.DECLINED
+    await warm_transfer.outcome_send(call_sid=call_sid, transfer_id=transfer_id, outcome=outcome)
+    document = warm_transfer.conference_twiml(warm_transfer.conference_name(transfer_id)) if accepted else None
+    return HttpResponse(document or warm_transfer.goodbye_twiml(), content_type="text/xml")
+
+
+@csrf_exempt
+async def twilio_transfer_status(request: HttpRequest, call_sid: str, transfer_id: str) -> HttpResponse:
+    """The status of a warm transfer's call to the person: a final one without a key press tells the
+    caller's session (busy, no answer, failed; a hang-up is a decline)."""
+    refused = _refused(request)
+    if refused is not None:
+        return refused
+    if await sync_to_async(_verified_account)(request) is None:
+        return HttpResponse("Forbidden", status=403, content_type="text/plain")
+    outcome = warm_transfer.LEG_OUTCOMES.get(request.POST.get("CallStatus", ""))
+    if outcome is not None:
+        await warm_transfer.outcome_send(call_sid=call_sid, transfer_id=transfer_id, outcome=outcome)
     return HttpResponse(status=204)
 
 

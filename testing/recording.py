@@ -33,6 +33,9 @@ class RecordedCall:
     tool_invocations: list[dict[str, Any]] = field(default_factory=list)
     llm_usage: list[dict[str, Any]] = field(default_factory=list)
     latencies: list[dict[str, float | None]] = field(default_factory=list)
+    handoffs: list[dict[str, Any]] = field(default_factory=list)
+    flow: dict[str, Any] | None = None
+    transfer: dict[str, Any] | None = None
 
     @property
     def messages(self) -> list[tuple[str, str]]:
@@ -113,6 +116,19 @@ class MemoryRecorder(TranscriptOrder):
     def turn_latency(self, stages_ms: dict[str, float | None]) -> None:
         if self.call is not None and not self._finished:
             self.call.latencies.append(dict(stages_ms))
+
+    def transfer_update(self, *, mode: str, destination: str, status: str, at: datetime) -> None:
+        if self.call is not None and not self._finished:
+            self.call.transfer = {"mode": mode, "destination": destination, "status": status}
+
+    def flow_progress(self, *, path: list[str], collected: dict[str, Any]) -> None:
+        if self.call is not None and not self._finished:
+            self.call.flow = {"path": list(path), "collected": dict(collected)}
+
+    def handoff(self, *, from_agent: Any, to_agent: Any, reason: str, occurred_at: datetime) -> None:
+        if self.call is not None and not self._finished:
+            self.release_caller_message()
+            self.call.handoffs.append({"from": from_agent.pk, "to": to_agent.pk, "reason": reason})
 
     async def finish(
         self, status: str, *, ended_reason: str | None = None, message: str = "", recording: bool = False

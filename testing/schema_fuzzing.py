@@ -20,12 +20,16 @@ What the fuzzer is told beyond the schema:
   an IANA name the server knows and a call's metadata at most 16 KB as JSON; a byte range of a
   recording must lie within the stored file (416: its size is known only from the storage); an integer
   anywhere in a body must lie within 64 bits (docs/reference/api.md; the schema cannot bound the integers
-  of free-form objects).
+  of free-form objects); an agent's handoffs must name active agents of the organization, each once (the
+  seeded active agent's id half of the time); an agent's flow must be a graph whose steps exist, are
+  reached from its start, branch on collected fields and never loop without waiting for the caller, with
+  field names unique in a step, min at most max, tools of the agent and active handoff targets.
 """
 
 from __future__ import annotations
 
 import io
+import re
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -227,6 +231,7 @@ def config(*, max_examples: int, seed: int | None = None, stateful: bool = True)
     parameters["query.agentId"] = {"dictionary": "agent_id", "probability": 0.5}
     parameters["body.phoneNumberId"] = {"dictionary": "phone_number_id", "probability": 0.5}
     parameters["body.[*].mcpServerId"] = {"dictionary": "mcp_server_id", "probability": 0.5}
+    parameters["body.handoffs.[*].agentId"] = {"dictionary": "agent_id", "probability": 0.5}
     for field in ("handoffPhoneNumber", "phoneNumberAssignments.[*].handoffPhoneNumber"):
         parameters[f"body.{field}"] = {"dictionary": "e164", "probability": 1.0}
     data: dict[str, Any] = {
@@ -290,13 +295,27 @@ def _agent_exists(case: Any) -> bool:
     return Agent.objects.filter(pk=pk).exists()
 
 
+# The issue key of a handoff's target (`handoffs.3.agentId`), whatever its index.
+_HANDOFF_ENTRY = re.compile(r"^handoffs\.\d+\.agentId$")
+_HANDOFF_TARGET = "handoffs.*.agentId"
+# Any place inside an agent's flow (`flow.start`, `flow.nodes.book.onError`).
+_FLOW_PLACE = re.compile(r"^flow\..+$")
+_IN_FLOW = "flow.*"
+
+
+def _place(field: str) -> str:
+    return _FLOW_PLACE.sub(_IN_FLOW, _HANDOFF_ENTRY.sub(_HANDOFF_TARGET, field))
+
+
 def _unstated_rule(issues: Any) -> bool:
     """A 400 for a rule on the body that the schema names in words only, recognized by its issues: a phone
     number twice in phoneNumberAssignments (uniqueness of one field of the items), a tool schema that the
     JSON Schema meta-schema refuses (the document pins the common keywords two levels deep; the recursive
     meta-schema itself is too slow for generators, see agents/tools/schema.py), or a serverUrl or toolUrl
     whose host is (or resolves to) an address the egress guard refuses (known only after DNS), an agent's
-    timeZone that zoneinfo does not know, or metadata over 16 KB as JSON."""
+    timeZone that zoneinfo does not know, metadata over 16 KB as JSON, a handoff whose agentId is not an
+    active agent of the organization other than the agent, or repeats one, or a flow that breaks a rule of
+    its graph or of the agent's tools and agents (agents/flows.py)."""
     if issues == {"phoneNumberAssignments": ["Duplicate phoneNumberId."]}:
         return True
     if isinstance(issues, dict) and issues and all(m == [INTEGER_PROBLEM] for m in issues.values()):
@@ -314,12 +333,33 @@ def _unstated_rule(issues: Any) -> bool:
         # metadata at most 16 KB as JSON.
         ({"timeZone"}, "Unknown time zone"),
         ({"metadata"}, "Must be at most"),
+        # A handoff's agentId must name an active agent of the organization, other than the agent, once.
+        ({_HANDOFF_TARGET}, "No active agent with this id"),
+        ({_HANDOFF_TARGET}, "An agent cannot hand off to itself"),
+        ({_HANDOFF_TARGET}, "This agent is already a handoff target"),
+        # A flow's graph (steps that exist, reached from start, branches on collected fields, no loop without a
+        # collect or conversation step), unique field names in a step, min at most max, the agent's enabled
+        # tools and active handoff targets.
+        ({_IN_FLOW}, "No node '"),
+        ({_IN_FLOW}, "Not reachable from the start node"),
+        ({_IN_FLOW}, "No collect step collects"),
+        ({_IN_FLOW}, "This step is in a loop with no collect or conversation step"),
+        ({_IN_FLOW}, "Another field of this step has this name"),
+        ({_IN_FLOW}, "Must be at least min"),
+        ({_IN_FLOW}, "The agent has no enabled custom tool named"),
+        ({_IN_FLOW}, "No active agent with this id"),
+        ({_IN_FLOW}, "An agent cannot hand off to itself"),
+        # A transfer step's number: E.164 that libphonenumber takes as a valid number (format e164; the
+        # dictionary of numbers cannot be pinned on a step whose id is generated).
+        ({_IN_FLOW}, "Not a valid phone number"),
+        ({_IN_FLOW}, "Not a phone number"),
+        ({_IN_FLOW}, "Must be written in E.164 form"),
     )
     return (
         isinstance(issues, dict)
         and bool(issues)
         and all(
-            any(field in fields and all(m.startswith(prefix) for m in messages) for fields, prefix in rules)
+            any(_place(field) in fields and all(m.startswith(prefix) for m in messages) for fields, prefix in rules)
             for field, messages in issues.items()
         )
     )

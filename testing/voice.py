@@ -79,6 +79,49 @@ def speech_bounds(pcm16: bytes, *, threshold: float = 300.0, window_ms: int = 10
     return loud[0] * window_ms / 1000, (loud[-1] + 1) * window_ms / 1000
 
 
+def pitch_hz(pcm16: bytes, rate: int = OUT_RATE) -> float:
+    """The median fundamental frequency of the voiced parts of a recording (autocorrelation over 40 ms
+    windows, 70 to 400 Hz): a man's voice is about 100-150 Hz, a woman's about 180-250 Hz."""
+    samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float64)
+    size = rate * 40 // 1000
+    shortest, longest = rate // 400, rate // 70
+    found: list[float] = []
+    for start in range(0, samples.size - size, size):
+        window = samples[start : start + size] - samples[start : start + size].mean()
+        if np.sqrt(np.mean(window**2)) < 500:
+            continue
+        correlation = np.correlate(window, window, mode="full")[size - 1 :]
+        lag = shortest + int(np.argmax(correlation[shortest:longest]))
+        if correlation[lag] > 0.3 * correlation[0]:
+            found.append(rate / lag)
+    if not found:
+        raise ValueError("the recording holds no voiced speech")
+    return float(np.median(found))
+
+
+def heard(chunks: list[tuple[float, bytes]], rate: int = OUT_RATE) -> list[tuple[float, float]]:
+    """What a listener hears of audio chunks that arrive at loop times, played in order as a browser's
+    queue plays them (a chunk starts when it arrives or when the one before it ends, whichever is later):
+    the stretches of speech, (start, end) in loop time, 10 ms windows louder than 300 RMS joined across
+    silences shorter than 100 ms."""
+    stretches: list[tuple[float, float]] = []
+    window = rate // 100
+    end = float("-inf")
+    for at, pcm16 in chunks:
+        start = max(at, end)
+        samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float64)
+        for offset in range(0, samples.size, window):
+            piece = samples[offset : offset + window]
+            if piece.size and np.sqrt(np.mean(piece**2)) > 300:
+                began = start + offset / rate
+                if stretches and began - stretches[-1][1] < 0.1:
+                    stretches[-1] = (stretches[-1][0], began + piece.size / rate)
+                else:
+                    stretches.append((began, began + piece.size / rate))
+        end = start + samples.size / rate
+    return stretches
+
+
 def pink_noise(ms: int, level: float, seed: int = 7) -> bytes:
     """`ms` of pink noise (PCM16 16 kHz) at RMS `level` (a speech recording's, from `rms`), the same in every
     run. Silero VAD never takes it for speech (300 ms at a speech level: no speech start)."""

@@ -293,7 +293,7 @@ SPECTACULAR_SETTINGS = {
         {"name": "Logs", "description": "Agents' runtime logs of the last 24 hours."},
         {
             "name": "Webhooks",
-            "description": "Call events (call.started, call.ended, call.analyzed): endpoints, deliveries.",
+            "description": "Call events (call.started, call.handoff, call.transfer.*, call.ended, call.analyzed): endpoints, deliveries.",
         },
         {"name": "Realtime", "description": "Short-lived tokens for browser and app voice sessions."},
         {"name": "Call batches", "description": "Campaigns: an agent calls a list of people within a window."},

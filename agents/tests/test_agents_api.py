@@ -80,6 +80,8 @@ def test_create_applies_the_documented_defaults_and_lists_every_field(owner):
         "keypad": {"enabled": True, "timeoutMs": 2000, "terminator": "#"},
         "voicemail": {"detection": "off", "action": "hang-up", "message": ""},
         "interruption": {"mode": "adaptive", "minWords": 1, "backchannels": None, "resumeAfterMs": 400},
+        "handoffs": [],
+        "flow": None,
     }
     assert isinstance(item["successRate"], (int, float))
 

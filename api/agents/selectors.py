@@ -181,6 +181,8 @@ LIST_COLUMNS = (
     "keypad",
     "voicemail",
     "interruption",
+    "handoffs",
+    "flow",
 )
 
 
@@ -222,6 +224,8 @@ def agent_item(row: tuple[Any, ...]) -> dict[str, Any]:
         keypad,
         voicemail,
         interruption,
+        handoffs,
+        flow,
     ) = row
     return {
         "id": uuid_text(id_),
@@ -260,4 +264,6 @@ def agent_item(row: tuple[Any, ...]) -> dict[str, Any]:
         "keypad": json_column(keypad),
         "voicemail": json_column(voicemail),
         "interruption": json_column(interruption),
+        "handoffs": json_column(handoffs),
+        "flow": json_column(flow),
     }

@@ -1,11 +1,12 @@
 """Call events leaving the service: the outbox, its delivery, retries, redelivery and the endpoints'
 auto-disable (docs/reference/webhooks.md).
 
-`event_record` writes the event (`call.started`, `call.ended`, `call.analyzed`) in the transaction that
-changes the call: one `CallEvent` row whose body is serialized once (the envelope
-`{"message": {"type", "id", "createdAt", "call": <the call detail of GET /public/v1/calls/{id}>, "callUrl",
-"messagesTruncated"}}`: the transcript's `messages` carry at most EVENTS_MAX_TRANSCRIPT_CHARS characters of
-content, the rest is read at `callUrl`) and one
+`event_record` writes the event (`call.started`, `call.handoff`, `call.transfer.started`,
+`call.transfer.ended`, `call.ended`, `call.analyzed`) in the transaction that changes the call: one
+`CallEvent` row whose body is serialized once (the envelope `{"message": {"type", "id", "createdAt", "call":
+<the call detail of GET /public/v1/calls/{id}>, "callUrl", "messagesTruncated"}}`, with call.handoff's
+`handoff` or the transfer events' `transfer` beside them: the transcript's `messages` carry at most
+EVENTS_MAX_TRANSCRIPT_CHARS characters of content, the rest is read at `callUrl`) and one
 `WebhookDelivery` per target (the agent's serverUrl for webhook agents; every enabled organization
 endpoint that subscribes to the type and whose agent filter matches). Delivery is queued with
 `transaction.on_commit`: an event whose transaction rolls back is never sent.
@@ -27,7 +28,8 @@ EVENTS_MAX_ATTEMPTS attempts; other answers are final, and so is a URL that cann
 guard, or one the HTTP client cannot encode, saved before saving checked it). Staff may cancel a pending
 delivery (the dashboard's action): it is never sent, and the call's later events go on.
 Order: one call's later event reaches a target only once the earlier ones to that target have been
-delivered, have finally failed or were cancelled.
+delivered, have finally failed or were cancelled (later: of a higher EVENT_RANK, or of the same rank and
+recorded later, as a call's successive call.handoff and call.transfer.* events).
 
 `webhook_test_send` sends a webhook one `webhook.test` event the same way (the dashboard's "Send a test
 event"), answered at once and not recorded.
@@ -86,10 +88,12 @@ RETRIED_STATUSES = frozenset({408, 429})
 # --- recording ------------------------------------------------------------------------------------
 
 
-def event_record(*, call: Call, event_type: str) -> CallEvent | None:
+def event_record(*, call: Call, event_type: str, message_fields: dict[str, Any] | None = None) -> CallEvent | None:
     """Write the event and its deliveries; call it inside the transaction that changes the call (the
-    body is the call as that transaction sees it). Delivery starts once the transaction commits. An event
-    nobody receives (no serverUrl, no matching webhook) is not stored: None."""
+    body is the call as that transaction sees it; `message_fields`: what the message carries beside the
+    call for this type, such as call.handoff's `handoff` or the transfer events' `transfer`). Delivery
+    starts once the transaction commits. An event nobody receives (no serverUrl, no matching webhook) is
+    not stored: None."""
     if event_type not in EventType.values:
         raise ValueError(f"event_type must be one of {', '.join(EventType.values)}, not {event_type!r}")
     if not transaction.get_connection().in_atomic_block:
@@ -109,6 +113,7 @@ def event_record(*, call: Call, event_type: str) -> CallEvent | None:
             "call": detail,
             "callUrl": f"{settings.PUBLIC_BASE_URL}/public/v1/calls/{call.pk}",
             "messagesTruncated": truncated,
+            **(message_fields or {}),
         }
     }
     event = CallEvent.objects.create(
@@ -195,12 +200,15 @@ def _queue(ids: list[Any]) -> None:
 
 
 def _earlier_pending() -> Exists:
-    """An earlier event of the same call to the same target is still pending (this one waits)."""
+    """An earlier event of the same call to the same target is still pending (this one waits): one of a
+    lower rank (EVENT_RANK), or of the same rank recorded before it (a call's call.handoff and call.transfer.*
+    events)."""
+    earlier = Q(rank__lt=OuterRef("rank")) | Q(rank=OuterRef("rank"), created_at__lt=OuterRef("created_at"))
     return Exists(
         WebhookDelivery.objects.filter(
+            earlier,
             call_id=OuterRef("call_id"),
             target_key=OuterRef("target_key"),
-            rank__lt=OuterRef("rank"),
             status=DeliveryStatus.PENDING,
         )
     )

@@ -40,7 +40,8 @@ class EventListField(serializers.ListField):
             child=StrictChoiceField(choices=EventType.choices),
             min_length=1,
             max_length=len(EventType.values),
-            help_text="The event types it receives: call.started, call.ended, call.analyzed (at least one).",
+            help_text="The event types it receives: call.started, call.handoff, call.transfer.started, "
+            "call.transfer.ended, call.ended, call.analyzed (at least one).",
             **kwargs,
         )
 

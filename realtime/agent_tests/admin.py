@@ -53,7 +53,8 @@ JSON_HELP = {
     "tool_mocks": 'Mocked tools: [{"tool": "lookup_order", "when": {"argumentsInclude": {"order": "42"}}, '
     '"result": {"status": "shipped"}}] or {"tool": ..., "error": "timeout"}.',
     "expect": 'What must happen: {"toolCalls": [{"name": "lookup_order"}], "replyContains": ["shipped"], '
-    '"replyMatches": "regex", "noToolCalls": false, "transferred": false, "ended": false, "criteria": ["..."]}.',
+    '"replyMatches": "regex", "noToolCalls": false, "transferred": false, "ended": false, "flowPath": ["greet", '
+    '"ask"], "collected": {"party_size": 4}, "criteria": ["..."]}.',
     "tags": '["smoke", "orders"]',
 }
 
@@ -73,6 +74,8 @@ FORM_PLACES = {
     "expect.replyMatches": "expect_reply_matches",
     "expect.transferred": "expect_transferred",
     "expect.ended": "expect_ended",
+    "expect.flowPath": "expect_flow_path",
+    "expect.collected": "expect_collected",
     "expect.criteria": "expect_criteria",
     "expect": "expect_reply_contains",
     "tags": "tag_list",
@@ -90,6 +93,8 @@ STRUCTURED_FIELDS = (
     "expect_reply_matches",
     "expect_transferred",
     "expect_ended",
+    "expect_flow_path",
+    "expect_collected",
     "expect_criteria",
     "tag_list",
 )
@@ -155,6 +160,21 @@ class AgentTestForm(forms.ModelForm):
     )
     expect_transferred = TriState(label="Transferred (transferred)")
     expect_ended = TriState(label="Call ended by the agent (ended)")
+    expect_flow_path = _text_area(
+        "Flow path (flowPath)",
+        "The ids of the flow's nodes the call must go through, exactly, one a line from the start (agents with a flow).",
+        rows=3,
+    )
+    expect_collected = RowsField(
+        label="Collected values (collected)",
+        columns=[
+            Column("name", "Name", placeholder="party_size", size=16),
+            Column("value", "Value", placeholder="4", size=28),
+        ],
+        add_label="Add a collected value",
+        help_text="Values the flow must have collected: a number or true/false is compared as one, text without "
+        'case (write "4" in quotes for the text 4).',
+    )
     expect_criteria = _text_area(
         "Criteria (criteria)", "One a line: judged by the language model (skipped with the embedded brain)."
     )
@@ -257,6 +277,10 @@ def _composed(data: dict[str, Any]) -> dict[str, Any]:
         expect["replyContains"] = contains
     if matches := (data.get("expect_reply_matches") or "").strip():
         expect["replyMatches"] = matches
+    if path := structured.lines_of(data.get("expect_flow_path") or ""):
+        expect["flowPath"] = path
+    if collected := data.get("expect_collected") or []:
+        expect["collected"] = {row["name"]: structured.json_or_text(row["value"]) for row in collected}
     if criteria := structured.lines_of(data.get("expect_criteria") or ""):
         expect["criteria"] = criteria
     mocks = []
@@ -283,6 +307,14 @@ def _composed(data: dict[str, Any]) -> dict[str, Any]:
         "expect": expect,
         "tags": [tag.strip() for tag in (data.get("tag_list") or "").split(",") if tag.strip()],
     }
+
+
+def _collected_cell(value: Any) -> str:
+    """An expected collected value in its cell: text as itself, unless it would read as JSON ("4", "true": then
+    quoted, as the cell is read back); a number or true/false as JSON."""
+    if isinstance(value, str) and structured.json_or_text(value) == value:
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _structured_values(test: AgentTest) -> dict[str, Any]:
@@ -320,6 +352,10 @@ def _structured_values(test: AgentTest) -> dict[str, Any]:
         "expect_reply_matches": expect.get("replyMatches") or "",
         "expect_transferred": structured.tri_state(expect.get("transferred")),
         "expect_ended": structured.tri_state(expect.get("ended")),
+        "expect_flow_path": "\n".join(expect.get("flowPath") or []),
+        "expect_collected": [
+            {"name": name, "value": _collected_cell(value)} for name, value in (expect.get("collected") or {}).items()
+        ],
         "expect_criteria": "\n".join(expect.get("criteria") or []),
         "tag_list": ", ".join(test.tags or []),
     }
@@ -352,6 +388,8 @@ class AgentTestAdmin(admin.ModelAdmin):
                     "expect_reply_matches",
                     "expect_transferred",
                     "expect_ended",
+                    "expect_flow_path",
+                    "expect_collected",
                     "expect_criteria",
                 )
             },

@@ -32,7 +32,8 @@ from realtime.models import UNFINISHED_TEST_RUN, AgentTest, TestAttempt, TestRun
 logger = logging.getLogger(__name__)
 
 MORE = "more"  # test_run_step: the run has attempts left
-# What of an attempt may hold what the caller or a tool said (an agent's redactPii applies to it).
+# What of an attempt may hold what the caller or a tool said (an agent's redactPii applies to it; so does it to
+# the values the flow collected, `flow.collected`, in _redacted: the flow's path is node ids).
 _SAID = ("reasons", "transcript", "toolCalls", "criteria")
 _COUNTED = {"pass": "passed", "fail": "failed", "error": "errored"}
 
@@ -84,10 +85,15 @@ def test_run_next() -> str | None:
 
 
 def _redacted(run: TestRun, attempt: dict[str, Any]) -> dict[str, Any]:
-    """With the agent's redactPii, what the caller, the agent and the tools said is stored redacted (as a call's is)."""
+    """With the agent's redactPii, what the caller, the agent and the tools said, and what the flow collected, is
+    stored redacted (as a call's is)."""
     if not categories_of(run.agent.redact_pii):
         return attempt
-    return {key: redact_for_agent(run.agent, value) if key in _SAID else value for key, value in attempt.items()}
+    redacted = {key: redact_for_agent(run.agent, value) if key in _SAID else value for key, value in attempt.items()}
+    flow = attempt.get("flow")
+    if isinstance(flow, dict):
+        redacted["flow"] = {**flow, "collected": redact_for_agent(run.agent, flow.get("collected") or {})}
+    return redacted
 
 
 def _append(run: TestRun, position: int, number: int, test: AgentTest | None, attempt: dict[str, Any]) -> bool:

@@ -45,6 +45,12 @@ class TestAttemptSerializer(serializers.Serializer):
     )
     transferred = serializers.BooleanField()
     ended = serializers.BooleanField()
+    flow = serializers.DictField(
+        allow_null=True,
+        required=False,
+        help_text='The agent\'s flow as the attempt left it: {"path": [node ids], "collected": {name: value}} '
+        "(collected values redacted as the transcript); null for an agent without a flow.",
+    )
 
 
 class TestResultSerializer(serializers.Serializer):

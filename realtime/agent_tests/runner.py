@@ -7,7 +7,9 @@ test's caller turns one by one with `Session.caller_text`, each time waiting for
 then checks the expectations:
 
 1. deterministic checks (each failed expectation is one reason, named by its key): `toolCalls`,
-   `noToolCalls`, `replyContains`, `replyMatches`, `transferred`, `ended`;
+   `noToolCalls`, `replyContains`, `replyMatches`, `transferred`, `ended`, `flowPath` and `collected` (on the
+   agent's flow as the session ran it: `Session.flow`, None for an agent without a flow, else its `path` of
+   node ids and its `collected` values; both fail on an agent without a flow);
 2. `criteria`, judged by the configured model (realtime/agent_tests/judge.py) once the deterministic
    checks passed; with the embedded brain they are `skipped` (never passed).
 
@@ -22,8 +24,10 @@ says each next line, up to `caller.maxTurns`; with the embedded brain that is an
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from kit.patterns import PatternError, pattern_search
@@ -55,6 +59,19 @@ class Conversation:
     transferred: bool = False
     ended: bool = False
     failure: str = ""
+    # The agent's flow when the session was over: {"path", "collected"}; None for an agent without a flow.
+    flow: dict[str, Any] | None = None
+
+
+def flow_state(session: Any) -> dict[str, Any] | None:
+    """The session's flow as JSON: {"path": [node ids], "collected": {name: value}}, a copy of its state now;
+    None when the agent has no flow (or the runtime runs none: read with getattr)."""
+    flow = getattr(session, "flow", None)
+    if flow is None:
+        return None
+    path = [str(node) for node in getattr(flow, "path", None) or []]
+    collected = getattr(flow, "collected", None) or {}
+    return {"path": path, "collected": json.loads(json.dumps(dict(collected), default=str))}
 
 
 class _Driver:
@@ -141,6 +158,7 @@ class _Driver:
         await self.session.stop()
         if self.task is not None:
             await asyncio.wait_for(self.task, 30)
+        conversation.flow = flow_state(self.session)
         return conversation
 
 
@@ -168,6 +186,67 @@ async def _converse(test: AgentTest) -> tuple[Conversation, list[dict[str, Any]]
         conversation = await driver.finish()
     refused = [call.name for call in driver.tools.calls if call.refused]
     return conversation, [call.as_json() for call in driver.tools.calls], refused
+
+
+def _number(value: Any) -> Decimal | None:
+    """A number, or the text of one (" 4 ", "4.0"), as a Decimal; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, int | float):
+            number = Decimal(str(value))
+        elif isinstance(value, str):
+            number = Decimal(value.strip())
+        else:
+            return None
+    except InvalidOperation:
+        return None
+    return number if number.is_finite() else None
+
+
+def collected_equal(wanted: Any, got: Any) -> bool:
+    """An expected collected value equals the collected one: numbers as numbers (4 is "4.0"), true and false
+    as themselves, texts without case and outer spaces."""
+    numeric = [isinstance(value, int | float) and not isinstance(value, bool) for value in (wanted, got)]
+    if any(numeric):
+        expected, actual = _number(wanted), _number(got)
+        if expected is not None and actual is not None:
+            return expected == actual
+    if isinstance(wanted, bool):
+        if isinstance(got, bool):
+            return got == wanted
+        return isinstance(got, str) and got.strip().casefold() == str(wanted).lower()
+    if isinstance(wanted, str) and isinstance(got, str | int | float) and not isinstance(got, bool):
+        return wanted.strip().casefold() == str(got).strip().casefold()
+    return False
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _flow_checks(expect: dict[str, Any], flow: dict[str, Any] | None) -> list[str]:
+    """`flowPath` and `collected`, each failure named by its key."""
+    reasons: list[str] = []
+    wanted_path = expect.get("flowPath")
+    wanted_values = expect.get("collected")
+    if flow is None:
+        for key, wanted in (("flowPath", wanted_path), ("collected", wanted_values)):
+            if wanted:
+                reasons.append(f"{key}: the agent has no flow")
+        return reasons
+    if wanted_path:
+        path = [str(node) for node in flow.get("path") or []]
+        if path != [str(node) for node in wanted_path]:
+            went = " → ".join(path) if path else "no node"
+            reasons.append(f"flowPath: expected {' → '.join(str(node) for node in wanted_path)}, got {went}")
+    collected = flow.get("collected") or {}
+    for name, wanted in (wanted_values or {}).items():
+        if name not in collected:
+            reasons.append(f"collected: {name} was not collected")
+        elif not collected_equal(wanted, collected[name]):
+            reasons.append(f"collected: {name}: expected {_shown(wanted)}, got {_shown(collected[name])}")
+    return reasons
 
 
 def _checks(expect: dict[str, Any], conversation: Conversation, calls: list[dict[str, Any]]) -> list[str]:
@@ -200,12 +279,13 @@ def _checks(expect: dict[str, Any], conversation: Conversation, calls: list[dict
     for key, happened in (("transferred", conversation.transferred), ("ended", conversation.ended)):
         if key in expect and expect[key] is not None and bool(expect[key]) != happened:
             reasons.append(f"{key}: expected {str(bool(expect[key])).lower()}, got {str(happened).lower()}")
+    reasons.extend(_flow_checks(expect, conversation.flow))
     return reasons
 
 
 def attempt_run(test: AgentTest) -> dict[str, Any]:
     """One attempt: {"verdict", "reasons", "transcript", "toolCalls", "latencyMs", "criteria",
-    "transferred", "ended"} (see the module docstring)."""
+    "transferred", "ended", "flow"} (see the module docstring)."""
     expect = test.expect or {}
     criteria = [str(c) for c in expect.get("criteria") or []]
     result: dict[str, Any] = {
@@ -217,6 +297,7 @@ def attempt_run(test: AgentTest) -> dict[str, Any]:
         "criteria": [],
         "transferred": False,
         "ended": False,
+        "flow": None,
     }
     if test.kind == AgentTestKind.CONVERSATION and not test.turns and not judge.model_configured():
         result["reasons"] = [
@@ -236,6 +317,7 @@ def attempt_run(test: AgentTest) -> dict[str, Any]:
         latencyMs=conversation.latency_ms,
         transferred=conversation.transferred,
         ended=conversation.ended,
+        flow=conversation.flow,
         durationMs=round((time.monotonic() - started) * 1000),
     )
     errors = [
@@ -270,7 +352,7 @@ def attempt_run(test: AgentTest) -> dict[str, Any]:
                 reasons.append(f"criteria: {criterion!r} failed: {why}")
     result["criteria"] = judged
     result["reasons"] = reasons
-    checked = any(key in expect and expect[key] not in (None, [], "") for key in expect if key != "criteria")
+    checked = any(key in expect and expect[key] not in (None, [], {}, "") for key in expect if key != "criteria")
     if reasons:
         result["verdict"] = "fail"
     elif criteria and all(item["verdict"] == "skipped" for item in judged) and not checked:

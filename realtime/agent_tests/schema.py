@@ -107,6 +107,34 @@ EXPECT = {
         ),
         "transferred": {"type": "boolean", "description": "Whether the call must be transferred."},
         "ended": {"type": "boolean", "description": "Whether the agent must end the call."},
+        "flowPath": {
+            **_array(
+                _text(v.MAX_NODE_ID_CHARS),
+                v.MAX_FLOW_PATH,
+                "The node ids the agent's flow must go through, exactly this list from its start (docs/guides/"
+                "agent-tests.md); fails on an agent without a flow.",
+            ),
+            "minItems": 1,
+        },
+        "collected": {
+            "type": "object",
+            "maxProperties": v.MAX_COLLECTED,
+            "propertyNames": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": v.MAX_COLLECTED_NAME_CHARS,
+                "pattern": TEXT_PATTERN,
+            },
+            "additionalProperties": {
+                "type": ["string", "number", "boolean"],
+                "minLength": 1,
+                "maxLength": v.MAX_COLLECTED_VALUE_CHARS,
+                "pattern": TEXT_PATTERN,
+            },
+            "description": "Values the agent's flow must have collected, by name (numbers compared as numbers, "
+            "texts without case and outer spaces; other collected values may exist); fails on an agent without "
+            "a flow.",
+        },
         "criteria": _array(
             _text(v.MAX_CRITERION_CHARS),
             v.MAX_CRITERIA,

@@ -85,6 +85,15 @@ class TestRecorder:
     def turn_latency(self, stages_ms: dict[str, float | None]) -> None:
         return None
 
+    def handoff(self, **fields: Any) -> None:
+        return None
+
+    def transfer_update(self, **fields: Any) -> None:
+        return None
+
+    def flow_progress(self, **fields: Any) -> None:
+        return None  # the run reads the flow from the session (`Session.flow`)
+
     async def finish(
         self, status: str, *, ended_reason: str | None = None, message: str = "", recording: bool = False
     ) -> TestCall | None:
@@ -198,7 +207,8 @@ class MockedTools(ToolDispatcher):
     """The agent's tools as a session offers them, answered from the test's mocks (module docstring)."""
 
     def __init__(self, *, agent: Any, recorder: Any, mocks: list[dict[str, Any]], allow_real_tools: bool) -> None:
-        super().__init__(agent=agent, recorder=recorder, to_number=None)
+        # No handoff tool: an agent test talks to the one agent it tests (docs/guides/handoffs.md).
+        super().__init__(agent=agent, recorder=recorder, to_number=None, handoffs=False)
         self.mocks = [mock for mock in mocks if isinstance(mock, dict)]
         self.allow_real_tools = allow_real_tools
         self.calls: list[ToolRecord] = []

@@ -7,6 +7,7 @@ mocks and of expected tool calls must be tools the agent offers (selectors.offer
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -33,12 +34,27 @@ MAX_REGEX_CHARS = 500
 MAX_CRITERIA = 10
 MAX_CRITERION_CHARS = 1000
 MAX_TAGS = 20
+MAX_FLOW_PATH = 200  # expect.flowPath: node ids
+MAX_NODE_ID_CHARS = 64  # a flow's node id (agents' flow rules)
+MAX_COLLECTED = 50  # expect.collected: values
+MAX_COLLECTED_NAME_CHARS = 64
+MAX_COLLECTED_VALUE_CHARS = 500
 TAG = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 TAG_PATTERN = "^[A-Za-z0-9_.:-]{1,64}$"
 
 FIELDS = ("name", "kind", "turns", "caller", "variables", "toolMocks", "expect", "tags", "allowRealTools")
 MOCK_KEYS = ("tool", "when", "result", "error")
-EXPECT_KEYS = ("toolCalls", "noToolCalls", "replyContains", "replyMatches", "transferred", "ended", "criteria")
+EXPECT_KEYS = (
+    "toolCalls",
+    "noToolCalls",
+    "replyContains",
+    "replyMatches",
+    "transferred",
+    "ended",
+    "flowPath",
+    "collected",
+    "criteria",
+)
 CALLER_KEYS = ("persona", "goal", "maxTurns")
 _TEXT = re.compile(f"{ANY}*{VISIBLE}{ANY}*")  # some visible character, no NUL
 
@@ -171,6 +187,38 @@ def _texts(value: Any, field: str, max_items: int, max_chars: int) -> list[str]:
     return [_text(item, f"{field}.{index}", max_chars) for index, item in enumerate(_list(value, field, max_items))]
 
 
+def _flow_path(value: Any) -> list[str]:
+    """expect.flowPath: the node ids the agent's flow must go through, exactly (1..MAX_FLOW_PATH)."""
+    path = _list(value, "expect.flowPath", MAX_FLOW_PATH)
+    if not path:
+        raise ApiError.field("expect.flowPath", "Give at least one node id (the flow's path from its start).")
+    return [_text(node, f"expect.flowPath.{index}", MAX_NODE_ID_CHARS) for index, node in enumerate(path)]
+
+
+def _collected(value: Any) -> dict[str, Any]:
+    """expect.collected: {name: string | number | boolean}, at most MAX_COLLECTED."""
+    if not isinstance(value, dict):
+        raise ApiError.field("expect.collected", "Must be an object: {name: the value the flow must collect}.")
+    if len(value) > MAX_COLLECTED:
+        raise ApiError.field("expect.collected", f"At most {MAX_COLLECTED} values, not {len(value)}.")
+    cleaned: dict[str, Any] = {}
+    for name, wanted in value.items():
+        if len(name) > MAX_COLLECTED_NAME_CHARS or not _TEXT.fullmatch(name):
+            raise ApiError.field(
+                "expect.collected",
+                f"A name must be 1 to {MAX_COLLECTED_NAME_CHARS} characters, not blank (and without NUL): "
+                f"{name[:MAX_COLLECTED_NAME_CHARS]!r}.",
+            )
+        where = f"expect.collected.{name}"
+        if isinstance(wanted, str):
+            cleaned[name] = _text(wanted, where, MAX_COLLECTED_VALUE_CHARS)
+        elif isinstance(wanted, int) or (isinstance(wanted, float) and math.isfinite(wanted)):  # bool is an int
+            cleaned[name] = wanted
+        else:
+            raise ApiError.field(where, "Must be a string, a number or true or false.")
+    return cleaned
+
+
 def expect_clean(value: Any, offered: list[str]) -> dict[str, Any]:
     expect = _object(value, "expect", EXPECT_KEYS)
     cleaned: dict[str, Any] = {}
@@ -201,6 +249,10 @@ def expect_clean(value: Any, offered: list[str]) -> dict[str, Any]:
         if problem is not None:
             raise ApiError.field("expect.replyMatches", problem)
         cleaned["replyMatches"] = pattern
+    if "flowPath" in expect:
+        cleaned["flowPath"] = _flow_path(expect["flowPath"])
+    if "collected" in expect:
+        cleaned["collected"] = _collected(expect["collected"])
     if "criteria" in expect:
         cleaned["criteria"] = _texts(expect["criteria"], "expect.criteria", MAX_CRITERIA, MAX_CRITERION_CHARS)
     return cleaned

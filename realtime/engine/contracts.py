@@ -116,14 +116,31 @@ class BrainContext:
         return next((tool for tool in self.tools if tool.name == name), None)
 
 
+# The names of the handoff tools (realtime/engine/tools/handoff.py): `handoff_to_<the target's name>`.
+HANDOFF_TOOL_PREFIX = "handoff_to_"
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """A handoff to another agent of the organization, as the agent's `handoffs` entry says
+    (agents/handoffs.py): which agent, and how much of the conversation goes with the call."""
+
+    agent_id: str
+    context: str = "all"  # "all" | "lastN" | "summary" | "none"
+    last_n: int | None = None
+    reason: str = ""  # why, in the brain's words (the tool call's `reason`), kept on the call record
+
+
 @dataclass(frozen=True)
 class ToolOutcome:
     result: str  # the JSON string the brain gets (a JSON object serialized)
     status: str  # "success" | "error" | "timeout" | "cancelled"  (calls.models.ToolInvocationStatus values)
     transfer_to: str | None = None  # set by transfer_call: the E.164 destination the shell must transfer to
+    transfer_mode: str = "cold"  # ... "cold" (the carrier dials) or "warm" (the person is briefed first)
     end_call: bool = False  # set by end_call: the shell ends the call once the agent's goodbye has played
     reason: str | None = None  # a failure in plain words, as in the agent log (no URL, secret or argument)
     digits: str | None = None  # set by send_digits: the keys the shell plays as keypad tones into the call
+    handoff_to: Handoff | None = None  # set by a handoff tool: the agent the shell hands the call to
 
 
 class Brain(Protocol):
@@ -224,7 +241,9 @@ class Response:
     cancelled: bool = False  # interrupted: every stage drops the work it still holds for it
     in_history: int = 0  # leading sentences already in the history (said before a tool call)
     transfer_to: str | None = None  # hand the caller to this number once the response has played
-    decided_by: str | None = None  # the tool whose call decided the transfer or end of call
+    transfer_mode: str = "cold"  # ... cold or warm (docs/guides/phone-calls.md#warm-transfers)
+    handoff_to: Handoff | None = None  # or hand the call to this agent once the response has played
+    decided_by: str | None = None  # the tool whose call decided the transfer, handoff or end of call
     then_end: tuple[Ending, str] | None = None  # or end the session once it has played
     end_reason: str | None = None  # why, then (a calls.models.EndedReason value)
     timing: TurnTiming | None = None  # the caller turn it answers (None: the shell's own, the greeting)
@@ -254,10 +273,21 @@ class Response:
         """A barge-in cannot cut the sentences said so far (a handoff announcement)."""
         self.locked = len(self.sentences)
 
-    def transfer_after(self, destination: str, *, by: str | None = None) -> None:
+    def transfer_after(self, destination: str, *, mode: str = "cold", by: str | None = None) -> None:
         """Hand the caller to `destination` once the response has played (`by`: the deciding tool)."""
         self.transfer_to = destination
+        self.transfer_mode = mode
         self.decided_by = by
+
+    def hand_off_after(self, handoff: Handoff, *, by: str | None = None) -> None:
+        """Hand the call to another agent once the response has played (`by`: the deciding tool)."""
+        self.handoff_to = handoff
+        self.decided_by = by
+
+    @property
+    def passes_on(self) -> bool:
+        """It ends with the caller passed on: to a person (a transfer) or to another agent (a handoff)."""
+        return bool(self.transfer_to or self.handoff_to)
 
     def end_after(self, ending: Ending, message: str = "", *, reason: str | None = None, by: str | None = None) -> None:
         """End the session once the response has played (`reason`: the call's ended reason; `by`: the
@@ -267,8 +297,9 @@ class Response:
         self.decided_by = by
 
     def withdraw(self) -> None:
-        """Its transfer or end of call is taken back (the caller went on with the turn it answered)."""
+        """Its transfer, handoff or end of call is taken back (the caller went on with the turn it answered)."""
         self.transfer_to = None
+        self.handoff_to = None
         self.then_end = None
         self.end_reason = None
         self.decided_by = None
@@ -384,7 +415,7 @@ class Conversation(Protocol):
     ) -> None: ...
     def usage(self, usage: Usage) -> None: ...
     def brain_failed(self, exc: ProviderError) -> str: ...
-    def handoff_sentence(self) -> str: ...
+    def passing_sentence(self, response: Response) -> str: ...  # the announcement of a transfer or handoff
     def goodbye_sentence(self) -> str: ...
 
 
@@ -518,6 +549,9 @@ class Recorder(Protocol):
     ) -> None: ...
     def llm_usage(self, *, provider: str, model: str, **figures: Any) -> None: ...
     def turn_latency(self, stages_ms: dict[str, float | None]) -> None: ...
+    def handoff(self, *, from_agent: Agent, to_agent: Agent, reason: str, occurred_at: datetime) -> None: ...
+    def flow_progress(self, *, path: list[str], collected: dict[str, Any]) -> None: ...
+    def transfer_update(self, *, mode: str, destination: str, status: str, at: datetime) -> None: ...
     async def finish(
         self, status: str, *, ended_reason: str | None = None, message: str = "", recording: bool = False
     ) -> CallRecord | None: ...

@@ -461,7 +461,7 @@ async def test_asking_for_a_person_transfers_a_browser_session(server, voice, ow
         before = len(client.messages)
         await client.stream(voice[REAL_PERSON] + silence(1000))
         handoff = await client.wait_for(is_type("transcript", role="assistant"), after=before, timeout=45)
-        assert client.messages[handoff].message["text"] == phrase("handoff", "en-US")
+        assert client.messages[handoff].message["text"] == phrase("transfer", "en-US")
         transfer = await client.wait_for(is_type("transfer"), after=handoff)
         assert client.messages[transfer].message == {"type": "transfer", "phoneNumber": HANDOFF}
         assert await client.wait_closed() == 1000

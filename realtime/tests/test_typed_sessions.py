@@ -98,7 +98,7 @@ async def test_a_text_session_greets_and_answers_each_typed_turn_with_the_embedd
 
     # A transfer: settled() returns once the caller has been handed off and the session has ended.
     await turn(session, "Can I speak to a real person please?")
-    assert transport.said()[-1] == phrase("handoff", "en-US")
+    assert transport.said()[-1] == phrase("transfer", "en-US")
     assert ("transfer", HANDOFF) in transport.messages and transport.ended == Ending.TRANSFERRED
     await asyncio.wait_for(task, 5)
     assert session.ended_reason == "transferred"

@@ -122,7 +122,7 @@ async def test_a_text_session_answers_from_knowledge_calls_a_webhook_tool_with_t
         assert isinstance(result["durationMs"], int) and 0 <= result["durationMs"] < 10_000
 
         handoff, _ = await answer(client, "Can I speak to a real person please?")
-        assert handoff == phrase("handoff", "en-US")
+        assert handoff == phrase("transfer", "en-US")
         transfer = await client.wait_for(is_type("transfer"))
         assert client.messages[transfer].message == {"type": "transfer", "phoneNumber": HANDOFF}
         assert await client.wait_closed() == 1000

@@ -22,6 +22,8 @@ class PhoneProvider:
     # Whether the carrier reaches this service over HTTP (webhooks, media streams, status callbacks), which
     # needs PUBLIC_BASE_URL. A SIP account's calls come and go through the SIP endpoint instead.
     needs_public_url: bool = True
+    # Whether the carrier takes warm transfers (telephony/warm_transfer.py: `dial_person`, `join_conference`).
+    supports_warm_transfer: bool = False
 
     def __init__(self, account: TelephonyAccount) -> None:
         self.account = account
@@ -49,6 +51,16 @@ class PhoneProvider:
 
     async def hang_up(self, *, call_sid: str) -> None:
         """End the live call."""
+        raise NotImplementedError
+
+    async def dial_person(
+        self, *, to: str, caller_id: str, twiml: str, status_callback_url: str, ring_timeout_seconds: int
+    ) -> str:
+        """A warm transfer's second call, to the person at `to`, running `twiml`: its call id."""
+        raise NotImplementedError
+
+    async def join_conference(self, *, call_sid: str, name: str) -> None:
+        """Move the live call into the conference `name` (its media stream stops)."""
         raise NotImplementedError
 
     def configure_number(self, *, phone_number: str, voice_url: str, status_callback_url: str) -> None:

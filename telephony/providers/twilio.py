@@ -42,6 +42,7 @@ from twilio.twiml.voice_response import VoiceResponse
 from kit import egress
 from kit.providers import ProviderError
 from telephony.providers.base import PhoneProvider
+from telephony.warm_transfer import conference_twiml
 
 _PATH = re.compile(r"/\S*")
 # The package logs every request and response at INFO (a dozen lines each, with the account's URLs):
@@ -170,6 +171,7 @@ class _GuardedSyncHttpClient(HttpClient):
 
 class TwilioProvider(PhoneProvider):
     name = "twilio"
+    supports_warm_transfer = True
 
     # --- webhooks and TwiML -------------------------------------------------------------------
     @property
@@ -209,7 +211,7 @@ class TwilioProvider(PhoneProvider):
         client.api.base_url = account.api_base_url or settings.TWILIO_API_BASE_URL
         return client
 
-    async def _run(self, action: str, operation: Callable[[Client], Awaitable[Any]]) -> None:
+    async def _run(self, action: str, operation: Callable[[Client], Awaitable[Any]]) -> Any:
         timeout = settings.TWILIO_API_TIMEOUT_SECONDS
         http: AsyncHttpClient = (
             _GuardedHttpClient(timeout)
@@ -217,7 +219,7 @@ class TwilioProvider(PhoneProvider):
             else AsyncTwilioHttpClient(timeout=timeout, logger=_HTTP_LOG)
         )
         try:
-            await asyncio.wait_for(operation(self._client(http)), timeout + 1)
+            return await asyncio.wait_for(operation(self._client(http)), timeout + 1)
         except _TRANSPORT_ERRORS as exc:
             raise _rest_error(exc, action, self.label) from None
         finally:
@@ -235,6 +237,33 @@ class TwilioProvider(PhoneProvider):
     async def transfer(self, *, call_sid: str, destination: str, caller_id: str, announcement: str = "") -> None:
         twiml = self.transfer_twiml(destination=destination, caller_id=caller_id, announcement=announcement)
         await self._run("transfer the call", lambda client: client.calls(call_sid).update_async(twiml=twiml))
+
+    async def dial_person(
+        self, *, to: str, caller_id: str, twiml: str, status_callback_url: str, ring_timeout_seconds: int
+    ) -> str:
+        """A warm transfer's call to the person (telephony/warm_transfer.py): its CallSid."""
+        created = await self._run(
+            "call the transfer's destination",
+            lambda client: client.calls.create_async(
+                to=to,
+                from_=caller_id,
+                twiml=twiml,
+                status_callback=status_callback_url,
+                status_callback_event=["completed"],
+                status_callback_method="POST",
+                timeout=ring_timeout_seconds,
+            ),
+        )
+        if not getattr(created, "sid", None):
+            raise ProviderError(f"{self.label} accepted the call without a call SID")
+        return str(created.sid)
+
+    async def join_conference(self, *, call_sid: str, name: str) -> None:
+        """Move a live call (the caller's, off its media stream) into a warm transfer's conference."""
+        twiml = conference_twiml(name)
+        await self._run(
+            "join the caller to the transfer", lambda client: client.calls(call_sid).update_async(twiml=twiml)
+        )
 
     async def hang_up(self, *, call_sid: str) -> None:
         await self._run("hang up the call", lambda client: client.calls(call_sid).update_async(status="completed"))

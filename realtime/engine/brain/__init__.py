@@ -2,7 +2,8 @@
 agent's next words and tool calls (the types are in realtime/engine/contracts.py).
 
 Chosen per deployment by settings.LLM_PROVIDER, in one registry: `embedded` (an offline, rule-based
-responder, embedded/; the default) and `openai` (any OpenAI-compatible Chat Completions server).
+responder, embedded/; the default) and `openai` (any OpenAI-compatible Chat Completions server). An
+agent with a flow gets its flow around that brain (flow.py: fixed steps without a model).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from kit.providers import Registry
+from realtime.engine.brain.flow import FlowBrain
 from realtime.engine.contracts import Brain
 
 BRAINS = Registry(
@@ -27,6 +29,9 @@ BRAINS = Registry(
 def brain_for(agent: Any) -> Brain:
     """A new brain for one conversation of `agent` (ProviderError when it cannot be made)."""
     brain: Brain = BRAINS.get(settings.LLM_PROVIDER)(language=agent.language)
+    flow = getattr(agent, "flow", None)
+    if flow:  # the agent's flow runs the conversation, with this brain for its free steps
+        brain = FlowBrain(flow, inner=brain)
     return brain
 
 

@@ -38,6 +38,7 @@ class Listener:
     def __init__(self, *, detector: Detector, recognizer: Recognizer | None, preroll_ms: int = 400) -> None:
         self.detector = detector
         self.recognizer = recognizer
+        self._next_recognizer: Recognizer | None = None  # takes over at the next utterance (`recognize_with`)
         # The detector reports a start only after some speech; the recognizer must hear it from its onset.
         self._preroll: deque[bytes] = deque()
         self._preroll_bytes = 0
@@ -118,12 +119,20 @@ class Listener:
             return None
         return self.detector.split_at_pause(pause, after_ms)  # type: ignore[attr-defined,no-any-return]  # an optional method: used only when quick_end (set in __init__) says it exists
 
+    def recognize_with(self, recognizer: Recognizer) -> None:
+        """Hear the caller with `recognizer` from the next utterance on (the one under way keeps its own):
+        the call was handed to an agent with a language or words of its own."""
+        self._next_recognizer = recognizer
+
     def recognize(self, jobs: list[tuple[RecognizerJob, bytes]]) -> list[tuple[RecognizerJob, str]]:
         """Do the recognizer's work (blocking); for each PEEK and FINISH job its kind and text:
         the words so far, or of the utterance that ended ('' = not understood, or no recognizer)."""
         texts: list[tuple[RecognizerJob, str]] = []
         recognizer = self.recognizer
         for kind, audio in jobs:
+            if kind is RecognizerJob.START and self._next_recognizer is not None:
+                recognizer = self.recognizer = self._next_recognizer  # from this utterance on (a handoff)
+                self._next_recognizer = None
             if recognizer is None:
                 texts += [(kind, "")] if kind in (RecognizerJob.PEEK, RecognizerJob.FINISH) else []
             elif kind is RecognizerJob.START:

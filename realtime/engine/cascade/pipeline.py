@@ -162,6 +162,30 @@ class CascadePipeline:
                 "understand the caller",
             )
 
+    async def handed_off(self) -> None:
+        """The call was handed to another agent (`session.agent` now): its brain, interruption settings,
+        language and words take over; the caller is heard with its recognizer from their next utterance."""
+        assert self.session is not None and self.kit is not None and self.listener is not None
+        session = self.session
+        agent = session.agent
+        self.brain = brain_for(agent)
+        self.interruption = interruption_for(agent)
+        if self._vocabulary_texts is not None:
+            texts = await self._vocabulary_texts()
+        else:
+            texts = await database_sync_to_async(agent_vocabulary_texts)(agent_id=agent.pk)
+        recognizer = await session.run_blocking(self.kit.recognizer, agent, texts)
+        if recognizer is not None:
+            self.listener.recognize_with(recognizer)
+            pairs = getattr(recognizer, "known_word_pairs", None)
+            self._known_pairs = await session.run_blocking(pairs) if self.listener.quick_end and pairs else None
+        self.turn_end = TurnEnd(agent.language, self._known_pairs)
+
+    def answer(self, response: Response) -> None:
+        """Let the brain go on with `response` (the greeting: a flow's first steps), then end it."""
+        assert self.session is not None
+        self._respond_task = self.session.spawn(self._respond(response), "respond")
+
     def begin(self) -> None:
         assert self.session is not None
         for name, coroutine in (("listen", self._listen()), ("recognize", self._recognize()), ("speak", self._speak())):
@@ -559,6 +583,8 @@ class CascadePipeline:
         that `answer` decided: the brain is asked again (up to its first tool call, which is not run, within
         DECIDE_AGAIN_SECONDS); then the announcement or goodbye plays on and the action is carried out."""
         assert self.brain is not None and self.session is not None
+        if getattr(self.brain, "deterministic", False):
+            return True  # a flow's step decided it: the flow is not asked again (docs/guides/flows.md)
         session = self.session
         outputs = self.brain.respond(session.context, session.turn_with(text))
         try:
@@ -620,9 +646,10 @@ class CascadePipeline:
                 said = " ".join(response.sentences[round_start:])
                 outcomes = [await session.run_tool(call) for call in calls]
                 session.tool_round(response, said, calls, outcomes)
-                if response.transfer_to:
-                    self.say(response, session.handoff_sentence())
-                    response.lock_said()  # the handoff is not cut by a barge-in
+                if response.passes_on:  # a transfer, or a handoff to another agent
+                    if response.transfer_to or not said.strip():
+                        self.say(response, session.passing_sentence(response))
+                    response.lock_said()  # the announcement is not cut by a barge-in
                     break
                 if response.then_end is not None:  # end_call: the goodbye plays, then the call ends
                     if not said.strip():
@@ -636,7 +663,6 @@ class CascadePipeline:
     async def _speak(self) -> None:
         assert self.kit is not None and self.session is not None
         session = self.session
-        agent = session.agent
         while True:
             item = await self._speech_q.get()
             if item.response.cancelled:
@@ -644,6 +670,7 @@ class CascadePipeline:
             if isinstance(item, _End):
                 session.finish_response(item.response)
                 continue
+            agent = session.agent  # read for each sentence: a handoff changes the voice
             audio = await self._synthesize(item, agent.language, agent.voice_name)
             session.play(item.response, item.text, audio, item.index)
 

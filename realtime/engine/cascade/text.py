@@ -38,6 +38,11 @@ class TextPipeline(CascadePipeline):
         self.session = session
         self.brain = self.brain or brain_for(session.agent)
 
+    async def handed_off(self) -> None:
+        """The call was handed to another agent: its brain takes over (nothing to hear with)."""
+        assert self.session is not None
+        self.brain = brain_for(self.session.agent)
+
     def begin(self) -> None:
         """No stage of its own: answers run as the shell's tracked tasks (`text_turn`)."""
 

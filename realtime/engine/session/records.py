@@ -77,6 +77,7 @@ class CallRecorder(TranscriptOrder):
         modality: str = "audio",
     ) -> None:
         self.agent = agent
+        self.speaking_agent_id: Any = agent.pk  # whose words the agent's messages are (changes at a handoff)
         self.modality = modality  # calls.models.CallModality: "text" for a typed session
         self.variables = dict(variables or {})
         self.metadata = metadata
@@ -125,11 +126,48 @@ class CallRecorder(TranscriptOrder):
     def _write_message(self, role: str, text: str, at: datetime) -> None:
         call = self.call
         if call is not None:
+            agent_id = self.speaking_agent_id if role == "assistant" else None
             self._writes.put_nowait(
                 lambda: database_sync_to_async(calls.call_message_add)(
-                    call=call, role=role, content=text, occurred_at=at
+                    call=call, role=role, content=text, occurred_at=at, agent_id=agent_id
                 )
             )
+
+    def transfer_update(self, *, mode: str, destination: str, status: str, at: datetime) -> None:
+        """A transfer to a person began (a warm one's `ringing`) or ended: the call record's `transfer`, and
+        its `call.transfer.started` / `call.transfer.ended` event."""
+        if self.call is None or self._finished:
+            return
+        self.release_caller_message()
+        call = self.call
+        self._writes.put_nowait(
+            lambda: database_sync_to_async(calls.call_transfer_update)(
+                call=call, mode=mode, destination=destination, status=status, at=at
+            )
+        )
+
+    def flow_progress(self, *, path: list[str], collected: dict[str, Any]) -> None:
+        """The agent's flow went on: the call record's `flow` becomes its path and collected values."""
+        if self.call is None or self._finished:
+            return
+        call = self.call
+        self._writes.put_nowait(
+            lambda: database_sync_to_async(calls.call_flow_update)(call=call, path=path, collected=collected)
+        )
+
+    def handoff(self, *, from_agent: Agent, to_agent: Agent, reason: str, occurred_at: datetime) -> None:
+        """The call went on with another agent: the handoff joins the record (and its `call.handoff` event
+        goes out), and the agent's messages from now on are that agent's."""
+        if self.call is None or self._finished:
+            return
+        self.release_caller_message()
+        self.speaking_agent_id = to_agent.pk
+        call = self.call
+        self._writes.put_nowait(
+            lambda: database_sync_to_async(calls.call_handoff_add)(
+                call=call, from_agent_id=from_agent.pk, to_agent_id=to_agent.pk, reason=reason, at=occurred_at
+            )
+        )
 
     def tool_invocation(
         self,

@@ -56,11 +56,13 @@ from calls.variables import placeholders_fill
 from kit import metrics, tracing
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_BYTES_PER_SECOND
+from realtime.engine.brain.flow import FlowBrain
 from realtime.engine.clock import Clock, LoopClock
 from realtime.engine.contracts import (
     BrainContext,
     CallRecord,
     Ending,
+    Handoff,
     Mixer,
     Recorder,
     Response,
@@ -75,14 +77,18 @@ from realtime.engine.contracts import (
 from realtime.engine.phrases import phrase
 from realtime.engine.prompt import AssistantPrompt, fetch_assistant_prompt
 from realtime.engine.registry import pipeline_class, text_pipeline_class
+from realtime.engine.session.handoff import passed_history, summary_of
 from realtime.engine.session.playout import EndMarker, Playout, Tones
 from realtime.engine.session.recording import CallAudio, save_recording
 from realtime.engine.session.records import CallRecorder
 from realtime.engine.session.voicemail import AnsweringMachine
 from realtime.engine.sound import dtmf
 from realtime.engine.sound import mixer as sound_mixer
+from realtime.engine.sound.hold import hold_chime
 from realtime.engine.timing import TurnTiming
 from realtime.engine.tools.dispatcher import ToolDispatcher
+from realtime.engine.tools.transfer_call import transfer_setting
+from realtime.selectors import handoff_agent_get
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +101,9 @@ STOP_GRACE_SECONDS = 5.0
 # How long a closing line (end_call's goodbye, the max-duration line) may take to play before the call
 # is ended anyway: a pipeline that never plays it must not leave the call open.
 CLOSING_GRACE_SECONDS = 20.0
+# Handoffs between agents in one call (docs/guides/handoffs.md): after the last one, no handoff tool is offered.
+MAX_HANDOFFS_PER_CALL = 10
+HOLD_CHIME_SECONDS = 3.0  # a warm transfer's hold audio: a chime this often
 
 
 @dataclass(eq=False)
@@ -158,6 +167,7 @@ class Session:
         self._stopping = False
         self._transferring = False
         self._handed_off = False  # the transfer was asked of the carrier (transport.transfer)
+        self._handoffs = 0  # handoffs to other agents so far (at most MAX_HANDOFFS_PER_CALL)
         self._closing = False  # end_call or the max duration: the closing line plays, then the call ends
         self._closing_timer: asyncio.Task[None] | None = None  # end_call's CLOSING_GRACE_SECONDS bound
         # Tool requests of the caller's current request (since an answer was last heard whole), by tool
@@ -173,6 +183,7 @@ class Session:
         # The values of {{name}} placeholders, once the call is open (the call's variables and the built-ins).
         self.placeholder_values: dict[str, str] = {}
         self.voicemail = AnsweringMachine(self)  # answering machines on outbound calls
+        self.flow: FlowBrain | None = None  # the agent's flow as it runs (path, collected), when it has one
 
     # --- transport side ------------------------------------------------------------------------
 
@@ -394,10 +405,12 @@ class Session:
             self.recorder.log("warn", f"unknown placeholders left empty: {', '.join(unknown)}", placeholders=unknown)
         return filled
 
-    async def _dynamic_prompt(self) -> AssistantPrompt | None:
+    async def _dynamic_prompt(self, agent: Agent | None = None) -> AssistantPrompt | None:
+        """The prompt of `agent` (this call's agent by default) from its serverUrl; None when the request failed."""
+        agent = agent or self.agent
         try:
             return await fetch_assistant_prompt(
-                agent=self.agent,
+                agent=agent,
                 call_id=self.call_id or "",
                 channel=self.recorder.channel,
                 from_number=self.recorder.call.from_number if self.recorder.call else None,
@@ -406,7 +419,7 @@ class Session:
             )
         except ProviderError as exc:
             metrics.record_provider_error("prompt", permanent=exc.permanent)
-            has_saved = bool(self.agent.identity.strip() or self.agent.instructions.strip())
+            has_saved = bool(agent.identity.strip() or agent.instructions.strip())
             self.recorder.log(
                 "error",
                 "dynamic prompt request failed; " + ("the saved prompt is used" if has_saved else "the call is ended"),
@@ -430,7 +443,24 @@ class Session:
         response = self.begin_response(locked=len(first))
         for sentence in [*first, *self._sentences(greeting)]:
             self.pipeline.say(response, sentence)
-        self.pipeline.end(response)
+        self._open_flow(response)
+
+    def _open_flow(self, response: Response) -> None:
+        """End the greeting `response`; with a flow, its first steps are said in it first (the pipeline
+        asks the brain, which runs the flow from its start)."""
+        assert self.pipeline is not None
+        brain = getattr(self.pipeline, "brain", None)
+        answer = getattr(self.pipeline, "answer", None)
+        self.flow = brain if isinstance(brain, FlowBrain) else None
+        if self.flow is None or answer is None:
+            self.pipeline.end(response)
+            return
+        self.flow.values = self.placeholder_values
+        self.flow.on_progress = self._flow_progress
+        answer(response)
+
+    def _flow_progress(self, flow: FlowBrain) -> None:
+        self.recorder.flow_progress(path=list(flow.path), collected=dict(flow.collected))
 
     def _greet_or_hold(self, disclosure: str, greeting: str) -> None:
         """Greet at once, or, on an outbound call with answering-machine detection, once the verdict says
@@ -725,9 +755,9 @@ class Session:
         """The caller went on with the turn that `response` answered before hearing it, and the whole
         turn does not ask for the transfer or end of call it decided (the pipeline asked the brain): the
         decision is taken back, and the whole turn is answered again."""
-        if response.transfer_to:
+        if response.passes_on:
             self._transferring = False
-            what = "transfer"
+            what = "transfer" if response.transfer_to else "handoff"
         elif response.end_reason == EndedReason.AGENT_ENDED_CALL:
             self._closing = False
             if self._closing_timer is not None:
@@ -760,7 +790,10 @@ class Session:
             self.history.append(Turn(role="tool", text=outcome.result, tool_call_id=call.id, name=call.name))
             if outcome.transfer_to and not self._transferring:
                 self._transferring = True
-                response.transfer_after(outcome.transfer_to, by=call.name)
+                response.transfer_after(outcome.transfer_to, mode=outcome.transfer_mode, by=call.name)
+            elif outcome.handoff_to and not self._transferring and not self._stopping:
+                self._transferring = True
+                response.hand_off_after(outcome.handoff_to, by=call.name)
             elif outcome.end_call and not self.transferring and not self._stopping:
                 if response.cancelled:
                     self.recorder.log("info", "end_call dropped: the caller spoke over the goodbye")
@@ -791,8 +824,9 @@ class Session:
         metrics.record_provider_error("llm", permanent=exc.permanent)
         return phrase("apology", self.agent.language)
 
-    def handoff_sentence(self) -> str:
-        return phrase("handoff", self.agent.language)
+    def passing_sentence(self, response: Response) -> str:
+        """The announcement of a transfer to a person, or of a handoff to another agent."""
+        return phrase("transfer" if response.transfer_to else "handoff", self.agent.language)
 
     def goodbye_sentence(self) -> str:
         """The default goodbye of end_call, when the brain said none."""
@@ -822,7 +856,7 @@ class Session:
         if self.text:
             self._last_input = self.clock.now()  # the caller reads the answer: the idle time starts again
         self._pulse()
-        if response.transfer_to or response.then_end is not None:
+        if response.passes_on or response.then_end is not None:
             # This runs in the playout stage, and ending the call stops every stage: a task does not
             # cancel itself, so the ending runs in a task of its own (referenced until it has run).
             self._ending = asyncio.get_running_loop().create_task(
@@ -846,24 +880,193 @@ class Session:
 
     async def _end_after(self, response: Response) -> None:
         if response.transfer_to:
-            await self._transfer(response.transfer_to)
+            await self._transfer(response.transfer_to, response.transfer_mode)
+        elif response.handoff_to is not None:
+            await self._hand_off(response.handoff_to)
         elif response.then_end is not None:
             ending, message = response.then_end
             status = CallStatus.FAILED if ending == Ending.FAILED else CallStatus.COMPLETED
             await self.stop(status, response.end_reason)
             await self._hang_up(ending, message)
 
-    async def _transfer(self, destination: str) -> None:
+    async def _transfer(self, destination: str, mode: str = "cold") -> None:
+        warm = getattr(self.transport, "warm_transfer", None)
+        warmed = mode == "warm" and warm is not None and getattr(self.transport, "warm_transfers", False)
+        if warmed:
+            assert warm is not None
+            if not await self._warm_transfer(destination, warm):
+                return  # the person did not take the call: the caller is back with the agent
+        elif mode == "warm":
+            self.recorder.log("warn", "this call cannot be transferred warm; it is transferred cold")
         self.recorder.log("info", "call transferred", destination=destination)
         self.recorder.message("system", f"Call transferred to {destination}", timezone.now())
         self._handed_off = True  # the carrier may end the stream before transfer() returns: still transferred
-        try:
-            await self.transport.transfer(destination)
-        except Exception as exc:  # noqa: BLE001 - a failed transfer still ends the call cleanly
-            logger.warning("transfer failed in session %s: %s", self.recorder.session_id, exc)
-            self.recorder.log("error", "transfer failed", reason=str(exc)[:300])
+        status = "accepted"
+        if not warmed:  # a warm transfer's person has joined the caller already
+            try:
+                await self.transport.transfer(destination)
+            except Exception as exc:  # noqa: BLE001 - a failed transfer still ends the call cleanly
+                logger.warning("transfer failed in session %s: %s", self.recorder.session_id, exc)
+                self.recorder.log("error", "transfer failed", reason=str(exc)[:300])
+                status = "failed"
+            self.recorder.transfer_update(mode="cold", destination=destination, status=status, at=timezone.now())
         await self.stop(CallStatus.COMPLETED, EndedReason.TRANSFERRED)
         await self._hang_up(Ending.TRANSFERRED)
+
+    async def _warm_transfer(self, destination: str, warm: Callable[..., Awaitable[str]]) -> bool:
+        """Brief the person at `destination` while the caller holds (docs/guides/phone-calls.md#warm-transfers):
+        True when they took the call (the transfer then completes as a cold one does); otherwise the agent
+        tells the caller and the call goes on."""
+        setting = transfer_setting(self.agent)
+        self.recorder.transfer_update(mode="warm", destination=destination, status="ringing", at=timezone.now())
+        self.recorder.log("info", "warm transfer: calling the person", destination=destination)
+        hold = self.spawn(self._hold(), "hold") if self.playout is not None else None
+        try:
+            briefing = await self._briefing(setting)
+            outcome = await warm(
+                destination,
+                briefing=briefing,
+                language=self.agent.language,
+                ring_timeout_seconds=int(setting["ringTimeoutSeconds"]),
+            )
+        except Exception as exc:  # noqa: BLE001 - a failed transfer leaves the caller with the agent
+            logger.warning("warm transfer failed in session %s: %s", self.recorder.session_id, exc)
+            outcome = "failed"
+        finally:
+            if hold is not None:
+                hold.cancel()
+        self.recorder.transfer_update(mode="warm", destination=destination, status=outcome, at=timezone.now())
+        self.recorder.log("info" if outcome == "accepted" else "warn", "warm transfer ended", outcome=outcome)
+        if outcome == "accepted" or self._stopping:
+            return outcome == "accepted"
+        self._transferring = False
+        self._say_alone(
+            phrase("transfer_" + ("declined" if outcome == "declined" else "unanswered"), self.agent.language)
+        )
+        return False
+
+    async def _briefing(self, setting: dict[str, Any]) -> str:
+        """What the person hears before pressing 1: the static message (placeholders filled) or a summary
+        of the call so far by the brain, after who is calling."""
+        caller = (self.recorder.call.from_number if self.recorder.call else None) or "a caller"
+        if setting["briefing"] == "static" and str(setting["message"]).strip():
+            (text,) = self._placeholders_fill(str(setting["message"]))
+        else:
+            text = await self._summary() or "The caller asked to speak to a person."
+        return f"You have a call from {caller}, transferred by {self.agent.name}. {text}"
+
+    async def _hold(self) -> None:
+        """Hold audio while the person is called: a soft chime every HOLD_CHIME_SECONDS."""
+        assert self.playout is not None
+        while True:
+            self.playout.enqueue(Tones(hold_chime()))
+            await self.clock.sleep_until(self.clock.now() + HOLD_CHIME_SECONDS)
+
+    async def _hand_off(self, handoff: Handoff) -> None:
+        """The call goes on with another agent (docs/guides/handoffs.md): its prompt, voice, language,
+        tools and knowledge take over, with the part of the conversation its `context` passes; no second
+        AI-identity disclosure; its greeting, or a short line, is said. A target that is gone or fails to
+        load leaves the caller with this agent, told so; either way the call takes turns again."""
+        previous = self.agent
+        try:
+            target = await database_sync_to_async(handoff_agent_get)(
+                organization_id=previous.organization_id, agent_id=handoff.agent_id
+            )
+            if target is None:
+                raise LookupError("the agent is no longer active")
+            tools = ToolDispatcher(
+                agent=target,
+                recorder=self.recorder,
+                to_number=self.recorder.to_number,
+                handoffs=self._handoffs + 1 < MAX_HANDOFFS_PER_CALL,
+            )
+            specs = await tools.load()
+            prompt = await self._dynamic_prompt(target) if target.prompt_type == PromptType.DYNAMIC else None
+            summary = await self._summary() if handoff.context == "summary" else ""
+        except Exception as exc:  # noqa: BLE001 - a failed handoff must never leave the call silent
+            logger.warning("handoff failed in session %s: %s", self.recorder.session_id, exc)
+            self.recorder.log("error", "handoff failed; the agent stays", reason=str(exc)[:300])
+            self._transferring = False
+            if not self._stopping:
+                self._say_alone(phrase("apology", self.agent.language))
+            return
+        if self._stopping:
+            await tools.aclose()
+            return
+        self._handoffs += 1
+        old_tools, self.tools, self.agent = self.tools, tools, target
+        self.spawn(old_tools.aclose(), "tools-close")
+        self.history = passed_history(self.history, handoff)
+        self._last_user = None
+        self._requests.clear()
+        self.recorder.handoff(from_agent=previous, to_agent=target, reason=handoff.reason, occurred_at=timezone.now())
+        self.recorder.log(
+            "info",
+            "call handed off",
+            fromAgentId=str(previous.pk),
+            toAgentId=str(target.pk),
+            voiceName=target.voice_name,
+            language=target.language,
+            context=handoff.context,
+            tools=[spec.name for spec in specs],
+        )
+        identity, instructions = target.identity, target.instructions
+        greeting = (target.static_greeting or "") if target.greeting_type == GreetingType.STATIC else ""
+        if prompt is not None:
+            identity = prompt.identity if prompt.identity is not None else identity
+            instructions = prompt.instructions
+            greeting = prompt.greeting if target.greeting_type == GreetingType.DYNAMIC and prompt.greeting else greeting
+        identity, instructions, greeting = self._placeholders_fill(identity, instructions, greeting)
+        if summary:
+            instructions = f"{instructions}\n\nThe call was handed to you by {previous.name}. So far: {summary}"
+        disclosure = disclosure_for(
+            template_id=target.ai_identity_disclosure_template_id, language=target.language, agent_name=target.name
+        )
+        self.context = BrainContext(
+            agent_name=target.name,
+            language=target.language,
+            identity=identity,
+            instructions=instructions,
+            disclosure=disclosure.text,
+            greeting=greeting,
+            tools=specs,
+        )
+        try:
+            await self.transport.send_event({"type": "handoff", "agentId": str(target.pk), "agentName": target.name})
+            handed = getattr(self.pipeline, "handed_off", None)
+            if handed is not None:
+                await handed()
+        except Exception as exc:
+            logger.warning("handoff incomplete in session %s", self.recorder.session_id, exc_info=True)
+            self.recorder.log("error", "the engine could not switch every part to the new agent", reason=str(exc)[:300])
+        self._transferring = False
+        if not self._stopping and self.pipeline is not None:
+            response = self.begin_response()
+            for sentence in self._sentences(
+                greeting.strip() or phrase("taken_over", target.language, name=target.name)
+            ):
+                self.pipeline.say(response, sentence)
+            self._open_flow(response)
+
+    def _say_alone(self, text: str) -> None:
+        """The agent says `text` on its own (not in answer to a caller turn)."""
+        assert self.pipeline is not None
+        response = self.begin_response()
+        for sentence in self._sentences(text):
+            self.pipeline.say(response, sentence)
+        self.pipeline.end(response)
+
+    async def _summary(self) -> str:
+        """A few sentences on the conversation so far for the next agent (`context: summary`), written by
+        this agent's brain; empty when it cannot."""
+        brain = getattr(self.pipeline, "brain", None)
+        if brain is None:  # a speech-to-speech provider: the next agent gets no summary
+            return ""
+        try:
+            return await summary_of(brain, self.context, self.history, self.usage)
+        except Exception as exc:  # noqa: BLE001 - the handoff goes on without a summary
+            self.recorder.log("warn", "no summary for the handoff", reason=str(exc)[:300])
+            return ""
 
     async def _close_response(self, response: Response, now: float, *, tell: bool) -> None:
         response.finish()

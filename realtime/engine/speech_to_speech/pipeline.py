@@ -428,6 +428,18 @@ class SpeechToSpeechPipeline:
             return request
         return self._sent.popleft() if self._sent else None
 
+    async def handed_off(self) -> None:
+        """The call was handed to another agent (`session.agent` now): the provider's session takes its
+        instructions and tools. The voice stays: a provider keeps the voice of a session that has spoken."""
+        assert self.session is not None
+        update = self.session_update()
+        update["session"].pop("voice", None)
+        update["session"]["audio"]["output"].pop("voice", None)
+        self.session.recorder.log(
+            "info", "provider session configured", tools=[tool["name"] for tool in update["session"]["tools"]]
+        )
+        self._queue(update)
+
     def session_update(self) -> dict[str, Any]:
         assert self.session is not None
         session = self.session
@@ -775,10 +787,10 @@ class SpeechToSpeechPipeline:
             )
         if response.cancelled:
             return
-        if response.transfer_to:
-            handoff = session.handoff_sentence()
-            self._locked_words[response] = 10**6  # the handoff is not cut (the shell is transferring anyway)
-            self._speak(response, handoff)
+        if response.passes_on:  # a transfer, or a handoff to another agent
+            announcement = session.passing_sentence(response)
+            self._locked_words[response] = 10**6  # not cut (the shell is passing the call on anyway)
+            self._speak(response, announcement)
             return
         if response.then_end is not None:  # end_call: the goodbye plays (a default one if none was said)
             self._locked_words[response] = 10**6

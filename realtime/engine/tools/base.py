@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kit.providers import ProviderError
+from realtime.engine.contracts import Handoff
 
 
 class ToolError(ProviderError):
@@ -54,6 +55,15 @@ class ToolKind:
     def ends_call(self) -> bool:
         """A successful call asks the session to end the call after the agent's goodbye (end_call only)."""
         return False
+
+    @property
+    def transfer_mode(self) -> str:
+        """How a transfer_call transfers: "cold" or "warm"."""
+        return "cold"
+
+    def handoff_for(self, arguments: dict[str, Any]) -> Handoff | None:
+        """The agent a successful call asks the session to hand the call to (handoff tools only)."""
+        return None
 
     def digits_to_send(self, result: dict[str, Any]) -> str | None:
         """The keys a successful call asks the session to play as keypad tones (send_digits only)."""

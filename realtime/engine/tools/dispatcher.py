@@ -11,7 +11,9 @@ Offered, in this order (names are unique; the first tool with a name wins):
    name. An MCP tool whose name is reserved or already taken (by a custom tool or an earlier
    selection, ordered by server name then tool name), or whose inputSchema is not a valid JSON
    Schema, is skipped with a warn line.
-3. `search_knowledge` when the agent has a ready knowledge document; `transfer_call` when a handoff
+3. a handoff tool per entry of the agent's `handoffs` whose target is still an active agent of the
+   organization (realtime/engine/tools/handoff.py), unless the call has had its last allowed handoff;
+4. `search_knowledge` when the agent has a ready knowledge document; `transfer_call` when a handoff
    destination exists (realtime.selectors.handoff_destination); `send_digits` on phone calls (the
    recorder's channel); `end_call` unless the agent turns it off (endCallEnabled).
 
@@ -50,10 +52,12 @@ from calls.models import CallChannel, ToolInvocationStatus
 from kit import metrics
 from kit.patterns import linear_validator
 from kit.providers import ProviderError, Registry
-from realtime.engine.contracts import Recorder, ToolCall, ToolOutcome, ToolSpec
-from realtime.engine.tools import end_call, search_knowledge, send_digits, transfer_call
+from realtime.engine.brain.flow import END_TOOL, flow_tools, handoff_tool_name, transfer_tool_name
+from realtime.engine.contracts import Handoff, Recorder, ToolCall, ToolOutcome, ToolSpec
+from realtime.engine.tools import end_call, handoff, search_knowledge, send_digits, transfer_call
 from realtime.engine.tools.base import CallContext, ToolError, ToolKind, ToolTimeout, seconds_words
 from realtime.engine.tools.delivery import ServerEndpoint
+from realtime.engine.tools.transfer_call import transfer_mode_of
 from realtime.selectors import SessionTools, session_tools_get
 
 logger = logging.getLogger(__name__)
@@ -68,6 +72,7 @@ KINDS = Registry(
         "transfer_call": "realtime.engine.tools.transfer_call:TransferCallTool",
         "end_call": "realtime.engine.tools.end_call:EndCallTool",
         "send_digits": "realtime.engine.tools.send_digits:SendDigitsTool",
+        "handoff": "realtime.engine.tools.handoff:HandoffTool",
     },
 )
 
@@ -141,8 +146,11 @@ def _arguments_problem(validator: Any, arguments: Any) -> tuple[str, str] | None
 
 
 class ToolDispatcher:
-    def __init__(self, *, agent: Agent, recorder: Recorder, to_number: str | None = None) -> None:
+    def __init__(
+        self, *, agent: Agent, recorder: Recorder, to_number: str | None = None, handoffs: bool = True
+    ) -> None:
         self.agent = agent
+        self.handoffs = handoffs  # False: no handoff tool is offered (the call had its last allowed handoff)
         self.recorder = recorder
         self.to_number = to_number
         self._agent_id = str(agent.pk)
@@ -154,7 +162,12 @@ class ToolDispatcher:
     async def load(self) -> tuple[ToolSpec, ...]:
         """Read the agent's tools (once; at session start, after the call record exists)."""
         if not self._loaded:
-            setup = await database_sync_to_async(session_tools_get)(agent=self.agent, to_number=self.to_number)
+            setup = await database_sync_to_async(session_tools_get)(
+                agent=self.agent,
+                to_number=self.to_number,
+                handoffs=self.handoffs,
+                flow_handoffs=flow_tools(flow)[0] if (flow := getattr(self.agent, "flow", None)) else (),
+            )
             self._build(setup)
             self._loaded = True
         return self._specs
@@ -218,6 +231,8 @@ class ToolDispatcher:
                 ToolInvocationStatus.SUCCESS,
                 started,
                 transfer_to=offered.adapter.transfer_to,
+                transfer_mode=offered.adapter.transfer_mode,
+                handoff_to=offered.adapter.handoff_for(arguments),
                 end_call=offered.adapter.ends_call,
                 digits=offered.adapter.digits_to_send(result),
             )
@@ -241,6 +256,8 @@ class ToolDispatcher:
         started: float,
         reason: str | None = None,
         transfer_to: str | None = None,
+        transfer_mode: str = "cold",
+        handoff_to: Handoff | None = None,
         end_call: bool = False,
         digits: str | None = None,
     ) -> ToolOutcome:
@@ -271,6 +288,8 @@ class ToolDispatcher:
             result=text,
             status=str(status),
             transfer_to=transfer_to,
+            transfer_mode=transfer_mode,
+            handoff_to=handoff_to,
             end_call=end_call,
             reason=fields.get("reason"),
             digits=digits,
@@ -353,6 +372,20 @@ class ToolDispatcher:
             )
         self._sessions = list(sessions.values())
 
+        for entry, target in setup.handoffs:
+            name = handoff.handoff_name(target.name, self._offered.keys() | RESERVED_NAMES)
+            self._offer_native(
+                name,
+                handoff.handoff_description(target.name, entry["description"]),
+                handoff.PARAMETERS,
+                KINDS.get("handoff")(
+                    agent_name=target.name,
+                    handoff=Handoff(agent_id=str(target.pk), context=entry["context"], last_n=entry.get("lastN")),
+                ),
+            )
+        flow = getattr(agent, "flow", None)
+        if flow:
+            self._offer_flow_tools(flow, setup.flow_handoffs)
         if setup.has_knowledge:
             self._offer_native(
                 "search_knowledge",
@@ -365,7 +398,7 @@ class ToolDispatcher:
                 "transfer_call",
                 transfer_call.DESCRIPTION,
                 transfer_call.PARAMETERS,
-                KINDS.get("transfer_call")(destination=setup.handoff_phone_number),
+                KINDS.get("transfer_call")(destination=setup.handoff_phone_number, mode=transfer_mode_of(agent)),
             )
         if self.recorder.channel == CallChannel.PHONE:
             self._offer_native(
@@ -374,6 +407,26 @@ class ToolDispatcher:
         if agent.end_call_enabled:
             self._offer_native("end_call", end_call.DESCRIPTION, end_call.PARAMETERS, KINDS.get("end_call")())
         self._specs = tuple(offered.spec for offered in self._offered.values())
+
+    def _offer_flow_tools(self, flow: dict[str, Any], targets: list[Agent]) -> None:
+        """The tools of the flow's own steps (realtime/engine/brain/flow.py), which only the flow calls."""
+        for target in targets:
+            self._offer_native(
+                handoff_tool_name(str(target.pk)),
+                f"The flow hands the call to {target.name}.",
+                handoff.PARAMETERS,
+                KINDS.get("handoff")(agent_name=target.name, handoff=Handoff(agent_id=str(target.pk))),
+            )
+        _, transfers, has_end = flow_tools(flow)
+        for number, mode in transfers:
+            self._offer_native(
+                transfer_tool_name(number),
+                "The flow transfers the call to a person.",
+                transfer_call.PARAMETERS,
+                KINDS.get("transfer_call")(destination=number, mode=mode),
+            )
+        if has_end:
+            self._offer_native(END_TOOL, "The flow ends the call.", end_call.PARAMETERS, KINDS.get("end_call")())
 
     def _offer_native(self, name: str, description: str, parameters: dict[str, Any], adapter: ToolKind) -> None:
         self._offer(

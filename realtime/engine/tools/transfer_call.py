@@ -21,11 +21,29 @@ PARAMETERS: dict[str, Any] = {
 }
 
 
+# How an agent transfers, when its `transfer` setting says nothing else (agents/transfer.py).
+DEFAULT_TRANSFER: dict[str, Any] = {"mode": "cold", "briefing": "summary", "message": "", "ringTimeoutSeconds": 30}
+
+
+def transfer_setting(agent: Any) -> dict[str, Any]:
+    """The agent's `transfer` setting, every key present."""
+    return {**DEFAULT_TRANSFER, **(getattr(agent, "transfer", None) or {})}
+
+
+def transfer_mode_of(agent: Any) -> str:
+    return str(transfer_setting(agent)["mode"])
+
+
 class TransferCallTool(ToolKind):
     kind = "transfer_call"
 
-    def __init__(self, *, destination: str) -> None:
+    def __init__(self, *, destination: str, mode: str = "cold") -> None:
         self.destination = destination
+        self.mode = mode
+
+    @property
+    def transfer_mode(self) -> str:
+        return self.mode
 
     @property
     def transfer_to(self) -> str | None:

@@ -64,7 +64,15 @@ from realtime.engine.brain.embedded.understanding import (
     social_kind,
     wants_person,
 )
-from realtime.engine.contracts import BrainContext, BrainOutput, TextPiece, ToolCall, ToolSpec, Turn
+from realtime.engine.contracts import (
+    HANDOFF_TOOL_PREFIX,
+    BrainContext,
+    BrainOutput,
+    TextPiece,
+    ToolCall,
+    ToolSpec,
+    Turn,
+)
 
 # Knowledge scores are cosine similarity + 0.25 x keyword score (all-MiniLM-L6-v2): relevant passages
 # score above about 0.45, unrelated ones below about 0.3.
@@ -96,6 +104,9 @@ class _Catalog:
     tools: tuple[ToolSpec, ...]
     index: ToolIndex
     parameters: dict[str, tuple[Parameter, ...]] = field(default_factory=dict)
+
+
+SUMMARY_WORDS = 60
 
 
 def _utc_today() -> date:
@@ -135,6 +146,12 @@ class EmbeddedBrain:
         if last.role != "user":
             return []
         return self._understand(context, Utterance(last.text), language, history)
+
+    def summarize(self, turns: Sequence[Turn]) -> str:
+        """Handover notes for the next agent (docs/guides/handoffs.md, `context: summary`): this brain
+        writes no free text, so the notes are the caller's last words, at most SUMMARY_WORDS words."""
+        words = " ".join(turn.text for turn in turns if turn.role == "user").split()[-SUMMARY_WORDS:]
+        return f"The caller said: {' '.join(words)}" if words else ""
 
     # Results --------------------------------------------------------------------------------------
 
@@ -196,6 +213,9 @@ class EmbeddedBrain:
         catalog = self._catalog_for(context)
         if wants_person(utterance, reserved=catalog.index.name_stems):
             self._pending = self._choice = None
+            colleague = catalog.index.match(utterance).tool  # "someone in billing": the billing agent, if one is
+            if colleague is not None and colleague.name.startswith(HANDOFF_TOOL_PREFIX):
+                return self._start_call(context, catalog, colleague, utterance, language)
             return self._transfer(context, utterance, language)
         if asks_repeat(utterance):
             said = next((turn.text for turn in reversed(history[:-1]) if turn.role == "assistant" and turn.text), "")

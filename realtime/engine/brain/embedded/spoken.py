@@ -185,7 +185,7 @@ def _number_at(tokens: list[str], start: int) -> Number | None:
         return Number(start, start + 2, int(repeated), repeated, single_digit=True)
     if word in ORDINALS:
         return Number(start, start + 1, ORDINALS[word], str(ORDINALS[word]), ordinal=True)
-    if word == "a" and start + 1 < len(tokens) and tokens[start + 1] in ("hundred", "thousand"):
+    if word == "a" and start + 1 < len(tokens) and tokens[start + 1] in ("hundred", "thousand", "million"):
         return _cardinal(tokens, start + 1, start, preset=1)
     if word in UNITS or word in TEENS or word in TENS:
         return _cardinal(tokens, start, start)
