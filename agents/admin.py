@@ -31,7 +31,7 @@ from rest_framework.exceptions import ValidationError as DrfValidationError
 import agents.tools.admin  # noqa: F401 - registers the MCP server, custom tool and tool selection pages
 from agents import dashboard_forms as structured
 from agents.dashboard import ServiceModelForm, header_lines, through_service, warn_destination, wire_sources
-from agents.dashboard_forms import AnalysisPlanFields, InterruptionFields, VoicemailFields
+from agents.dashboard_forms import AnalysisPlanFields, InterruptionFields, TransferFields, VoicemailFields
 from agents.disclosure import disclosure_for
 from agents.flows import flow_of, next_steps, steps_in_order
 from agents.keypad import TERMINATORS, TIMEOUT_MS_RANGE, keypad_of
@@ -84,6 +84,7 @@ SETTINGS = (
     "time_zone",
     "voicemail",
     "interruption",
+    "transfer",
     "handoffs",
     "flow",
 )
@@ -108,6 +109,7 @@ LABELS = {
     "time_zone": "Time zone",
     "voicemail": "Voicemail (JSON)",
     "interruption": "Interruptions (JSON)",
+    "transfer": "Transfer to a person (JSON)",
     "handoffs": "Handoffs to other agents (JSON)",
     "flow": "Flow (JSON)",
 }
@@ -139,6 +141,10 @@ HELP = {
     "interruption": 'As the API takes it: {"mode": "adaptive", "vad" or "off", "minWords": 0 to 5, "backchannels": ["okay", ...] or '
     "null for the language's list, \"resumeAfterMs\": 0 to 5000}: what the caller's speech does while the agent "
     "speaks (docs/guides/conversation.md). Used when edited as JSON; left blank, the stored setting stays.",
+    "transfer": 'As the API takes it: {"mode": "cold" or "warm", "briefing": "summary" or "static", "message": '
+    '"what the person hears (required with static)", "ringTimeoutSeconds": 5 to 120}: how transfer_call passes the '
+    "caller to a person (docs/guides/phone-calls.md). Used when edited as JSON; left blank, the stored setting "
+    "stays.",
     "handoffs": 'As the API takes it: a list of at most 20 {"agentId": "<the id of an active agent of this '
     'organization>", "description": "when to hand off (the model reads it)", "context": "all", "lastN", "summary" or '
     '"none", "lastN": 1 to 50 with "lastN", else null}: the agents a call may be handed to, each once, not this one. '
@@ -183,17 +189,22 @@ class _IssuePlaces(dict[str, str]):
 
 
 # The agent's JSON settings that also have a structured editor: form field -> its wire name.
-STRUCTURED = {"analysis_plan": "analysisPlan", "voicemail": "voicemail", "interruption": "interruption"}
+STRUCTURED = {
+    "analysis_plan": "analysisPlan",
+    "voicemail": "voicemail",
+    "interruption": "interruption",
+    "transfer": "transfer",
+}
 STRUCTURED_WIRE = {wire: part for part, wire in STRUCTURED.items()}
 
 
-class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, InterruptionFields):
+class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, InterruptionFields, TransferFields):
     """The agent's settings. Validating the form is the service call itself: a valid form is a saved
     agent, an invalid one changed nothing. serverHeaders and serverSecret are write-only.
 
-    The analysis plan, voicemail and interruption settings have a structured editor each (real fields,
-    agents/dashboard_forms.py) beside their JSON box; `<part>_editor` says which one the page used, and a
-    form posted without it is read as JSON. Either way the API's value is composed and saved through the
+    The analysis plan, voicemail, interruption and transfer settings have a structured editor each (real
+    fields, agents/dashboard_forms.py) beside their JSON box; `<part>_editor` says which one the page used,
+    and a form posted without it is read as JSON. Either way the API's value is composed and saved through the
     same service, and the API's messages go on the field they name."""
 
     new_server_headers = forms.CharField(
@@ -299,6 +310,7 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
             **structured.plan_decompose(plan),
             **structured.voicemail_decompose(agent.voicemail or {}),
             **structured.interruption_decompose(agent.interruption or {}),
+            **structured.transfer_decompose(agent.transfer or {}),
         }
         schema = (plan.get("structuredData") or {}).get("schema")
         values["analysis_plan_editor"] = (
@@ -319,6 +331,7 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
             "analysis_plan": lambda: structured.plan_compose(cleaned, stored or {}),
             "voicemail": lambda: structured.voicemail_compose(cleaned),
             "interruption": lambda: structured.interruption_compose(cleaned),
+            "transfer": lambda: structured.transfer_compose(cleaned),
         }
         for part, compose in composers.items():
             if part in self.fields and self._editor(part) == structured.FORM:
@@ -342,7 +355,7 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
         body = {wire: data[source] for wire, source in wire_sources(AgentWriteSerializer).items() if source in data}
         if body.get("analysisPlan") is None:
             body.pop("analysisPlan", None)  # left blank: the stored plan stays
-        for blank_keeps in ("voicemail", "interruption", "handoffs"):
+        for blank_keeps in ("voicemail", "interruption", "transfer", "handoffs"):
             if body.get(blank_keeps) is None:
                 body.pop(blank_keeps, None)  # left blank: the stored setting stays
         if not str(self.data.get(self.add_prefix("flow"), "")).strip():
@@ -410,7 +423,8 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
             # A blank analysis plan keeps the stored one: it differs from nothing.
             if submitted.get(name) != getattr(current, name)
             and not (
-                name in ("analysis_plan", "voicemail", "interruption", "handoffs", "flow") and not submitted.get(name)
+                name in ("analysis_plan", "voicemail", "interruption", "transfer", "handoffs", "flow")
+                and not submitted.get(name)
             )
         ]
         self.data = {name: getattr(current, name) for name in shown}
@@ -421,7 +435,7 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
         self.data.update(keypad_timeout_ms=keypad["timeoutMs"], keypad_terminator=keypad["terminator"])
         if keypad["enabled"]:
             self.data["keypad_enabled"] = "on"
-        for as_json in ("voicemail", "interruption", "handoffs", "flow"):
+        for as_json in ("voicemail", "interruption", "transfer", "handoffs", "flow"):
             if as_json in self.data:
                 self.data[as_json] = json.dumps(self.data[as_json])
         self.data.update(editors)
@@ -431,6 +445,7 @@ class AgentForm(ServiceModelForm, AnalysisPlanFields, VoicemailFields, Interrupt
                     **structured.plan_decompose(current.analysis_plan or default_analysis_plan()),
                     **structured.voicemail_decompose(current.voicemail or {}),
                     **structured.interruption_decompose(current.interruption or {}),
+                    **structured.transfer_decompose(current.transfer or {}),
                 }
             )
         )
@@ -581,6 +596,7 @@ class AgentAdmin(admin.ModelAdmin):
                 },
             ),
             ("Handoff", {"fields": ["handoff_phone_number"]}),
+            ("Transfer to a person", {"fields": [*structured.TransferFields.base_fields, "transfer"]}),
             ("Handoffs to other agents", {"fields": ["handoffs", *([] if new else ["handoff_candidates"])]}),
             ("Flow", {"fields": ["flow", *([] if new else ["flow_steps"])]}),
             ("Privacy", {"fields": ["redact_pii_categories"]}),

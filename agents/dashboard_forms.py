@@ -7,7 +7,7 @@ choice ("form" or "json"), and a form posted without it (an older page, a script
 - `RowsField` / `RowsWidget`: a table of rows (a structured-data field, a caller turn, a mocked tool), one
   input per column named `<field>-<row>-<column>`; blank rows are left out, and the page's script
   (agents/static/agents/structured-forms.js) adds and removes rows (without it, one blank row is offered).
-- the three agent parts: `analysis_plan`, `voicemail`, `interruption`: each with its form fields, the
+- the four agent parts: `analysis_plan`, `voicemail`, `interruption`, `transfer`: each with its form fields, the
   value they compose (`compose`), the values they show for a stored setting (`decompose`) and where
   the API's messages about it go (`field_of_message`, `field_of_issue`).
 """
@@ -24,6 +24,9 @@ from django import forms
 
 from agents.analysis_plan import SCALES
 from agents.interruption import MIN_WORDS_RANGE, MODES, RESUME_AFTER_MS_RANGE
+from agents.transfer import BRIEFINGS, RING_TIMEOUT_SECONDS_RANGE
+from agents.transfer import MAX_MESSAGE_CHARS as MAX_TRANSFER_MESSAGE_CHARS
+from agents.transfer import MODES as TRANSFER_MODES
 from agents.voicemail import ACTIONS, DETECTIONS, MAX_MESSAGE_CHARS
 
 FORM = "form"
@@ -434,9 +437,86 @@ def interruption_decompose(setting: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# --- transfer to a person --------------------------------------------------------------------------
+
+
+class TransferFields(forms.Form):
+    """The form fields of the agent's transfer setting (a mixin of the agent form)."""
+
+    transfer_editor = editor_field("transfer", "the transfer setting")
+    transfer_mode = forms.ChoiceField(
+        label="Transfer mode",
+        required=False,
+        choices=[
+            ("cold", "cold: hand the call to the number at once"),
+            ("warm", "warm: call the person first and brief them; they press 1 to take the call"),
+        ],
+        initial=TRANSFER_MODES[0],
+    )
+    transfer_briefing = forms.ChoiceField(
+        label="Briefing (warm)",
+        required=False,
+        choices=[
+            ("summary", "summary: the agent's brain sums up the call so far"),
+            ("static", "static: the message below"),
+        ],
+        initial=BRIEFINGS[0],
+    )
+    transfer_message = forms.CharField(
+        label="Briefing message",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
+        help_text=f"What the person hears before taking the call ({{{{variables}}}} filled in; at most "
+        f"{MAX_TRANSFER_MESSAGE_CHARS} characters); required with the static briefing.",
+    )
+    transfer_ring_timeout_seconds = forms.IntegerField(
+        label="Ring time (seconds)",
+        required=False,
+        initial=30,
+        widget=forms.NumberInput(attrs={"min": RING_TIMEOUT_SECONDS_RANGE[0], "max": RING_TIMEOUT_SECONDS_RANGE[1]}),
+        help_text=f"From {RING_TIMEOUT_SECONDS_RANGE[0]} to {RING_TIMEOUT_SECONDS_RANGE[1]} (warm): how long the "
+        "person's phone rings before the caller is back with the agent.",
+    )
+
+
+TRANSFER_PLACES = {
+    "mode": "transfer_mode",
+    "briefing": "transfer_briefing",
+    "message": "transfer_message",
+    "ringTimeoutSeconds": "transfer_ring_timeout_seconds",
+}
+
+
+def transfer_compose(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A ring time left blank is left out (its default)."""
+    setting: dict[str, Any] = {
+        "mode": data.get("transfer_mode") or TRANSFER_MODES[0],
+        "briefing": data.get("transfer_briefing") or BRIEFINGS[0],
+        "message": data.get("transfer_message") or "",
+    }
+    if data.get("transfer_ring_timeout_seconds") is not None:
+        setting["ringTimeoutSeconds"] = data["transfer_ring_timeout_seconds"]
+    return setting
+
+
+def transfer_decompose(setting: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "transfer_mode": setting.get("mode") or TRANSFER_MODES[0],
+        "transfer_briefing": setting.get("briefing") or BRIEFINGS[0],
+        "transfer_message": setting.get("message") or "",
+        "transfer_ring_timeout_seconds": setting.get("ringTimeoutSeconds"),
+    }
+
+
 # --- where a message goes ---------------------------------------------------------------------------
 
-PLACES = {"analysis_plan": PLAN_PLACES, "voicemail": VOICEMAIL_PLACES, "interruption": INTERRUPTION_PLACES}
+PLACES = {
+    "analysis_plan": PLAN_PLACES,
+    "voicemail": VOICEMAIL_PLACES,
+    "interruption": INTERRUPTION_PLACES,
+    "transfer": TRANSFER_PLACES,
+}
 
 
 def field_of_message(part: str, message: str) -> str | None:

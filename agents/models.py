@@ -78,6 +78,9 @@ DEFAULT_KEYPAD: dict[str, Any] = {"enabled": True, "timeoutMs": 2000, "terminato
 # How the caller's speech while the agent speaks is told apart (agents/interruption.py): adaptive waits for
 # words that are not a backchannel; backchannels None is the agent language's default list.
 DEFAULT_INTERRUPTION: dict[str, Any] = {"mode": "adaptive", "minWords": 1, "backchannels": None, "resumeAfterMs": 400}
+# How transfer_call passes the caller to a person (agents/transfer.py): cold hands the call over at once;
+# warm calls the person first and briefs them (a summary by the brain, or the static message).
+DEFAULT_TRANSFER: dict[str, Any] = {"mode": "cold", "briefing": "summary", "message": "", "ringTimeoutSeconds": 30}
 
 
 def default_voicemail() -> dict[str, Any]:
@@ -90,6 +93,10 @@ def default_keypad() -> dict[str, Any]:
 
 def default_interruption() -> dict[str, Any]:
     return copy.deepcopy(DEFAULT_INTERRUPTION)
+
+
+def default_transfer() -> dict[str, Any]:
+    return copy.deepcopy(DEFAULT_TRANSFER)
 
 
 # The range of an agent's maxDurationSeconds (30 s to 4 h; default 30 minutes).
@@ -142,6 +149,8 @@ class Agent(models.Model):
     keypad = models.JSONField(default=default_keypad, blank=True)
     # What the caller's speech does while the agent speaks: cut it, or not (stored normalized).
     interruption = models.JSONField(default=default_interruption, blank=True)
+    # How transfer_call passes the caller to a person: cold or warm, and the warm briefing (stored normalized).
+    transfer = models.JSONField(default=default_transfer, blank=True)
     # The other agents of the organization a call may be handed to, and when (agents/handoffs.py; stored
     # normalized: [{agentId, description, context, lastN}]).
     handoffs = models.JSONField(default=list, blank=True)

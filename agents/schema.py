@@ -21,6 +21,9 @@ from agents.keypad import TIMEOUT_MS_RANGE as KEYPAD_TIMEOUT_MS_RANGE
 from agents.serializers import LANGUAGE_PATTERN
 from agents.tools.schema import OBJECT_KEYWORDS, SUBSCHEMA
 from agents.tools.serializers import TOOL_NAME
+from agents.transfer import BRIEFING_STATIC, BRIEFINGS, RING_TIMEOUT_SECONDS_RANGE
+from agents.transfer import MAX_MESSAGE_CHARS as MAX_TRANSFER_MESSAGE_CHARS
+from agents.transfer import MODES as TRANSFER_MODES
 from agents.voicemail import ACTION_LEAVE_MESSAGE, ACTIONS, DETECTIONS, MAX_MESSAGE_CHARS
 from kit.schema import ANY, VISIBLE, string_rule, trimmed, trimmed_body
 
@@ -278,6 +281,54 @@ class InterruptionFieldSchema(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         return INTERRUPTION
+
+
+# --- transfer (agents/transfer.py) ---------------------------------------------------------------------
+TRANSFER: dict[str, Any] = {
+    "type": "object",
+    "description": "How transfer_call passes the caller to a person (docs/guides/phone-calls.md#warm-transfers). A "
+    'key left out takes its default; message is required (not blank) with briefing "static".',
+    "additionalProperties": False,
+    "properties": {
+        "mode": {
+            "enum": list(TRANSFER_MODES),
+            "description": "cold (default): the call is handed to the number at once. warm: the caller holds while "
+            "the person is called and briefed; they press 1 to take the call, otherwise the caller is back with the "
+            "agent.",
+        },
+        "briefing": {
+            "enum": list(BRIEFINGS),
+            "description": "What the person hears on a warm transfer: summary (default), a summary of the call so "
+            "far by the agent's brain; static, the message.",
+        },
+        "message": {
+            "type": "string",
+            "maxLength": MAX_TRANSFER_MESSAGE_CHARS,
+            "pattern": f"^{ANY}*$",
+            "description": "The briefing with briefing static; {{variables}} are filled from the call's. Stored "
+            'trimmed. Default "".',
+        },
+        "ringTimeoutSeconds": {
+            "type": "integer",
+            "minimum": RING_TIMEOUT_SECONDS_RANGE[0],
+            "maximum": RING_TIMEOUT_SECONDS_RANGE[1],
+            "description": "How long the person's phone rings before the caller is back with the agent. Default 30.",
+        },
+    },
+    "if": {"properties": {"briefing": {"const": BRIEFING_STATIC}}, "required": ["briefing"]},
+    "then": {
+        "properties": {"message": {"type": "string", "pattern": f"^{ANY}*{VISIBLE}{ANY}*$"}},
+        "required": ["message"],
+    },
+}
+
+
+class TransferFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "agents.serializers.TransferField"
+    priority = 1
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return TRANSFER
 
 
 # --- handoffs (agents/handoffs.py) ---------------------------------------------------------------------

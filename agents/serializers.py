@@ -23,6 +23,8 @@ from agents.models import (
     PromptType,
 )
 from agents.time_zones import time_zone_problem
+from agents.transfer import BRIEFINGS, TransferError, normalize_transfer
+from agents.transfer import MODES as TRANSFER_MODES
 from agents.voicemail import ACTIONS, DETECTIONS, VoicemailError, normalize_voicemail
 from kit import redaction
 from kit.fields import (
@@ -101,6 +103,18 @@ class InterruptionField(serializers.JSONField):
         try:
             return normalize_interruption(data)
         except InterruptionError as exc:
+            detail: Any = {exc.key: [exc.message]} if exc.key else exc.message
+            raise serializers.ValidationError(detail) from None
+
+
+class TransferField(serializers.JSONField):
+    """transfer: validated and normalized by agents/transfer.py (a bad setting is a 400 naming the key inside
+    it: `transfer.ringTimeoutSeconds`)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        try:
+            return normalize_transfer(data)
+        except TransferError as exc:
             detail: Any = {exc.key: [exc.message]} if exc.key else exc.message
             raise serializers.ValidationError(detail) from None
 
@@ -215,6 +229,12 @@ class AgentWriteSerializer(serializers.Serializer):
         'takes its default {"mode": "adaptive", "minWords": 1, "backchannels": null, "resumeAfterMs": 400}; '
         "backchannels null is the agent language's default list.",
     )
+    transfer = TransferField(
+        required=False,
+        help_text="How transfer_call passes the caller to a person (docs/guides/phone-calls.md#warm-transfers): "
+        'cold, or warm with a briefing. A key left out takes its default {"mode": "cold", "briefing": "summary", '
+        '"message": "", "ringTimeoutSeconds": 30}; message is required with briefing static.',
+    )
     handoffs = HandoffsField(
         required=False,
         help_text="The other agents of the organization this agent may hand a call to, and when: at most 20 "
@@ -304,6 +324,15 @@ class InterruptionSchema(serializers.Serializer):
     resumeAfterMs = serializers.IntegerField()
 
 
+class TransferSchema(serializers.Serializer):
+    mode = serializers.ChoiceField([(m, m) for m in TRANSFER_MODES])
+    briefing = serializers.ChoiceField([(b, b) for b in BRIEFINGS])
+    message = serializers.CharField(
+        allow_blank=True, help_text='The briefing with briefing "static" ({{variables}} filled).'
+    )
+    ringTimeoutSeconds = serializers.IntegerField()
+
+
 class HandoffSchema(serializers.Serializer):
     agentId = serializers.UUIDField()
     description = serializers.CharField(help_text="When to hand off to this agent (the brain reads it).")
@@ -351,5 +380,6 @@ class AgentListItemSerializer(serializers.Serializer):
     keypad = KeypadField()
     voicemail = VoicemailSchema()
     interruption = InterruptionSchema()
+    transfer = TransferSchema()
     handoffs = HandoffSchema(many=True)
     flow = FlowField(allow_null=True)

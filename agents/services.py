@@ -32,6 +32,7 @@ from agents.models import (
     DEFAULT_ANALYSIS_PLAN,
     DEFAULT_INTERRUPTION,
     DEFAULT_KEYPAD,
+    DEFAULT_TRANSFER,
     DEFAULT_VOICEMAIL,
     MAX_DURATION_DEFAULT,
     Agent,
@@ -76,6 +77,7 @@ DEFAULTS: dict[str, Any] = {
     "keypad": DEFAULT_KEYPAD,
     "voicemail": DEFAULT_VOICEMAIL,
     "interruption": DEFAULT_INTERRUPTION,
+    "transfer": DEFAULT_TRANSFER,
     "handoffs": [],
     "flow": None,
 }
@@ -99,6 +101,7 @@ WIRE_NAMES = {
     "keypad": "keypad",
     "voicemail": "voicemail",
     "interruption": "interruption",
+    "transfer": "transfer",
     "handoffs": "handoffs",
     "flow": "flow",
 }

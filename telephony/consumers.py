@@ -493,6 +493,11 @@ class MediaStreamTransport:
         except ProviderError as exc:
             logger.warning("call %s: the warm transfer failed: %s", _short(self.call_sid), exc)
             outcome = warm_transfer.FAILED
+        except asyncio.CancelledError:  # the caller's call ended: the person's stops ringing
+            if leg is not None:
+                with contextlib.suppress(ProviderError):
+                    await provider.hang_up(call_sid=leg)
+            raise
         finally:
             self.consumer.transfers.pop(transfer_id, None)
         if leg is not None and outcome in (warm_transfer.NO_ANSWER, warm_transfer.FAILED):

@@ -80,6 +80,7 @@ def test_create_applies_the_documented_defaults_and_lists_every_field(owner):
         "keypad": {"enabled": True, "timeoutMs": 2000, "terminator": "#"},
         "voicemail": {"detection": "off", "action": "hang-up", "message": ""},
         "interruption": {"mode": "adaptive", "minWords": 1, "backchannels": None, "resumeAfterMs": 400},
+        "transfer": {"mode": "cold", "briefing": "summary", "message": "", "ringTimeoutSeconds": 30},
         "handoffs": [],
         "flow": None,
     }

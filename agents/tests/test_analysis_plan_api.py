@@ -8,6 +8,7 @@ import json
 import pytest
 
 from agents.models import Agent
+from testing import agent_api
 
 BASE = {"name": "Support", "instructions": "Help callers with their orders."}
 DEFAULT = {
@@ -26,15 +27,10 @@ BOOKING = {
 
 
 def create(persona, **fields):
-    response = persona.client.post("/public/v1/agents", {**BASE, **fields}, format="json")
-    assert response.status_code == 200, response.json()
-    return response.json()["id"]
+    return agent_api.created(persona, {**BASE, **fields})
 
 
-def detail(persona, agent_id):
-    response = persona.client.get(f"/public/v1/agents/{agent_id}")
-    assert response.status_code == 200
-    return response.json()
+detail = agent_api.read
 
 
 def test_a_new_agent_summarizes_its_calls_and_nothing_else(owner):

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from agents.models import Agent
+from testing import agent_api
 from testing.dashboard import NEW_AGENT, edit_form, errors, page_form
 
 BASE = {"name": "Luigi", "instructions": "Take table bookings for Luigi's."}
@@ -150,26 +151,16 @@ def with_billing(flow: dict[str, Any], billing: str) -> dict[str, Any]:
 
 
 def create(persona, **fields):
-    response = persona.client.post("/public/v1/agents", {**BASE, **fields}, format="json")
-    assert response.status_code == 200, response.json()
-    return response.json()["id"]
+    return agent_api.created(persona, {**BASE, **fields})
 
 
-def detail(persona, agent_id):
-    response = persona.client.get(f"/public/v1/agents/{agent_id}")
-    assert response.status_code == 200
-    return response.json()
+detail = agent_api.read
 
 
-def listed(persona, agent_id):
-    return {item["id"]: item for item in persona.client.get("/public/v1/agents").json()}[agent_id]
+listed = agent_api.listed
 
 
-def patch(persona, agent_id, **fields):
-    expected = detail(persona, agent_id)["updatedAt"]
-    return persona.client.patch(
-        f"/public/v1/agents/{agent_id}", {"expectedUpdatedAt": expected, **fields}, format="json"
-    )
+patch = agent_api.patched
 
 
 def active_agent(persona, name="Billing"):

@@ -12,6 +12,7 @@ import pytest
 
 from agents.models import Agent
 from agents.selectors import handoff_targets
+from testing import agent_api
 from testing.dashboard import NEW_AGENT, edit_form, errors, page_form
 
 BASE = {"name": "Reception", "instructions": "Greet callers and find out what they need."}
@@ -20,22 +21,13 @@ TARGET = "<target>"  # a parameter's stand-in for the active target's id
 
 
 def create(persona, **fields):
-    response = persona.client.post("/public/v1/agents", {**BASE, **fields}, format="json")
-    assert response.status_code == 200, response.json()
-    return response.json()["id"]
+    return agent_api.created(persona, {**BASE, **fields})
 
 
-def detail(persona, agent_id):
-    response = persona.client.get(f"/public/v1/agents/{agent_id}")
-    assert response.status_code == 200
-    return response.json()
+detail = agent_api.read
 
 
-def patch(persona, agent_id, **fields):
-    expected = detail(persona, agent_id)["updatedAt"]
-    return persona.client.patch(
-        f"/public/v1/agents/{agent_id}", {"expectedUpdatedAt": expected, **fields}, format="json"
-    )
+patch = agent_api.patched
 
 
 def active_agent(persona, name="Billing"):

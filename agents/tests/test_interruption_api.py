@@ -8,28 +8,20 @@ import json
 import pytest
 
 from agents.models import Agent
+from testing import agent_api
 
 BASE = {"name": "Front desk", "instructions": "Answer questions about the store."}
 DEFAULT = {"mode": "adaptive", "minWords": 1, "backchannels": None, "resumeAfterMs": 400}
 
 
 def create(persona, **fields):
-    response = persona.client.post("/public/v1/agents", {**BASE, **fields}, format="json")
-    assert response.status_code == 200, response.json()
-    return response.json()["id"]
+    return agent_api.created(persona, {**BASE, **fields})
 
 
-def detail(persona, agent_id):
-    response = persona.client.get(f"/public/v1/agents/{agent_id}")
-    assert response.status_code == 200
-    return response.json()
+detail = agent_api.read
 
 
-def patch(persona, agent_id, **fields):
-    expected = detail(persona, agent_id)["updatedAt"]
-    return persona.client.patch(
-        f"/public/v1/agents/{agent_id}", {"expectedUpdatedAt": expected, **fields}, format="json"
-    )
+patch = agent_api.patched
 
 
 def test_a_new_agent_is_interrupted_adaptively_with_its_languages_backchannels(owner):

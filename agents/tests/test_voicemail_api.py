@@ -8,6 +8,7 @@ import json
 import pytest
 
 from agents.models import Agent
+from testing import agent_api
 
 BASE = {"name": "Reminders", "instructions": "Remind people of their appointments."}
 DEFAULT = {"detection": "off", "action": "hang-up", "message": ""}
@@ -15,15 +16,10 @@ MESSAGE = "Hi {{first_name}}, this is Acme Dental reminding you of your appointm
 
 
 def create(persona, **fields):
-    response = persona.client.post("/public/v1/agents", {**BASE, **fields}, format="json")
-    assert response.status_code == 200, response.json()
-    return response.json()["id"]
+    return agent_api.created(persona, {**BASE, **fields})
 
 
-def detail(persona, agent_id):
-    response = persona.client.get(f"/public/v1/agents/{agent_id}")
-    assert response.status_code == 200
-    return response.json()
+detail = agent_api.read
 
 
 def test_a_new_agent_does_not_detect_machines(owner):

@@ -181,6 +181,7 @@ LIST_COLUMNS = (
     "keypad",
     "voicemail",
     "interruption",
+    "transfer",
     "handoffs",
     "flow",
 )
@@ -224,6 +225,7 @@ def agent_item(row: tuple[Any, ...]) -> dict[str, Any]:
         keypad,
         voicemail,
         interruption,
+        transfer,
         handoffs,
         flow,
     ) = row
@@ -264,6 +266,7 @@ def agent_item(row: tuple[Any, ...]) -> dict[str, Any]:
         "keypad": json_column(keypad),
         "voicemail": json_column(voicemail),
         "interruption": json_column(interruption),
+        "transfer": json_column(transfer),
         "handoffs": json_column(handoffs),
         "flow": json_column(flow),
     }

@@ -83,6 +83,12 @@ def rosa(owner: Any, make_agent: Any, realtime_settings: Any, hook: LoopbackRece
         greeting_type="static",
         static_greeting="Hello, this is Rosa from Acme.",
         flow=FLOW,
+        transfer={
+            "mode": "cold",  # the flow's step says warm
+            "briefing": "static",
+            "message": "A caller from {{call.from}} needs the desk.",
+            "ringTimeoutSeconds": 20,
+        },
     )
     telephony_account_set(organization=owner.organization, account_sid=ACCOUNT_SID, auth_token=AUTH_TOKEN)
     number = phone_number_claim(organization=owner.organization, number=NUMBER)
@@ -121,6 +127,7 @@ class Transfer:
         assert (created.fields["To"], created.fields["From"]) == (DESK, NUMBER)
         self.twiml = ElementTree.fromstring(created.fields["Twiml"])  # noqa: S314 - the service's own TwiML
         self.status_url = created.fields["StatusCallback"]
+        self.timeout = created.fields["Timeout"]
 
     @property
     def gather(self) -> ElementTree.Element:
@@ -187,7 +194,11 @@ async def test_the_person_presses_1_the_caller_joins_their_conference_and_the_ag
         await transfer.open(twilio)
         # The briefing: who calls and why, then the one-key menu at the service's signed URL.
         briefing = transfer.gather.findtext("Say") or ""
-        assert briefing.startswith(f"You have a call from {CALLER}, transferred by Rosa.") and "Press 1" in briefing
+        assert briefing == (
+            f"You have a call from {CALLER}, transferred by Rosa. A caller from {CALLER} needs the desk. "
+            "Press 1 to take the call."
+        )
+        assert transfer.timeout == "20"  # the agent's ringTimeoutSeconds
         assert str(transfer.gather.get("action")).startswith(f"{settings.PUBLIC_BASE_URL}/telephony/twilio/transfer/")
         # The caller holds: audio keeps coming while the desk's phone rings.
         media = sum(1 for item in twilio.messages if item.message["event"] == "media")

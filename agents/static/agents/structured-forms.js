@@ -1,9 +1,9 @@
 // The dashboard's structured editors (agents/dashboard_forms.py): tables of rows that grow and shrink, and
-// for each part with a JSON twin (an agent's analysis plan, voicemail and interruption settings; an agent
-// test) the "Edit as: Form / JSON" choice, which shows one editor and carries the values across: switching
-// to JSON writes the form's values into the JSON box, switching back reads them from it. A file of its own:
-// the pages' Content-Security-Policy runs no inline script. Without it, both editors show and the choice
-// still says which one is saved.
+// for each part with a JSON twin (an agent's analysis plan, voicemail, interruption and transfer settings;
+// an agent test) the "Edit as: Form / JSON" choice, which shows one editor and carries the values across:
+// switching to JSON writes the form's values into the JSON box, switching back reads them from it. A file of
+// its own: the pages' Content-Security-Policy runs no inline script. Without it, both editors show and the
+// choice still says which one is saved.
 (function () {
   "use strict";
 
@@ -180,6 +180,25 @@
         set(form, "interruption_default_backchannels", setting.backchannels == null);
         set(form, "interruption_backchannels", (setting.backchannels || []).join("\n"));
         set(form, "interruption_resume_after_ms", setting.resumeAfterMs);
+        return true;
+      },
+    },
+    transfer: {
+      toJson(form) {
+        const setting = {
+          mode: value(form, "transfer_mode") || "cold",
+          briefing: value(form, "transfer_briefing") || "summary",
+          message: value(form, "transfer_message"),
+        };
+        const ring = number(value(form, "transfer_ring_timeout_seconds"));
+        if (ring !== undefined) setting.ringTimeoutSeconds = ring;
+        return setting;
+      },
+      toForm(form, setting) {
+        set(form, "transfer_mode", setting.mode || "cold");
+        set(form, "transfer_briefing", setting.briefing || "summary");
+        set(form, "transfer_message", setting.message || "");
+        set(form, "transfer_ring_timeout_seconds", setting.ringTimeoutSeconds);
         return true;
       },
     },

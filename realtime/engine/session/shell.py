@@ -923,12 +923,22 @@ class Session:
         hold = self.spawn(self._hold(), "hold") if self.playout is not None else None
         try:
             briefing = await self._briefing(setting)
-            outcome = await warm(
-                destination,
-                briefing=briefing,
-                language=self.agent.language,
-                ring_timeout_seconds=int(setting["ringTimeoutSeconds"]),
+            calling = asyncio.ensure_future(
+                warm(
+                    destination,
+                    briefing=briefing,
+                    language=self.agent.language,
+                    ring_timeout_seconds=int(setting["ringTimeoutSeconds"]),
+                )
             )
+            ended = asyncio.ensure_future(self._ended.wait())
+            await asyncio.wait({calling, ended}, return_when=asyncio.FIRST_COMPLETED)
+            ended.cancel()
+            if not calling.done():  # the caller hung up while the person was called: that call is ended too
+                calling.cancel()
+                await asyncio.gather(calling, return_exceptions=True)
+                return False
+            outcome = calling.result()
         except Exception as exc:  # noqa: BLE001 - a failed transfer leaves the caller with the agent
             logger.warning("warm transfer failed in session %s: %s", self.recorder.session_id, exc)
             outcome = "failed"
