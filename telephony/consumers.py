@@ -39,6 +39,7 @@ import contextlib
 import logging
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -461,7 +462,15 @@ class MediaStreamTransport:
         """Whether this call can be transferred warm (the carrier calls the person while the caller holds)."""
         return self.provider is not None and self.provider.supports_warm_transfer
 
-    async def warm_transfer(self, destination: str, *, briefing: str, language: str, ring_timeout_seconds: int) -> str:
+    async def warm_transfer(
+        self,
+        destination: str,
+        *,
+        briefing: str,
+        language: str,
+        ring_timeout_seconds: int,
+        on_accepted: Callable[[], None] = lambda: None,
+    ) -> str:
         """Call the person at `destination` with `briefing` and a one-key menu while the caller stays on this
         stream (the session plays hold audio); on "1", move the caller into the person's conference (this
         stream then stops). The outcome: accepted, declined, no-answer or failed (telephony/warm_transfer.py)."""
@@ -488,6 +497,7 @@ class MediaStreamTransport:
             except TimeoutError:
                 outcome = warm_transfer.NO_ANSWER
             if outcome == warm_transfer.ACCEPTED:
+                on_accepted()  # before the caller's stream stops: that stop is the transfer, not a hang-up
                 await provider.join_conference(call_sid=self.call_sid, name=warm_transfer.conference_name(transfer_id))
                 return outcome
         except ProviderError as exc:

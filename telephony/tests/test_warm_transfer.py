@@ -33,7 +33,7 @@ from testing.twilio_rest import call_updates, created_calls
 from testing.twilio_stream import TwilioStream, is_event
 from testing.twilio_webhooks import twilio_api_fixture
 from testing.waiting import polled, polled_sync
-from testing.webhooks import LoopbackReceiver, allow_loopback_fixture, receivers_fixture
+from testing.webhooks import LoopbackReceiver, Reply, allow_loopback_fixture, receivers_fixture
 
 __all__ = ["allow_loopback_fixture", "receivers_fixture", "twilio_api_fixture"]  # fixtures
 
@@ -265,3 +265,38 @@ async def test_a_person_who_declines_or_does_not_answer_leaves_the_caller_with_t
         "call.ended",
     ]
     assert messages[2]["transfer"]["status"] == outcome
+
+
+async def test_the_callers_stream_stopping_while_they_are_moved_to_the_person_is_the_transfer(
+    server, rosa, hook, twilio_api
+):
+    """Twilio stops the caller's stream as soon as its TwiML is replaced, maybe before the service has
+    its answer to that request: the call is transferred all the same, and the person's call left alone."""
+    twilio_api.requests.clear()
+    leg = "CA" + "0" * 32
+    twilio_api.reply(Reply(json={"sid": leg, "status": "queued"}), Reply(json={"sid": leg}, hold=True))
+    transfer = Transfer(server, rosa, twilio_api)
+    token = await sync_to_async(token_for)(rosa, transfer.call_sid)
+    try:
+        async with TwilioStream(
+            f"{server.ws_url}/telephony/twilio/stream", token, call_sid=transfer.call_sid
+        ) as twilio:
+            await transfer.open(twilio)
+            status, _ = await transfer.person(Digits="1")
+            assert status == 200
+
+            def moving() -> Any:
+                return next((f for sid, f in call_updates(twilio_api.requests) if sid == transfer.call_sid), None)
+
+            await polled(moving, what="the caller being moved", timeout=20, every=0.1)
+            transfer.line.cancel()
+            await twilio.stop()  # the stream stops before the service has Twilio's answer
+            twilio_api.release()
+            await twilio.wait_closed()
+    finally:
+        twilio_api.release()
+
+    call = await wait_call(transfer.call_sid, status="completed")
+    assert call.ended_reason == "transferred"
+    assert call.transfer["status"] == "accepted"
+    assert [sid for sid, _ in call_updates(twilio_api.requests)] == [transfer.call_sid]  # the person's call stays

@@ -918,6 +918,15 @@ class Session:
         True when they took the call (the transfer then completes as a cold one does); otherwise the agent
         tells the caller and the call goes on."""
         setting = transfer_setting(self.agent)
+        accepted = False
+
+        def on_accepted() -> None:
+            # Before the caller's line is moved to the person: its stream may stop any moment after, and that
+            # stop is the transfer (not a hang-up), with the outcome already on the record.
+            nonlocal accepted
+            accepted = self._handed_off = True
+            self.recorder.transfer_update(mode="warm", destination=destination, status="accepted", at=timezone.now())
+
         self.recorder.transfer_update(mode="warm", destination=destination, status="ringing", at=timezone.now())
         self.recorder.log("info", "warm transfer: calling the person", destination=destination)
         hold = self.spawn(self._hold(), "hold") if self.playout is not None else None
@@ -929,26 +938,30 @@ class Session:
                     briefing=briefing,
                     language=self.agent.language,
                     ring_timeout_seconds=int(setting["ringTimeoutSeconds"]),
+                    on_accepted=on_accepted,
                 )
             )
             ended = asyncio.ensure_future(self._ended.wait())
             await asyncio.wait({calling, ended}, return_when=asyncio.FIRST_COMPLETED)
             ended.cancel()
-            if not calling.done():  # the caller hung up while the person was called: that call is ended too
-                calling.cancel()
-                await asyncio.gather(calling, return_exceptions=True)
-                return False
-            outcome = calling.result()
+            if not calling.done() and not accepted:  # the caller hung up while the person was called
+                calling.cancel()  # ... whose call is ended too
+            outcome = (await asyncio.gather(calling, return_exceptions=True))[0]
+            if not isinstance(outcome, str):
+                outcome = "failed"
         except Exception as exc:  # noqa: BLE001 - a failed transfer leaves the caller with the agent
             logger.warning("warm transfer failed in session %s: %s", self.recorder.session_id, exc)
             outcome = "failed"
         finally:
             if hold is not None:
                 hold.cancel()
-        self.recorder.transfer_update(mode="warm", destination=destination, status=outcome, at=timezone.now())
         self.recorder.log("info" if outcome == "accepted" else "warn", "warm transfer ended", outcome=outcome)
-        if outcome == "accepted" or self._stopping:
-            return outcome == "accepted"
+        if outcome == "accepted":
+            return True
+        self._handed_off = False  # the person did not take the call, or joining them failed
+        self.recorder.transfer_update(mode="warm", destination=destination, status=outcome, at=timezone.now())
+        if self._stopping:
+            return False
         self._transferring = False
         self._say_alone(
             phrase("transfer_" + ("declined" if outcome == "declined" else "unanswered"), self.agent.language)
