@@ -89,7 +89,7 @@ class Text:
     """A streamed text answer. A str is cut into about `pieces` deltas at word boundaries.
 
     `hold`: after `hold_after` content deltas, the server waits for this gate before sending more
-    (and opens `holding` when it starts waiting)."""
+    (and opens `holding` when it starts waiting); a reply that is not streamed is held whole."""
 
     text: str | list[str]
     pieces: int = 3
@@ -231,6 +231,10 @@ class ChatServer(ScriptedServer):
         if isinstance(reply, Error):
             return _error_response(reply)
         if not body.get("stream"):
+            if isinstance(reply, Text) and reply.hold is not None:  # an answer in one piece is held whole
+                if reply.holding is not None:
+                    reply.holding.open()
+                await reply.hold.wait()
             return web.json_response(self._completion(reply, body))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)

@@ -6,7 +6,6 @@ brain, skipped analyses, and an analysis that never delays the end of its call."
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 from calls.models import Call
 from calls.services import call_finish, call_message_add, call_start
-from testing.chat_server import ChatServer, Error, Text
+from testing.chat_server import ChatServer, Error, Gate, Text
 from testing.waiting import polled_sync
 
 MODEL = "scripted-model"
@@ -283,15 +282,19 @@ def test_the_analysis_runs_in_the_background_and_never_delays_the_end_of_the_cal
     settings.LIVENESS_HEARTBEAT_SECONDS = 0
     settings.CALLS_MAINTENANCE_SECONDS = 0
     agent = make_agent(owner.organization)
-    openai_brain.analysis(Text(json.dumps({"summary": "Dana booked a table."}), delay=2.0))
+    answer, asked = Gate(), Gate()
+    openai_brain.analysis(Text(json.dumps({"summary": "Dana booked a table."}), hold=answer, holding=asked))
     call = call_start(agent=agent, channel="web")
     for role, content in TALK:
         call_message_add(call=call, role=role, content=content)
 
-    started = time.monotonic()
+    # The model answers only once the test lets it: call_finish returns before that (it would otherwise wait
+    # until the analysis request timed out, and the analysis would have failed).
     call_finish(call=call, status="completed")
-    assert time.monotonic() - started < 1.0
     assert analysis_of(owner, call)["status"] == "pending"
+    polled_sync(lambda: asked.opened, what="the analysis asking the model", timeout=20, every=0.05)
+    assert analysis_of(owner, call)["status"] == "pending"
+    answer.open()
     analysis = polled_sync(
         lambda: (found := analysis_of(owner, call))["status"] != "pending" and found,
         what="the analysis finished",
