@@ -27,17 +27,21 @@ def free_tcp_port() -> int:
 
 
 def free_udp_port() -> int:
-    """A port free for both UDP and TCP: baresip listens for SIP on both (and a port taken for either makes
-    it exit at start)."""
+    """A port free for UDP and TCP, with the next one free for TCP: baresip listens for SIP on both, and
+    for SIP over TLS on the next port (a port taken for any of them makes it exit at start)."""
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
             probe.bind(("127.0.0.1", 0))
             port = int(probe.getsockname()[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as stream:
-                try:
+            if port >= 65535:
+                continue
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as stream:
                     stream.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tls:
+                    tls.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
             return port
 
 
