@@ -28,7 +28,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from agents.handoffs import AGENT_ID
 from agents.tools.serializers import TOOL_NAME
+from kit.text import text_problem
 from kit.validation import e164_problem
 
 FIELD = "flow"  # the wire name
@@ -71,10 +73,6 @@ NO_NODE = "No node '{}' in the flow."
 UNREACHABLE = "Not reachable from the start node '{}'."
 NOT_COLLECTED = "No collect step collects '{}'."
 SILENT_LOOP = "This step is in a loop with no collect or conversation step: the call would never wait for the caller."
-
-# The canonical text of a UUID (as the OpenAPI `format: uuid` has it), in either case.
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 class FlowError(ValueError):
@@ -236,7 +234,7 @@ def _text_value(value: Any, place: str, limit: int, *, required: bool = True) ->
         raise FlowError(place, f"Must be a string of at most {limit} characters, not {_shown(value)}.")
     if len(value) > limit:
         raise FlowError(place, f"At most {limit} characters (this one has {len(value)}).")
-    if _UNSTORABLE.search(value):
+    if text_problem(value) is not None:
         raise FlowError(place, "May not contain NUL or surrogate characters.")
     value = value.strip()
     if required and not value:
@@ -461,7 +459,7 @@ def _agent_id(node: dict[str, Any], at: str) -> str:
     if "agentId" not in node:
         raise FlowError(place, "Required: the id of the agent to hand the call to.")
     value = node["agentId"]
-    if not isinstance(value, str) or not _UUID.fullmatch(value):
+    if not isinstance(value, str) or not AGENT_ID.fullmatch(value):
         raise FlowError(place, f"Must be an agent's id (a UUID), not {_shown(value)}.")
     return str(uuid.UUID(value))
 

@@ -22,6 +22,8 @@ import re
 import uuid
 from typing import Any
 
+from kit.text import text_problem
+
 MAX_HANDOFFS = 20
 MAX_DESCRIPTION_CHARS = 500
 CONTEXT_ALL = "all"
@@ -33,9 +35,9 @@ LAST_N_RANGE = (1, 50)
 KEYS = ("agentId", "description", "context", "lastN")
 FIELD = "handoffs"  # the wire name
 
-# The canonical text of a UUID (as the OpenAPI `format: uuid` has it), in either case.
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# The canonical text of a UUID (as the OpenAPI `format: uuid` has it), in either case: an agent's id in
+# `handoffs` and in a flow's handoff step (agents/flows.py).
+AGENT_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 class HandoffsError(ValueError):
@@ -111,7 +113,7 @@ def _agent_id(item: dict[str, Any], at: str) -> str:
     if "agentId" not in item:
         raise HandoffsError(f"{at}.agentId", "Required: the id of the agent to hand off to.")
     value = item["agentId"]
-    if not isinstance(value, str) or not _UUID.fullmatch(value):
+    if not isinstance(value, str) or not AGENT_ID.fullmatch(value):
         raise HandoffsError(f"{at}.agentId", f"Must be an agent's id (a UUID), not {_shown(value)}.")
     return str(uuid.UUID(value))
 
@@ -125,7 +127,7 @@ def _description(item: dict[str, Any], at: str) -> str:
         raise HandoffsError(key, "Must be a string: when to hand off to this agent.")
     if len(value) > MAX_DESCRIPTION_CHARS:
         raise HandoffsError(key, f"At most {MAX_DESCRIPTION_CHARS} characters (this one has {len(value)}).")
-    if _UNSTORABLE.search(value):
+    if text_problem(value) is not None:
         raise HandoffsError(key, "May not contain NUL or surrogate characters.")
     value = value.strip()
     if not value:
