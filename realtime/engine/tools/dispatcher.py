@@ -166,7 +166,7 @@ class ToolDispatcher:
                 agent=self.agent,
                 to_number=self.to_number,
                 handoffs=self.handoffs,
-                flow_handoffs=flow_tools(flow)[0] if (flow := getattr(self.agent, "flow", None)) else (),
+                flow_handoffs=flow_tools(self.agent.flow)[0] if self.agent.flow else (),
             )
             self._build(setup)
             self._loaded = True
@@ -383,9 +383,8 @@ class ToolDispatcher:
                     handoff=Handoff(agent_id=str(target.pk), context=entry["context"], last_n=entry.get("lastN")),
                 ),
             )
-        flow = getattr(agent, "flow", None)
-        if flow:
-            self._offer_flow_tools(flow, setup.flow_handoffs)
+        if agent.flow:
+            self._offer_flow_tools(agent.flow, setup.flow_handoffs)
         if setup.has_knowledge:
             self._offer_native(
                 "search_knowledge",

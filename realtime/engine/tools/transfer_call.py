@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.models import DEFAULT_TRANSFER
 from realtime.engine.tools.base import CallContext, ToolKind
 
 DESCRIPTION = (
@@ -21,13 +22,9 @@ PARAMETERS: dict[str, Any] = {
 }
 
 
-# How an agent transfers, when its `transfer` setting says nothing else (agents/transfer.py).
-DEFAULT_TRANSFER: dict[str, Any] = {"mode": "cold", "briefing": "summary", "message": "", "ringTimeoutSeconds": 30}
-
-
 def transfer_setting(agent: Any) -> dict[str, Any]:
     """The agent's `transfer` setting, every key present."""
-    return {**DEFAULT_TRANSFER, **(getattr(agent, "transfer", None) or {})}
+    return {**DEFAULT_TRANSFER, **(agent.transfer or {})}
 
 
 def transfer_mode_of(agent: Any) -> str:
