@@ -23,7 +23,10 @@ from django.utils.safestring import SafeString
 from accounts.admin import OrganizationAdmin
 from accounts.models import Organization
 from agents.models import Agent
-from calls.dashboard import call_record, usage_chart_svg
+from calls.analytics.selectors import organization_costs
+from calls.budgets import admin as budgets_admin  # noqa: F401 (registers the budgets' page)
+from calls.costs import admin as costs_admin  # noqa: F401 (registers the price books' pages)
+from calls.dashboard import call_record, usage_chart_svg, usage_cost
 from calls.models import AgentLog, Call
 from calls.selectors import call_log_lines, call_search, daily_minutes, usage_by_organization
 from calls.timeline import clock
@@ -300,10 +303,12 @@ class CallAdmin(admin.ModelAdmin):
             return HttpResponse(status=403)
         usage = usage_by_organization()
         days = daily_minutes(organization_ids=[row["organization"].pk for row in usage], days=USAGE_CHART_DAYS)
+        costs = organization_costs(organization_ids=[row["organization"].pk for row in usage], days=USAGE_CHART_DAYS)
         for row in usage:
             row["chart"] = usage_chart_svg(
                 days[row["organization"].pk], organization_id=row["organization"].pk, width=180, height=36, labels=False
             )
+            row["cost"] = usage_cost(costs[row["organization"].pk], organization_id=row["organization"].pk)
         context = {
             **self.admin_site.each_context(request),
             "title": "Usage in the current billing period",

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from agents.selectors import agent_get
 from calls import placing, selectors, services
+from calls.budgets.serializers import BudgetExceededSchema
 from calls.recordings import recording_response, signature_valid
 from calls.serializers import (
     AgentLogPageSchema,
@@ -66,6 +67,11 @@ class CallListApi(PublicApiView):
             400: OpenApiResponse(
                 description="Invalid body: `to` not E.164, blocked or premium-rate; PHONE_NUMBER_NOT_CLAIMED; "
                 "AGENT_NOT_ACTIVE; TELEPHONY_ACCOUNT_MISSING; bad variables or metadata"
+            ),
+            402: OpenApiResponse(
+                BudgetExceededSchema,
+                description="BUDGET_EXCEEDED: a `block` budget whose scope holds the call (the organization, the "
+                "agent, a variable's value) is spent in its period; the body names it (`budgetId`)",
             ),
             403: OpenApiResponse(description="OUTBOUND_NOT_ALLOWED: the plan places no outbound calls"),
             404: OpenApiResponse(description="Agent not found"),

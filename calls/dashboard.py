@@ -1,7 +1,7 @@
 """What the dashboard's call and usage pages show, prepared for their templates: the call record (the
 conversation with times relative to the call's start, tool invocations with pretty-printed request and
-response, model usage and billing, the turn timeline) and the usage chart (minutes per day, included
-versus overage, as stacked bars in a server-side SVG).
+response, model usage and billing, the cost ledger, the turn timeline) and the usage page's charts (minutes
+per day, included versus overage, and cost per day, as stacked bars in a server-side SVG).
 
 The SVGs' markup is in templates (calls/templates/calls/*.svg, autoescaped); the Python computes their
 geometry. Both are deterministic.
@@ -10,9 +10,11 @@ geometry. Both are deterministic.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,6 +24,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from agents.models import Agent
+from calls.analytics.selectors import OrganizationCosts
 from calls.models import Call, CallDirection, CallHandoff, CallStatus, TransferMode, TransferStatus
 from calls.recordings import recording_path
 from calls.selectors import call_session_log
@@ -309,7 +312,35 @@ def call_record(call: Call, *, with_transcript: bool) -> dict[str, Any]:
         "recording_path": recording_path(call) if with_transcript else None,
         "no_recording": no_recording(call),
         "analysis": analysis_view(call),
+        "cost": cost_view(call),
     }
+
+
+def cost_view(call: Call) -> dict[str, Any]:
+    """The call's cost ledger as its page shows it (docs/costs.md): one row per line, numbers written out in
+    full, and the total in the call's currency; `priced` false while the call is open (or when it was never
+    priced), with why."""
+    lines = [
+        {
+            "product": str(line.get("product", "")),
+            "provider": str(line.get("provider", "")),
+            "model": line.get("model") or "-",
+            "quantity": plain_number(line.get("quantity", 0)),
+            "unit": str(line.get("unit", "")),
+            "unit_price": plain_number(line.get("unitPrice", 0)),
+            "amount": f"{Decimal(str(line.get('amount', 0))):.6f}",
+        }
+        for line in (call.costs if isinstance(call.costs, list) else [])
+        if isinstance(line, dict)
+    ]
+    if call.cost_total is None:
+        why = (
+            "Not priced yet: the call is priced when it ends."
+            if call.ended_at is None
+            else "Not priced: no cost was recorded for this call."
+        )
+        return {"priced": False, "lines": lines, "why": why}
+    return {"priced": True, "lines": lines, "total": f"{call.cost_total:.6f}", "currency": call.cost_currency}
 
 
 def no_recording(call: Call) -> str:
@@ -348,9 +379,9 @@ def analysis_view(call: Call) -> dict[str, Any] | None:
     }
 
 
-# --- the usage chart ---------------------------------------------------------------------------
+# --- the usage and cost charts -------------------------------------------------------------------
 
-CHART_COLOURS = {"included": "#2f6fb3", "overage": "#d98c1f"}
+CHART_COLOURS = {"included": "#2f6fb3", "overage": "#d98c1f", "cost": "#3b8a57"}
 NICE_MAXIMA = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 3000, 6000, 12000, 30000, 60000)
 
 
@@ -358,8 +389,28 @@ def _chart_max(minutes: float) -> float:
     return next((m for m in NICE_MAXIMA if m >= minutes), minutes)
 
 
+def _money_max(amount: float) -> float:
+    """The chart's top for a peak cost: 1, 2 or 5 times a power of ten (1 for nothing)."""
+    if amount <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(amount))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= amount * (1 - 1e-12))
+
+
 def _minutes(seconds: int) -> str:
     return f"{seconds / 60:.1f}".removesuffix(".0")
+
+
+def plain_number(value: Any) -> str:
+    """A number as written out in full, without exponent or trailing zeros (2.5e-07 -> 0.00000025)."""
+    number = Decimal(str(value)).normalize()
+    return format(number, "f") if number != 0 else "0"
+
+
+def money(value: Any) -> str:
+    """An amount as the dashboard shows it: to the cent, or in full when below a cent (but not nothing)."""
+    amount = Decimal(str(value))
+    return f"{amount:.2f}" if amount == 0 or abs(amount) >= Decimal("0.01") else plain_number(amount)
 
 
 def _calls_on(organization_id: Any, day: date) -> str:
@@ -374,20 +425,39 @@ def _calls_on(organization_id: Any, day: date) -> str:
     return f"{reverse('admin:calls_call_changelist')}?{query}"
 
 
-def usage_chart_svg(
-    days: list[dict[str, Any]], *, organization_id: Any, width: int = 720, height: int = 200, labels: bool = True
+@dataclass(frozen=True)
+class ChartDay:
+    """One day of a bar chart: its stacked values (bottom first, in the chart's unit), the tooltip, the link."""
+
+    day: date
+    values: tuple[tuple[str, float], ...]  # (kind, value): the kind names the bar's class and colour
+    tip: str
+    href: str
+
+
+def bar_chart_svg(
+    days: list[ChartDay],
+    *,
+    chart_class: str,
+    title: str,
+    legend: str,
+    top: Callable[[float], float],
+    grid_label: Callable[[float], str],
+    width: int = 720,
+    height: int = 200,
+    labels: bool = True,
 ) -> SafeString:
-    """Stacked bars, one day each (included at the bottom, overage on top), each linking to that day's
-    calls of the organization. Zero days have no bar. `labels=False` draws a compact chart for tables.
-    The markup is calls/templates/calls/usage_chart.svg; this function lays it out."""
-    left, bottom, top = (40, 34, 14) if labels else (2, 2, 2)
-    plot_w, plot_h = width - left - 6, height - top - bottom
+    """Stacked bars, one day each, each linking to that day's calls; a day without a value has no bar.
+    `top` rounds the highest day up to the chart's top, `grid_label` writes a value of the grid (at 0, half
+    and the top). `labels=False` draws a compact chart for tables. The markup is
+    calls/templates/calls/usage_chart.svg; this function lays it out."""
+    left, bottom, top_margin = (40, 34, 14) if labels else (2, 2, 2)
+    plot_w, plot_h = width - left - 6, height - top_margin - bottom
     slot = plot_w / max(1, len(days))
-    peak = _chart_max(max((d["included_seconds"] + d["overage_seconds"]) / 60 for d in days) if days else 0) or 1
+    peak = top(max((sum(value for _, value in d.values) for d in days), default=0)) or 1
     scale = plot_h / peak
-    base = top + plot_h
+    base = top_margin + plot_h
     grid = []
-    legend = None
     if labels:
         for fraction in (0, 0.5, 1):
             grid_y = f"{base - plot_h * fraction:.1f}"
@@ -397,27 +467,21 @@ def usage_chart_svg(
                     "x2": left + plot_w,
                     "y": grid_y,
                     "label_x": left - 4,
-                    "label": _minutes(round(peak * fraction * 60)),
+                    "label": grid_label(peak * fraction),
                 }
             )
-        legend = {
-            "x": left,
-            "y": height - 4,
-            "text": f"Minutes per day by the day calls started ({settings.TIME_ZONE}); blue: included, orange: overage.",
-        }
     shown = []
     for number, day in enumerate(days):
         x = left + number * slot + slot * 0.15
-        included, overage = day["included_seconds"], day["overage_seconds"]
         label = None
         if labels and (number % 5 == 0 or number == len(days) - 1):
-            label = {"x": f"{x + slot * 0.35:.1f}", "y": base + 12, "text": day["day"].strftime("%b %d")}
+            label = {"x": f"{x + slot * 0.35:.1f}", "y": base + 12, "text": day.day.strftime("%b %d")}
         bars = []
-        y = base
-        for kind, seconds in (("included", included), ("overage", overage)):
-            if seconds == 0:
+        y: float = base
+        for kind, value in day.values:
+            if value == 0:
                 continue
-            h = seconds / 60 * scale
+            h = value * scale
             y -= h
             bars.append(
                 {
@@ -432,23 +496,113 @@ def usage_chart_svg(
         shown.append(
             {
                 "label": label,
-                "bars": bars,  # none on a day without minutes
-                "date": day["day"].isoformat(),
-                "href": _calls_on(organization_id, day["day"]) if bars else "",
-                "included": _minutes(included),
-                "overage": _minutes(overage),
+                "bars": bars,  # none on a day without a value
+                "date": day.day.isoformat(),
+                "href": day.href if bars else "",
+                "tip": day.tip,
             }
         )
     context = {
+        "chart_class": chart_class,
         "width": width,
         "height": height,
-        "day_count": len(days),
-        "total_included": _minutes(sum(d["included_seconds"] for d in days)),
-        "total_overage": _minutes(sum(d["overage_seconds"] for d in days)),
+        "title": title,
         "grid": grid,
-        "legend": legend,
+        "legend": {"x": left, "y": height - 4, "text": legend} if labels else None,
         "days": shown,
         "base": {"x1": left, "x2": left + plot_w, "y": base},
     }
     # No whitespace between the elements ({% spaceless %} and the strip): deterministic bytes.
     return mark_safe(render_to_string("calls/usage_chart.svg", context).strip())  # noqa: S308 - autoescaped
+
+
+def usage_chart_svg(
+    days: list[dict[str, Any]], *, organization_id: Any, width: int = 720, height: int = 200, labels: bool = True
+) -> SafeString:
+    """Minutes per day as stacked bars (included at the bottom, overage on top), each linking to that day's
+    calls of the organization."""
+    chart_days = [
+        ChartDay(
+            day["day"],
+            (("included", day["included_seconds"] / 60), ("overage", day["overage_seconds"] / 60)),
+            f"{day['day'].isoformat()}: {_minutes(day['included_seconds'])} included + "
+            f"{_minutes(day['overage_seconds'])} overage minutes",
+            _calls_on(organization_id, day["day"]),
+        )
+        for day in days
+    ]
+    included = _minutes(sum(d["included_seconds"] for d in days))
+    overage = _minutes(sum(d["overage_seconds"] for d in days))
+    return bar_chart_svg(
+        chart_days,
+        chart_class="usage-chart",
+        title=f"Minutes per day, last {len(days)} days: {included} included, {overage} overage",
+        legend=f"Minutes per day by the day calls started ({settings.TIME_ZONE}); blue: included, orange: overage.",
+        top=_chart_max,
+        grid_label=lambda minutes: _minutes(round(minutes * 60)),
+        width=width,
+        height=height,
+        labels=labels,
+    )
+
+
+def cost_chart_svg(
+    days: list[dict[str, Any]],
+    *,
+    currency: str,
+    organization_id: Any,
+    width: int = 720,
+    height: int = 200,
+    labels: bool = True,
+) -> SafeString:
+    """The cost of the calls priced so far per UTC day they started (calls.analytics.selectors
+    organization_costs: {"day", "cost"}), in `currency`, each bar linking to that day's calls."""
+    chart_days = [
+        ChartDay(
+            day["day"],
+            (("cost", float(day["cost"])),),
+            f"{day['day'].isoformat()}: {money(day['cost'])} {currency}",
+            _calls_on(organization_id, day["day"]),
+        )
+        for day in days
+    ]
+    total = money(sum((day["cost"] for day in days), Decimal(0)))
+    return bar_chart_svg(
+        chart_days,
+        chart_class="cost-chart",
+        title=f"Cost per day, last {len(days)} days: {total} {currency}".rstrip(),
+        legend=f"Cost per day ({currency or 'no call priced'}) of the calls priced so far, by the UTC day they started.",
+        top=_money_max,
+        grid_label=plain_number,
+        width=width,
+        height=height,
+        labels=labels,
+    )
+
+
+AGENTS_SHOWN = 5  # the usage page lists the agents of the highest cost, and how many more
+
+
+def usage_cost(costs: OrganizationCosts, *, organization_id: Any) -> dict[str, Any]:
+    """What the usage page shows of an organization's cost over the chart's days: the total, a small chart of
+    cost per day, the agents of the highest cost (each linking to its calls), the other currencies' totals."""
+    calls = reverse("admin:calls_call_changelist")
+    agents = [
+        {
+            "name": agent.name,
+            "href": f"{calls}?{urlencode({'agent': str(agent.agent_id)})}" if agent.agent_id is not None else "",
+            "cost": money(agent.cost),
+            "calls": agent.calls,
+        }
+        for agent in costs.agents[:AGENTS_SHOWN]
+    ]
+    return {
+        "currency": costs.currency,
+        "total": money(costs.total),
+        "chart": cost_chart_svg(
+            costs.days, currency=costs.currency, organization_id=organization_id, width=180, height=36, labels=False
+        ),
+        "agents": agents,
+        "more_agents": max(0, len(costs.agents) - AGENTS_SHOWN),
+        "other_currencies": [f"{money(amount)} {name}" for name, amount in costs.other_currencies.items()],
+    }

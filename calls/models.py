@@ -190,6 +190,15 @@ class Call(models.Model):
     # {"mode": TransferMode, "destination": E.164, "status": TransferStatus, "at": iso time of that status};
     # null: the call was never transferred.
     transfer = models.JSONField(null=True, blank=True)
+    # The carrier of a phone call (twilio, telnyx, sip); empty for browser and typed sessions. The ledger's
+    # telephony lines name it (calls/costs/ledger.py).
+    carrier = models.CharField(max_length=16, blank=True, default="")
+    # The cost ledger (docs/costs.md): [{product, provider, model, quantity, unit, unitPrice, amount}], written
+    # when the call ends (and extended by its analysis and its stored recording), priced by the price book in
+    # force when the call started; `cost_total` their sum in `cost_currency` (null while the call is open).
+    costs = models.JSONField(default=list, blank=True)
+    cost_total = models.DecimalField(max_digits=18, decimal_places=6, null=True, blank=True)
+    cost_currency = models.CharField(max_length=3, blank=True, default="")
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -334,8 +343,13 @@ class LlmUsage(models.Model):
     call = models.ForeignKey(Call, on_delete=models.CASCADE, related_name="llm_usage")
     provider = models.CharField(max_length=64)
     model = models.CharField(max_length=128)
-    input_tokens = models.PositiveIntegerField(default=0)
-    output_tokens = models.PositiveIntegerField(default=0)
+    # What the model served: llm (the brain) or speech_to_speech (the provider that hears and speaks).
+    product = models.CharField(max_length=20, default="llm")
+    input_tokens = models.PositiveIntegerField(default=0)  # all of them, as reported (cached and audio included)
+    output_tokens = models.PositiveIntegerField(default=0)  # all of them (audio included)
+    cached_input_tokens = models.PositiveIntegerField(default=0)
+    input_audio_tokens = models.PositiveIntegerField(default=0)
+    output_audio_tokens = models.PositiveIntegerField(default=0)
     input_audio_seconds = models.FloatField(default=0.0)
     output_audio_seconds = models.FloatField(default=0.0)
     created_at = models.DateTimeField()
@@ -349,6 +363,88 @@ class LlmUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider}/{self.model}"
+
+
+# --- costs: price books and budgets (calls/costs/, docs/costs.md) ----------------------------------------------
+
+
+class CostProduct(models.TextChoices):
+    TELEPHONY = "telephony"  # a carrier's call legs, per second or minute
+    ASR = "asr"  # the recognizer, per second or minute of audio heard
+    TTS = "tts"  # the voice, per character synthesised
+    LLM = "llm"  # the brain's language model, per token
+    SPEECH_TO_SPEECH = "speech_to_speech"  # a provider that hears and speaks, per text and audio token
+    ANALYSIS = "analysis"  # the post-call analysis' language model, per token
+    RECORDING_STORAGE = "recording_storage"  # a stored recording, per gigabyte-month
+
+
+class CostUnit(models.TextChoices):  # units of measure: the *_TOKEN ones are a model's tokens, not secrets
+    MINUTE = "minute"
+    SECOND = "second"
+    CHARACTER = "character"
+    INPUT_TOKEN = "input_token"  # noqa: S105
+    CACHED_INPUT_TOKEN = "cached_input_token"  # noqa: S105
+    OUTPUT_TOKEN = "output_token"  # noqa: S105
+    AUDIO_INPUT_TOKEN = "audio_input_token"  # noqa: S105
+    AUDIO_OUTPUT_TOKEN = "audio_output_token"  # noqa: S105
+    GB_MONTH = "gb_month"
+
+
+class PriceBook(models.Model):
+    """One organization's prices from `effective_from` on (until the next book takes effect). A call is
+    priced by the book in force when it started; with none, by the service's default (PRICE_BOOK)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="price_books")
+    currency = models.CharField(max_length=3)
+    # [{product, provider, model, unit, unitPrice}], checked and normalized (calls/costs/pricing.py).
+    items = models.JSONField(default=list)
+    effective_from = models.DateTimeField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-effective_from", "-created_at"]
+        indexes = [models.Index(fields=["organization", "-effective_from"], name="pricebook_org_from")]
+
+    def __str__(self) -> str:
+        return f"{self.currency} from {self.effective_from:%Y-%m-%d %H:%M}"
+
+
+class BudgetPeriod(models.TextChoices):
+    DAY = "day"  # a UTC day
+    MONTH = "month"  # a UTC calendar month
+
+
+class BudgetAction(models.TextChoices):
+    ALERT = "alert"  # budget.threshold events only
+    BLOCK = "block"  # and, once spent, new sessions and outbound calls in scope are refused (402)
+
+
+class Budget(models.Model):
+    """A spending limit over the calls of an agent (`agent`), of a variable's value (`variable_name` =
+    `variable_value`) or of the whole organization (neither), per UTC day or month."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="budgets")
+    name = models.CharField(max_length=200, blank=True, default="")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, null=True, blank=True, related_name="budgets")
+    variable_name = models.CharField(max_length=64, blank=True, default="")
+    variable_value = models.CharField(max_length=500, blank=True, default="")
+    period = models.CharField(max_length=5, choices=BudgetPeriod.choices)
+    limit = models.DecimalField(max_digits=18, decimal_places=6)
+    action = models.CharField(max_length=5, choices=BudgetAction.choices)
+    # The highest threshold (80, 100) already announced by a budget.threshold event, and the start of the
+    # period it was announced in: each threshold is announced once per period.
+    alerted_percent = models.PositiveSmallIntegerField(default=0)
+    alerted_period_start = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["organization", "-created_at"], name="budget_org_created")]
+
+    def __str__(self) -> str:
+        return self.name or f"{self.limit} per {self.period}"
 
 
 class AgentLog(models.Model):
@@ -383,6 +479,7 @@ class EventType(models.TextChoices):
     CALL_TRANSFER_ENDED = "call.transfer.ended"
     CALL_ENDED = "call.ended"
     CALL_ANALYZED = "call.analyzed"
+    BUDGET_THRESHOLD = "budget.threshold"
 
 
 # The order in which one call's events reach one target: call.started, its call.handoff,
@@ -397,6 +494,7 @@ EVENT_RANK = {
     EventType.CALL_TRANSFER_ENDED: 1,
     EventType.CALL_ENDED: 2,
     EventType.CALL_ANALYZED: 3,
+    EventType.BUDGET_THRESHOLD: 3,
 }
 # The longest event type's name (CallEvent and WebhookDelivery keep it).
 EVENT_TYPE_CHARS = 32

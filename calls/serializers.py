@@ -16,6 +16,8 @@ from calls.models import (
     CallMessage,
     CallModality,
     CallStatus,
+    CostProduct,
+    CostUnit,
     EndedReason,
     MessageRole,
     Severity,
@@ -170,8 +172,12 @@ def call_detail(call: Call) -> dict[str, Any]:
                 "id": str(u.id),
                 "provider": u.provider,
                 "model": u.model,
+                "product": u.product,
                 "inputTokens": u.input_tokens,
                 "outputTokens": u.output_tokens,
+                "cachedInputTokens": u.cached_input_tokens,
+                "inputAudioTokens": u.input_audio_tokens,
+                "outputAudioTokens": u.output_audio_tokens,
                 "inputAudioSeconds": u.input_audio_seconds,
                 "outputAudioSeconds": u.output_audio_seconds,
                 "createdAt": iso(u.created_at),
@@ -184,7 +190,16 @@ def call_detail(call: Call) -> dict[str, Any]:
         "recordingUrl": recording_url(call),
         # Post-call analysis (realtime/analysis/); null while the call is active.
         "analysis": analysis_item(call),
+        # The cost ledger (calls/costs/, docs/costs.md): written when the call ends.
+        "costs": list(call.costs or []),
+        "cost": cost_item(call),
     }
+
+
+def cost_item(call: Call) -> dict[str, Any]:
+    """The call's `cost`: its ledger's total and currency (total null while the call is open)."""
+    total = call.cost_total
+    return {"total": float(total) if total is not None else None, "currency": call.cost_currency or None}
 
 
 def analysis_item(call: Call) -> dict[str, Any] | None:
@@ -333,8 +348,15 @@ class LlmUsageSchema(serializers.Serializer):
     id = serializers.UUIDField()
     provider = serializers.CharField()
     model = serializers.CharField()
-    inputTokens = serializers.IntegerField()
-    outputTokens = serializers.IntegerField()
+    product = serializers.ChoiceField(
+        choices=[("llm", "llm"), ("speech_to_speech", "speech_to_speech")],
+        help_text="llm: the brain's language model; speech_to_speech: the provider that hears and speaks.",
+    )
+    inputTokens = serializers.IntegerField(help_text="All input tokens the provider reported.")
+    outputTokens = serializers.IntegerField(help_text="All output tokens the provider reported.")
+    cachedInputTokens = serializers.IntegerField(help_text="Of the input tokens, those read from its cache.")
+    inputAudioTokens = serializers.IntegerField(help_text="Of the input tokens, audio ones (speech-to-speech).")
+    outputAudioTokens = serializers.IntegerField(help_text="Of the output tokens, audio ones (speech-to-speech).")
     inputAudioSeconds = serializers.FloatField()
     outputAudioSeconds = serializers.FloatField()
     createdAt = serializers.DateTimeField()
@@ -395,6 +417,24 @@ class CallAnalysisSchema(serializers.Serializer):
     error = serializers.CharField(allow_null=True, help_text="Why a part failed or was skipped.")
 
 
+class CostLineSchema(serializers.Serializer):
+    product = serializers.ChoiceField(choices=CostProduct.choices)
+    provider = serializers.CharField(help_text="Who provided it: a carrier, a speech or model provider, a storage.")
+    model = serializers.CharField(
+        allow_null=True,
+        help_text="The provider's model or voice; for telephony the leg: inbound, outbound or transfer.",
+    )
+    quantity = serializers.FloatField(help_text="How much was used, in `unit` (6 decimal places).")
+    unit = serializers.ChoiceField(choices=CostUnit.choices)
+    unitPrice = serializers.FloatField(help_text="The price per unit from the book in force when the call started.")
+    amount = serializers.FloatField(help_text="quantity x unitPrice, rounded to 6 decimal places.")
+
+
+class CallCostSchema(serializers.Serializer):
+    total = serializers.FloatField(allow_null=True, help_text="The sum of the amounts; null while the call is open.")
+    currency = serializers.CharField(allow_null=True, help_text="The price book's currency (ISO 4217).")
+
+
 class CallDetailSchema(CallSummarySchema):
     summary = serializers.CharField()
     messages = CallMessageSchema(many=True)
@@ -426,6 +466,12 @@ class CallDetailSchema(CallSummarySchema):
         help_text="Post-call analysis by the agent's analysisPlan: null while the call is active, pending from its "
         "end until it ran (it never delays the end of the call).",
     )
+    costs = CostLineSchema(
+        many=True,
+        help_text="The cost ledger, one line per product, provider, model and unit: written when the call ends "
+        "(empty while it is open), with the analysis' and the stored recording's lines added when they are done.",
+    )
+    cost = CallCostSchema()
     recordingUrl = serializers.CharField(
         allow_null=True,
         help_text="The call's recording (Ogg/Opus, stereo: caller left, agent right) at a signed URL of this "

@@ -25,6 +25,8 @@ from accounts.models import Organization
 from agents.models import Agent
 from calls import billing
 from calls.analysis import queue_analysis
+from calls.budgets.services import budget_thresholds_record
+from calls.costs.services import analysis_quantities, call_costs_add, call_costs_write, recording_quantities
 from calls.maintenance import ensure_inprocess_maintenance, rows_one_by_one
 from calls.models import (
     FLOW_NODE_ID_CHARS,
@@ -40,6 +42,7 @@ from calls.models import (
     CallMessage,
     CallModality,
     CallStatus,
+    CostProduct,
     EndedReason,
     EventType,
     LlmUsage,
@@ -87,11 +90,13 @@ def call_start(
     variables: dict[str, str] | None = None,
     metadata: Any = None,
     modality: str = CallModality.AUDIO,
+    carrier: str = "",
 ) -> Call:
     """Open a call (`active`) for the agent, keeping the agent's current name with it (and, for a phone
     call, the carrier's id of the call: Twilio's CallSid), and the call's variables and metadata
     (docs/guides/variables.md; checked again here, the one rule wherever they come from). `modality`: `text`
-    for a typed session (docs/guides/typed-sessions.md), `audio` otherwise."""
+    for a typed session (docs/guides/typed-sessions.md), `audio` otherwise. `carrier`: a phone call's
+    (twilio, telnyx, sip), whose seconds its cost ledger counts."""
     variables = variables_clean(variables)
     metadata = metadata_clean(metadata)
     _choice(channel, CallChannel, "channel")
@@ -100,7 +105,9 @@ def call_start(
         from_number = from_number or WEB_FROM_PLACEHOLDER
         to_number = to_number or WEB_TO_PLACEHOLDER
     with transaction.atomic():
-        call = _call_create(agent, channel, from_number, to_number, provider_call_id, variables, metadata, modality)
+        call = _call_create(
+            agent, channel, from_number, to_number, provider_call_id, variables, metadata, modality, carrier
+        )
         event_record(call=call, event_type=EventType.CALL_STARTED)  # call events (calls/webhooks/events.py)
     liveness.hold(Call, call.pk)
     ensure_inprocess_maintenance()
@@ -116,6 +123,7 @@ def _call_create(
     variables: dict[str, str],
     metadata: Any,
     modality: str,
+    carrier: str,
 ) -> Call:
     return Call.objects.create(
         organization_id=agent.organization_id,
@@ -131,6 +139,7 @@ def _call_create(
         variables=variables,
         metadata=metadata,
         modality=modality,
+        carrier=carrier[:16],
     )
 
 
@@ -376,18 +385,30 @@ def call_llm_usage_add(
     call: Call,
     provider: str,
     model: str,
+    product: str = CostProduct.LLM,
     input_tokens: int = 0,
     output_tokens: int = 0,
+    cached_input_tokens: int = 0,
+    input_audio_tokens: int = 0,
+    output_audio_tokens: int = 0,
     input_audio_seconds: float = 0.0,
     output_audio_seconds: float = 0.0,
 ) -> LlmUsage:
-    """One row per model turn."""
+    """One row per model turn: the tokens its provider reported (`input_tokens` and `output_tokens` all of
+    them; of those, the cached input and the audio ones when reported). `product`: llm (the brain) or
+    speech_to_speech. The call's ledger sums them when it ends (calls/costs/)."""
+    if product not in (CostProduct.LLM, CostProduct.SPEECH_TO_SPEECH):
+        raise ValueError(f"product must be llm or speech_to_speech, not {product!r}")
     return LlmUsage.objects.create(
         call_id=call.pk,
         provider=provider,
         model=model,
+        product=product,
         input_tokens=max(0, int(input_tokens)),
         output_tokens=max(0, int(output_tokens)),
+        cached_input_tokens=max(0, int(cached_input_tokens)),
+        input_audio_tokens=max(0, int(input_audio_tokens)),
+        output_audio_tokens=max(0, int(output_audio_tokens)),
         input_audio_seconds=max(0.0, float(input_audio_seconds)),
         output_audio_seconds=max(0.0, float(output_audio_seconds)),
         created_at=timezone.now(),
@@ -408,8 +429,11 @@ def call_finish(
     ended_reason: str | None = None,
     message: str = "",
     recording: bool = False,
+    measured: list[dict[str, Any]] | None = None,
 ) -> Call:
-    """Close the call: duration, summary, billing, why it ended (`ended_reason`, an EndedReason; by
+    """Close the call: duration, summary, billing, its cost ledger (`measured`: what the session measured,
+    `{product, provider, model, unit, quantity}`: recognized seconds, synthesized characters, a transfer
+    leg; calls/costs/services.py), why it ended (`ended_reason`, an EndedReason; by
     default caller-hung-up when completed, error when failed; `message`, a sentence saying more, such as
     the provider's answer: the call's endedMessage), and the per-turn latency summary of the
     engine (calls.latency.latency_summary). `recording`: the engine is storing the call's recording, whose
@@ -428,6 +452,7 @@ def call_finish(
         ended_reason=ended_reason,
         message=message,
         recording=recording,
+        measured=measured or [],
     )
     for field in (f.attname for f in Call._meta.concrete_fields):
         setattr(call, field, getattr(finished, field))
@@ -443,6 +468,7 @@ def _finish(
     ended_reason: str | None = None,
     message: str = "",
     recording: bool = False,
+    measured: list[dict[str, Any]] | None = None,
 ) -> Call:
     liveness.release(Call, call_id)
     current = (
@@ -500,11 +526,13 @@ def _finish(
             row.overage_seconds = allocation.overage_seconds
             row.usage_classification = allocation.classification
             row.billing_period_start = period[0]
+        call_costs_write(row=row, measured=measured or [])
         # Post-call analysis (calls/analysis.py): pending with the end of the call, run after the commit.
         row.analysis_status = AnalysisStatus.PENDING
         transaction.on_commit(lambda: queue_analysis(call_id))
         row.save()
         event_record(call=row, event_type=EventType.CALL_ENDED)  # call events (calls/webhooks/events.py)
+        budget_thresholds_record(call=row)  # after call.ended: the cost it carries crossed them
         transaction.on_commit(lambda: call_ended_send(call_id))
     return row
 
@@ -539,8 +567,10 @@ def call_end_unanswered(*, call_id: UUID | str, status: str, ended_reason: str, 
             "parts": {},
             "error": f"The call was never answered ({status}): there is nothing to analyse.",
         }
+        costs = call_costs_write(row=row)
         row.save(
             update_fields=[
+                *costs,
                 "status",
                 "ended_reason",
                 "ended_message",
@@ -609,12 +639,14 @@ def call_analysis_save(*, call_id: UUID, analysis: dict[str, Any]) -> bool:
         }
         row.analysis_claimed_at = None
         fields = ["analysis_status", "analysis", "analysis_claimed_at"]
+        fields += call_costs_add(row=row, quantities=analysis_quantities(model=result["model"], usage=result["usage"]))
         if isinstance(row.analysis.get("summary"), str) and row.analysis["summary"].strip():
             # The call's own summary becomes the analysis' (the end of call's extract was a stand-in).
             row.summary = row.analysis["summary"]
             fields.append("summary")
         row.save(update_fields=fields)
         event_record(call=row, event_type=EventType.CALL_ANALYZED)
+        budget_thresholds_record(call=row)
     return True
 
 
@@ -675,8 +707,9 @@ def call_for_recording(*, call_id: str) -> Call | None:
     return Call.objects.filter(pk=call_id).first()
 
 
-def call_recording_attach(*, call_id: str, key: str) -> None:
-    """The call's recording is stored under `key` (a replaced one is removed from the storage)."""
+def call_recording_attach(*, call_id: str, key: str, size_bytes: int = 0) -> None:
+    """The call's recording is stored under `key` (a replaced one is removed from the storage); its
+    storage (`size_bytes`) joins the call's cost ledger."""
     with transaction.atomic():
         call = Call.objects.select_for_update().filter(pk=call_id).first()
         if call is None:
@@ -684,7 +717,10 @@ def call_recording_attach(*, call_id: str, key: str) -> None:
             return
         previous = call.recording_key
         call.recording_key, call.recording_saved_at = key, timezone.now()
-        call.save(update_fields=["recording_key", "recording_saved_at"])
+        costs = [] if previous else call_costs_add(row=call, quantities=recording_quantities(size_bytes=size_bytes))
+        call.save(update_fields=["recording_key", "recording_saved_at", *costs])
+        if costs:
+            budget_thresholds_record(call=call)
     if previous and previous != key:
         recording_remove(previous)
 

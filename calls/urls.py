@@ -1,6 +1,9 @@
 from django.urls import path
 
 from calls import apis
+from calls.analytics import apis as analytics_apis
+from calls.budgets import apis as budget_apis
+from calls.costs import apis as cost_apis
 from calls.webhooks import apis as webhook_apis
 
 urlpatterns = [
@@ -10,6 +13,10 @@ urlpatterns = [
     path("calls/<str:call_id>/recording", apis.CallRecordingApi.as_view(), name="call-recording"),
     path("recordings/<str:call_id>", apis.SignedRecordingApi.as_view(), name="signed-recording"),
     path("agents/<str:agent_id>/logs", apis.AgentLogListApi.as_view(), name="agent-logs"),
+    path("analytics/calls", analytics_apis.CallAnalyticsApi.as_view(), name="call-analytics"),
+    path("pricing", cost_apis.PricingApi.as_view(), name="pricing"),
+    path("budgets", budget_apis.BudgetListApi.as_view(), name="budgets"),
+    path("budgets/<str:budget_id>", budget_apis.BudgetDetailApi.as_view(), name="budget-detail"),
     path("webhooks", webhook_apis.WebhookListApi.as_view(), name="webhooks"),
     path("webhooks/<str:webhook_id>", webhook_apis.WebhookDetailApi.as_view(), name="webhook-detail"),
     path(

@@ -7,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from calls.budgets.serializers import BudgetExceededSchema
 from calls.models import CallModality
 from calls.variables import MAX_METADATA_BYTES, MAX_NAME_LENGTH, MAX_VALUE_LENGTH, MAX_VARIABLES, NAME
 from kit.api import PublicApiView
@@ -93,6 +94,11 @@ class RealtimeSessionCreateApi(PublicApiView):
             200: RealtimeSessionSerializer,
             400: OpenApiResponse(
                 description="Invalid variables, metadata, modality or events (the message names what is wrong)"
+            ),
+            402: OpenApiResponse(
+                BudgetExceededSchema,
+                description="BUDGET_EXCEEDED: a `block` budget whose scope holds the session (the organization, "
+                "the agent, a variable's value) is spent in its period; the body names it (`budgetId`)",
             ),
             404: OpenApiResponse(description="Agent not found"),
             409: OpenApiResponse(description="The agent is not active"),

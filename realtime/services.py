@@ -17,6 +17,7 @@ from django.utils import timezone
 from accounts.models import CallReservation, Organization
 from agents.models import Agent, AgentStatus
 from agents.selectors import agent_get
+from calls.budgets.services import budget_exceeded_check
 from calls.models import Call, CallChannel, CallModality, CallStatus
 from calls.variables import metadata_clean, variables_clean
 from kit import metrics
@@ -198,6 +199,8 @@ def realtime_session_create(
     base = _websocket_base()
     if agent.status != AgentStatus.ACTIVE:
         raise ApiError.conflict(f"Agent is {agent.status}; only an active agent can start realtime sessions")
+    # 402 BUDGET_EXCEEDED when a `block` budget of the organization, the agent or a variable's value is spent.
+    budget_exceeded_check(organization=organization, agent_id=agent.pk, variables=variables)
     token, claims = tokens.issue_token(agent_id=agent.pk, organization_id=organization.pk)
     # The live-call slot and what the session keeps are stored together: a store that fails never
     # leaves a slot held until the token expires.

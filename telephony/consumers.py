@@ -207,6 +207,7 @@ class MediaStream(JsonSocketConsumer):
             from_number=grant.from_number,
             to_number=grant.to_number,
             provider_call_id=call_sid,
+            carrier=call.provider.name if call.provider is not None else self.dialect.carrier.lower(),
             clock=clock,
             call_id=grant.call_id,  # an outbound call: its record (queued or ringing) becomes active
         )

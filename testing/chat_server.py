@@ -93,7 +93,7 @@ class Text:
 
     text: str | list[str]
     pieces: int = 3
-    usage: tuple[int, int] | None = (25, 7)
+    usage: tuple[int, ...] | None = (25, 7)  # prompt, completion[, cached prompt] tokens
     model: str | None = None
     finish_reason: str = "stop"
     delay: float = 0.0  # seconds before the response starts (interrupted by stop())
@@ -110,7 +110,7 @@ class Tools:
     calls: list[Call] | Call
     text: str = ""
     whole: bool = False
-    usage: tuple[int, int] | None = (40, 12)
+    usage: tuple[int, ...] | None = (40, 12)
     model: str | None = None
     delay: float = 0.0
 
@@ -348,19 +348,24 @@ class _Stream:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         await self._write({**self.base, "choices": [choice]})
 
-    async def usage(self, prompt_tokens: int, completion_tokens: int) -> None:
-        await self._write({**self.base, "choices": [], "usage": _usage(prompt_tokens, completion_tokens)})
+    async def usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> None:
+        await self._write(
+            {**self.base, "choices": [], "usage": _usage(prompt_tokens, completion_tokens, cached_tokens)}
+        )
 
     async def _write(self, chunk: dict[str, Any]) -> None:
         await self.response.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
+def _usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if cached_tokens is not None:  # as OpenAI reports prompt caching
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return usage
 
 
 def _error_response(error: Error) -> web.Response:

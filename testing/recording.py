@@ -32,6 +32,7 @@ class RecordedCall:
     written: list[tuple[datetime, int, str, str]] = field(default_factory=list)  # (occurred_at, sequence, role, text)
     tool_invocations: list[dict[str, Any]] = field(default_factory=list)
     llm_usage: list[dict[str, Any]] = field(default_factory=list)
+    measured: list[dict[str, Any]] = field(default_factory=list)  # the cost ledger's measurements
     latencies: list[dict[str, float | None]] = field(default_factory=list)
     handoffs: list[dict[str, Any]] = field(default_factory=list)
     flow: dict[str, Any] | None = None
@@ -112,6 +113,12 @@ class MemoryRecorder(TranscriptOrder):
     def llm_usage(self, *, provider: str, model: str, **figures: Any) -> None:
         if self.call is not None and not self._finished:
             self.call.llm_usage.append({"provider": provider, "model": model, **figures})
+
+    def measure(self, *, product: str, provider: str, model: str | None, unit: str, quantity: float) -> None:
+        if self.call is not None and not self._finished:
+            self.call.measured.append(
+                {"product": product, "provider": provider, "model": model, "unit": unit, "quantity": quantity}
+            )
 
     def turn_latency(self, stages_ms: dict[str, float | None]) -> None:
         if self.call is not None and not self._finished:

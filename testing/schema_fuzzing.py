@@ -313,7 +313,8 @@ def _unstated_rule(issues: Any) -> bool:
     JSON Schema meta-schema refuses (the document pins the common keywords two levels deep; the recursive
     meta-schema itself is too slow for generators, see agents/tools/schema.py), or a serverUrl or toolUrl
     whose host is (or resolves to) an address the egress guard refuses (known only after DNS), an agent's
-    timeZone that zoneinfo does not know, metadata over 16 KB as JSON, a handoff whose agentId is not an
+    timeZone that zoneinfo does not know, metadata over 16 KB as JSON, a budget's scope.agentId that is not
+    an agent of the organization, a handoff whose agentId is not an
     active agent of the organization other than the agent, or repeats one, or a flow that breaks a rule of
     its graph or of the agent's tools and agents (agents/flows.py)."""
     if issues == {"phoneNumberAssignments": ["Duplicate phoneNumberId."]}:
@@ -333,6 +334,8 @@ def _unstated_rule(issues: Any) -> bool:
         # metadata at most 16 KB as JSON.
         ({"timeZone"}, "Unknown time zone"),
         ({"metadata"}, "Must be at most"),
+        # A budget's scope.agentId must name an agent of the organization.
+        ({"scope.agentId"}, "No agent with this id"),
         # A handoff's agentId must name an active agent of the organization, other than the agent, once.
         ({_HANDOFF_TARGET}, "No active agent with this id"),
         ({_HANDOFF_TARGET}, "An agent cannot hand off to itself"),
@@ -354,6 +357,11 @@ def _unstated_rule(issues: Any) -> bool:
         ({_IN_FLOW}, "Not a valid phone number"),
         ({_IN_FLOW}, "Not a phone number"),
         ({_IN_FLOW}, "Must be written in E.164 form"),
+        # The range of GET /analytics/calls (calls/analytics/serializers.py): a day its month has, `from` before
+        # `to` (now when not given), at most 366 days.
+        ({"from", "to"}, "Not a valid date"),
+        ({"from"}, "Must be earlier than to"),
+        ({"from"}, "Must be at most 366 days before to"),
     )
     return (
         isinstance(issues, dict)

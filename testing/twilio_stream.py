@@ -269,3 +269,40 @@ async def greeted(twilio: TwilioStream) -> int:
     done.set()
     await line
     return len(twilio.messages)
+
+
+PHONE_NUMBER = "+14155550100"  # the organization's number a test's phone agent answers
+PHONE_CALLER = "+14155550199"
+
+
+def phone_agent(owner: Any, agent: Any, number: str = PHONE_NUMBER) -> Any:
+    """`agent` answering `number` (claimed and assigned, under a Twilio account of the owner's organization);
+    the number's id is kept on it as `number_id` for `phone_stream`."""
+    from telephony.services.numbers import phone_number_assign, phone_number_claim
+    from testing.twilio_webhooks import make_account
+
+    make_account(owner.organization)
+    claimed = phone_number_claim(organization=owner.organization, number=number)
+    phone_number_assign(organization=owner.organization, agent=agent, phone_number_id=claimed.pk)
+    agent.number_id = claimed.pk
+    return agent
+
+
+async def phone_stream(
+    server: Any, agent: Any, call_sid: str, *, caller: str = PHONE_CALLER, number: str = PHONE_NUMBER
+) -> TwilioStream:
+    """Twilio's Media Stream of a call from `caller` to the phone agent's number (`phone_agent`), with the
+    signed stream token the voice webhook would have given it."""
+    from asgiref.sync import sync_to_async
+
+    from telephony.streams import stream_token_issue
+
+    token = await sync_to_async(stream_token_issue)(
+        organization_id=agent.organization_id,
+        agent_id=agent.pk,
+        phone_number_id=agent.number_id,
+        call_sid=call_sid,
+        from_number=caller,
+        to_number=number,
+    )
+    return TwilioStream(f"{server.ws_url}/telephony/twilio/stream", token, call_sid=call_sid)

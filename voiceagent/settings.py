@@ -280,6 +280,11 @@ SPECTACULAR_SETTINGS = {
         "AudioEncodingEnum": ["pcm16"],
         "EventTypeEnum": "calls.models.EventType",
         "DeliveryStatusEnum": "calls.models.DeliveryStatus",
+        "BudgetPeriodEnum": "calls.models.BudgetPeriod",
+        "BudgetActionEnum": "calls.models.BudgetAction",
+        "CostProductEnum": "calls.models.CostProduct",
+        "CostUnitEnum": "calls.models.CostUnit",
+        "LlmUsageProductEnum": ["llm", "speech_to_speech"],
         "AgentTestKindEnum": ["reply", "tool_call", "conversation"],  # realtime.models.AgentTestKind
     },
     "TAGS": [
@@ -293,10 +298,19 @@ SPECTACULAR_SETTINGS = {
         {"name": "Logs", "description": "Agents' runtime logs of the last 24 hours."},
         {
             "name": "Webhooks",
-            "description": "Call events (call.started, call.handoff, call.transfer.*, call.ended, call.analyzed): endpoints, deliveries.",
+            "description": "Call events (call.started, call.handoff, call.transfer.*, call.ended, call.analyzed) and "
+            "budget.threshold: endpoints, deliveries.",
         },
         {"name": "Realtime", "description": "Short-lived tokens for browser and app voice sessions."},
         {"name": "Call batches", "description": "Campaigns: an agent calls a list of people within a window."},
+        {
+            "name": "Costs",
+            "description": "The price book that turns each call's measured quantities into its cost ledger.",
+        },
+        {
+            "name": "Budgets",
+            "description": "Spending limits per UTC day or month: threshold events, and new calls refused once spent.",
+        },
         {
             "name": "Agent tests",
             "description": "Tests of an agent: scripted or simulated callers, mocked tools, expectations; their runs.",
@@ -648,6 +662,12 @@ if RECORDING_URL_TTL_SECONDS < 1 or RECORDING_RETENTION_DAYS < 0:
 # Longest recording kept in memory per call (longer calls keep their first RECORDING_MAX_SECONDS).
 RECORDING_MAX_SECONDS = env.int("RECORDING_MAX_SECONDS", default=7200)
 CELERY_BEAT_SCHEDULE["calls-purge-recordings"] = {"task": "calls.purge_recordings", "schedule": 3600.0}
+
+# --- costs (calls/costs/, docs/costs.md) -----------------------------------------------------------
+# The service's price book, for organizations without their own: the JSON of {currency, items: [{product,
+# provider, model?, unit, unitPrice}]}; empty: USD with nothing priced (every ledger line costs 0). Checked
+# when the calls app starts (calls/apps.py).
+PRICE_BOOK = env.str("PRICE_BOOK", default="")
 
 # --- knowledge base ---------------------------------------------------------------------------
 # Largest knowledge upload (file, or JSON content as UTF-8); beyond it the API answers 413.

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from calls import services
 from calls.models import Call
+from testing.fixtures import close_db_threads, realtime_settings  # noqa: F401 (fixtures of the end-to-end tests)
 
 
 @pytest.fixture

@@ -328,6 +328,7 @@ def test_a_webhook_may_subscribe_to_the_transfer_events_and_the_schema_lists_the
         "call.transfer.ended",
         "call.ended",
         "call.analyzed",
+        "budget.threshold",
     ]
     detail_schema = schema["CallDetailSchema"]
     assert "transfer" in detail_schema["required"]

@@ -41,7 +41,7 @@ class EventListField(serializers.ListField):
             min_length=1,
             max_length=len(EventType.values),
             help_text="The event types it receives: call.started, call.handoff, call.transfer.started, "
-            "call.transfer.ended, call.ended, call.analyzed (at least one).",
+            "call.transfer.ended, call.ended, call.analyzed, budget.threshold (at least one).",
             **kwargs,
         )
 

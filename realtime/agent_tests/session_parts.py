@@ -82,6 +82,9 @@ class TestRecorder:
     def llm_usage(self, *, provider: str, model: str, **figures: Any) -> None:
         return None
 
+    def measure(self, *, product: str, provider: str, model: str | None, unit: str, quantity: float) -> None:
+        return None
+
     def turn_latency(self, stages_ms: dict[str, float | None]) -> None:
         return None
 

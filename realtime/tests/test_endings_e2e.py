@@ -28,17 +28,14 @@ from calls import services as calls
 from calls.models import Call
 from realtime.engine.phrases import phrase
 from telephony import audio
-from telephony.services.numbers import phone_number_assign, phone_number_claim
-from telephony.streams import stream_token_issue
 from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Text, Tools
 from testing.clients import VoiceClient, is_type
 from testing.conversations import Caller, agent_for, issue, silence, socket_url
 from testing.inprocess import InProcessServer, serving
-from testing.twilio_stream import TwilioStream, is_event
+from testing.twilio_stream import PHONE_NUMBER, is_event, phone_agent, phone_stream
 from testing.twilio_webhooks import (
     PUBLIC_BASE_URL,
-    make_account,
     sign,
     status_params,
     twilio_api_fixture,  # noqa: F401 - the fixture
@@ -49,7 +46,6 @@ from testing.waiting import polled
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
 IDLE_SECONDS = 10
-NUMBER = "+14155550100"
 HANDOFF = "+15557654321"
 LLM_MODEL = "scripted-model"
 
@@ -112,31 +108,14 @@ def make(owner: Any, make_agent: Any, name: str, **fields: Any) -> Any:
     return agent_for(owner, make_agent, name=name, instructions="You help callers.", **fields)
 
 
-def phone_agent(owner: Any, make_agent: Any) -> Any:
-    agent = make(owner, make_agent, "Pia")
-    make_account(owner.organization)
-    number = phone_number_claim(organization=owner.organization, number=NUMBER)
-    phone_number_assign(organization=owner.organization, agent=agent, phone_number_id=number.pk)
-    agent.number_id = number.pk
-    return agent
-
-
-async def phone_stream(server: InProcessServer, agent: Any, call_sid: str) -> TwilioStream:
-    token = await sync_to_async(stream_token_issue)(
-        organization_id=agent.organization_id,
-        agent_id=agent.pk,
-        phone_number_id=agent.number_id,
-        call_sid=call_sid,
-        from_number="+14155550199",
-        to_number=NUMBER,
-    )
-    return TwilioStream(f"{server.ws_url}/telephony/twilio/stream", token, call_sid=call_sid)
+def pia(owner: Any, make_agent: Any) -> Any:
+    return phone_agent(owner, make(owner, make_agent, "Pia"))
 
 
 async def status_callback(server: InProcessServer, call_sid: str, status: str) -> int:
     """Twilio's call status callback to the application, signed over PUBLIC_BASE_URL + path."""
     path = "/telephony/twilio/status"
-    params = status_params(sid=call_sid, status=status, to=NUMBER)
+    params = status_params(sid=call_sid, status=status, to=PHONE_NUMBER)
     async with server.ahttp() as http:
         response = await http.post(
             path, data=params, headers={"X-Twilio-Signature": sign(PUBLIC_BASE_URL + path, params)}
@@ -159,7 +138,7 @@ async def test_a_browser_that_closes_its_socket_hung_up(server, voice, owner, ma
 
 
 async def test_twilio_stopping_the_stream_is_the_caller_hanging_up(server, owner, make_agent, realtime_settings):
-    agent = await sync_to_async(phone_agent)(owner, make_agent)
+    agent = await sync_to_async(pia)(owner, make_agent)
     call_sid = "CA" + "1" * 32
     async with await phone_stream(server, agent, call_sid) as twilio:
         await twilio.start()
@@ -275,7 +254,7 @@ async def test_an_agent_that_turns_end_call_off_does_not_offer_it(
 async def test_a_phone_call_that_reaches_the_max_duration_is_closed_by_the_service(
     server, owner, make_agent, realtime_settings
 ):
-    agent = await sync_to_async(phone_agent)(owner, make_agent)
+    agent = await sync_to_async(pia)(owner, make_agent)
     await sync_to_async(type(agent).objects.filter(pk=agent.pk).update)(max_duration_seconds=4)
     call_sid = "CA" + "4" * 32
     async with await phone_stream(server, agent, call_sid) as twilio:
@@ -297,7 +276,7 @@ async def test_a_phone_call_that_reaches_the_max_duration_is_closed_by_the_servi
 
 
 async def test_a_busy_status_callback_ends_the_live_stream_with_busy(server, owner, make_agent, realtime_settings):
-    agent = await sync_to_async(phone_agent)(owner, make_agent)
+    agent = await sync_to_async(pia)(owner, make_agent)
     call_sid = "CA" + "2" * 32
     async with await phone_stream(server, agent, call_sid) as twilio:
         await twilio.start()
@@ -316,7 +295,7 @@ async def test_a_busy_status_callback_ends_the_live_stream_with_busy(server, own
 async def test_a_no_answer_status_callback_finishes_a_call_no_stream_holds(
     server, owner, make_agent, realtime_settings
 ):
-    agent = await sync_to_async(phone_agent)(owner, make_agent)
+    agent = await sync_to_async(pia)(owner, make_agent)
     call_sid = "CA" + "3" * 32
     # A call record left open by a process that is gone (no live stream ends it).
     call = await sync_to_async(calls.call_start)(agent=agent, channel="phone", provider_call_id=call_sid)

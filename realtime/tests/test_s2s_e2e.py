@@ -198,6 +198,18 @@ async def test_a_conversation_through_the_speech_to_speech_provider(
     assert {(u["provider"], u["model"]) for u in usage} == {("realtime", MODEL)}
     assert sum(u["inputTokens"] for u in usage) == 120 + 100 + 120 + 120
     assert usage[0]["outputAudioSeconds"] > 1.5 and sum(u["inputAudioSeconds"] for u in usage) > 1.0
+    # The provider's text and audio tokens apart (its usage's input/output_token_details), and in the ledger.
+    for u in usage:
+        assert u["product"] == "speech_to_speech"
+        assert u["inputAudioTokens"] == u["inputTokens"] - u["inputTokens"] // 2
+        assert u["outputAudioTokens"] == u["outputTokens"] - u["outputTokens"] // 4
+    ledger = {line["unit"]: line["quantity"] for line in detail["costs"] if line["product"] == "speech_to_speech"}
+    assert ledger == {
+        "input_token": sum(u["inputTokens"] - u["inputAudioTokens"] for u in usage),
+        "output_token": sum(u["outputTokens"] - u["outputAudioTokens"] for u in usage),
+        "audio_input_token": sum(u["inputAudioTokens"] for u in usage),
+        "audio_output_token": sum(u["outputAudioTokens"] for u in usage),
+    }
     rows = await logged(agent, "session ended")
     messages = [content["message"] for _, content in rows]
     assert "barge-in" in messages and "provider answer truncated" in messages

@@ -3,7 +3,8 @@ inside a calling window, a few at a time, with retries (docs/guides/campaigns.md
 
 The rules live here: what a batch may be made of (`batch_create`), the scheduler (`batch_tick`), what a
 recipient's ended call means (`batch_call_ended`, on calls.signals.call_ended) and the client's
-pause/resume/cancel. REST, the dashboard and the Celery task call these.
+pause/resume/cancel. The scheduler pauses a batch whose next call a spent `block` budget holds
+(calls/budgets; the reason in the agent's log). REST, the dashboard and the Celery task call these.
 
 At most once: the scheduler takes a recipient (pending -> calling, attempts + 1) and creates its call
 through telephony.outbound.services.outbound_call_create in ONE transaction, under the batch's row lock
@@ -30,6 +31,8 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import Agent, AgentStatus
 from agents.time_zones import time_zone_problem
+from calls.budgets.services import budget_refusal
+from calls.logging import LogSession, agent_log, new_session_id
 from calls.models import OPEN_STATUSES, Call, CallStatus, EndedReason
 from calls.variables import MAX_NAME_LENGTH, MAX_VARIABLES, metadata_clean, variables_clean
 from calls.variables import NAME as VARIABLE_NAME
@@ -466,6 +469,12 @@ def _tick_batch(batch_id: Any, now: datetime) -> int:
         )
         placed = 0
         for recipient in recipients:
+            refusal = budget_refusal(
+                organization=batch.organization_id, agent_id=batch.agent_id, variables=recipient.variables
+            )
+            if refusal is not None:  # a spent `block` budget holds the next call: the campaign pauses
+                _budget_pause(batch, refusal.reason)
+                break
             taken = CallBatchRecipient.objects.filter(pk=recipient.pk, state=RecipientState.PENDING).update(
                 state=RecipientState.CALLING, attempts=F("attempts") + 1, next_attempt_at=None
             )
@@ -485,6 +494,17 @@ def _tick_batch(batch_id: Any, now: datetime) -> int:
             batch.status = CallBatchStatus.RUNNING
             batch.save(update_fields=["status"])
         return placed
+
+
+def _budget_pause(batch: CallBatch, reason: str) -> None:
+    """Pause the batch (locked by the scheduler) because a spent `block` budget holds its next call (calls/budgets):
+    as the client's pause, nothing new is placed and live calls go on; the reason goes to the agent's log. Once
+    the budget allows calls again (its next period, a higher limit, deleted), resume it."""
+    batch.status = CallBatchStatus.PAUSED
+    batch.save(update_fields=["status"])
+    logger.info("call batch %s paused: %s", batch.pk, reason)
+    session = LogSession(organization_id=batch.organization_id, agent_id=batch.agent_id, session_id=new_session_id())
+    agent_log(session, "warn", f"Campaign '{batch.name}' paused: {reason}", batchId=str(batch.pk))
 
 
 def _settle_lost(now: datetime) -> None:

@@ -15,6 +15,8 @@ calls and the hang-ups are telephony/outbound/services.py).
   single-use stream token naming the call record, which the stream makes `active`
   (calls.services.call_activate). Status callbacks move it to `ringing` and end a call never answered
   (telephony/services/calls.py).
+- A queued call that a spent `block` budget holds when its turn comes (calls/budgets) is not placed: it
+  ends `canceled`, naming the budget, and a campaign's call pauses its campaign (`_budget_refused`).
 - `outbound_close_stuck` (an upkeep job) fails placed calls the carrier never reported on.
 """
 
@@ -30,6 +32,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from agents.models import AgentStatus
+from calls.budgets.services import budget_refusal
 from calls.logging import LogSession, agent_log, new_session_id
 from calls.maintenance import rows_one_by_one
 from calls.models import Call, CallChannel, CallDirection, CallStatus, EndedReason
@@ -38,7 +41,15 @@ from kit import background
 from kit.providers import ProviderError
 from realtime.services import call_slot_release, call_slots_reserve
 from realtime.tokens import TokenError
-from telephony.models import OutboundCall, PhoneNumberStatus, TelephonyAccount
+from telephony.models import (
+    CallBatch,
+    CallBatchRecipient,
+    CallBatchStatus,
+    OutboundCall,
+    PhoneNumberStatus,
+    RecipientState,
+    TelephonyAccount,
+)
 from telephony.providers import PhoneProvider, provider_for
 from telephony.services.accounts import public_urls
 from telephony.streams import STREAM_TOKEN_TTL_SECONDS, stream_token_issue
@@ -168,6 +179,10 @@ def _place(call_id: Any) -> None:
             problem = "the organization has no telephony account"
         else:
             problem = ""
+            refusal = budget_refusal(organization=call.organization_id, agent_id=agent.pk, variables=call.variables)
+            if refusal is not None:  # a `block` budget spent while the call waited: never placed
+                _budget_refused(call, outbound, refusal.reason)
+                return
         if problem:  # changed while the call waited: never placed
             logger.warning("outbound call %s not placed: %s", call_id, problem)
             _log(call, "error", f"Outbound call not placed: {problem}")
@@ -218,6 +233,32 @@ def _place(call_id: Any) -> None:
         _placed(call, provider, sid)
     finally:
         call_slot_release(channel=CallChannel.PHONE, key=_slot_key(call_id))
+
+
+def _budget_refused(call: Call, outbound: OutboundCall, reason: str) -> None:
+    """A queued call that a spent `block` budget holds ends `canceled`, never placed, its message naming the
+    budget. A campaign's call also pauses its campaign and gives its recipient back (pending, called again
+    once the campaign is resumed): the pause of campaigns.services.batch_pause, which this module cannot
+    import (the campaigns queue their calls through telephony.outbound.services, which imports it)."""
+    logger.info("outbound call %s not placed: %s", call.pk, reason)
+    _log(call, "warn", f"Outbound call not placed: {reason}")
+    with transaction.atomic():
+        if outbound.recipient_id is not None:
+            batch_id = CallBatchRecipient.objects.filter(pk=outbound.recipient_id).values_list("batch_id", flat=True)
+            batch = CallBatch.objects.select_for_update().filter(pk__in=list(batch_id)).first()
+            if batch is not None and batch.status in (CallBatchStatus.SCHEDULED, CallBatchStatus.RUNNING):
+                batch.status = CallBatchStatus.PAUSED
+                batch.save(update_fields=["status"])
+                _log(call, "warn", f"Campaign '{batch.name}' paused: {reason}", batchId=str(batch.pk))
+            CallBatchRecipient.objects.filter(
+                pk=outbound.recipient_id, state=RecipientState.CALLING, attempts=outbound.attempt
+            ).update(state=RecipientState.PENDING, next_attempt_at=None)
+        call_end_unanswered(
+            call_id=call.pk,
+            status=CallStatus.CANCELED,
+            ended_reason=EndedReason.CANCELED,
+            message=f"The call was not placed: {reason}.",
+        )
 
 
 def _placed(call: Call, provider: PhoneProvider, sid: str) -> None:

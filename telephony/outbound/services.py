@@ -26,6 +26,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from agents.models import Agent, AgentStatus
 from agents.selectors import agent_get
+from calls.budgets.services import budget_exceeded_check
 from calls.models import Call, CallChannel, CallDirection, CallStatus, EndedReason
 from calls.services import call_end_unanswered
 from calls.variables import metadata_clean, variables_clean
@@ -188,13 +189,16 @@ def outbound_call_request(
     this service's configuration (400s: `agentId` and `phoneNumberId` ids, `to` an E.164 number outbound
     calls may go to, variables and metadata), then the origin (outbound_origin: 403 without outbound calls
     on the plan, 503 when this service cannot place calls, then the account, the agent and the number),
-    then `to` against the organization's own numbers and destination countries."""
+    then `to` against the organization's own numbers and destination countries, then the budgets (402
+    BUDGET_EXCEEDED: a spent `block` budget holds the call)."""
     _request_body_check(agent_id=agent_id, phone_number_id=phone_number_id, to=to)
     variables, metadata = variables_clean(variables), metadata_clean(metadata)
     agent, number = outbound_origin(organization=organization, agent_id=agent_id, phone_number_id=phone_number_id)
     problem = outbound_number_problem(to, destinations=outbound_destinations(organization=organization))
     if problem:
         raise ApiError.field("to", problem)
+    # 402 BUDGET_EXCEEDED when a `block` budget of the organization, the agent or a variable's value is spent.
+    budget_exceeded_check(organization=organization, agent_id=agent.pk, variables=variables)
     return outbound_call_create(agent=agent, phone_number=number, to=to, variables=variables, metadata=metadata)
 
 
@@ -237,6 +241,7 @@ def outbound_call_create(
             direction=CallDirection.OUTBOUND,
             from_number=phone_number.phone_number,
             to_number=to,
+            carrier=phone_number.provider,
             status=CallStatus.QUEUED,
             started_at=now,
             queued_at=now,

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents.models import AgentStatus
+from calls.budgets.services import budget_refusal
 from calls.logging import LogSession, agent_log, new_session_id
 from calls.models import Call, CallDirection, CallStatus, EndedReason
 from calls.services import call_end_unanswered, call_finish
@@ -54,9 +55,10 @@ def refusal_sentence(language: str | None) -> tuple[str, str]:
 def incoming_call_answer(*, account: TelephonyAccount, call_sid: str, from_number: str, to_number: str) -> str:
     """The provider document answering an incoming call on `to_number` (a genuine, signature-checked
     webhook of `account`): a media stream to the number's agent with a single-use stream token, or a
-    short sorry and a hang-up when the number is unknown, not claimed, unassigned or its agent is not
-    active (a `warn` line in the agent's log when there is an agent). ProviderError (permanent) when
-    PUBLIC_BASE_URL is not set; TokenError when REALTIME_TOKEN_SECRET is not set."""
+    short sorry and a hang-up when the number is unknown, not claimed, unassigned, its agent is not
+    active or a spent `block` budget holds the agent's calls (a `warn` line in the agent's log when there
+    is an agent). ProviderError (permanent) when PUBLIC_BASE_URL is not set; TokenError when
+    REALTIME_TOKEN_SECRET is not set."""
     provider = provider_for(account)
     number = (
         PhoneNumber.objects.select_related("assigned_agent")
@@ -73,7 +75,9 @@ def incoming_call_answer(*, account: TelephonyAccount, call_sid: str, from_numbe
     elif agent.status != AgentStatus.ACTIVE:
         reason = f"the agent is {agent.status}, not active"
     else:
-        reason = ""
+        # A spent `block` budget of the organization or the agent (a phone call has no variables yet).
+        refusal = budget_refusal(organization=agent.organization_id, agent_id=agent.pk, variables=None)
+        reason = refusal.reason if refusal is not None else ""
     if reason:
         logger.info("phone call %s to %s refused: %s", call_sid, to_number, reason)
         if agent is not None:

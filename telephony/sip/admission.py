@@ -1,6 +1,7 @@
 """Who may call over SIP: an INVITE for a number claimed by an organization whose telephony account is
 of provider `sip`, from one of that account's allowed networks or authenticated with the account's digest
-credentials, rings the number's active agent, within the organization's concurrent-call cap. An INVITE
+credentials, rings the number's active agent, within the organization's concurrent-call cap and its
+budgets (a spent `block` budget of the organization or the agent: 480 "Budget Exceeded"). An INVITE
 from elsewhere without credentials is challenged (401), whatever the number; one whose credentials do not
 match, or for a number no SIP account claims, is refused (403), so that a scanner learns nothing of which
 numbers exist. Every refusal is a SIP status and a log line, never a call."""
@@ -17,6 +18,7 @@ from uuid import UUID
 from django.utils import timezone
 
 from agents.models import Agent, AgentStatus
+from calls.budgets.services import budget_refusal
 from calls.logging import LogSession, agent_log, new_session_id
 from realtime.selectors import session_agent_get
 from realtime.services import ConcurrentCallLimitExceeded, call_slot_reserve
@@ -96,6 +98,12 @@ def sip_call_admit(
             session = LogSession(organization_id=agent.organization_id, agent_id=agent.pk, session_id=new_session_id())
             agent_log(session, "warn", f"Phone call refused: {problem}", **{"from": caller, "to": called})
         return Refused(480, "Temporarily Unavailable")
+    refusal = budget_refusal(organization=number.organization_id, agent_id=agent.pk, variables=None)
+    if refusal is not None:  # a spent `block` budget of the organization or the agent
+        logger.info("SIP call to %s refused: %s", called, refusal.reason)
+        session = LogSession(organization_id=agent.organization_id, agent_id=agent.pk, session_id=new_session_id())
+        agent_log(session, "warn", f"Phone call refused: {refusal.reason}", **{"from": caller, "to": called})
+        return Refused(480, "Budget Exceeded")
     try:
         call_slot_reserve(
             organization_id=number.organization_id,

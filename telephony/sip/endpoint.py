@@ -563,6 +563,7 @@ class SipCall:
             from_number=from_number,
             to_number=to_number,
             provider_call_id=self.call_id,
+            carrier="sip",
             call_id=call_id,
         )
 

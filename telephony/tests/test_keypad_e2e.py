@@ -24,8 +24,6 @@ from asgiref.sync import sync_to_async
 from calls.logging import flush_agent_logs
 from calls.models import AgentLog
 from telephony import audio
-from telephony.services.numbers import phone_number_assign, phone_number_claim
-from telephony.streams import stream_token_issue
 from testing.calls import wait_call
 from testing.chat_server import Call as ScriptedCall
 from testing.chat_server import ChatServer, Text, Tools
@@ -33,14 +31,11 @@ from testing.clients import VoiceClient, is_type
 from testing.conversations import agent_for, issue, socket_url
 from testing.dtmf import dtmf_decode
 from testing.inprocess import InProcessServer, serving
-from testing.twilio_stream import TwilioStream, quiet
-from testing.twilio_webhooks import make_account
+from testing.twilio_stream import TwilioStream, phone_agent, phone_stream, quiet
 from testing.waiting import polled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.usefixtures("close_db_threads")]
 
-NUMBER = "+14155550100"
-CALLER = "+14155550199"
 INSTRUCTIONS = "You call the pharmacy's phone menu for the caller. When the menu asks for keys, use send_digits."
 REPLY = "Thank you."
 
@@ -63,25 +58,8 @@ def server(settings: Any, chat: ChatServer) -> Iterator[InProcessServer]:
         yield started
 
 
-def phone_agent(owner: Any, make_agent: Any, **fields: Any) -> Any:
-    agent = agent_for(owner, make_agent, name="Kim", instructions=INSTRUCTIONS, **fields)
-    make_account(owner.organization)
-    number = phone_number_claim(organization=owner.organization, number=NUMBER)
-    phone_number_assign(organization=owner.organization, agent=agent, phone_number_id=number.pk)
-    agent.number_id = number.pk
-    return agent
-
-
-async def phone_stream(server: InProcessServer, agent: Any, call_sid: str) -> TwilioStream:
-    token = await sync_to_async(stream_token_issue)(
-        organization_id=agent.organization_id,
-        agent_id=agent.pk,
-        phone_number_id=agent.number_id,
-        call_sid=call_sid,
-        from_number=CALLER,
-        to_number=NUMBER,
-    )
-    return TwilioStream(f"{server.ws_url}/telephony/twilio/stream", token, call_sid=call_sid)
+def keypad_agent(owner: Any, make_agent: Any, **fields: Any) -> Any:
+    return phone_agent(owner, agent_for(owner, make_agent, name="Kim", instructions=INSTRUCTIONS, **fields))
 
 
 class Line:
@@ -141,7 +119,7 @@ async def session_tools(agent: Any) -> list[str]:
 async def test_send_digits_plays_the_keys_as_tones_a_phone_menu_can_read(
     server, chat, owner, make_agent, realtime_settings
 ):
-    agent = await sync_to_async(phone_agent)(owner, make_agent)
+    agent = await sync_to_async(keypad_agent)(owner, make_agent)
     call_sid = "CA" + "d1" * 16
     first = len(chat.requests)
     chat.script(Tools(ScriptedCall("send_digits", {"digits": "12#"}, id="call_keys_1")), Text("I pressed them."))
@@ -171,7 +149,7 @@ async def test_send_digits_plays_the_keys_as_tones_a_phone_menu_can_read(
 
 
 async def test_bad_digits_are_an_error_result_and_nothing_is_played(server, chat, owner, make_agent, realtime_settings):
-    agent = await sync_to_async(phone_agent)(owner, make_agent)
+    agent = await sync_to_async(keypad_agent)(owner, make_agent)
     call_sid = "CA" + "d2" * 16
     first = len(chat.requests)
     chat.script(Tools(ScriptedCall("send_digits", {"digits": "1a2x"}, id="call_keys_2")), Text("Sorry."))
@@ -241,7 +219,7 @@ async def keys_logged(agent: Any, count: int) -> list[str]:
 
 
 async def test_consecutive_keys_are_one_caller_turn(server, owner, make_agent, realtime_settings):
-    agent = await sync_to_async(phone_agent)(owner, make_agent)
+    agent = await sync_to_async(keypad_agent)(owner, make_agent)
     call_sid = "CA" + "e1" * 16
     await keys_call(server, agent, call_sid, [("4", 0), ("5", 0.3), ("6", 0.3), ("7", 1.0)])
     assert await caller_turns(owner, call_sid) == ["the caller entered 4 5 6 7"]
@@ -249,7 +227,7 @@ async def test_consecutive_keys_are_one_caller_turn(server, owner, make_agent, r
 
 
 async def test_the_terminator_ends_the_turn_early(server, chat, owner, make_agent, realtime_settings):
-    agent = await sync_to_async(phone_agent)(
+    agent = await sync_to_async(keypad_agent)(
         owner, make_agent, keypad={"enabled": True, "timeoutMs": 10000, "terminator": "#"}
     )
     call_sid = "CA" + "e2" * 16
@@ -274,7 +252,7 @@ async def test_the_terminator_ends_the_turn_early(server, chat, owner, make_agen
 
 
 async def test_a_disabled_keypad_makes_each_key_a_turn(server, owner, make_agent, realtime_settings):
-    agent = await sync_to_async(phone_agent)(
+    agent = await sync_to_async(keypad_agent)(
         owner, make_agent, keypad={"enabled": False, "timeoutMs": 2000, "terminator": "#"}
     )
     call_sid = "CA" + "e3" * 16

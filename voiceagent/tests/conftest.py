@@ -148,6 +148,29 @@ def dashboard_world(make_persona: Any, make_agent: Any, django_user_model: Any) 
     assert response.status_code == 201, response.content
     with transaction.atomic():
         event_record(call=calls[1], event_type="call.started")
+    # A budget (calls/budgets): the front desk's calls, at most 25 a day.
+    response = dentist.client.post(
+        "/public/v1/budgets",
+        {
+            "name": "Front desk, daily",
+            "scope": {"agentId": str(ava.pk)},
+            "period": "day",
+            "limit": 25,
+            "action": "alert",
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    # A price book of the organization's own (calls/costs): its carrier per minute.
+    response = dentist.client.put(
+        "/public/v1/pricing",
+        {
+            "currency": "USD",
+            "items": [{"product": "telephony", "provider": "twilio", "unit": "minute", "unitPrice": 0.0085}],
+        },
+        format="json",
+    )
+    assert response.status_code == 200, response.content
     Group.objects.create(name="Support staff")
     django_user_model.objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD)
     # The login form, which django-axes records: a wrong password of an unknown user, then staff logs in.

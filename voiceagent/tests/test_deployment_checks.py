@@ -3,41 +3,12 @@ system check that refuses weak or documented secrets; each run as the operator r
 
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
-import sys
 
 import pytest
 
-from testing.daphne import REPO
+from testing.commands import documented_production_env, manage
 from voiceagent.checks import documented_examples
-
-
-def documented_production_env() -> dict[str, str]:
-    """deploy/env.example's variables, its empty secrets filled the way it says."""
-    values: dict[str, str] = {}
-    for line in (REPO / "deploy" / "env.example").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            name, _, value = line.partition("=")
-            values[name.strip()] = value.strip()
-    for name in ("SECRET_KEY", "REALTIME_TOKEN_SECRET", "METRICS_TOKEN"):
-        assert values[name] == "", f"secrets ship empty: {name}"
-        values[name] = secrets.token_urlsafe(48)
-    return values
-
-
-def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    # Only the variables given: nothing from the test run's environment (DEBUG, DATABASE_URL...) leaks in.
-    clean = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "VIRTUAL_ENV")}
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO,
-        env={**clean, "LOG_LEVEL": "WARNING", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_check_deploy_is_clean_with_the_documented_production_variables():

@@ -304,8 +304,9 @@ class _Answer:
         return Usage(
             provider=PROVIDER,
             model=self.model,
-            input_tokens=_tokens(usage, "prompt_tokens"),
-            output_tokens=_tokens(usage, "completion_tokens"),
+            input_tokens=reported_tokens(usage, "prompt_tokens"),
+            output_tokens=reported_tokens(usage, "completion_tokens"),
+            cached_input_tokens=reported_tokens(_field(usage, "prompt_tokens_details"), "cached_tokens"),
         )
 
 
@@ -509,6 +510,11 @@ def _extra(model: Any) -> dict[str, Any]:
     return getattr(model, "model_extra", None) or {}
 
 
-def _tokens(usage: Any, name: str) -> int:
-    value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
-    return value if isinstance(value, int) else 0
+def _field(usage: Any, name: str) -> Any:
+    return usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
+
+
+def reported_tokens(usage: Any, name: str) -> int:
+    """A count the provider reported (0 when it did not: a server may leave any of them out)."""
+    value = _field(usage, name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

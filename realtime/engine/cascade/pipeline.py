@@ -36,7 +36,7 @@ from django.conf import settings
 from agents.interruption import interruption_for
 from kit import metrics
 from kit.providers import ProviderError
-from realtime.engine.audio import IN_BYTES_PER_MS
+from realtime.engine.audio import IN_BYTES_PER_MS, IN_BYTES_PER_SECOND
 from realtime.engine.brain import brain_for, brain_problems
 from realtime.engine.cascade import kit as speech_kit
 from realtime.engine.cascade.end_of_turn import TurnEnd
@@ -463,6 +463,15 @@ class CascadePipeline:
         asked = next((job for job in jobs if job.kind in (RecognizerJob.FINISH, RecognizerJob.PEEK)), None)
         work = [(job.kind, job.audio) for job in jobs]
         self.turn_end.hear(work)
+        if self.listener.recognizer is not None:  # the cost ledger: seconds of caller audio recognized
+            heard = sum(len(audio) for kind, audio in work if kind in (RecognizerJob.START, RecognizerJob.FEED))
+            session.recorder.measure(
+                product="asr",
+                provider=settings.ASR_PROVIDER,
+                model=settings.ASR_MODEL or None,
+                unit="second",
+                quantity=heard / IN_BYTES_PER_SECOND,
+            )
         try:
             texts = await session.run_blocking(self.listener.recognize, work)
         except ProviderError as exc:
@@ -686,9 +695,11 @@ class CascadePipeline:
         text = spoken_form(item.text, language)
         if offline is not None and (item.offline or self._provider_voice_off or self._offline_answer is item.response):
             audio = await session.run_blocking(offline, text, language, voice_name)
+            self._synthesized("embedded", None, text)
             return audio
         try:
             audio = await session.run_blocking(kit.synthesize, text, language, voice_name)
+            self._synthesized(settings.TTS_PROVIDER, settings.TTS_MODEL or None, text)
             return audio
         except ProviderError as exc:
             if offline is None:
@@ -704,7 +715,15 @@ class CascadePipeline:
                 permanent=exc.permanent,
             )
             audio = await session.run_blocking(offline, text, language, voice_name)
+            self._synthesized("embedded", None, text)
             return audio
+
+    def _synthesized(self, provider: str, model: str | None, text: str) -> None:
+        """The cost ledger: characters a voice synthesized."""
+        assert self.session is not None
+        self.session.recorder.measure(
+            product="tts", provider=provider, model=model, unit="character", quantity=len(text)
+        )
 
     def _complete_sentences(self, text: str) -> tuple[list[str], str]:
         """Sentences ready to speak, and the unfinished rest (kept until more text arrives)."""

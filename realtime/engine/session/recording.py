@@ -17,6 +17,7 @@ not memory. At most RECORDING_MAX_SECONDS are kept.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import tempfile
 from typing import IO, Any
@@ -115,8 +116,9 @@ def _encode_and_store(audio: CallAudio, call_id: str) -> str | None:
                 right_rate=audio.agent.rate,
                 out=encoded,
             )
+            size = encoded.seek(0, io.SEEK_END)
             key = recording_store(call=call, data=encoded)
-        calls.call_recording_attach(call_id=call_id, key=key)
+        calls.call_recording_attach(call_id=call_id, key=key, size_bytes=size)
         return key
     finally:
         audio.close()

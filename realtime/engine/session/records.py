@@ -75,6 +75,7 @@ class CallRecorder(TranscriptOrder):
         metadata: Any = None,
         call_id: str | None = None,
         modality: str = "audio",
+        carrier: str = "",
     ) -> None:
         self.agent = agent
         self.speaking_agent_id: Any = agent.pk  # whose words the agent's messages are (changes at a handoff)
@@ -86,6 +87,9 @@ class CallRecorder(TranscriptOrder):
         self.from_number = from_number
         self.to_number = to_number
         self.provider_call_id = provider_call_id
+        self.carrier = carrier
+        # What the session measured for the call's cost ledger: (product, provider, model, unit) -> quantity.
+        self.measured: dict[tuple[str, str, str | None, str], float] = {}
         self.session = LogSession(organization_id=agent.organization_id, agent_id=agent.pk, session_id=new_session_id())
         self.call: Call | None = None
         self._writes: asyncio.Queue[Callable[[], Awaitable[Any]] | None] = asyncio.Queue()
@@ -119,6 +123,7 @@ class CallRecorder(TranscriptOrder):
             variables=self.variables,
             metadata=self.metadata,
             modality=self.modality,
+            carrier=self.carrier,
         )
         self._writer = asyncio.create_task(self._write_loop(), name=f"call-writer-{self.session_id}")
         return self.call
@@ -195,8 +200,17 @@ class CallRecorder(TranscriptOrder):
             )
         )
 
+    def measure(self, *, product: str, provider: str, model: str | None, unit: str, quantity: float) -> None:
+        """Count what the call used of a product (recognized seconds, synthesized characters, a transfer
+        leg's seconds): summed per product, provider, model and unit, priced when the call ends."""
+        if self.call is None or self._finished or quantity <= 0:
+            return
+        key = (product, provider, model, unit)
+        self.measured[key] = self.measured.get(key, 0.0) + quantity
+
     def llm_usage(self, *, provider: str, model: str, **figures: Any) -> None:
-        """Queue one model request's usage (input_tokens, output_tokens, input/output_audio_seconds)."""
+        """Queue one model request's usage (product, input_tokens, output_tokens, cached_input_tokens,
+        input/output_audio_tokens, input/output_audio_seconds: calls.services.call_llm_usage_add)."""
         if self.call is None or self._finished:
             return
         call = self.call
@@ -231,6 +245,10 @@ class CallRecorder(TranscriptOrder):
             ended_reason=ended_reason,
             message=message,
             recording=recording,
+            measured=[
+                {"product": product, "provider": provider, "model": model, "unit": unit, "quantity": round(amount, 6)}
+                for (product, provider, model, unit), amount in self.measured.items()
+            ],
         )
         self.log(
             "info" if status == CallStatus.COMPLETED else "error",

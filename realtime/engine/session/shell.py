@@ -816,6 +816,7 @@ class Session:
             model=usage.model,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            cached_input_tokens=usage.cached_input_tokens,
         )
 
     def brain_failed(self, exc: ProviderError) -> str:
@@ -930,6 +931,7 @@ class Session:
         self.recorder.transfer_update(mode="warm", destination=destination, status="ringing", at=timezone.now())
         self.recorder.log("info", "warm transfer: calling the person", destination=destination)
         hold = self.spawn(self._hold(), "hold") if self.playout is not None else None
+        dialed_at = self.clock.now()
         try:
             briefing = await self._briefing(setting)
             calling = asyncio.ensure_future(
@@ -955,6 +957,15 @@ class Session:
         finally:
             if hold is not None:
                 hold.cancel()
+        # The cost ledger: the person's leg while the service held it (once they are joined, their call with
+        # the caller is the carrier's, outside the service).
+        self.recorder.measure(
+            product="telephony",
+            provider=getattr(self.recorder.call, "carrier", "") or "unknown",
+            model="transfer",
+            unit="second",
+            quantity=self.clock.now() - dialed_at,
+        )
         self.recorder.log("info" if outcome == "accepted" else "warn", "warm transfer ended", outcome=outcome)
         if outcome == "accepted":
             return True
@@ -1298,6 +1309,7 @@ def open_session(
     metadata: Any = None,
     call_id: str | None = None,
     modality: str = CallModality.AUDIO,
+    carrier: str = "",
     **parts: Any,
 ) -> Session:
     """The one way every consumer starts a conversation: `asyncio.create_task(session.run())` next.
@@ -1307,7 +1319,8 @@ def open_session(
     run_blocking) replace the configured ones in tests. `call_id`: an outbound call's existing record,
     made active when the session starts (calls.services.call_activate) instead of a new call.
     `modality="text"`: a typed session (see the module's docstring): the text pipeline, no audio, the
-    call record's modality `text`."""
+    call record's modality `text`. `carrier`: a phone call's (twilio, telnyx, sip), whose seconds the call's
+    cost ledger counts."""
     recorder = recorder or CallRecorder(
         agent=agent,
         channel=channel,
@@ -1318,6 +1331,7 @@ def open_session(
         metadata=metadata,
         call_id=call_id,
         modality=modality,
+        carrier=carrier,
     )
     return Session(agent=agent, transport=transport, recorder=recorder, modality=modality, **parts)
 

@@ -50,7 +50,7 @@ from django.conf import settings
 from agents.interruption import interruption_for
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_RATE, OUT_BYTES_PER_SECOND, OUT_FRAME_BYTES, OUT_RATE
-from realtime.engine.brain.openai_chat import parse_arguments
+from realtime.engine.brain.openai_chat import parse_arguments, reported_tokens
 from realtime.engine.contracts import Conversation, Response, Segment, ToolCall
 from realtime.engine.speech_to_speech.provider import (
     OPENAI_VOICES,
@@ -758,11 +758,17 @@ class SpeechToSpeechPipeline:
         output_seconds = (turn.output_bytes if turn is not None else 0) / PROVIDER_BYTES_PER_SECOND
         input_seconds = self._input_bytes / PROVIDER_BYTES_PER_SECOND
         self._input_bytes = 0
+        input_details = usage.get("input_token_details") or {}
+        output_details = usage.get("output_token_details") or {}
         self.session.recorder.llm_usage(
             provider=self.provider,
             model=self.model,
-            input_tokens=int(usage.get("input_tokens") or 0),
-            output_tokens=int(usage.get("output_tokens") or 0),
+            product="speech_to_speech",
+            input_tokens=reported_tokens(usage, "input_tokens"),
+            output_tokens=reported_tokens(usage, "output_tokens"),
+            cached_input_tokens=reported_tokens(input_details, "cached_tokens"),
+            input_audio_tokens=reported_tokens(input_details, "audio_tokens"),
+            output_audio_tokens=reported_tokens(output_details, "audio_tokens"),
             input_audio_seconds=round(input_seconds, 3),
             output_audio_seconds=round(output_seconds, 3),
         )
