@@ -70,9 +70,11 @@ async def put_pricing(owner: Any, body: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-async def typed_call(server: InProcessServer, owner: Any, agent: Any, turns: list[str]) -> str:
-    """A typed session saying `turns`, each answered, then stopped: its call id."""
-    token = await session_token(owner, agent, {"modality": "text"})
+async def typed_call(
+    server: InProcessServer, owner: Any, agent: Any, turns: list[str], variables: dict[str, str] | None = None
+) -> str:
+    """A typed session (with `variables`) saying `turns`, each answered, then stopped: its call id."""
+    token = await session_token(owner, agent, {"modality": "text", **({"variables": variables} if variables else {})})
     async with VoiceClient(socket_url(server, agent, token)) as client:
         started = await client.wait_for(is_type("session.started"), timeout=60)
         call_id: str = client.messages[started].message["callId"]
@@ -180,3 +182,28 @@ async def test_a_twilio_call_counts_its_seconds_on_the_line_and_the_characters_i
         "amount": pytest.approx(spoken * 0.00002, abs=1e-6),
     }
     assert detail["cost"]["total"] == pytest.approx(telephony["amount"] + tts["amount"], abs=1e-6)
+
+
+async def test_costs_grouped_by_a_customer_variable_sum_each_customers_calls(
+    server, chat, owner, make_agent, realtime_settings
+):
+    agent = await sync_to_async(agent_for)(owner, make_agent, name="Ola", instructions="You take orders.")
+    await put_pricing(owner, book())
+    chat.analysis_fallback = Text(json.dumps({"summary": "An order."}), usage=(0, 0))
+    # Four calls of three customers, each answer reporting its own tokens (input 0.002, output 0.008 a token).
+    calls = [("acme", (100, 10)), ("globex", (200, 20)), ("acme", (300, 30)), ("initech", (50, 5))]
+    for customer, usage in calls:
+        chat.script(Text("Noted.", usage=usage))
+        await typed_call(server, owner, agent, ["An order, please."], {"customerId": customer})
+
+    response = await sync_to_async(owner.client.get)("/public/v1/analytics/calls?groupBy=variable.customerId")
+    assert response.status_code == 200, response.content
+    answer = response.json()
+    rows = {row["group"]: (row["calls"], row["cost"]) for row in answer["rows"]}
+    assert rows == {
+        "acme": (2, pytest.approx(400 * 0.002 + 40 * 0.008)),
+        "globex": (1, pytest.approx(200 * 0.002 + 20 * 0.008)),
+        "initech": (1, pytest.approx(50 * 0.002 + 5 * 0.008)),
+    }
+    assert (answer["currency"], answer["total"]["calls"]) == ("EUR", 4)
+    assert answer["total"]["cost"] == pytest.approx(650 * 0.002 + 65 * 0.008)
