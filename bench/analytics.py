@@ -177,14 +177,7 @@ def main() -> None:
 
     import calls_bench  # bench/ is on sys.path: this script's folder
 
-    calls_bench.own_database("analytics")
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
+    calls_bench.migrated_database("analytics")
     run(args.calls, args.runs)
 
 

@@ -129,13 +129,9 @@ def own_database(name: str = "callsbench") -> None:
     os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=100_000)
-    parser.add_argument("--requests", type=int, default=300)
-    args = parser.parse_args()
-
-    own_database()
+def migrated_database(name: str = "callsbench") -> None:
+    """own_database(name), then Django set up and that database migrated: ready to seed."""
+    own_database(name)
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
@@ -143,6 +139,15 @@ def main() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=300)
+    args = parser.parse_args()
+
+    migrated_database()
     figures = run(args.calls, args.requests)
     print(
         f"GET /public/v1/calls?agentId=...&limit=100 ({figures['engine']}, {figures['calls_in_table']:,} calls in the "
