@@ -4,7 +4,8 @@ Django 5.2 has no CSP of its own. The dashboard (/admin/ with the agent page's t
 (/docs/, Swagger UI from drf-spectacular-sidecar), the landing page and the demo page (/demo/) load
 scripts, styles, images and fonts from this origin only. The few inline <script>/<style> blocks of our
 templates carry the per-response nonce (`{{ request.csp_nonce }}`); nothing else inline runs. Voice
-sessions connect to REALTIME_WS_URL (or this host over ws/wss). Other responses (JSON, audio) get a
+sessions connect to REALTIME_WS_URL (or this host over ws/wss), and WebRTC ones send their offer to its host
+over http(s). Other responses (JSON, audio) get a
 policy that allows nothing, so a response rendered by mistake as a page cannot run anything either.
 """
 
@@ -21,10 +22,12 @@ _NOTHING = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-ac
 
 
 def _socket_origins(request: Any) -> list[str]:
-    """Where the pages' voice sockets go: REALTIME_WS_URL's origin, else this host over ws:/wss:."""
+    """Where the pages' voice sessions go: REALTIME_WS_URL's origin (the socket), and the same host over
+    http(s) (a WebRTC session's offerUrl); else this host over ws:/wss:."""
     configured = urlsplit(settings.REALTIME_WS_URL or "")
     if configured.scheme in ("ws", "wss") and configured.netloc:
-        return [f"{configured.scheme}://{configured.netloc}"]
+        web = "https" if configured.scheme == "wss" else "http"
+        return [f"{configured.scheme}://{configured.netloc}", f"{web}://{configured.netloc}"]
     scheme = "wss" if request.is_secure() else "ws"
     return [f"{scheme}://{request.get_host()}"]
 

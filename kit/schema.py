@@ -39,8 +39,18 @@ ERROR_SCHEMA: dict[str, Any] = {
             "type": "integer",
             "description": "With a 429: seconds to wait before retrying (also the Retry-After header).",
         },
-        "limit": {"type": "number", "description": "With RATE_LIMITED: the API key's sustained requests per second."},
-        "burst": {"type": "integer", "description": "With RATE_LIMITED: the API key's burst."},
+        "limit": {
+            "type": "number",
+            "description": "With RATE_LIMITED: the API key's sustained requests per second (a widget session's "
+            "refusal: the sessions per second of the limit it met).",
+        },
+        "burst": {"type": "integer", "description": "With RATE_LIMITED: the API key's (or widget limit's) burst."},
+        "limitedBy": {
+            "type": "string",
+            "enum": ["widget_key", "widget_address"],
+            "description": "With RATE_LIMITED from POST /widget/sessions: the widget key's limit, or the client "
+            "address's.",
+        },
         "maxConcurrentCalls": {
             "type": "integer",
             "description": "With CONCURRENT_CALL_LIMIT_EXCEEDED: the plan's cap on live calls.",

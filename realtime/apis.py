@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -14,7 +16,8 @@ from kit.api import PublicApiView
 from kit.errors import ApiError
 from kit.fields import iso
 from realtime.engine.audio import IN_RATE, OUT_RATE
-from realtime.services import PROTOCOL, realtime_session_create
+from realtime.services import PROTOCOL, TRANSPORTS, RealtimeSession, realtime_session_create
+from realtime.webrtc.ice import client_ice_servers
 
 
 # OpenAPI descriptions of the response (one class per shape: a serializer field instance cannot be shared
@@ -34,11 +37,38 @@ class RealtimeProtocolSerializer(serializers.Serializer):
     outputAudio = RealtimeOutputAudioSerializer(help_text="Audio the server sends in `output_audio` messages.")
 
 
+class IceServerSerializer(serializers.Serializer):
+    urls = serializers.ListField(child=serializers.CharField(), help_text="stun:, turn: or turns: URLs.")
+    username = serializers.CharField(
+        required=False, help_text='TURN only: "<unix expiry>:<random id>" (coturn use-auth-secret).'
+    )
+    credential = serializers.CharField(required=False, help_text="TURN only: the time-limited password for `username`.")
+
+
+class RealtimeWebrtcSerializer(serializers.Serializer):
+    offerUrl = serializers.CharField(
+        help_text="POST the client's SDP offer here (`application/sdp`, or JSON `{type, sdp}`): the answer comes "
+        "back (201); PATCH sends trickle ICE candidates, DELETE ends the session. Carries the token; no API key "
+        "(docs/webrtc.md)."
+    )
+    iceServers = IceServerSerializer(
+        many=True,
+        help_text="Give these to the client's RTCPeerConnection (`new RTCPeerConnection({iceServers})`); empty "
+        "when the server configures no STUN or TURN server.",
+    )
+
+
 class RealtimeSessionSerializer(serializers.Serializer):
     token = serializers.CharField(help_text="Single-use session token, valid 60 seconds for connecting.")
     expiresAt = serializers.DateTimeField(help_text="When the token stops being accepted for a new connection.")
     websocketUrl = serializers.CharField(help_text="The agent's WebSocket address, with the token as `token`.")
     protocol = RealtimeProtocolSerializer()
+    webrtc = RealtimeWebrtcSerializer(
+        required=False,
+        help_text='With `"transport": "webrtc"`: where the client sends its WebRTC offer. The same token opens '
+        "either the socket or the WebRTC session, whichever comes first (a client that cannot do WebRTC falls "
+        "back to `websocketUrl`).",
+    )
 
 
 @extend_schema_field(
@@ -72,6 +102,14 @@ class RealtimeSessionRequestSerializer(serializers.Serializer):
         "the socket takes `input_text` messages and answers with `transcript` messages, no `output_audio` "
         "(docs/guides/typed-sessions.md). The call record's `modality` says which.",
     )
+    transport = serializers.ChoiceField(
+        choices=list(TRANSPORTS),
+        required=False,
+        help_text="`websocket` (the default): the client connects to `websocketUrl`. `webrtc`: the answer also has "
+        "`webrtc` (offerUrl, iceServers) for a browser RTCPeerConnection, audio as Opus on media tracks with the "
+        "browser's echo cancellation, and the same JSON messages on a data channel named `events` "
+        "(docs/webrtc.md). Not with modality `text`.",
+    )
     events = serializers.ListField(
         child=serializers.ChoiceField(choices=["tool"]),
         required=False,
@@ -88,12 +126,14 @@ class RealtimeSessionCreateApi(PublicApiView):
         description="Issues a short-lived token for one browser or app voice session with an active agent. "
         "Call it from your backend with the API key, hand `websocketUrl` to the client, and let the client "
         "connect within 60 seconds; the client never sees the API key. The body is optional: `variables` and "
-        '`metadata` for the call, `modality` (`text` for a typed session) and `events` (`["tool"]`).',
+        '`metadata` for the call, `modality` (`text` for a typed session), `events` (`["tool"]`) and `transport` '
+        "(`webrtc`: the answer also has `webrtc.offerUrl` and `webrtc.iceServers`, docs/webrtc.md).",
         request=RealtimeSessionRequestSerializer,
         responses={
             200: RealtimeSessionSerializer,
             400: OpenApiResponse(
-                description="Invalid variables, metadata, modality or events (the message names what is wrong)"
+                description="Invalid variables, metadata, modality, events or transport (the message names what is "
+                "wrong)"
             ),
             402: OpenApiResponse(
                 BudgetExceededSchema,
@@ -124,12 +164,20 @@ class RealtimeSessionCreateApi(PublicApiView):
             metadata=body.get("metadata"),
             modality=body.get("modality"),
             events=body.get("events"),
+            transport=body.get("transport"),
         )
-        return Response(
-            {
-                "token": session.token,
-                "expiresAt": iso(session.expires_at),
-                "websocketUrl": session.websocket_url,
-                "protocol": PROTOCOL,
-            }
-        )
+        return Response(realtime_session_body(session))
+
+
+def realtime_session_body(session: RealtimeSession) -> dict[str, Any]:
+    """The answer of a session request, the same from every endpoint that opens one (realtime-sessions,
+    widget/sessions)."""
+    body: dict[str, Any] = {
+        "token": session.token,
+        "expiresAt": iso(session.expires_at),
+        "websocketUrl": session.websocket_url,
+        "protocol": PROTOCOL,
+    }
+    if session.offer_url is not None:  # transport webrtc: TURN credentials are made for this answer
+        body["webrtc"] = {"offerUrl": session.offer_url, "iceServers": client_ice_servers()}
+    return body

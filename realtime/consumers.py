@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -21,20 +20,14 @@ from channels.db import database_sync_to_async
 
 from calls.models import CallChannel, CallModality, CallStatus, EndedReason
 from realtime import tokens
-from realtime.engine.audio import IN_BYTES_PER_SECOND, OUT_RATE
-from realtime.engine.contracts import Ending, ToolCall, ToolOutcome
+from realtime.engine.audio import OUT_RATE
+from realtime.engine.contracts import Ending
 from realtime.engine.session.shell import Session, open_session
 from realtime.services import realtime_session_open
-from realtime.sockets import BAD_JSON, JsonSocketConsumer, Unstorable, call_control_group, parse_json
-from realtime.typed_input import FLOOD_WINDOW_SECONDS, Refusal, TypedBudget, TypedLimits
+from realtime.session_messages import MAX_INPUT_CHUNK_BYTES, ClientMessages, MessageTransport
+from realtime.sockets import JsonSocketConsumer, call_control_group
 
 logger = logging.getLogger(__name__)
-
-# Largest decoded input_audio chunk (10 s of 16 kHz PCM16); larger ones get an `error`.
-MAX_INPUT_CHUNK_BYTES = 10 * IN_BYTES_PER_SECOND
-MAX_MESSAGE_CHARS = MAX_INPUT_CHUNK_BYTES * 4 // 3 + 1024
-# A client that keeps flooding typed input past its refusals (realtime.typed_input) is closed with this.
-CLOSE_TEXT_FLOOD = 4429
 
 
 class BrowserSession(JsonSocketConsumer):
@@ -45,7 +38,7 @@ class BrowserSession(JsonSocketConsumer):
     conversation: Session | None = None
     _run: asyncio.Task[None] | None = None
     text_only = False  # a typed session (modality text)
-    typed: TypedBudget | None = None  # what the socket may still type
+    messages: ClientMessages | None = None  # what the client sends (realtime.session_messages)
 
     async def connect(self) -> None:
         # Accept first: a close code (and the `error` message before it) can only be sent on an open socket.
@@ -76,71 +69,24 @@ class BrowserSession(JsonSocketConsumer):
             metadata=opened.metadata,
             modality=opened.modality,
         )
-        self.typed = TypedBudget(TypedLimits.from_settings(), self.conversation.clock)
+        self.messages = ClientMessages(
+            self.conversation,
+            send=self.send_message,
+            close=self.close_once,
+            audio=self._input_audio,
+            text_only=self.text_only,
+        )
         self._run = asyncio.create_task(
             self.conversation.run(), name=f"conversation-{self.conversation.recorder.session_id}"
         )
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.conversation is None or self._closed:
+        if self.messages is None or self._closed:
             return
         if text_data is None:
             await self._error("bad_message", "Binary frames are not supported; send JSON text messages")
             return
-        if len(text_data) > MAX_MESSAGE_CHARS:
-            await self._error("bad_message", f"Messages are limited to {MAX_MESSAGE_CHARS} characters")
-            return
-        message = parse_json(text_data)
-        if message is BAD_JSON:
-            await self._error("bad_message", "Messages must be JSON objects")
-            return
-        if isinstance(message, Unstorable):  # a lone surrogate or NUL: nothing of it reaches the call
-            await self._error("bad_message", message.named("type"))
-            return
-        kind = message.get("type") if isinstance(message, dict) else None
-        if kind == "input_audio":
-            if self.text_only:
-                await self._error("bad_message", "This is a text session: send input_text messages, not audio")
-                return
-            await self._input_audio(message.get("audio"))
-        elif kind == "input_text":
-            await self._input_text(message.get("text"))
-        elif kind == "stop":
-            await self.conversation.stop(CallStatus.COMPLETED, EndedReason.CALLER_HUNG_UP)
-            await self.close_once(1000, "conversation ended")
-        else:
-            await self._error("bad_message", "Unknown message type; expected input_audio, input_text or stop")
-
-    async def _input_text(self, text: Any) -> None:
-        """A typed caller turn (text and audio sessions alike): taken like a spoken one, once the session
-        has started; it interrupts the agent like a barge-in. Within the socket's budget only
-        (realtime.typed_input): a turn over it is refused and the call goes on, and a client that keeps
-        flooding is closed."""
-        assert self.conversation is not None and self.typed is not None
-        taken = self.typed.admit(text)
-        if isinstance(taken, Refusal):
-            await self._error(taken.code, taken.message)
-            if taken.flooding:
-                await self._flooded()
-            return
-        if await self.conversation.ready():
-            await self.conversation.caller_text(taken)
-
-    async def _flooded(self) -> None:
-        """The client keeps sending typed turns past their refusals: the call ends (the client's doing,
-        so completed, caller-hung-up) and the socket is closed with CLOSE_TEXT_FLOOD."""
-        assert self.conversation is not None and self.typed is not None
-        limits = self.typed.limits
-        self.conversation.recorder.log(
-            "warning", "typed input flood: the socket was closed", refused=self.typed.refused
-        )
-        await self._error(
-            "text_flood",
-            f"Too many refused input_text messages ({limits.flood_close} within "
-            f"{FLOOD_WINDOW_SECONDS:g} s): the session is closed",
-        )
-        await self.conversation.stop(CallStatus.COMPLETED, EndedReason.CALLER_HUNG_UP)
-        await self.close_once(CLOSE_TEXT_FLOOD, "typed input flood")
+        await self.messages.receive(text_data)
 
     async def _input_audio(self, audio: Any) -> None:
         if not isinstance(audio, str):
@@ -187,15 +133,16 @@ _TOKEN_ERROR_CODES = {
 }
 
 
-class _BrowserTransport:
-    """The engine's Transport over the browser socket."""
+class _BrowserTransport(MessageTransport):
+    """The engine's Transport over the browser socket: the session's messages (realtime.session_messages),
+    agent audio as `output_audio` messages, endings as close codes."""
 
     def __init__(self, consumer: BrowserSession, *, tool_events: bool = False) -> None:
+        super().__init__(consumer.send_message, tool_events=tool_events)
         self.consumer = consumer
-        self.tool_events = tool_events  # the session asked for events ["tool"]: tool.call / tool.result
 
     async def started(self, call_id: str) -> None:
-        await self.consumer.send_message({"type": "session.started", "callId": call_id})
+        await super().started(call_id)
         await self.consumer.join_group(call_control_group(call_id))  # an API hang-up reaches it there
 
     async def send_audio(self, pcm16_24k: bytes) -> None:
@@ -207,44 +154,6 @@ class _BrowserTransport:
                 "sampleRate": OUT_RATE,
             }
         )
-
-    async def clear(self) -> None:
-        await self.consumer.send_message({"type": "clear"})
-
-    async def send_transcript(self, role: str, text: str) -> None:
-        await self.consumer.send_message({"type": "transcript", "role": role, "text": text})
-
-    async def send_event(self, event: dict[str, Any]) -> None:
-        await self.consumer.send_message(event)
-
-    async def tool_called(self, call: ToolCall) -> None:
-        if self.tool_events:
-            await self.consumer.send_message(
-                {"type": "tool.call", "id": call.id, "name": call.name, "arguments": call.arguments}
-            )
-
-    async def tool_returned(self, call: ToolCall, outcome: ToolOutcome, duration_ms: int) -> None:
-        if not self.tool_events:
-            return
-        try:
-            result: Any = json.loads(outcome.result)
-        except ValueError:
-            result = outcome.result
-        await self.consumer.send_message(
-            {
-                "type": "tool.result",
-                "id": call.id,
-                "name": call.name,
-                "result": result,
-                "durationMs": duration_ms,
-                "status": outcome.status,
-            }
-        )
-
-    async def transfer(self, destination: str) -> None:
-        # A browser cannot be bridged to a phone line: the client is told where the caller is sent
-        # (its page may offer to dial the number); hang_up(TRANSFERRED) closes the socket next.
-        await self.consumer.send_message({"type": "transfer", "phoneNumber": destination})
 
     async def hang_up(self, ending: Ending, message: str = "") -> None:
         if ending == Ending.FAILED:

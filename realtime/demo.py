@@ -23,7 +23,8 @@ from accounts.models import Organization
 from accounts.selectors import organization_get
 from agents.models import Agent
 from kit.errors import ApiError
-from realtime.services import realtime_session_create
+from realtime.apis import realtime_session_body
+from realtime.services import RealtimeSession, realtime_session_create
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +48,13 @@ def session_error_response(request: HttpRequest, error: ApiError) -> JsonRespons
 
 # What a page's session request may ask for, passed on to realtime_session_create as the public API's
 # POST /agents/{id}/realtime-sessions does (which checks them: a 400 naming what is wrong).
-SESSION_OPTIONS = ("modality", "events")
+SESSION_OPTIONS = ("modality", "events", "transport")
 
 
 def session_options(request: HttpRequest) -> dict[str, Any]:
-    """The session request's JSON body: `{"modality": "audio"|"text", "events": ["tool"]}` (both optional;
-    a request without a JSON body asks for the defaults). ApiError 400 when it is not a JSON object."""
+    """The session request's JSON body: `{"modality": "audio"|"text", "events": ["tool"], "transport":
+    "websocket"|"webrtc"}` (all optional; a request without a JSON body asks for the defaults). ApiError 400
+    when it is not a JSON object."""
     if request.content_type != "application/json":
         return {}
     try:
@@ -62,6 +64,13 @@ def session_options(request: HttpRequest) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError.invalid("The session request must be a JSON object")
     return {name: body[name] for name in SESSION_OPTIONS if name in body}
+
+
+def page_session_body(session: RealtimeSession) -> dict[str, Any]:
+    """What a page's own session endpoint answers: the session's `websocketUrl`, and its `webrtc` part
+    (offerUrl, iceServers) when it was asked for; the browser client takes either."""
+    body = realtime_session_body(session)
+    return {name: body[name] for name in ("websocketUrl", "webrtc") if name in body}
 
 
 def demo_organization_get() -> Organization | None:
@@ -95,8 +104,9 @@ def demo_page(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def demo_session(request: HttpRequest, agent_id: uuid.UUID) -> JsonResponse:
-    """Opens a realtime session for one of the demo organization's agents; answers only its websocketUrl.
-    The body may ask for a modality and events (session_options)."""
+    """Opens a realtime session for one of the demo organization's agents; answers only its websocketUrl
+    (and its webrtc part, asked for). The body may ask for a modality, events and a transport
+    (session_options)."""
     organization = _demo_organization()
     if organization is None:
         return JsonResponse({"error": "No demo organization: run manage.py bootstrapdemo"}, status=404)
@@ -105,7 +115,7 @@ def demo_session(request: HttpRequest, agent_id: uuid.UUID) -> JsonResponse:
         session = realtime_session_create(organization=organization, agent_id=str(agent_id), **options)
     except ApiError as error:
         return session_error_response(request, error)
-    return JsonResponse({"websocketUrl": session.websocket_url})
+    return JsonResponse(page_session_body(session))
 
 
 urlpatterns = [

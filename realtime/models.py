@@ -160,3 +160,43 @@ class TestAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.number} of test {self.position} in run {self.run_id} ({self.verdict})"
+
+
+# --- Widget keys (docs/widget.md; their rules and views: realtime/widget/) ----------------------------------
+
+
+class WidgetKey(models.Model):
+    """A publishable key (`pk_...`) that opens realtime sessions with one agent, from the pages whose origins
+    it lists (WidgetKeyOrigin). Public by design: it goes in a page's <script> tag. Deleting it (the row is
+    gone) refuses it at once."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="widget_keys")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="widget_keys")
+    key = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["agent", "created_at"], name="widgetkey_agent_created")]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class WidgetKeyOrigin(models.Model):
+    """One origin (scheme://host[:port], lower case, no default port) a widget key may be used from; a row
+    each, so that a CORS preflight (which carries no key) finds whether any key lists an origin by index."""
+
+    widget_key = models.ForeignKey(WidgetKey, on_delete=models.CASCADE, related_name="origins")
+    origin = models.CharField(max_length=300, db_index=True)
+    position = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["widget_key", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["widget_key", "origin"], name="widgetkeyorigin_unique_origin"),
+        ]
+
+    def __str__(self) -> str:
+        return self.origin

@@ -40,6 +40,18 @@ def socket_path(agent_id: object) -> str:
     return f"/ws/agents/{agent_id}/realtime"
 
 
+def webrtc_offer_path(agent_id: object) -> str:
+    """The path of an agent's WebRTC offers (the session's offerUrl, realtime/webrtc/urls.py)."""
+    return f"/realtime/webrtc/agents/{agent_id}/session"
+
+
+def webrtc_offer_url(agent_id: object, token: str) -> str:
+    """A WebRTC session's offerUrl: the same host as the socket (REALTIME_WS_URL) over http(s), with the token."""
+    base = _websocket_base()
+    http = ("https" if base.startswith("wss:") else "http") + base[base.index(":") :]
+    return f"{http}{webrtc_offer_path(agent_id)}?token={quote(token, safe='')}"
+
+
 def _websocket_base() -> str:
     base = settings.REALTIME_WS_URL.strip()
     if not base:
@@ -61,6 +73,8 @@ class RealtimeSession:
     token: str
     expires_at: datetime
     websocket_url: str
+    # With transport "webrtc": where the client POSTs its SDP offer (the same token; docs/webrtc.md).
+    offer_url: str | None = None
 
 
 CONCURRENT_CALL_LIMIT = "CONCURRENT_CALL_LIMIT_EXCEEDED"
@@ -166,6 +180,22 @@ def session_modality_clean(value: Any) -> str:
     return value
 
 
+TRANSPORTS = ("websocket", "webrtc")
+
+
+def session_transport_clean(value: Any, *, modality: str) -> str:
+    """A realtime session's `transport`: "websocket" (the default) or "webrtc" (the answer also has the
+    offerUrl; the socket stays open to the token as a fallback); ApiError (400) otherwise. WebRTC carries
+    audio: a typed session (modality text) uses the socket."""
+    if value is None:
+        return "websocket"
+    if not isinstance(value, str) or value not in TRANSPORTS:
+        raise ApiError.field("transport", f"must be one of {', '.join(TRANSPORTS)}")
+    if value == "webrtc" and modality == CallModality.TEXT:
+        raise ApiError.field("transport", "webrtc carries audio; a typed session (modality text) uses websocket")
+    return value
+
+
 def session_events_clean(value: Any) -> list[str]:
     """A realtime session's `events`: a list of distinct kinds among SESSION_EVENTS; ApiError (400) otherwise."""
     if value is None:
@@ -186,15 +216,18 @@ def realtime_session_create(
     metadata: Any = None,
     modality: Any = None,
     events: Any = None,
+    transport: Any = None,
 ) -> RealtimeSession:
     """A session token for the agent. `variables` and `metadata` (docs/guides/variables.md: checked by
     calls.variables, a 400 naming what is wrong), `modality` ("audio" | "text") and `events` (["tool"]:
     docs/guides/typed-sessions.md) are kept server-side under the token's id, never in the token or its URL;
-    the socket that spends the token gives them to its session and call."""
+    the socket that spends the token gives them to its session and call. `transport` "webrtc" adds the
+    offerUrl (docs/webrtc.md): the token is spent by whichever of the socket and the offer comes first."""
     variables = variables_clean(variables)
     metadata = metadata_clean(metadata)
     modality = session_modality_clean(modality)
     events = session_events_clean(events)
+    transport = session_transport_clean(transport, modality=modality)
     agent = agent_get(organization=organization, agent_id=agent_id)
     base = _websocket_base()
     if agent.status != AgentStatus.ACTIVE:
@@ -228,10 +261,12 @@ def realtime_session_create(
                 events=events,
                 expires_at=expires_at,
             )
+    offer_url = webrtc_offer_url(agent.pk, token) if transport == "webrtc" else None
     return RealtimeSession(
         token=token,
         expires_at=datetime.fromtimestamp(claims.expires_at, tz=UTC),
         websocket_url=f"{base}{socket_path(agent.pk)}?token={quote(token, safe='')}",
+        offer_url=offer_url,
     )
 
 

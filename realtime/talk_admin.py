@@ -16,14 +16,15 @@ from django.views.decorators.http import require_POST
 
 from agents.models import Agent
 from kit.errors import ApiError
-from realtime.demo import session_error_response, session_options
+from realtime.demo import page_session_body, session_error_response, session_options
 from realtime.services import realtime_session_create
 
 
 @require_POST
 def talk_session(request: HttpRequest, object_id: str) -> HttpResponse:
-    """A realtime session for the agent, for staff who may view it; answers only its websocketUrl. The body
-    may ask for a modality and events (`{"modality": "text", "events": ["tool"]}`, realtime.demo.session_options)."""
+    """A realtime session for the agent, for staff who may view it; answers only its websocketUrl (and its
+    webrtc part, asked for). The body may ask for a modality, events and a transport (`{"modality": "text",
+    "events": ["tool"]}`, `{"transport": "webrtc"}`: realtime.demo.session_options)."""
     model_admin = admin.site.get_model_admin(Agent)
     agent = model_admin.get_object(request, object_id)
     if agent is None:
@@ -35,7 +36,7 @@ def talk_session(request: HttpRequest, object_id: str) -> HttpResponse:
         session = realtime_session_create(organization=agent.organization, agent_id=str(agent.pk), **options)
     except ApiError as error:
         return session_error_response(request, error)
-    return JsonResponse({"websocketUrl": session.websocket_url})
+    return JsonResponse(page_session_body(session))
 
 
 # admin_view: staff login required (else a redirect to the login page), CSRF checked, never cached.

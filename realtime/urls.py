@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from realtime import apis
 from realtime.agent_tests import apis as test_apis
@@ -13,4 +13,5 @@ urlpatterns = [
     path("agents/<str:agent_id>/test-runs", run_apis.TestRunCreateApi.as_view(), name="agent-test-runs"),
     path("test-runs/<str:run_id>", run_apis.TestRunDetailApi.as_view(), name="test-run"),
     path("test-runs/<str:run_id>/cancel", run_apis.TestRunCancelApi.as_view(), name="test-run-cancel"),
+    path("", include("realtime.widget.urls")),  # widget keys and widget sessions (docs/widget.md)
 ]

@@ -26,6 +26,7 @@ from kit.admin_forms import PhoneNumberFormField, add_api_error, check_with_serv
 from kit.errors import ApiError
 from kit.fields import parse
 from knowledge.selectors import document_list
+from realtime.widget.selectors import widget_key_list
 from telephony.models import PhoneNumber, PhoneNumberStatus, SetupStatus, TelephonyAccount
 from telephony.selectors import agent_phone_numbers
 from telephony.serializers import AssignRequestSerializer
@@ -341,6 +342,7 @@ class AgentPageAdmin(AgentAdmin):
             "documents": document_list(agent=agent),
             "numbers": agent_phone_numbers(agent=agent),
             "latest_calls": call_list(organization=agent.organization, agent_id=agent.pk, limit=LATEST_CALLS),
+            "widget_keys": widget_key_list(agent=agent),  # realtime/widget/admin.py adds and deletes them
         }
 
     def get_urls(self) -> list[Any]:

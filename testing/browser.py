@@ -98,10 +98,17 @@ def playwright_or_skip() -> Any:
     return sync_playwright
 
 
+# WebRTC on this machine only: loopback among Chromium's ICE candidates (it leaves it out by default), and
+# its real addresses rather than mDNS names, which it would announce on the network.
+WEBRTC_LOOPBACK = ("--allow-loopback-in-peer-connection", "--disable-features=WebRtcHideLocalIpsWithMdns")
+
+
 def launch(playwright: Any, *args: str) -> Any:
     """Debian's Chromium, headless, with `args` added to what every browser test needs."""
     return playwright.chromium.launch(
-        executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run", *args]
+        executable_path=CHROMIUM,
+        headless=True,
+        args=["--no-sandbox", "--disable-gpu", "--no-first-run", *WEBRTC_LOOPBACK, *args],
     )
 
 

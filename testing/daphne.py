@@ -155,6 +155,10 @@ def start_test_server(
         # database (the upkeep tests' expire heartbeats after a few seconds) never takes them for dead.
         "LIVENESS_HEARTBEAT_SECONDS": "1",
         "LIVENESS_EXPIRY_SECONDS": "5",
+        # WebRTC sessions (a browser's talk panel or widget) on loopback only: the one host candidate the
+        # server offers, no STUN or TURN server.
+        "WEBRTC_HOST_ADDRESSES": "127.0.0.1",
+        "WEBRTC_ICE_SERVERS": "",
     }
     if (env or {}).get("REDIS_URL"):
         del base["BACKGROUND_WORK"]  # celery: the broker the test handed over (voiceagent/settings.py)

@@ -1,7 +1,7 @@
 """System checks of the deployment's secrets (registered in voiceagent/apps.py), docs/operations/security.md.
 
-With DEBUG off, REALTIME_TOKEN_SECRET (whoever knows it mints voice sessions without an API key) and
-SECRET_KEY must be at least MIN_SECRET_BYTES long, of enough different characters (kit/secret_strength.py)
+With DEBUG off, REALTIME_TOKEN_SECRET (whoever knows it mints voice sessions without an API key),
+WEBRTC_TURN_SECRET when set (whoever knows it relays through the TURN server) and SECRET_KEY must be at least MIN_SECRET_BYTES long, of enough different characters (kit/secret_strength.py)
 and must not be a value the documentation shows: an example copied from the docs is known to everyone who
 read them. The examples are read from the docs and deploy files themselves, so an example added later is
 refused too.
@@ -22,11 +22,14 @@ MIN_SECRET_BYTES = 32
 # Values that appeared in earlier versions of deploy/env.example and the README.
 KNOWN_EXAMPLES = frozenset({"change-me-too", "change-me-to-a-long-random-string", "change-me", "changeme", "secret"})
 _DOCUMENTED = ("README.md", "docs", "deploy", "docker-compose.yml", "Makefile")
-_ASSIGNMENT = re.compile(r"\b(?:REALTIME_TOKEN_SECRET|SECRET_KEY)[ \t]*[:=][ \t]*[\"']?([^\s\"'`<>]+)")
+_ASSIGNMENT = re.compile(
+    r"\b(?:REALTIME_TOKEN_SECRET|SECRET_KEY|WEBRTC_TURN_SECRET)[ \t]*[:=][ \t]*[\"']?([^\s\"'`<>]+)"
+)
 
 
 def documented_examples(base_dir: Path | None = None) -> frozenset[str]:
-    """Every value a doc or deploy file assigns to REALTIME_TOKEN_SECRET or SECRET_KEY, plus the old examples."""
+    """Every value a doc or deploy file assigns to a checked secret (REALTIME_TOKEN_SECRET, SECRET_KEY,
+    WEBRTC_TURN_SECRET), plus the old examples."""
     base = Path(base_dir or settings.BASE_DIR)
     found = set(KNOWN_EXAMPLES)
     for name in _DOCUMENTED:
@@ -70,6 +73,16 @@ def check_secrets(app_configs: object = None, **kwargs: object) -> list[checks.C
                 f"SECRET_KEY {problem}: it signs admin sessions and derives the stored secrets' key.",
                 hint=hint,
                 id="voiceagent.E002",
+            )
+        )
+    turn_secret = settings.WEBRTC_TURN_SECRET
+    problem = secret_problem(turn_secret, examples) if turn_secret else None
+    if problem:
+        errors.append(
+            checks.Error(
+                f"WEBRTC_TURN_SECRET {problem}: whoever knows it relays traffic through your TURN server.",
+                hint=hint,
+                id="voiceagent.E004",
             )
         )
     return errors

@@ -36,6 +36,8 @@ ROOMS: dict[str, str] = {
     "agents/phone-numbers": "telephony",
     "agents/logs": "calls",
     "agents/realtime-sessions": "realtime",
+    "agents/widget-keys": "realtime.widget",
+    "widget": "realtime.widget",
     "agents/tests": "realtime.agent_tests",
     "agents/test-runs": "realtime.agent_tests",
     "organization": "api.organization",

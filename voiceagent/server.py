@@ -30,6 +30,7 @@ from typing import Any
 
 from daphne.cli import CommandLineInterface  # type: ignore[import-untyped]  # Daphne ships no types
 from daphne.server import Server  # type: ignore[import-untyped]  # Daphne ships no types
+from twisted.internet import defer
 
 from kit import memory, shutdown
 from voiceagent.bodies import BoundedBodyRequest, FileBody
@@ -131,9 +132,12 @@ class VoiceServer(Server):
 
     def kill_all_applications(self) -> Any:
         # Daphne cancels every live connection before the reactor exits (SIGTERM, SIGINT): the calls
-        # they carry end with the ended reason server-shutdown (realtime.sockets).
+        # they carry end with the ended reason server-shutdown (realtime.sockets). WebRTC sessions are
+        # no connection of Daphne's: they end through the closers registered with kit.shutdown, waited for too.
         shutdown.begin()
-        return super().kill_all_applications()
+        connections = super().kill_all_applications()
+        others = defer.Deferred.fromFuture(asyncio.ensure_future(shutdown.close_registered()))
+        return defer.DeferredList([connections, others])
 
 
 class VoiceServerCommand(CommandLineInterface):

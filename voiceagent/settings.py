@@ -226,6 +226,19 @@ else:
 # Per-API-key rate limits from the organization's plan (api_requests_per_second, api_burst); false: off.
 API_RATE_LIMITS = env.bool("API_RATE_LIMITS", default=True)
 API_RATE_LIMIT_CACHE = "default"
+# Widget sessions (POST /public/v1/widget/sessions, docs/widget.md): token buckets per widget key and per
+# client address (kit/client_address.py), in the same cache; 0 a minute: no limit. API_RATE_LIMITS=false
+# turns them off too.
+WIDGET_KEY_SESSIONS_PER_MINUTE = env.int("WIDGET_KEY_SESSIONS_PER_MINUTE", default=60)
+WIDGET_KEY_SESSIONS_BURST = env.int("WIDGET_KEY_SESSIONS_BURST", default=20)
+WIDGET_ADDRESS_SESSIONS_PER_MINUTE = env.int("WIDGET_ADDRESS_SESSIONS_PER_MINUTE", default=10)
+WIDGET_ADDRESS_SESSIONS_BURST = env.int("WIDGET_ADDRESS_SESSIONS_BURST", default=5)
+if min(WIDGET_KEY_SESSIONS_PER_MINUTE, WIDGET_ADDRESS_SESSIONS_PER_MINUTE) < 0:
+    raise ImproperlyConfigured(
+        "WIDGET_KEY_SESSIONS_PER_MINUTE and WIDGET_ADDRESS_SESSIONS_PER_MINUTE must be 0 or more"
+    )
+if min(WIDGET_KEY_SESSIONS_BURST, WIDGET_ADDRESS_SESSIONS_BURST) < 1:
+    raise ImproperlyConfigured("WIDGET_KEY_SESSIONS_BURST and WIDGET_ADDRESS_SESSIONS_BURST must be at least 1")
 # Knowledge documents one server process handles at once: uploads being received plus documents queued or
 # indexing on its background worker; more are answered 429 with Retry-After, before their body is read
 # when the process is already at the bound (knowledge/admission.py).
@@ -302,6 +315,10 @@ SPECTACULAR_SETTINGS = {
             "budget.threshold: endpoints, deliveries.",
         },
         {"name": "Realtime", "description": "Short-lived tokens for browser and app voice sessions."},
+        {
+            "name": "Widget",
+            "description": "Publishable widget keys of an agent, and the sessions a web page opens with one.",
+        },
         {"name": "Call batches", "description": "Campaigns: an agent calls a list of people within a window."},
         {
             "name": "Costs",
@@ -483,6 +500,40 @@ if (
     raise ImproperlyConfigured(
         "REALTIME_TEXT_* must be positive, and REALTIME_TEXT_MAX_BYTES_PER_CALL at least REALTIME_TEXT_MAX_CHARS"
     )
+
+# --- WebRTC sessions (realtime/webrtc/, docs/webrtc.md) -----------------------------------------
+# The addresses this process offers as its ICE host candidates (comma-separated IPs); empty: the machine's
+# own non-loopback addresses (aioice's rule). The tests set 127.0.0.1.
+WEBRTC_HOST_ADDRESSES = env.list("WEBRTC_HOST_ADDRESSES", default=[])
+# STUN and TURN servers (stun:, turn:, turns: URLs) given to clients with each session and used by the server.
+WEBRTC_ICE_SERVERS = env.list("WEBRTC_ICE_SERVERS", default=[])
+# coturn's use-auth-secret (static-auth-secret): each session's TURN credentials are made from it, valid
+# WEBRTC_TURN_TTL_SECONDS.
+WEBRTC_TURN_SECRET = env.str("WEBRTC_TURN_SECRET", default="")
+WEBRTC_TURN_TTL_SECONDS = env.int("WEBRTC_TURN_TTL_SECONDS", default=3600)
+
+
+def _webrtc_settings_problem() -> str | None:
+    import ipaddress
+    import re
+
+    for address in WEBRTC_HOST_ADDRESSES:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            return f"WEBRTC_HOST_ADDRESSES: {address!r} is not an IP address"
+    for url in WEBRTC_ICE_SERVERS:
+        if not re.fullmatch(r"(stun|turns?):[^\s?]+(\?transport=(udp|tcp))?", url):
+            return f"WEBRTC_ICE_SERVERS: {url!r} is not a stun:, turn: or turns: URL (turn:host:3478?transport=udp)"
+    if any(url.startswith("turn") for url in WEBRTC_ICE_SERVERS) and not WEBRTC_TURN_SECRET:
+        return "WEBRTC_ICE_SERVERS names a TURN server: set WEBRTC_TURN_SECRET (coturn's static-auth-secret)"
+    if not 60 <= WEBRTC_TURN_TTL_SECONDS <= 86400:
+        return "WEBRTC_TURN_TTL_SECONDS must be 60-86400 seconds"
+    return None
+
+
+if (_webrtc_problem := _webrtc_settings_problem()) is not None:
+    raise ImproperlyConfigured(_webrtc_problem)
 # Caller silence that ends a turn (the end-of-turn window of the voice activity detector).
 VAD_END_SILENCE_MS = env.int("VAD_END_SILENCE_MS", default=500)
 # Quick end of turn (the offline recognizer, which can tell the words so far): after this much silence

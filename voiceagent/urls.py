@@ -22,6 +22,7 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),  # Prometheus (docs/operations/metrics.md): token or loopback only
     # The agent page's "Talk to this agent" panel (realtime/talk_admin.py), under the admin's prefix.
     path("admin/", include("realtime.talk_admin")),
+    path("admin/", include("realtime.widget.admin")),  # the agent page's widget keys (add, delete)
     path("admin/", admin.site.urls),
     path("public/v1/", include(public_v1)),
     path(
@@ -41,6 +42,7 @@ urlpatterns = [
         name="docs",
     ),
     path("", include("telephony.webhook_urls")),
+    path("", include("realtime.webrtc.urls")),  # WebRTC sessions' offerUrl (docs/webrtc.md): the token is the key
     path("", include("realtime.demo")),  # /demo/: only while DEMO_PAGES is on
     path("", include("voiceagent.landing")),
 ]

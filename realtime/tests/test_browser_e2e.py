@@ -183,7 +183,8 @@ def assert_the_greeting_shows_as_it_is_spoken(page: Any, first_sentence: str, na
 def staff_login(page: Any, server: DaphneServer, agent: Any) -> None:
     """Log in as a new superuser and open the agent's dashboard page."""
     in_thread(lambda: get_user_model().objects.create_superuser("staff", "staff@example.com", STAFF_PASSWORD))
-    log_in(page, server.http_url, to=f"/admin/agents/agent/{agent.pk}/change/")
+    # The socket, whose messages these tests read (test_widget_browser.py talks over WebRTC).
+    log_in(page, server.http_url, to=f"/admin/agents/agent/{agent.pk}/change/?transport=websocket")
     assert "Talk to this agent" in page.inner_text("#talk-panel h2")
     assert "va_" not in page.content()
 
@@ -238,7 +239,7 @@ def envelope_match(signal: np.ndarray, reference: np.ndarray, frame: int = 320) 
 
 
 def test_the_demo_page_talks_with_an_agent_and_a_barge_in_empties_the_playback_queue(server, ava, page):
-    page.goto(f"{server.http_url}/demo/")
+    page.goto(f"{server.http_url}/demo/?transport=websocket")  # the socket: its messages are read below
     assert page.is_checked(f"#agent-{ava.pk}")
     button = page.locator('#talk-panel [data-role="toggle"]')
     assert button.inner_text() == "Start conversation"
@@ -422,7 +423,7 @@ def test_the_demo_page_sends_a_typed_turn_in_a_voice_session(server, ava, page):
     transcript of the same words confirms (part T's server side: see the report of issue 22, part D)."""
     bodies = session_requests(page)
     sent = frames_sent(page)
-    page.goto(f"{server.http_url}/demo/")
+    page.goto(f"{server.http_url}/demo/?transport=websocket")  # the socket: its messages are read below
     text_box = page.locator('#talk-panel [data-role="text"]')
     assert text_box.is_visible() and text_box.is_disabled()  # until the conversation is live
     assert page.is_disabled('#talk-panel [data-role="send"]')

@@ -326,3 +326,43 @@ async def test_a_server_stopped_under_a_live_call_ends_it_with_server_shutdown(
 
     detail = await polled(ended, what=f"call {caller.call_id} to leave active", timeout=5)
     assert (detail["status"], detail["endedReason"]) == ("failed", "server-shutdown")
+
+
+async def test_a_server_stopped_under_a_live_webrtc_call_ends_it_with_server_shutdown(
+    owner, make_agent, realtime_settings, settings, tmp_path_factory
+):
+    """A WebRTC session is no connection of Daphne's: the offer is answered by the async view, the peer
+    lives in the server's loop after it, and stopping the server (SIGTERM) still ends its call failed,
+    server-shutdown (kit.shutdown's closers)."""
+    import httpx
+
+    from testing.conversations import agent_for, issue
+    from testing.webrtc import WebRtcClient
+
+    settings.WEBRTC_HOST_ADDRESSES = ["127.0.0.1"]  # the client's candidates, as the server's: loopback only
+    agent = await sync_to_async(agent_for)(owner, make_agent, name="Wes", instructions="You help callers.")
+    stopping = await sync_to_async(start_test_server)(
+        tmp_path_factory, "webrtc-shutdown", {"WEBRTC_HOST_ADDRESSES": "127.0.0.1"}
+    )
+    try:
+        token = urllib.parse.quote(issue(agent))
+        url = f"{stopping.http_url}/realtime/webrtc/agents/{agent.pk}/session?token={token}"
+        async with httpx.AsyncClient(timeout=60) as http, WebRtcClient(url, http) as client:
+            assert (await client.offer()).status_code == 201
+            started = await client.wait_for(is_type("session.started"), timeout=60)
+            call_id = client.messages[started].message["callId"]
+            await client.wait_for(is_type("transcript", role="assistant"), timeout=60)  # the greeting
+            await sync_to_async(stopping.stop)()  # SIGTERM
+            await client.wait_closed()
+    finally:
+        await sync_to_async(stop_test_server)(stopping)
+
+    async def ended() -> dict[str, Any] | None:
+        response = await sync_to_async(owner.client.get)(f"/public/v1/calls/{call_id}")
+        assert response.status_code == 200, response.content
+        body: dict[str, Any] = response.json()
+        return body if body["status"] != "active" else None
+
+    detail = await polled(ended, what=f"call {call_id} to leave active", timeout=5)
+    assert (detail["status"], detail["endedReason"]) == ("failed", "server-shutdown")
+    assert stopping.log_path is not None and "Traceback" not in stopping.log_path.read_text(errors="replace")

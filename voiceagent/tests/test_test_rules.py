@@ -26,6 +26,7 @@ REAL_SERVERS = {
     "voiceagent/tests/test_browser_pages.py": "Chromium loading the dashboard's pages from a real port",
     "agents/tests/test_dashboard_browser.py": "Chromium building and calling an agent in the dashboard",
     "realtime/tests/test_browser_e2e.py": "Chromium's microphone talking to the browser client",
+    "realtime/tests/test_widget_browser.py": "Chromium on a site of its own, talking through the widget (WebRTC)",
     "telephony/tests/test_sip_servers.py": "SIP served by the web server (SIP_BIND), or by sipserver via Redis",
 }
 REAL_SERVER_NAMES = {"start_test_server", "shared_test_server", "DaphneServer", "fork_server"}

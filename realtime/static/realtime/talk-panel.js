@@ -2,9 +2,9 @@
 // a "Typed only" switch (a text session: no microphone, no audio), a text box for typed turns (in both
 // kinds of session), the call id, a microphone meter, a speaking indicator, the agent's words as it
 // speaks them, the transcripts, and tool calls with their arguments and results (with the reason of a
-// failed one). The session URL comes from the page's own backend (POST with the CSRF token, asking for
-// the modality and the tool events); the panel never sees an API key.
-import { MAX_TEXT_CHARS, VoiceClient } from "../voice-client/v1/voice-client.js";
+// failed one). The session comes from the page's own backend (POST with the CSRF token, asking for the
+// modality, the tool events and, in a browser that has it, WebRTC); the panel never sees an API key.
+import { MAX_TEXT_CHARS, VoiceClient, supportsWebRTC } from "../voice-client/v1/voice-client.js";
 
 const LABELS = {
   idle: ["Start conversation", "Ready. Press Start and allow the microphone, or type only."],
@@ -39,10 +39,13 @@ function brief(value) {
 
 /**
  * root: the panel element (see realtime/templates/realtime/talk_panel.html).
- * sessionUrl(): the page's endpoint that answers {websocketUrl} (or {error}); null when nothing is chosen.
+ * sessionUrl(): the page's endpoint that answers {websocketUrl, webrtc?} (or {error}); null when nothing is
+ *   chosen.
  * callUrl(callId): a link for the call id, or null.
+ * transport: "auto" (WebRTC in a browser that has it, else the socket) or "websocket" (the socket only);
+ *   the pages take it from their address (?transport=websocket).
  */
-export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
+export function mountTalkPanel(root, { sessionUrl, callUrl = () => null, transport = "auto" }) {
   const $ = (role) => root.querySelector(`[data-role="${role}"]`);
   const button = $("toggle");
   const status = $("status");
@@ -57,7 +60,17 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
   textBox.maxLength = MAX_TEXT_CHARS;
   // What tests (and curious developers) can read: the client, each barge-in's queue before/after, the
   // turns typed, and the tool events (tool.call / tool.result) as they came.
-  const talk = { client: null, clears: [], lastQueued: 0, maxLevel: 0, captions: [], typed: [], toolEvents: [] };
+  const talk = {
+    client: null,
+    transport: null,
+    fallback: null,
+    clears: [],
+    lastQueued: 0,
+    maxLevel: 0,
+    captions: [],
+    typed: [],
+    toolEvents: [],
+  };
   root.talk = talk;
   let modality = "audio";
   // Typed turns shown at once, until the server's `user` transcript of the same words confirms them.
@@ -234,12 +247,15 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
     typedOnly.disabled = state === "connecting" || state === "live" || state === "stopping";
   }
 
-  async function fetchUrl(url, chosen) {
-    // The session's modality, and tool.call / tool.result messages for the log.
+  async function fetchSession(url, chosen) {
+    // The session's modality, tool.call / tool.result messages for the log, and WebRTC for a voice session
+    // in a browser that has it (the client falls back to the socket otherwise).
+    const asked = { modality: chosen, events: ["tool"] };
+    if (chosen === "audio" && transport !== "websocket" && supportsWebRTC()) asked.transport = "webrtc";
     const response = await fetch(url, {
       method: "POST",
       headers: { "X-CSRFToken": csrf, "Content-Type": "application/json" },
-      body: JSON.stringify({ modality: chosen, events: ["tool"] }),
+      body: JSON.stringify(asked),
       credentials: "same-origin",
     });
     let body = {};
@@ -253,7 +269,7 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
         code: "session",
       });
     }
-    return body.websocketUrl;
+    return body;
   }
 
   function start() {
@@ -269,24 +285,33 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
     talk.captions = [];
     talk.typed = [];
     talk.toolEvents = [];
+    talk.transport = talk.fallback = null;
+    delete root.dataset.transport;
     live = unheard = null;
     pendingTyped = [];
     toolLines = { started: [], finished: [] };
     setSpeaking(false);
     modality = typedOnly.checked ? "text" : "audio";
     root.dataset.modality = modality;
-    const client = new VoiceClient({ modality });
+    const client = new VoiceClient({ modality, transport: transport === "websocket" ? "websocket" : "auto" });
     talk.client = client;
     client.on("state", ({ state }) => {
       if (state !== "closed") show(state);
       if (state === "live" && modality === "text") textBox.focus();
+    });
+    client.on("transport", ({ transport, fallback }) => {
+      talk.transport = root.dataset.transport = transport;
+      talk.fallback = fallback;
     });
     client.on("started", ({ callId }) => {
       root.dataset.callId = callId;
       const href = callUrl(callId);
       const target = href ? Object.assign(document.createElement("a"), { href }) : document.createElement("code");
       target.textContent = callId;
-      call.replaceChildren(document.createTextNode("Call "), target);
+      const over = talk.transport === "webrtc" ? " over WebRTC" : " over the WebSocket";
+      call.replaceChildren(document.createTextNode("Call "), target, document.createTextNode(over));
+      if (talk.fallback) call.title = `WebRTC was not used: ${talk.fallback}`;
+      else call.removeAttribute("title");
     });
     client.on("transcript", ({ role, text }) => {
       if (role === "assistant") agentTranscript(text);
@@ -320,9 +345,9 @@ export function mountTalkPanel(root, { sessionUrl, callUrl = () => null }) {
       const why = reason ? `: ${reason}` : "";
       show("closed", client.callId ? `Call ended (close code ${code}${why}).` : `Could not start${why}.`);
     });
-    const websocketUrl = fetchUrl(url, modality);
-    websocketUrl.catch(() => {}); // reported through the client's error event
-    client.connect(websocketUrl);
+    const session = fetchSession(url, modality);
+    session.catch(() => {}); // reported through the client's error event
+    client.connect(session);
   }
 
   button.addEventListener("click", () => {
