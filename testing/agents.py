@@ -58,3 +58,21 @@ def olive_for_agent_tests(owner: Any, make_agent: Any) -> Any:
         server_url="https://hooks.example.com/agent",
     )
     return with_order_tool(agent)
+
+
+AVA_GREETING = "Hello, this is Ava from Acme. How can I help you today?"
+
+
+def ava_agent(owner: Any, make_agent: Any, *, instructions: str, **fields: Any) -> Any:
+    """Ava, the reservation assistant of Acme: active, with a static greeting (AVA_GREETING); the voice
+    tests' agent (`fields`: more of the agent's, such as recording_enabled)."""
+    return make_agent(
+        owner.organization,
+        name="Ava",
+        status="active",
+        identity="Ava, the reservation assistant of Acme",
+        instructions=instructions,
+        greeting_type="static",
+        static_greeting=AVA_GREETING,
+        **fields,
+    )

@@ -24,9 +24,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from calls.models import AgentLog, Call
+from testing.agents import AVA_GREETING, ava_agent, olive
 from testing.agents import DISCLOSURE as OLIVE_DISCLOSURE
 from testing.agents import GREETING as OLIVE_GREETING
-from testing.agents import olive
 from testing.browser import (  # noqa: F401 - the fixtures: Chromium with a microphone file
     SENTENCE,
     log_in,
@@ -44,7 +44,7 @@ from testing.webhooks import LoopbackReceiver, Reply
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ARTIFACTS = REPO / "var" / "test-artifacts"
-GREETING = "Hello, this is Ava from Acme. How can I help you today?"
+GREETING = AVA_GREETING
 # Ava answers what she does from the first sentence: "I take table reservations for lunch ... menu. What
 # would you like to do?", about 8 s of speech, which the caller's second sentence cuts (testing/browser.py).
 INSTRUCTIONS = (
@@ -57,15 +57,7 @@ HANDOFF = "+15557654321"
 
 @pytest.fixture
 def ava(owner: Any, make_agent: Any) -> Any:
-    return make_agent(
-        owner.organization,
-        name="Ava",
-        status="active",
-        identity="Ava, the reservation assistant of Acme",
-        instructions=INSTRUCTIONS,
-        greeting_type="static",
-        static_greeting=GREETING,
-    )
+    return ava_agent(owner, make_agent, instructions=INSTRUCTIONS)
 
 
 @contextmanager

@@ -30,6 +30,7 @@ from calls.logging import flush_agent_logs
 from calls.models import AgentLog, Call
 from calls.webhooks.events import deliver_due
 from kit.storage import storage_from_url
+from testing.agents import AVA_GREETING, ava_agent
 from testing.clients import VoiceClient, is_type
 from testing.conversations import issue, silence, socket_url
 from testing.inprocess import InProcessServer, serving
@@ -44,7 +45,7 @@ pytestmark = [
     pytest.mark.usefixtures("close_db_threads"),
 ]
 
-GREETING = "Hello, this is Ava from Acme. How can I help you today?"
+GREETING = AVA_GREETING
 INSTRUCTIONS = (
     "You take table reservations for the Acme restaurant. Callers book a table for a number of people, "
     "for a date and a time, for lunch or dinner."
@@ -99,16 +100,7 @@ def speech_16k(tmp_path_factory: Any) -> dict[str, bytes]:
 
 @pytest.fixture
 def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
-    return make_agent(
-        owner.organization,
-        name="Ava",
-        status="active",
-        identity="Ava, the reservation assistant of Acme",
-        instructions=INSTRUCTIONS,
-        greeting_type="static",
-        static_greeting=GREETING,
-        recording_enabled=True,
-    )
+    return ava_agent(owner, make_agent, instructions=INSTRUCTIONS, recording_enabled=True)
 
 
 async def http(

@@ -23,6 +23,7 @@ from asgiref.sync import sync_to_async
 
 from calls.models import Call
 from realtime import tokens
+from testing.agents import AVA_GREETING, ava_agent
 from testing.clients import VoiceClient, is_type
 from testing.inprocess import InProcessServer, serving
 from testing.voice import record_voice, rms
@@ -34,7 +35,7 @@ pytestmark = [
     pytest.mark.usefixtures("close_db_threads"),
 ]
 
-GREETING = "Hello, this is Ava from Acme. How can I help you today?"
+GREETING = AVA_GREETING
 INSTRUCTIONS = (
     "You take table reservations for the Acme restaurant. Callers book a table for a number of people, "
     "for a date and a time, for lunch or dinner."
@@ -53,15 +54,7 @@ def server(settings: Any) -> Iterator[InProcessServer]:
 
 @pytest.fixture
 def ava(owner: Any, make_agent: Any, realtime_settings: Any) -> Any:
-    return make_agent(
-        owner.organization,
-        name="Ava",
-        status="active",
-        identity="Ava, the reservation assistant of Acme",
-        instructions=INSTRUCTIONS,
-        greeting_type="static",
-        static_greeting=GREETING,
-    )
+    return ava_agent(owner, make_agent, instructions=INSTRUCTIONS)
 
 
 def socket_url(server: InProcessServer, agent_id: Any, token: str) -> str:

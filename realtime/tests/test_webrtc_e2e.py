@@ -24,6 +24,7 @@ from asgiref.sync import sync_to_async
 from calls.models import Call
 from realtime import tokens
 from realtime.webrtc import peer as webrtc_peer
+from testing.agents import AVA_GREETING, ava_agent
 from testing.clients import VoiceClient, is_type
 from testing.inprocess import InProcessServer, serving
 from testing.voice import record_voice
@@ -32,7 +33,7 @@ from testing.webrtc import WebRtcClient, rms
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_db_threads")]
 
-GREETING = "Hello, this is Ava from Acme. How can I help you today?"
+GREETING = AVA_GREETING
 INSTRUCTIONS = (
     "You take table reservations for the Acme restaurant. Callers book a table for a number of people, "
     "for a date and a time, for lunch or dinner."
@@ -52,15 +53,7 @@ def server(settings: Any) -> Iterator[InProcessServer]:
 
 @pytest.fixture
 def ava(owner: Any, make_agent: Any) -> Any:
-    return make_agent(
-        owner.organization,
-        name="Ava",
-        status="active",
-        identity="Ava, the reservation assistant of Acme",
-        instructions=INSTRUCTIONS,
-        greeting_type="static",
-        static_greeting=GREETING,
-    )
+    return ava_agent(owner, make_agent, instructions=INSTRUCTIONS)
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from calls.models import Call
 from realtime.widget.services import widget_key_create
+from testing.agents import AVA_GREETING, ava_agent
 from testing.browser import (  # noqa: F401 - the microphone file fixture
     SENTENCE,
     WATCH_VIOLATIONS,
@@ -40,7 +41,7 @@ from testing.servers import ScriptedServer
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ARTIFACTS = REPO / "var" / "test-artifacts"
-GREETING = "Hello, this is Ava from Acme. How can I help you today?"
+GREETING = AVA_GREETING
 INSTRUCTIONS = (
     "You take table reservations for lunch and dinner at the Acme restaurant and answer questions about its "
     "menu. Callers book a table for a number of people, for a date and a time, for lunch or dinner."
@@ -101,15 +102,7 @@ class SitePage(ScriptedServer):
 
 @pytest.fixture
 def ava(owner: Any, make_agent: Any) -> Any:
-    return make_agent(
-        owner.organization,
-        name="Ava",
-        status="active",
-        identity="Ava, the reservation assistant of Acme",
-        instructions=INSTRUCTIONS,
-        greeting_type="static",
-        static_greeting=GREETING,
-    )
+    return ava_agent(owner, make_agent, instructions=INSTRUCTIONS)
 
 
 @pytest.fixture
