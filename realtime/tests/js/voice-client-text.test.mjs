@@ -3,44 +3,10 @@
 // for the audio modality, a fake microphone and audio graph: what the client sends is read from the fake
 // socket, and whether it opened a microphone or an AudioContext from the fakes' records.
 import assert from "node:assert/strict";
-import { afterEach, beforeEach, describe, test } from "node:test";
+import { beforeEach, describe, test } from "node:test";
 
 import { MAX_TEXT_CHARS, VoiceClient } from "../../static/voice-client/v1/voice-client.js";
-
-class FakeWebSocket {
-  static CONNECTING = 0;
-  static OPEN = 1;
-  static CLOSING = 2;
-  static CLOSED = 3;
-  static opened = [];
-
-  constructor(url) {
-    this.url = url;
-    this.readyState = FakeWebSocket.CONNECTING;
-    this.sent = [];
-    FakeWebSocket.opened.push(this);
-  }
-
-  send(data) {
-    if (this.readyState !== FakeWebSocket.OPEN) throw new Error("send() on a socket that is not open");
-    this.sent.push(JSON.parse(data));
-  }
-
-  close(code = 1000, reason = "") {
-    this.readyState = FakeWebSocket.CLOSED;
-    this.onclose?.({ code, reason });
-  }
-
-  // What the server does.
-  open() {
-    this.readyState = FakeWebSocket.OPEN;
-    this.onopen?.({});
-  }
-
-  deliver(message) {
-    this.onmessage({ data: JSON.stringify(message) });
-  }
-}
+import { FakeWebSocket, installedForEachTest, recording } from "./fakes.mjs";
 
 const opened = { microphones: 0, contexts: 0, worklets: 0 };
 
@@ -94,29 +60,12 @@ const GLOBALS = {
   AudioWorkletNode: FakeAudioWorkletNode,
   navigator: fakeNavigator,
 };
-let saved = {};
+installedForEachTest(GLOBALS);
 
 beforeEach(() => {
-  saved = Object.fromEntries(Object.keys(GLOBALS).map((name) => [name, Object.getOwnPropertyDescriptor(globalThis, name)]));
-  for (const [name, value] of Object.entries(GLOBALS)) {
-    Object.defineProperty(globalThis, name, { value, configurable: true, writable: true });
-  }
   FakeWebSocket.opened = [];
   Object.assign(opened, { microphones: 0, contexts: 0, worklets: 0 });
 });
-
-afterEach(() => {
-  for (const [name, descriptor] of Object.entries(saved)) {
-    if (descriptor) Object.defineProperty(globalThis, name, descriptor);
-    else delete globalThis[name];
-  }
-});
-
-function recording(client, name) {
-  const seen = [];
-  client.on(name, (detail) => seen.push(detail));
-  return seen;
-}
 
 /** A client connected through the fake socket, after session.started. */
 async function liveClient(options) {

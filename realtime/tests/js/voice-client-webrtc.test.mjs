@@ -3,9 +3,10 @@
 // to offerUrl, the messages on the "events" channel, stop, mute, trickled candidates, a connection that
 // fails, and the fallback to the socket when the browser has no WebRTC or the offer is refused.
 import assert from "node:assert/strict";
-import { afterEach, beforeEach, describe, test } from "node:test";
+import { beforeEach, describe, test } from "node:test";
 
 import { VoiceClient, supportsWebRTC } from "../../static/voice-client/v1/voice-client.js";
+import { FakeWebSocket, installedForEachTest, recording } from "./fakes.mjs";
 
 const OFFER_URL = "https://voice.example.test/realtime/webrtc/agents/a1/session?token=t";
 const WS_URL = "wss://voice.example.test/ws/agents/a1/realtime?token=t";
@@ -14,30 +15,6 @@ const SESSION = {
   websocketUrl: WS_URL,
   webrtc: { offerUrl: OFFER_URL, iceServers: [{ urls: ["stun:stun.example.test:3478"] }] },
 };
-
-class FakeWebSocket {
-  static CONNECTING = 0;
-  static OPEN = 1;
-  static CLOSING = 2;
-  static CLOSED = 3;
-  static opened = [];
-
-  constructor(url) {
-    this.url = url;
-    this.readyState = FakeWebSocket.CONNECTING;
-    this.sent = [];
-    FakeWebSocket.opened.push(this);
-  }
-
-  send(data) {
-    this.sent.push(JSON.parse(data));
-  }
-
-  close(code = 1000, reason = "") {
-    this.readyState = FakeWebSocket.CLOSED;
-    this.onclose?.({ code, reason });
-  }
-}
 
 class FakeChannel {
   constructor(label) {
@@ -172,31 +149,14 @@ const GLOBALS = {
     },
   },
 };
-let saved = {};
+installedForEachTest(GLOBALS);
 
 beforeEach(() => {
-  saved = Object.fromEntries(Object.keys(GLOBALS).map((name) => [name, Object.getOwnPropertyDescriptor(globalThis, name)]));
-  for (const [name, value] of Object.entries(GLOBALS)) {
-    Object.defineProperty(globalThis, name, { value, configurable: true, writable: true });
-  }
   FakeWebSocket.opened = [];
   FakePeer.made = [];
   requests = [];
   answerOffer = async () => ({ status: 201, body: "v=0 answer", type: "application/sdp" });
 });
-
-afterEach(() => {
-  for (const [name, descriptor] of Object.entries(saved)) {
-    if (descriptor) Object.defineProperty(globalThis, name, descriptor);
-    else delete globalThis[name];
-  }
-});
-
-function recording(client, name) {
-  const seen = [];
-  client.on(name, (detail) => seen.push(detail));
-  return seen;
-}
 
 /** A client whose WebRTC session is up: the offer answered, the channel open, session.started. */
 async function liveClient(options) {
