@@ -301,10 +301,13 @@ _HANDOFF_TARGET = "handoffs.*.agentId"
 # Any place inside an agent's flow (`flow.start`, `flow.nodes.book.onError`).
 _FLOW_PLACE = re.compile(r"^flow\..+$")
 _IN_FLOW = "flow.*"
+# A price of a price book (`items.3.unit`).
+_PRICE_ITEM = re.compile(r"^items\.\d+")
+_IN_PRICES = "items.*"
 
 
 def _place(field: str) -> str:
-    return _FLOW_PLACE.sub(_IN_FLOW, _HANDOFF_ENTRY.sub(_HANDOFF_TARGET, field))
+    return _PRICE_ITEM.sub(_IN_PRICES, _FLOW_PLACE.sub(_IN_FLOW, _HANDOFF_ENTRY.sub(_HANDOFF_TARGET, field)))
 
 
 def _unstated_rule(issues: Any) -> bool:
@@ -316,7 +319,8 @@ def _unstated_rule(issues: Any) -> bool:
     timeZone that zoneinfo does not know, metadata over 16 KB as JSON, a budget's scope.agentId that is not
     an agent of the organization, a handoff whose agentId is not an
     active agent of the organization other than the agent, or repeats one, or a flow that breaks a rule of
-    its graph or of the agent's tools and agents (agents/flows.py)."""
+    its graph or of the agent's tools and agents (agents/flows.py), a price book's unit that its product is
+    not priced in, a price given twice or a start in the past, or a WebRTC session with modality text."""
     if issues == {"phoneNumberAssignments": ["Duplicate phoneNumberId."]}:
         return True
     if isinstance(issues, dict) and issues and all(m == [INTEGER_PROBLEM] for m in issues.values()):
@@ -362,6 +366,15 @@ def _unstated_rule(issues: Any) -> bool:
         ({"from", "to"}, "Not a valid date"),
         ({"from"}, "Must be earlier than to"),
         ({"from"}, "Must be at most 366 days before to"),
+        # A price book (calls/costs/pricing.py): a unit of its product, each price once, a start that is not in
+        # the past nor more than 5 years ahead.
+        ({f"{_IN_PRICES}.unit"}, "Not a unit of "),
+        ({_IN_PRICES}, "repeats items."),
+        ({"effectiveFrom"}, "must be an ISO 8601 date and time"),  # a format the generator does not keep
+        ({"effectiveFrom"}, "must not be in the past"),
+        ({"effectiveFrom"}, "must be within 5 years"),
+        # A realtime session over WebRTC carries audio: not with modality text.
+        ({"transport"}, "webrtc carries audio"),
     )
     return (
         isinstance(issues, dict)

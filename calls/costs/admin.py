@@ -55,6 +55,7 @@ class PriceBookAdmin(admin.ModelAdmin):
     list_filter = ("currency",)
     search_fields = ("organization__name",)
     list_select_related = ("organization",)
+    autocomplete_fields = ("organization",)
     ordering = ("organization__name", "-effective_from")
     readonly_fields = ("organization", "currency", "effective_from", "created_at", "prices")
     fields = readonly_fields

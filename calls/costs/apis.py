@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from calls.costs import selectors, services
-from calls.costs.pricing import Book
+from calls.costs.pricing import CURRENCY, MAX_ITEMS, MAX_UNIT_PRICE, NAME, Book
 from calls.models import CostProduct, CostUnit
 from kit.api import PublicApiView
 from kit.fields import iso
@@ -20,19 +20,40 @@ TAGS = ["Costs"]
 
 class PriceSchema(serializers.Serializer):
     product = serializers.ChoiceField(choices=CostProduct.choices)
-    provider = serializers.CharField(help_text='The provider\'s name (twilio, openai, embedded, ...), or "*": any.')
-    model = serializers.CharField(
-        required=False, allow_null=True, help_text="A model, voice or telephony leg; null or absent: any."
+    provider = serializers.RegexField(
+        NAME.pattern,
+        trim_whitespace=False,
+        help_text='The provider\'s name (twilio, openai, embedded, ...), or "*": any.',
     )
-    unit = serializers.ChoiceField(choices=CostUnit.choices)
-    unitPrice = serializers.FloatField(min_value=0, help_text="The price of one unit, in the book's currency.")
+    model = serializers.RegexField(
+        NAME.pattern,
+        trim_whitespace=False,
+        required=False,
+        allow_null=True,
+        help_text="A model, voice or telephony leg; null or absent: any.",
+    )
+    unit = serializers.ChoiceField(
+        choices=CostUnit.choices,
+        help_text="One of the product's units (docs/costs.md: telephony per second or minute...).",
+    )
+    unitPrice = serializers.FloatField(
+        min_value=0, max_value=float(MAX_UNIT_PRICE), help_text="The price of one unit, in the book's currency."
+    )
 
 
 class PriceBookRequestSchema(serializers.Serializer):
-    currency = serializers.CharField(help_text="ISO 4217, three capital letters (USD, EUR).")
-    items = PriceSchema(many=True, help_text="At most 200 prices; one per product, provider, model and unit.")
+    currency = serializers.RegexField(
+        CURRENCY.pattern, trim_whitespace=False, help_text="ISO 4217, three capital letters (USD, EUR)."
+    )
+    items = serializers.ListField(
+        child=PriceSchema(),
+        max_length=MAX_ITEMS,
+        help_text=f"At most {MAX_ITEMS} prices; one per product, provider, model and unit.",
+    )
     effectiveFrom = serializers.DateTimeField(
-        required=False, help_text="When the book takes effect (now when absent; never in the past)."
+        required=False,
+        allow_null=True,
+        help_text="When the book takes effect (now when absent or null; never in the past, at most 5 years ahead).",
     )
 
 

@@ -131,15 +131,12 @@ def _item(index: int, value: Any, issues: dict[str, list[str]]) -> Price | None:
     if not isinstance(value, dict):
         issues[where] = ["must be an object {product, provider, model?, unit, unitPrice}"]
         return None
-    unknown = sorted(set(value) - {"product", "provider", "model", "unit", "unitPrice"})
-    if unknown:
-        issues[f"{where}.{unknown[0]}"] = ["is not a field of a price"]
     product, unit = value.get("product"), value.get("unit")
     if not isinstance(product, str) or product not in PRODUCT_UNITS:
         issues[f"{where}.product"] = [f"must be one of {', '.join(PRODUCT_UNITS)} (not {str(product)[:40]!r})"]
     elif unit not in PRODUCT_UNITS[product]:
         issues[f"{where}.unit"] = [
-            f"{product} is priced per {' or '.join(PRODUCT_UNITS[product])} (not {str(unit)[:40]!r})"
+            f"Not a unit of {product}, which is priced per {' or '.join(PRODUCT_UNITS[product])} (not {str(unit)[:40]!r})"
         ]
     for field, required in (("provider", True), ("model", False)):
         problem = _problem_of_name(value.get(field), field, required=required)
@@ -160,10 +157,7 @@ def book_parse(body: Any, *, effective_from: datetime | None = None) -> Book:
     refused."""
     if not isinstance(body, dict):
         raise validation_error({"body": ["must be an object {currency, items, effectiveFrom?}"]})
-    issues: dict[str, list[str]] = {}
-    unknown = sorted(set(body) - {"currency", "items", "effectiveFrom"})
-    if unknown:
-        issues[unknown[0]] = ["is not a field of a price book"]
+    issues: dict[str, list[str]] = {}  # other fields are ignored, as everywhere in the API
     currency = body.get("currency")
     if not isinstance(currency, str) or not CURRENCY.match(currency):
         issues["currency"] = ["must be a three-letter ISO 4217 code in capitals, such as USD or EUR"]

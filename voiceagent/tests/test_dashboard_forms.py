@@ -10,6 +10,7 @@ serializers and services: their refusals are tested in agents/tests/test_dashboa
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,6 +75,7 @@ class FormRules:
 
 
 AC = "AC" + "0a" * 16
+PRICES = [{"product": "telephony", "provider": "twilio", "unit": "minute", "unitPrice": 0.0085}]
 PASSWORD = "pw-new-Vb7Qx2Lk"
 
 FORM_RULES: dict[str, FormRules] = {
@@ -162,6 +164,16 @@ FORM_RULES: dict[str, FormRules] = {
     # Added through the API's service on a page of its own (its secret shown once: tested in
     # calls/tests/test_webhooks_admin_create.py); the change page turns it on or off.
     "calls.webhookendpoint": FormRules(add=None),
+    # Added through PUT /pricing's service; a book is never changed once saved (calls were priced by it).
+    "calls.pricebook": FormRules(
+        add=lambda w: {"organization": w.other_organization.pk, "currency": "EUR", "items": json.dumps(PRICES)},
+        on_add=lambda w: [
+            Refused({"currency": "eur"}, "currency", "three-letter ISO 4217 code"),
+            Refused({"items": json.dumps([{**PRICES[0], "unitPrice": -1}])}, "items", "must not be negative"),
+            Refused({"items": json.dumps([{**PRICES[0], "unit": "character"}])}, "items", "Not a unit of telephony"),
+            Refused({"effective_from": "2001-01-01 00:00:00"}, "effective_from", "must not be in the past"),
+        ],
+    ),
 }
 
 
