@@ -18,11 +18,11 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 
-from calls.models import CallChannel, CallModality, CallStatus, EndedReason
+from calls.models import CallStatus, EndedReason
 from realtime import tokens
 from realtime.engine.audio import OUT_RATE
 from realtime.engine.contracts import Ending
-from realtime.engine.session.shell import Session, open_session
+from realtime.engine.session.shell import Session
 from realtime.services import realtime_session_open
 from realtime.session_messages import MAX_INPUT_CHUNK_BYTES, ClientMessages, MessageTransport
 from realtime.sockets import JsonSocketConsumer, call_control_group
@@ -37,7 +37,6 @@ class BrowserSession(JsonSocketConsumer):
     layer_beside = True
     conversation: Session | None = None
     _run: asyncio.Task[None] | None = None
-    text_only = False  # a typed session (modality text)
     messages: ClientMessages | None = None  # what the client sends (realtime.session_messages)
 
     async def connect(self) -> None:
@@ -60,22 +59,14 @@ class BrowserSession(JsonSocketConsumer):
             await self._error("server_error", "The session could not be opened")
             await self.close_once(tokens.CLOSE_ENGINE_ERROR, "server error")
             return
-        self.text_only = opened.modality == CallModality.TEXT
-        self.conversation = open_session(
-            agent=opened.agent,
-            transport=_BrowserTransport(self, tool_events="tool" in opened.events),
-            channel=CallChannel.WEB,
-            variables=opened.variables,
-            metadata=opened.metadata,
-            modality=opened.modality,
-        )
-        self.messages = ClientMessages(
-            self.conversation,
+        self.messages = ClientMessages.open(
+            opened,
+            _BrowserTransport(self, tool_events="tool" in opened.events),
             send=self.send_message,
             close=self.close_once,
             audio=self._input_audio,
-            text_only=self.text_only,
         )
+        self.conversation = self.messages.conversation
         self._run = asyncio.create_task(
             self.conversation.run(), name=f"conversation-{self.conversation.recorder.session_id}"
         )

@@ -17,10 +17,11 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from calls.models import CallStatus, EndedReason
+from calls.models import CallChannel, CallModality, CallStatus, EndedReason
 from realtime.engine.audio import IN_BYTES_PER_SECOND
-from realtime.engine.contracts import ToolCall, ToolOutcome
-from realtime.engine.session.shell import Session
+from realtime.engine.contracts import ToolCall, ToolOutcome, Transport
+from realtime.engine.session.shell import Session, open_session
+from realtime.services import OpenedSession
 from realtime.sockets import BAD_JSON, Unstorable, parse_json
 from realtime.typed_input import FLOOD_WINDOW_SECONDS, Refusal, TypedBudget, TypedLimits
 
@@ -55,6 +56,29 @@ class ClientMessages:
         self.audio = audio
         self.text_only = text_only
         self.typed = TypedBudget(TypedLimits.from_settings(), conversation.clock)  # what it may still type
+
+    @classmethod
+    def open(
+        cls,
+        opened: OpenedSession,
+        transport: Transport,
+        *,
+        send: Send,
+        close: Callable[[int, str], Awaitable[None]],
+        audio: Callable[[Any], Awaitable[None]] | None = None,
+    ) -> ClientMessages:
+        """The conversation a spent session token opens over `transport` (a browser session: channel web,
+        the variables, metadata and modality kept with the token), and the messages of its client."""
+        conversation = open_session(
+            agent=opened.agent,
+            transport=transport,
+            channel=CallChannel.WEB,
+            variables=opened.variables,
+            metadata=opened.metadata,
+            modality=opened.modality,
+        )
+        text_only = opened.modality == CallModality.TEXT
+        return cls(conversation, send=send, close=close, audio=audio, text_only=text_only)
 
     async def receive(self, text: str) -> None:
         """One text message of the client."""

@@ -49,10 +49,10 @@ from aiortc.mediastreams import MediaStreamTrack
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from calls.models import CallChannel, CallModality, CallStatus, EndedReason
+from calls.models import CallStatus, EndedReason
 from kit import shutdown
 from realtime.engine.contracts import Ending
-from realtime.engine.session.shell import Session, open_session
+from realtime.engine.session.shell import Session
 from realtime.services import OpenedSession, realtime_session_open
 from realtime.session_messages import ClientMessages, MessageTransport
 from realtime.sockets import call_control_group
@@ -216,21 +216,13 @@ class PeerSession:
 
     def open(self, opened: OpenedSession) -> None:
         """The token is spent: the conversation opens and starts (the greeting waits for the connection)."""
-        self.conversation = open_session(
-            agent=opened.agent,
-            transport=WebRtcTransport(self, tool_events="tool" in opened.events),
-            channel=CallChannel.WEB,
-            variables=opened.variables,
-            metadata=opened.metadata,
-            modality=opened.modality,
-        )
-        self.messages = ClientMessages(
-            self.conversation,
+        self.messages = ClientMessages.open(
+            opened,
+            WebRtcTransport(self, tool_events="tool" in opened.events),
             send=self.send,
             close=self._closed_by_messages,
-            audio=None,
-            text_only=opened.modality == CallModality.TEXT,
         )
+        self.conversation = self.messages.conversation
         _peers[self.token_id] = self
         shutdown.on_stop(end_all)
         self._run = asyncio.get_running_loop().create_task(
