@@ -39,6 +39,35 @@ class Received:
     message: dict[str, Any]
 
 
+async def first_matching(
+    messages: list[Received],
+    arrived: asyncio.Event,
+    predicate: Callable[[dict[str, Any]], bool],
+    *,
+    after: int,
+    timeout: float,
+    ended: Callable[[], str | None],
+) -> int:
+    """Index of the first of `messages` from `after` on whose message matches, waiting on `arrived` (set
+    by whoever appends) for more; ConnectionError with what `ended` says once the carrier has closed without
+    one, TimeoutError after `timeout`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        for index in range(after, len(messages)):
+            if predicate(messages[index].message):
+                return index
+        reason = ended()
+        if reason is not None:
+            raise ConnectionError(reason)
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise TimeoutError("no matching message")
+        arrived.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(arrived.wait(), remaining)
+
+
 class SocketClient:
     """The lifecycle every scripted socket client shares (the browser's `VoiceClient`, Twilio's
     `TwilioStream`): connect over aiohttp, a reader task that keeps every JSON message with its arrival
@@ -134,20 +163,14 @@ class SocketClient:
         self, predicate: Callable[[dict[str, Any]], bool], *, after: int = 0, timeout: float = 30
     ) -> int:
         """Index of the first message from `after` on that matches; TimeoutError otherwise."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            for index in range(after, len(self.messages)):
-                if predicate(self.messages[index].message):
-                    return index
-            if self.closed:
-                raise ConnectionError(f"socket closed ({self.close_code}) while waiting")
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise TimeoutError("no matching message")
-            self._arrived.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), remaining)
+        return await first_matching(
+            self.messages,
+            self._arrived,
+            predicate,
+            after=after,
+            timeout=timeout,
+            ended=lambda: f"socket closed ({self.close_code}) while waiting" if self.closed else None,
+        )
 
     async def wait_closed(self, timeout: float = 30) -> int | None:
         assert self._reader is not None

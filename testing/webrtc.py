@@ -27,7 +27,7 @@ from typing import Any, Literal
 import httpx
 import numpy as np
 
-from testing.clients import Received
+from testing.clients import Received, first_matching
 
 RATE = 48000
 FRAME_SAMPLES = RATE // 50  # 20 ms
@@ -250,20 +250,14 @@ class WebRtcClient:
     ) -> int:
         """Index of the first message from `after` on that matches; TimeoutError otherwise (ConnectionError
         once the channel has closed without one)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            for index in range(after, len(self.messages)):
-                if predicate(self.messages[index].message):
-                    return index
-            if self.channel_closed.is_set():
-                raise ConnectionError("the events channel closed while waiting")
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise TimeoutError("no matching message")
-            self._arrived.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), remaining)
+        return await first_matching(
+            self.messages,
+            self._arrived,
+            predicate,
+            after=after,
+            timeout=timeout,
+            ended=lambda: "the events channel closed while waiting" if self.channel_closed.is_set() else None,
+        )
 
     async def wait_closed(self, timeout: float = 30) -> None:
         await asyncio.wait_for(self.channel_closed.wait(), timeout)
