@@ -34,6 +34,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from agents.interruption import interruption_for
+from calls.models import CostProduct, CostUnit
 from kit import metrics
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_BYTES_PER_MS, IN_BYTES_PER_SECOND
@@ -466,10 +467,10 @@ class CascadePipeline:
         if self.listener.recognizer is not None:  # the cost ledger: seconds of caller audio recognized
             heard = sum(len(audio) for kind, audio in work if kind in (RecognizerJob.START, RecognizerJob.FEED))
             session.recorder.measure(
-                product="asr",
+                product=CostProduct.ASR,
                 provider=settings.ASR_PROVIDER,
                 model=settings.ASR_MODEL or None,
-                unit="second",
+                unit=CostUnit.SECOND,
                 quantity=heard / IN_BYTES_PER_SECOND,
             )
         try:
@@ -722,7 +723,7 @@ class CascadePipeline:
         """The cost ledger: characters a voice synthesized."""
         assert self.session is not None
         self.session.recorder.measure(
-            product="tts", provider=provider, model=model, unit="character", quantity=len(text)
+            product=CostProduct.TTS, provider=provider, model=model, unit=CostUnit.CHARACTER, quantity=len(text)
         )
 
     def _complete_sentences(self, text: str) -> tuple[list[str], str]:

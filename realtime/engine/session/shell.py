@@ -51,7 +51,7 @@ from django.utils import timezone
 from agents.disclosure import disclosure_for
 from agents.models import Agent, BackgroundSound, GreetingType, PromptType
 from agents.services import ambient_sound_playable
-from calls.models import CallModality, CallStatus, EndedReason, ToolInvocationStatus
+from calls.models import CallModality, CallStatus, CostProduct, CostUnit, EndedReason, ToolInvocationStatus
 from calls.variables import placeholders_fill
 from kit import metrics, tracing
 from kit.providers import ProviderError
@@ -960,10 +960,10 @@ class Session:
         # The cost ledger: the person's leg while the service held it (once they are joined, their call with
         # the caller is the carrier's, outside the service).
         self.recorder.measure(
-            product="telephony",
+            product=CostProduct.TELEPHONY,
             provider=getattr(self.recorder.call, "carrier", "") or "unknown",
             model="transfer",
-            unit="second",
+            unit=CostUnit.SECOND,
             quantity=self.clock.now() - dialed_at,
         )
         self.recorder.log("info" if outcome == "accepted" else "warn", "warm transfer ended", outcome=outcome)

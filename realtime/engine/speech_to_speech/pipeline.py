@@ -48,6 +48,7 @@ import soxr
 from django.conf import settings
 
 from agents.interruption import interruption_for
+from calls.models import CostProduct
 from kit.providers import ProviderError
 from realtime.engine.audio import IN_RATE, OUT_BYTES_PER_SECOND, OUT_FRAME_BYTES, OUT_RATE
 from realtime.engine.brain.openai_chat import parse_arguments, reported_tokens
@@ -763,7 +764,7 @@ class SpeechToSpeechPipeline:
         self.session.recorder.llm_usage(
             provider=self.provider,
             model=self.model,
-            product="speech_to_speech",
+            product=CostProduct.SPEECH_TO_SPEECH,
             input_tokens=reported_tokens(usage, "input_tokens"),
             output_tokens=reported_tokens(usage, "output_tokens"),
             cached_input_tokens=reported_tokens(input_details, "cached_tokens"),
